@@ -1,0 +1,425 @@
+//! Commands: the definition of a protected dependency call, and its executions.
+//!
+//! A [`Command`] is built once per dependency call site and holds pre-resolved handles to its
+//! key's shared state (breaker, semaphores, metrics, live properties), so an execution does no
+//! lookup by name. Each call creates an [`Execution`] from a run function and consumes it with
+//! one mode:
+//!
+//! - [`run`](Command::run): a blocking `FnOnce() -> Result<T, E>`;
+//! - [`run_cancellable`](Command::run_cancellable): a blocking
+//!   `FnOnce(CancellationToken) -> Result<T, E>` whose token is cancelled at the timeout;
+//! - [`run_async`](Command::run_async): a `Future<Output = Result<T, E>>`.
+//!
+//! ```
+//! use hystrix::{Command, IsolationStrategy, Registry};
+//! use std::time::Duration;
+//!
+//! let registry = Registry::new();
+//! let get_user = Command::builder("GetUser")
+//!     .group("UserService")
+//!     .isolation(IsolationStrategy::Semaphore)
+//!     .timeout(Duration::from_millis(500))
+//!     .build_in(&registry)?;
+//!
+//! let name = get_user
+//!     .run(|| Err::<String, _>("connection refused"))
+//!     .fallback(|_err| Ok::<_, std::convert::Infallible>("anonymous".to_string()))
+//!     .execute()
+//!     // A `&str` cause is not a std::error::Error; boxing it makes the error one, for `?`.
+//!     .map_err(hystrix::HystrixError::into_boxed)?;
+//! assert_eq!(name, "anonymous");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod execution;
+mod hystrix_command;
+mod outcome;
+mod pipeline;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use execution::{
+    Async, AsyncFallback, Blocking, BlockingFallback, BlockingRun, Cancellable, Execution,
+    FallbackAsyncFn, FallbackFn, NoFallback, RunFn,
+};
+pub use hystrix_command::{HystrixAsyncCommand, HystrixCommand};
+pub use outcome::{ExecutionResult, Outcome};
+
+use crate::config::{
+    CommandLayer, CommandProperties, IsolationStrategy, LayerError, PropertyValue,
+};
+use crate::error::ConfigError;
+use crate::key::{CommandKey, GroupKey, ThreadPoolKey};
+use crate::registry::{CommandState, Registry};
+
+/// How an error returned by a run counts (SPEC Part A 8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Class {
+    /// A failure of the dependency: FAILURE, counts against health, the fallback runs. The
+    /// default.
+    Failure,
+    /// The caller's request was bad (Hystrix's `HystrixBadRequestException`): BAD_REQUEST, not
+    /// counted in health, no fallback, the error is returned as is.
+    BadRequest,
+    /// A business error from a healthy dependency (e.g. "not found"): IGNORED, counts as a
+    /// success for health, no fallback, the error is returned as is.
+    Ignored,
+}
+
+/// Decides the [`Class`] of a run's error of type `E`.
+pub trait Classify<E> {
+    /// The class of `error`.
+    fn classify(&self, error: &E) -> Class;
+}
+
+/// The default classifier: every error is a [`Class::Failure`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AllFailures;
+
+impl<E> Classify<E> for AllFailures {
+    #[inline]
+    fn classify(&self, _error: &E) -> Class {
+        Class::Failure
+    }
+}
+
+/// A classifier for errors of type `E`, set with [`CommandBuilder::classify`].
+pub struct Classifier<E>(Arc<dyn Fn(&E) -> Class + Send + Sync>);
+
+impl<E> Clone for Classifier<E> {
+    fn clone(&self) -> Self {
+        Classifier(Arc::clone(&self.0))
+    }
+}
+
+impl<E> fmt::Debug for Classifier<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Classifier(..)")
+    }
+}
+
+impl<E> Classify<E> for Classifier<E> {
+    #[inline]
+    fn classify(&self, error: &E) -> Class {
+        (self.0)(error)
+    }
+}
+
+/// A validated command definition: cheap to clone, shareable across threads.
+///
+/// `C` is its error classifier: [`AllFailures`] unless set with [`CommandBuilder::classify`], in
+/// which case runs must return that classifier's error type.
+///
+/// Two definitions with the same command key (in one registry) share one breaker, semaphore,
+/// metrics and properties, as in Hystrix.
+pub struct Command<C = AllFailures> {
+    state: Arc<CommandState>,
+    classifier: C,
+}
+
+impl<C: Clone> Clone for Command<C> {
+    fn clone(&self) -> Self {
+        Command {
+            state: Arc::clone(&self.state),
+            classifier: self.classifier.clone(),
+        }
+    }
+}
+
+impl<C> fmt::Debug for Command<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Command")
+            .field("key", &self.state.key)
+            .field("group", &self.state.group)
+            .field("thread_pool_key", &self.state.thread_pool_key)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Command {
+    /// Starts a definition for `key`. A group ([`CommandBuilder::group`]) is required.
+    pub fn builder(key: impl Into<String>) -> CommandBuilder {
+        CommandBuilder {
+            key: key.into(),
+            group: None,
+            thread_pool_key: None,
+            layer: CommandLayer::default(),
+            error: None,
+            classifier: AllFailures,
+        }
+    }
+}
+
+impl<C> Command<C> {
+    /// The command key.
+    pub fn key(&self) -> &CommandKey {
+        &self.state.key
+    }
+
+    /// The group key.
+    pub fn group(&self) -> &GroupKey {
+        &self.state.group
+    }
+
+    /// The thread-pool key (the group's name unless set, or overridden by
+    /// `threadPoolKeyOverride`).
+    pub fn thread_pool_key(&self) -> &ThreadPoolKey {
+        &self.state.thread_pool_key
+    }
+
+    /// A snapshot of the key's live properties.
+    pub fn properties(&self) -> CommandProperties {
+        (**self.state.properties.load()).clone()
+    }
+
+    /// A snapshot of the key's metrics.
+    pub fn metrics(&self) -> crate::CommandMetrics {
+        self.state.metrics()
+    }
+
+    /// Whether the circuit is open now (Hystrix's `isCircuitBreakerOpen()`).
+    pub fn is_circuit_breaker_open(&self) -> bool {
+        self.state.breaker.is_open(&self.state.properties.load())
+    }
+
+    /// An execution of a blocking run function. Consume it with
+    /// [`execute`](Execution::execute).
+    ///
+    /// A panic in `run` is caught and treated as a FAILURE with the panic message kept.
+    pub fn run<F, T, E>(&self, run: F) -> Execution<'_, C, Blocking<F>, NoFallback>
+    where
+        F: FnOnce() -> Result<T, E>,
+    {
+        Execution::new(self, Blocking(run))
+    }
+
+    /// An execution of a blocking run function that receives a
+    /// [`CancellationToken`](crate::CancellationToken), cancelled when the execution times out
+    /// (if `execution.isolation.thread.interruptOnTimeout`, default true). A run that checks it
+    /// can stop early; one that ignores it keeps its permit until it returns (SPEC Part A 4, 13).
+    pub fn run_cancellable<F, T, E>(&self, run: F) -> Execution<'_, C, Cancellable<F>, NoFallback>
+    where
+        F: FnOnce(crate::CancellationToken) -> Result<T, E>,
+    {
+        Execution::new(self, Cancellable(run))
+    }
+
+    /// An execution of an async run. Consume it with
+    /// [`execute_async`](Execution::execute_async). At the timeout the future is dropped
+    /// (real cancellation, SPEC Part A 7).
+    pub fn run_async<Fut, T, E>(&self, run: Fut) -> Execution<'_, C, Async<Fut>, NoFallback>
+    where
+        Fut: std::future::Future<Output = Result<T, E>>,
+    {
+        Execution::new(self, Async(run))
+    }
+
+    pub(crate) fn state(&self) -> &CommandState {
+        &self.state
+    }
+
+    pub(crate) fn classifier(&self) -> &C {
+        &self.classifier
+    }
+}
+
+/// Builds a [`Command`]: keys, properties given in code, and the error classifier.
+///
+/// Property values given here sit at Hystrix's "instance default from code" level: they hide the
+/// dynamic global default (`hystrix.command.default.*`) and are overridden only by the dynamic
+/// per-key value (`hystrix.command.<Key>.*`). Invalid values are reported by
+/// [`build`](CommandBuilder::build) with the property's full name.
+#[must_use = "a builder does nothing until built"]
+pub struct CommandBuilder<C = AllFailures> {
+    key: String,
+    group: Option<String>,
+    thread_pool_key: Option<String>,
+    layer: CommandLayer,
+    error: Option<ConfigError>,
+    classifier: C,
+}
+
+impl<C> fmt::Debug for CommandBuilder<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CommandBuilder")
+            .field("key", &self.key)
+            .field("group", &self.group)
+            .field("thread_pool_key", &self.thread_pool_key)
+            .field("layer", &self.layer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C> CommandBuilder<C> {
+    /// The group key (required, as in Hystrix): groups commands for reporting and is the default
+    /// thread-pool key.
+    pub fn group(mut self, group: impl Into<String>) -> Self {
+        self.group = Some(group.into());
+        self
+    }
+
+    /// The thread-pool key (default: the group's name).
+    pub fn thread_pool_key(mut self, key: impl Into<String>) -> Self {
+        self.thread_pool_key = Some(key.into());
+        self
+    }
+
+    /// Sets a property by its Hystrix name (without the `hystrix.command.<Key>.` prefix), e.g.
+    /// `.property("circuitBreaker.errorThresholdPercentage", 40)`. Strings are parsed.
+    /// An unknown name or invalid value makes [`build`](CommandBuilder::build) fail.
+    pub fn property(mut self, name: &str, value: impl Into<PropertyValue>) -> Self {
+        if self.error.is_some() {
+            return self;
+        }
+        let value = value.into();
+        let full_name = || format!("hystrix.command.{}.{name}", self.key);
+        match self.layer.set(name, &value, true) {
+            Ok(()) => {}
+            Err(LayerError::Unknown) => {
+                self.error = Some(ConfigError::UnknownProperty { name: full_name() });
+            }
+            Err(LayerError::Invalid(reason)) => {
+                self.error = Some(ConfigError::InvalidValue {
+                    name: full_name(),
+                    value: value.to_string(),
+                    reason,
+                });
+            }
+            // Builder values are per key, so every property may be set here.
+            Err(LayerError::InstanceOnly) => {}
+        }
+        self
+    }
+
+    /// `execution.isolation.strategy`: THREAD or SEMAPHORE (default: by run kind, SPEC Part A 18).
+    pub fn isolation(self, strategy: IsolationStrategy) -> Self {
+        self.property("execution.isolation.strategy", strategy.name())
+    }
+
+    /// `execution.isolation.thread.timeoutInMilliseconds` (default 1000 ms); whole milliseconds,
+    /// at least 1.
+    pub fn timeout(self, timeout: Duration) -> Self {
+        self.property("execution.isolation.thread.timeoutInMilliseconds", timeout)
+    }
+
+    /// `execution.timeout.enabled` (default true).
+    pub fn timeout_enabled(self, enabled: bool) -> Self {
+        self.property("execution.timeout.enabled", enabled)
+    }
+
+    /// `execution.isolation.semaphore.maxConcurrentRequests` (default 10; 0 rejects all).
+    pub fn semaphore_max_concurrent_requests(self, permits: u32) -> Self {
+        self.property(
+            "execution.isolation.semaphore.maxConcurrentRequests",
+            permits,
+        )
+    }
+
+    /// `fallback.isolation.semaphore.maxConcurrentRequests` (default 10; 0 rejects all).
+    pub fn fallback_semaphore_max_concurrent_requests(self, permits: u32) -> Self {
+        self.property(
+            "fallback.isolation.semaphore.maxConcurrentRequests",
+            permits,
+        )
+    }
+
+    /// `fallback.enabled` (default true).
+    pub fn fallback_enabled(self, enabled: bool) -> Self {
+        self.property("fallback.enabled", enabled)
+    }
+
+    /// `circuitBreaker.enabled` (default true).
+    pub fn circuit_breaker_enabled(self, enabled: bool) -> Self {
+        self.property("circuitBreaker.enabled", enabled)
+    }
+
+    /// `circuitBreaker.requestVolumeThreshold` (default 20 requests).
+    pub fn circuit_breaker_request_volume_threshold(self, requests: u32) -> Self {
+        self.property("circuitBreaker.requestVolumeThreshold", requests)
+    }
+
+    /// `circuitBreaker.errorThresholdPercentage` (default 50, percent 0-100).
+    pub fn circuit_breaker_error_threshold_percentage(self, percent: u32) -> Self {
+        self.property("circuitBreaker.errorThresholdPercentage", percent)
+    }
+
+    /// `circuitBreaker.sleepWindowInMilliseconds` (default 5000 ms).
+    pub fn circuit_breaker_sleep_window(self, window: Duration) -> Self {
+        self.property("circuitBreaker.sleepWindowInMilliseconds", window)
+    }
+
+    /// Sets how the run's errors of type `E` count (SPEC Part A 8): [`Class::Failure`] (the
+    /// default), [`Class::BadRequest`] or [`Class::Ignored`]. Runs of the built command must
+    /// then return `Result<_, E>`.
+    ///
+    /// ```
+    /// use hystrix::{Class, Command, FailureType, IsolationStrategy, Registry};
+    ///
+    /// #[derive(Debug)]
+    /// struct HttpError(u16);
+    ///
+    /// let registry = Registry::new();
+    /// let get = Command::builder("GetItem")
+    ///     .group("Catalog")
+    ///     .isolation(IsolationStrategy::Semaphore)
+    ///     .classify(|e: &HttpError| if e.0 == 404 { Class::Ignored } else { Class::Failure })
+    ///     .build_in(&registry)?;
+    /// let err = get.run(|| Err::<(), _>(HttpError(404))).execute().unwrap_err();
+    /// assert_eq!(err.failure_type(), FailureType::Ignored);
+    /// # Ok::<(), hystrix::ConfigError>(())
+    /// ```
+    pub fn classify<E, F>(self, classify: F) -> CommandBuilder<Classifier<E>>
+    where
+        F: Fn(&E) -> Class + Send + Sync + 'static,
+    {
+        CommandBuilder {
+            key: self.key,
+            group: self.group,
+            thread_pool_key: self.thread_pool_key,
+            layer: self.layer,
+            error: self.error,
+            classifier: Classifier(Arc::new(classify)),
+        }
+    }
+
+    /// Builds the definition in the [global registry](Registry::global).
+    ///
+    /// # Errors
+    /// As [`build_in`](CommandBuilder::build_in).
+    pub fn build(self) -> Result<Command<C>, ConfigError> {
+        self.build_in(Registry::global())
+    }
+
+    /// Builds the definition in `registry`, creating the key's state on first definition.
+    ///
+    /// # Errors
+    /// - [`ConfigError::InvalidKey`] for an empty or reserved key;
+    /// - [`ConfigError::MissingGroupKey`] without a group;
+    /// - [`ConfigError::UnknownProperty`] / [`ConfigError::InvalidValue`] for a bad property,
+    ///   named in full;
+    /// - [`ConfigError::ConflictingDefinition`] if the key already exists here with a different
+    ///   group, thread-pool key or property value.
+    pub fn build_in(self, registry: &Registry) -> Result<Command<C>, ConfigError> {
+        let key = CommandKey::new(&self.key)?;
+        if let Some(err) = self.error {
+            return Err(err);
+        }
+        let group = match &self.group {
+            Some(group) => GroupKey::new(group)?,
+            None => {
+                return Err(ConfigError::MissingGroupKey {
+                    key: self.key.clone(),
+                });
+            }
+        };
+        let thread_pool_key = self.thread_pool_key.map(ThreadPoolKey::new).transpose()?;
+        let state = registry.command_state(key, group, thread_pool_key, self.layer)?;
+        Ok(Command {
+            state,
+            classifier: self.classifier,
+        })
+    }
+}

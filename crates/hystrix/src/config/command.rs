@@ -1,0 +1,221 @@
+//! Command properties (`hystrix.command.*`, SPEC §1.2 and our extensions of Part A 2 and 15).
+
+use crate::config::{IsolationStrategy, at_least_one, no_check, property_table};
+use crate::error::ConfigError;
+
+fn percentage(v: &u32) -> Result<(), String> {
+    if *v <= 100 {
+        Ok(())
+    } else {
+        Err("must be a percentage from 0 to 100".into())
+    }
+}
+
+fn positive_ms(v: &u64) -> Result<(), String> {
+    if *v >= 1 {
+        Ok(())
+    } else {
+        Err("must be at least 1 ms".into())
+    }
+}
+
+fn timeout_ms(v: &u64) -> Result<(), String> {
+    if *v >= 1 {
+        Ok(())
+    } else {
+        Err(
+            "must be at least 1 ms (to turn the timeout off, set execution.timeout.enabled=false)"
+                .into(),
+        )
+    }
+}
+
+fn isolation(v: &Option<IsolationStrategy>) -> Result<(), String> {
+    match v {
+        // Thread pools arrive with the thread-pool issue; until then THREAD must not be accepted
+        // and then quietly run as something else.
+        Some(IsolationStrategy::Thread) => {
+            Err("THREAD isolation is not available in this version; use SEMAPHORE".into())
+        }
+        _ => Ok(()),
+    }
+}
+
+property_table! {
+    /// The resolved properties of one command key: what an execution reads.
+    ///
+    /// Field docs give each property's Hystrix name, unit and default. Obtain a snapshot with
+    /// [`Properties::command`](crate::config::Properties::command).
+    pub struct CommandProperties;
+    layer CommandLayer;
+    info COMMAND_PROPERTIES;
+
+    /// `execution.isolation.strategy`: `THREAD` or `SEMAPHORE`. Default unset, meaning by run
+    /// kind (SPEC Part A 18): blocking runs use THREAD, async runs SEMAPHORE. Dynamic.
+    execution_isolation_strategy: Option<IsolationStrategy> = None;
+        "execution.isolation.strategy", Dynamic, Any, isolation;
+    /// `execution.isolation.thread.timeoutInMilliseconds`: the execution timeout in ms, for every
+    /// isolation (the name is Hystrix's legacy). Default 1000, at least 1. Dynamic.
+    execution_timeout_in_milliseconds: u64 = 1000;
+        "execution.isolation.thread.timeoutInMilliseconds", Dynamic, Any, timeout_ms;
+    /// `execution.timeout.enabled`: whether a timeout is armed at all. Default true. Dynamic.
+    execution_timeout_enabled: bool = true;
+        "execution.timeout.enabled", Dynamic, Any, no_check;
+    /// `execution.isolation.thread.interruptOnTimeout`: on timeout, cancel the cancellation token
+    /// of a cancellable run (Rust cannot interrupt a thread; SPEC Part A 13). Default true.
+    /// Dynamic.
+    execution_isolation_thread_interrupt_on_timeout: bool = true;
+        "execution.isolation.thread.interruptOnTimeout", Dynamic, Any, no_check;
+    /// `execution.isolation.thread.interruptOnFutureCancel`: on `cancel()` of a queued
+    /// execution's handle, cancel the run's token. Default false. Dynamic.
+    execution_isolation_thread_interrupt_on_future_cancel: bool = false;
+        "execution.isolation.thread.interruptOnFutureCancel", Dynamic, Any, no_check;
+    /// `execution.isolation.semaphore.maxConcurrentRequests`: execution permits per command key
+    /// under SEMAPHORE isolation. Default 10; 0 rejects every execution (a kill switch, SPEC
+    /// Part A 32). Dynamic: read at every acquire.
+    execution_isolation_semaphore_max_concurrent_requests: u32 = 10;
+        "execution.isolation.semaphore.maxConcurrentRequests", Dynamic, Any, no_check;
+    /// `fallback.isolation.semaphore.maxConcurrentRequests`: concurrent fallbacks per command
+    /// key, for every isolation. Default 10; 0 rejects every fallback. Dynamic.
+    fallback_isolation_semaphore_max_concurrent_requests: u32 = 10;
+        "fallback.isolation.semaphore.maxConcurrentRequests", Dynamic, Any, no_check;
+    /// `fallback.enabled`: whether a fallback is attempted. Default true. Dynamic.
+    fallback_enabled: bool = true;
+        "fallback.enabled", Dynamic, Any, no_check;
+    /// `circuitBreaker.enabled`: whether the breaker is consulted at all. Default true. Dynamic
+    /// (read at each attempt; Hystrix reads it once, SPEC Part A 21).
+    circuit_breaker_enabled: bool = true;
+        "circuitBreaker.enabled", Dynamic, Any, no_check;
+    /// `circuitBreaker.requestVolumeThreshold`: minimum requests in the rolling health window
+    /// before the breaker may trip. Default 20. Dynamic.
+    circuit_breaker_request_volume_threshold: u32 = 20;
+        "circuitBreaker.requestVolumeThreshold", Dynamic, Any, no_check;
+    /// `circuitBreaker.sleepWindowInMilliseconds`: ms after opening before a trial request is
+    /// allowed (strictly after). Default 5000. Dynamic.
+    circuit_breaker_sleep_window_in_milliseconds: u64 = 5000;
+        "circuitBreaker.sleepWindowInMilliseconds", Dynamic, Any, no_check;
+    /// `circuitBreaker.errorThresholdPercentage`: the breaker trips when the error percentage
+    /// (0-100) is at least this. Default 50. Dynamic.
+    circuit_breaker_error_threshold_percentage: u32 = 50;
+        "circuitBreaker.errorThresholdPercentage", Dynamic, Any, percentage;
+    /// `circuitBreaker.forceOpen`: short-circuit every execution; wins over `forceClosed`.
+    /// Default false. Dynamic.
+    circuit_breaker_force_open: bool = false;
+        "circuitBreaker.forceOpen", Dynamic, Any, no_check;
+    /// `circuitBreaker.forceClosed`: allow every execution whatever the health. Default false.
+    /// Dynamic.
+    circuit_breaker_force_closed: bool = false;
+        "circuitBreaker.forceClosed", Dynamic, Any, no_check;
+    /// `circuitBreaker.halfOpen.permittedRequests` (our extension, SPEC Part A 2): trial
+    /// requests admitted per half-open period. Default 1 (Hystrix), at least 1. Dynamic.
+    circuit_breaker_half_open_permitted_requests: u32 = 1;
+        "circuitBreaker.halfOpen.permittedRequests", Dynamic, Any, at_least_one;
+    /// `circuitBreaker.halfOpen.successThreshold` (our extension, SPEC Part A 2): successful
+    /// trials needed to close. Default 1, at least 1 and at most `permittedRequests`. Dynamic.
+    circuit_breaker_half_open_success_threshold: u32 = 1;
+        "circuitBreaker.halfOpen.successThreshold", Dynamic, Any, at_least_one;
+    /// `metrics.rollingStats.timeInMilliseconds`: length of the rolling counter window (and of
+    /// the health window) in ms. Default 10000. Fixed once the key is in use.
+    metrics_rolling_stats_time_in_milliseconds: u64 = 10_000;
+        "metrics.rollingStats.timeInMilliseconds", Fixed, Any, positive_ms;
+    /// `metrics.rollingStats.numBuckets`: buckets in the rolling counter window; must divide
+    /// the window evenly. Default 10. Fixed.
+    metrics_rolling_stats_num_buckets: u32 = 10;
+        "metrics.rollingStats.numBuckets", Fixed, Any, at_least_one;
+    /// `metrics.rollingPercentile.enabled`: whether latencies are recorded (when false the
+    /// percentiles read -1, SPEC Part A 34). Default true. Dynamic.
+    metrics_rolling_percentile_enabled: bool = true;
+        "metrics.rollingPercentile.enabled", Dynamic, Any, no_check;
+    /// `metrics.rollingPercentile.timeInMilliseconds`: length of the latency window in ms.
+    /// Default 60000. Fixed.
+    metrics_rolling_percentile_time_in_milliseconds: u64 = 60_000;
+        "metrics.rollingPercentile.timeInMilliseconds", Fixed, Any, positive_ms;
+    /// `metrics.rollingPercentile.numBuckets`: buckets in the latency window; must divide it
+    /// evenly. Default 6. Fixed.
+    metrics_rolling_percentile_num_buckets: u32 = 6;
+        "metrics.rollingPercentile.numBuckets", Fixed, Any, at_least_one;
+    /// `metrics.rollingPercentile.bucketSize`: accepted for compatibility; unused, as in
+    /// Hystrix 1.5 (latencies go to histograms without a sample cap). Default 100.
+    metrics_rolling_percentile_bucket_size: u32 = 100;
+        "metrics.rollingPercentile.bucketSize", Fixed, Any, at_least_one;
+    /// `metrics.healthSnapshot.intervalInMilliseconds`: how often the error percentage is
+    /// recomputed, and the health bucket size, in ms; at most the rolling window. Default 500.
+    /// Fixed.
+    metrics_health_snapshot_interval_in_milliseconds: u64 = 500;
+        "metrics.healthSnapshot.intervalInMilliseconds", Fixed, Any, positive_ms;
+    /// `requestCache.enabled`: whether an execution with a cache key uses the request cache.
+    /// Default true. Dynamic.
+    request_cache_enabled: bool = true;
+        "requestCache.enabled", Dynamic, Any, no_check;
+    /// `requestLog.enabled`: whether executions are recorded in the request log. Default true.
+    /// Dynamic.
+    request_log_enabled: bool = true;
+        "requestLog.enabled", Dynamic, Any, no_check;
+    /// `threadPoolKeyOverride`: the thread-pool key to use instead of the builder's (only per
+    /// key: `hystrix.command.<Key>.threadPoolKeyOverride`). Default unset. Fixed.
+    thread_pool_key_override: Option<String> = None;
+        "threadPoolKeyOverride", Fixed, InstanceOnly, no_check;
+}
+
+impl CommandProperties {
+    /// Checks the rules that tie properties together; `prefix` is `hystrix.command.<Key>.`.
+    pub(crate) fn validate(&self, prefix: &str) -> Result<(), ConfigError> {
+        let invalid = |name: &str, value: String, reason: String| ConfigError::InvalidValue {
+            name: format!("{prefix}{name}"),
+            value,
+            reason,
+        };
+        if self.metrics_rolling_stats_time_in_milliseconds
+            % u64::from(self.metrics_rolling_stats_num_buckets)
+            != 0
+        {
+            return Err(invalid(
+                "metrics.rollingStats.numBuckets",
+                self.metrics_rolling_stats_num_buckets.to_string(),
+                format!(
+                    "must divide metrics.rollingStats.timeInMilliseconds ({} ms) evenly",
+                    self.metrics_rolling_stats_time_in_milliseconds
+                ),
+            ));
+        }
+        if self.metrics_rolling_percentile_time_in_milliseconds
+            % u64::from(self.metrics_rolling_percentile_num_buckets)
+            != 0
+        {
+            return Err(invalid(
+                "metrics.rollingPercentile.numBuckets",
+                self.metrics_rolling_percentile_num_buckets.to_string(),
+                format!(
+                    "must divide metrics.rollingPercentile.timeInMilliseconds ({} ms) evenly",
+                    self.metrics_rolling_percentile_time_in_milliseconds
+                ),
+            ));
+        }
+        if self.metrics_health_snapshot_interval_in_milliseconds
+            > self.metrics_rolling_stats_time_in_milliseconds
+        {
+            return Err(invalid(
+                "metrics.healthSnapshot.intervalInMilliseconds",
+                self.metrics_health_snapshot_interval_in_milliseconds
+                    .to_string(),
+                format!(
+                    "must not exceed metrics.rollingStats.timeInMilliseconds ({} ms)",
+                    self.metrics_rolling_stats_time_in_milliseconds
+                ),
+            ));
+        }
+        if self.circuit_breaker_half_open_success_threshold
+            > self.circuit_breaker_half_open_permitted_requests
+        {
+            return Err(invalid(
+                "circuitBreaker.halfOpen.successThreshold",
+                self.circuit_breaker_half_open_success_threshold.to_string(),
+                format!(
+                    "must not exceed circuitBreaker.halfOpen.permittedRequests ({})",
+                    self.circuit_breaker_half_open_permitted_requests
+                ),
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,296 @@
+//! Properties: Hystrix's names and defaults, typed, validated and layered.
+//!
+//! Every command and thread-pool property has its Hystrix name (`execution.isolation.thread.
+//! timeoutInMilliseconds`, `coreSize`, ...) and default. Values come from four layers, lowest to
+//! highest, exactly as Hystrix's chained properties (SPEC §1.1):
+//!
+//! 1. the default in code ([`CommandProperties::default`]);
+//! 2. the dynamic global default, `hystrix.command.default.<name>`;
+//! 3. the value given to the command's builder;
+//! 4. the dynamic per-key value, `hystrix.command.<CommandKey>.<name>`.
+//!
+//! A builder value therefore hides the dynamic global default; only the per-key value can
+//! override it. Dynamic values are set with [`Properties::set`] and removed with
+//! [`Properties::unset`]; a change applies to the next execution. Properties marked *fixed* (the
+//! window sizes and bucket counts, `threadPoolKeyOverride`, `maxQueueSize`) cannot change for a
+//! key already in use: a per-key change is refused, a global change applies to keys created
+//! later and is logged for the others.
+//!
+//! Invalid values are refused with the property's full name and the reason, never replaced by a
+//! default (SPEC Part A 9).
+//!
+//! ```
+//! use hystrix::Registry;
+//!
+//! let registry = Registry::new();
+//! registry
+//!     .properties()
+//!     .set("hystrix.command.default.execution.isolation.thread.timeoutInMilliseconds", 250)?;
+//! let err = registry
+//!     .properties()
+//!     .set("hystrix.command.GetUser.circuitBreaker.errorThresholdPercentage", 120)
+//!     .unwrap_err();
+//! assert_eq!(
+//!     err.to_string(),
+//!     "invalid value `120` for `hystrix.command.GetUser.circuitBreaker.errorThresholdPercentage`: \
+//!      must be a percentage from 0 to 100"
+//! );
+//! # Ok::<(), hystrix::ConfigError>(())
+//! ```
+
+mod command;
+mod store;
+mod thread_pool;
+mod value;
+
+use std::fmt;
+use std::str::FromStr;
+
+pub(crate) use command::CommandLayer;
+pub use command::{COMMAND_PROPERTIES, CommandProperties};
+pub use store::Properties;
+pub(crate) use store::{CommandKind, PropertyCell};
+pub use thread_pool::{THREAD_POOL_PROPERTIES, ThreadPoolProperties};
+pub(crate) use value::PropertyType;
+pub use value::PropertyValue;
+
+/// How a command isolates its run from the caller (Hystrix's `execution.isolation.strategy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IsolationStrategy {
+    /// Run on the thread pool of the command's thread-pool key; bounded by its size and queue.
+    Thread,
+    /// Run on the caller's thread (or task), bounded by a semaphore of
+    /// `execution.isolation.semaphore.maxConcurrentRequests` permits.
+    Semaphore,
+}
+
+impl IsolationStrategy {
+    /// Hystrix's name: `"THREAD"` or `"SEMAPHORE"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            IsolationStrategy::Thread => "THREAD",
+            IsolationStrategy::Semaphore => "SEMAPHORE",
+        }
+    }
+}
+
+impl fmt::Display for IsolationStrategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for IsolationStrategy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_uppercase().as_str() {
+            "THREAD" => Ok(IsolationStrategy::Thread),
+            "SEMAPHORE" => Ok(IsolationStrategy::Semaphore),
+            _ => Err("expected THREAD or SEMAPHORE".into()),
+        }
+    }
+}
+
+impl PropertyType for IsolationStrategy {
+    fn parse(value: &PropertyValue) -> Result<Self, String> {
+        match value {
+            PropertyValue::Str(s) => s.parse(),
+            _ => Err("expected THREAD or SEMAPHORE".into()),
+        }
+    }
+
+    fn to_value(&self) -> Option<PropertyValue> {
+        Some(PropertyValue::Str(self.name().to_owned()))
+    }
+}
+
+/// Whether a property can change while its key is in use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Read at each execution (or schedule): a change applies to the next one.
+    Dynamic,
+    /// Read once when the key's state is created (it sizes a structure).
+    Fixed,
+}
+
+/// Where a property may be set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// Both `hystrix.<kind>.default.<name>` and `hystrix.<kind>.<Key>.<name>`.
+    Any,
+    /// Only per key (Hystrix's `threadPoolKeyOverride`).
+    InstanceOnly,
+}
+
+/// Describes one property: its Hystrix name and how it may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PropertyInfo {
+    /// The name after `hystrix.command.<Key>.` (or `hystrix.threadpool.<Key>.`), e.g.
+    /// `"execution.isolation.thread.timeoutInMilliseconds"`.
+    pub name: &'static str,
+    /// `true` if a change applies to keys already in use (at their next execution); `false` if
+    /// the value is fixed once a key's state exists.
+    pub dynamic: bool,
+    /// `true` if the property exists only per key (no `default` form).
+    pub instance_only: bool,
+}
+
+/// A property name that is not in the table, or a value that does not parse or validate.
+#[derive(Debug)]
+pub(crate) enum LayerError {
+    Unknown,
+    InstanceOnly,
+    Invalid(String),
+}
+
+/// A check of one property value; `Err` holds the reason shown to the user.
+pub(crate) type Check<T> = fn(&T) -> Result<(), String>;
+
+pub(crate) fn no_check<T>(_: &T) -> Result<(), String> {
+    Ok(())
+}
+
+pub(crate) fn at_least_one<T: Into<u64> + Copy>(v: &T) -> Result<(), String> {
+    if (*v).into() >= 1 {
+        Ok(())
+    } else {
+        Err("must be at least 1".into())
+    }
+}
+
+/// Generates, from one table, a kind's resolved properties struct, its layer of optional values,
+/// and its [`PropertyInfo`] list, so names, types and defaults are written once.
+macro_rules! property_table {
+    (
+        $(#[$smeta:meta])*
+        pub struct $Props:ident;
+        layer $Layer:ident;
+        info $INFO:ident;
+        $(
+            $(#[$fmeta:meta])*
+            $field:ident: $ty:ty = $default:expr;
+                $name:literal, $mode:ident, $scope:ident, $check:expr;
+        )*
+    ) => {
+        $(#[$smeta])*
+        #[derive(Debug, Clone, PartialEq)]
+        #[non_exhaustive]
+        pub struct $Props {
+            $( $(#[$fmeta])* pub $field: $ty, )*
+        }
+
+        impl Default for $Props {
+            /// Hystrix's defaults (SPEC Appendix A).
+            fn default() -> Self {
+                Self { $( $field: $default, )* }
+            }
+        }
+
+        /// Every property of this kind, in table order.
+        pub static $INFO: &[$crate::config::PropertyInfo] = &[
+            $( $crate::config::PropertyInfo {
+                name: $name,
+                dynamic: matches!($crate::config::Mode::$mode, $crate::config::Mode::Dynamic),
+                instance_only: matches!($crate::config::Scope::$scope, $crate::config::Scope::InstanceOnly),
+            }, )*
+        ];
+
+        impl $Props {
+            /// The value of the property named `name` (its Hystrix name, without the
+            /// `hystrix.<kind>.<Key>.` prefix); `None` for an unknown name or an unset optional
+            /// property.
+            pub fn get(&self, name: &str) -> Option<$crate::config::PropertyValue> {
+                match name {
+                    $( $name => $crate::config::PropertyType::to_value(&self.$field), )*
+                    _ => None,
+                }
+            }
+
+            /// Keeps `current`'s value of every fixed property; returns the names that differed.
+            pub(crate) fn keep_fixed_from(&mut self, current: &Self) -> Vec<&'static str> {
+                let mut kept = Vec::new();
+                $(
+                    if matches!($crate::config::Mode::$mode, $crate::config::Mode::Fixed)
+                        && self.$field != current.$field
+                    {
+                        self.$field = current.$field.clone();
+                        kept.push($name);
+                    }
+                )*
+                kept
+            }
+        }
+
+        /// One layer of values: `None` where the layer says nothing.
+        #[derive(Debug, Clone, Default, PartialEq)]
+        pub(crate) struct $Layer {
+            $( pub(crate) $field: Option<$ty>, )*
+        }
+
+        impl $Layer {
+            /// Parses and checks `value`, then stores it under `name`.
+            pub(crate) fn set(
+                &mut self,
+                name: &str,
+                value: &$crate::config::PropertyValue,
+                instance: bool,
+            ) -> Result<(), $crate::config::LayerError> {
+                match name {
+                    $( $name => {
+                        if !instance
+                            && matches!($crate::config::Scope::$scope, $crate::config::Scope::InstanceOnly)
+                        {
+                            return Err($crate::config::LayerError::InstanceOnly);
+                        }
+                        let parsed = <$ty as $crate::config::PropertyType>::parse(value)
+                            .map_err($crate::config::LayerError::Invalid)?;
+                        let check: $crate::config::Check<$ty> = $check;
+                        check(&parsed).map_err($crate::config::LayerError::Invalid)?;
+                        self.$field = Some(parsed);
+                        Ok(())
+                    } )*
+                    _ => Err($crate::config::LayerError::Unknown),
+                }
+            }
+
+            /// Removes the value under `name`; `Ok(true)` if there was one.
+            pub(crate) fn unset(&mut self, name: &str) -> Result<bool, $crate::config::LayerError> {
+                match name {
+                    $( $name => Ok(self.$field.take().is_some()), )*
+                    _ => Err($crate::config::LayerError::Unknown),
+                }
+            }
+
+            /// The first property whose value differs between the layers:
+            /// (name, value here, value there).
+            pub(crate) fn first_difference(&self, other: &Self) -> Option<(&'static str, String, String)> {
+                fn show(v: Option<$crate::config::PropertyValue>) -> String {
+                    v.map_or_else(|| "unset".to_owned(), |v| v.to_string())
+                }
+                $(
+                    if self.$field != other.$field {
+                        return Some((
+                            $name,
+                            show(self.$field.as_ref().and_then($crate::config::PropertyType::to_value)),
+                            show(other.$field.as_ref().and_then($crate::config::PropertyType::to_value)),
+                        ));
+                    }
+                )*
+                None
+            }
+
+            /// Resolves the four layers of SPEC §1.1: per-key value, else builder value, else
+            /// global default, else the default in code.
+            pub(crate) fn resolve(global: &Self, builder: &Self, instance: &Self) -> $Props {
+                $Props {
+                    $( $field: instance.$field.clone()
+                        .or_else(|| builder.$field.clone())
+                        .or_else(|| global.$field.clone())
+                        .unwrap_or_else(|| $default), )*
+                }
+            }
+        }
+    };
+}
+pub(crate) use property_table;

@@ -1,0 +1,638 @@
+//! The registry's property store: dynamic layers, resolution and live snapshots per key.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
+
+use crate::config::command::CommandLayer;
+use crate::config::thread_pool::ThreadPoolLayer;
+use crate::config::{
+    COMMAND_PROPERTIES, CommandProperties, LayerError, PropertyInfo, PropertyValue,
+    THREAD_POOL_PROPERTIES, ThreadPoolProperties,
+};
+use crate::error::ConfigError;
+use crate::key::{CommandKey, ThreadPoolKey};
+
+/// One kind of property (command or thread pool): its types, name prefix and rules.
+pub(crate) trait PropertyKind: 'static {
+    type Props: Clone + PartialEq + Default + Send + Sync + fmt::Debug + 'static;
+    type Layer: Clone + Default + PartialEq + Send + Sync + fmt::Debug + 'static;
+    /// `hystrix.command.` or `hystrix.threadpool.`.
+    const PREFIX: &'static str;
+    const INFO: &'static [PropertyInfo];
+    fn set(
+        layer: &mut Self::Layer,
+        name: &str,
+        value: &PropertyValue,
+        instance: bool,
+    ) -> Result<(), LayerError>;
+    fn unset(layer: &mut Self::Layer, name: &str) -> Result<bool, LayerError>;
+    fn resolve(global: &Self::Layer, builder: &Self::Layer, instance: &Self::Layer) -> Self::Props;
+    fn validate(props: &Self::Props, prefix: &str) -> Result<(), ConfigError>;
+    fn keep_fixed(next: &mut Self::Props, current: &Self::Props) -> Vec<&'static str>;
+    fn get(props: &Self::Props, name: &str) -> Option<PropertyValue>;
+    fn first_difference(a: &Self::Layer, b: &Self::Layer)
+    -> Option<(&'static str, String, String)>;
+}
+
+macro_rules! property_kind {
+    ($Kind:ident, $Props:ty, $Layer:ty, $prefix:literal, $info:expr) => {
+        #[derive(Debug)]
+        pub(crate) struct $Kind;
+
+        impl PropertyKind for $Kind {
+            type Props = $Props;
+            type Layer = $Layer;
+            const PREFIX: &'static str = $prefix;
+            const INFO: &'static [PropertyInfo] = $info;
+            fn set(
+                layer: &mut $Layer,
+                name: &str,
+                value: &PropertyValue,
+                instance: bool,
+            ) -> Result<(), LayerError> {
+                layer.set(name, value, instance)
+            }
+            fn unset(layer: &mut $Layer, name: &str) -> Result<bool, LayerError> {
+                layer.unset(name)
+            }
+            fn resolve(global: &$Layer, builder: &$Layer, instance: &$Layer) -> $Props {
+                <$Layer>::resolve(global, builder, instance)
+            }
+            fn validate(props: &$Props, prefix: &str) -> Result<(), ConfigError> {
+                props.validate(prefix)
+            }
+            fn keep_fixed(next: &mut $Props, current: &$Props) -> Vec<&'static str> {
+                next.keep_fixed_from(current)
+            }
+            fn get(props: &$Props, name: &str) -> Option<PropertyValue> {
+                props.get(name)
+            }
+            fn first_difference(a: &$Layer, b: &$Layer) -> Option<(&'static str, String, String)> {
+                a.first_difference(b)
+            }
+        }
+    };
+}
+
+property_kind!(
+    CommandKind,
+    CommandProperties,
+    CommandLayer,
+    "hystrix.command.",
+    COMMAND_PROPERTIES
+);
+property_kind!(
+    ThreadPoolKind,
+    ThreadPoolProperties,
+    ThreadPoolLayer,
+    "hystrix.threadpool.",
+    THREAD_POOL_PROPERTIES
+);
+
+/// The live properties of one key in use: the builder's layer and the resolved snapshot the hot
+/// path reads without a lock.
+pub(crate) struct PropertyCell<K: PropertyKind> {
+    builder: K::Layer,
+    live: ArcSwap<K::Props>,
+}
+
+impl<K: PropertyKind> PropertyCell<K> {
+    /// The current snapshot (lock-free).
+    #[inline]
+    pub(crate) fn load(&self) -> arc_swap::Guard<Arc<K::Props>> {
+        self.live.load()
+    }
+}
+
+impl<K: PropertyKind> fmt::Debug for PropertyCell<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PropertyCell")
+            .field("live", &**self.live.load())
+            .finish()
+    }
+}
+
+struct Layers<K: PropertyKind> {
+    global: K::Layer,
+    instance: HashMap<String, K::Layer>,
+    cells: HashMap<String, Arc<PropertyCell<K>>>,
+}
+
+impl<K: PropertyKind> Default for Layers<K> {
+    fn default() -> Self {
+        Layers {
+            global: K::Layer::default(),
+            instance: HashMap::new(),
+            cells: HashMap::new(),
+        }
+    }
+}
+
+fn prefix_for<K: PropertyKind>(key: &str) -> String {
+    format!("{}{key}.", K::PREFIX)
+}
+
+impl<K: PropertyKind> Layers<K> {
+    fn instance_layer(&self, key: &str) -> K::Layer {
+        self.instance.get(key).cloned().unwrap_or_default()
+    }
+
+    fn resolved(&self, key: Option<&str>) -> K::Props {
+        match key {
+            Some(key) => match self.cells.get(key) {
+                Some(cell) => (**cell.load()).clone(),
+                None => K::resolve(
+                    &self.global,
+                    &K::Layer::default(),
+                    &self.instance_layer(key),
+                ),
+            },
+            None => K::resolve(&self.global, &K::Layer::default(), &K::Layer::default()),
+        }
+    }
+
+    /// Validates `candidate` as the new layer for `key` (`None`: the global default), then
+    /// stores it and publishes new snapshots. Nothing changes if any key would become invalid.
+    fn apply(
+        &mut self,
+        key: Option<&str>,
+        candidate: K::Layer,
+        full_name: &str,
+    ) -> Result<(), ConfigError> {
+        let empty = K::Layer::default();
+        let mut updates = Vec::new();
+        match key {
+            Some(key) => {
+                let (builder, current) = match self.cells.get(key) {
+                    Some(cell) => (&cell.builder, Some(cell)),
+                    None => (&empty, None),
+                };
+                let mut next = K::resolve(&self.global, builder, &candidate);
+                if let Some(cell) = current {
+                    let live = cell.load_full();
+                    if !K::keep_fixed(&mut next, &live).is_empty() {
+                        return Err(ConfigError::FixedAfterFirstUse {
+                            name: full_name.to_owned(),
+                        });
+                    }
+                    updates.push((Arc::clone(cell), next.clone()));
+                }
+                K::validate(&next, &prefix_for::<K>(key))?;
+            }
+            None => {
+                K::validate(
+                    &K::resolve(&candidate, &empty, &empty),
+                    &format!("{}default.", K::PREFIX),
+                )?;
+                for (name, cell) in &self.cells {
+                    let mut next =
+                        K::resolve(&candidate, &cell.builder, &self.instance_layer(name));
+                    let kept = K::keep_fixed(&mut next, &cell.load_full());
+                    if !kept.is_empty() {
+                        tracing::warn!(
+                            "hystrix: {full_name} is fixed once a key is in use; `{name}` keeps \
+                             its value, keys created later use the new one"
+                        );
+                    }
+                    K::validate(&next, &prefix_for::<K>(name))?;
+                    updates.push((Arc::clone(cell), next));
+                }
+            }
+        }
+        match key {
+            Some(key) => {
+                self.instance.insert(key.to_owned(), candidate);
+            }
+            None => self.global = candidate,
+        }
+        for (cell, next) in updates {
+            if **cell.live.load() != next {
+                cell.live.store(Arc::new(next));
+            }
+        }
+        Ok(())
+    }
+
+    fn register(
+        &mut self,
+        key: &str,
+        builder: K::Layer,
+    ) -> Result<Arc<PropertyCell<K>>, ConfigError> {
+        if let Some(cell) = self.cells.get(key) {
+            if let Some((name, existing, requested)) = K::first_difference(&cell.builder, &builder)
+            {
+                return Err(ConfigError::ConflictingDefinition {
+                    key: key.to_owned(),
+                    what: format!("value for `{}{key}.{name}`", K::PREFIX),
+                    existing,
+                    requested,
+                });
+            }
+            return Ok(Arc::clone(cell));
+        }
+        let props = K::resolve(&self.global, &builder, &self.instance_layer(key));
+        K::validate(&props, &prefix_for::<K>(key))?;
+        let cell = Arc::new(PropertyCell {
+            builder,
+            live: ArcSwap::from_pointee(props),
+        });
+        self.cells.insert(key.to_owned(), Arc::clone(&cell));
+        Ok(cell)
+    }
+}
+
+impl<K: PropertyKind> PropertyCell<K> {
+    fn load_full(&self) -> Arc<K::Props> {
+        self.live.load_full()
+    }
+}
+
+#[derive(Default)]
+struct StoreState {
+    command: Layers<CommandKind>,
+    thread_pool: Layers<ThreadPoolKind>,
+}
+
+/// A registry's properties: the dynamic global and per-key layers, and the live snapshot of
+/// every key in use. Obtain it with [`Registry::properties`](crate::Registry::properties).
+///
+/// Names are Hystrix's full names: `hystrix.command.default.<name>`,
+/// `hystrix.command.<CommandKey>.<name>`, `hystrix.threadpool.default.<name>`,
+/// `hystrix.threadpool.<ThreadPoolKey>.<name>` (see the module docs for the layers).
+pub struct Properties {
+    state: Mutex<StoreState>,
+}
+
+impl fmt::Debug for Properties {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.state.lock();
+        f.debug_struct("Properties")
+            .field("command_keys", &state.command.cells.len())
+            .field("thread_pool_keys", &state.thread_pool.cells.len())
+            .finish()
+    }
+}
+
+/// A parsed full property name.
+struct Target<'a> {
+    kind: TargetKind,
+    /// `None` for the global default (`...default.<name>`).
+    key: Option<&'a str>,
+    property: &'static str,
+}
+
+#[derive(Clone, Copy)]
+enum TargetKind {
+    Command,
+    ThreadPool,
+}
+
+fn parse_name(full_name: &str) -> Result<Target<'_>, ConfigError> {
+    let unknown = || ConfigError::UnknownProperty {
+        name: full_name.to_owned(),
+    };
+    let (kind, rest, info) = if let Some(rest) = full_name.strip_prefix(CommandKind::PREFIX) {
+        (TargetKind::Command, rest, CommandKind::INFO)
+    } else if let Some(rest) = full_name.strip_prefix(ThreadPoolKind::PREFIX) {
+        (TargetKind::ThreadPool, rest, ThreadPoolKind::INFO)
+    } else {
+        return Err(unknown());
+    };
+    // Keys may contain dots, so match the longest known property name at the end.
+    let property = info
+        .iter()
+        .filter(|p| {
+            rest.len() > p.name.len() + 1
+                && rest.ends_with(p.name)
+                && rest.as_bytes()[rest.len() - p.name.len() - 1] == b'.'
+        })
+        .max_by_key(|p| p.name.len())
+        .ok_or_else(unknown)?;
+    let key = &rest[..rest.len() - property.name.len() - 1];
+    Ok(Target {
+        kind,
+        key: (key != "default").then_some(key),
+        property: property.name,
+    })
+}
+
+fn layer_error(err: LayerError, full_name: &str, value: &PropertyValue) -> ConfigError {
+    match err {
+        LayerError::Unknown => ConfigError::UnknownProperty {
+            name: full_name.to_owned(),
+        },
+        LayerError::InstanceOnly => ConfigError::InvalidValue {
+            name: full_name.to_owned(),
+            value: value.to_string(),
+            reason: "this property exists only per key, not under `default`".into(),
+        },
+        LayerError::Invalid(reason) => ConfigError::InvalidValue {
+            name: full_name.to_owned(),
+            value: value.to_string(),
+            reason,
+        },
+    }
+}
+
+impl Properties {
+    pub(crate) fn new() -> Self {
+        Properties {
+            state: Mutex::new(StoreState::default()),
+        }
+    }
+
+    /// Sets a dynamic property by its full Hystrix name; it applies to the next execution.
+    ///
+    /// # Errors
+    /// - [`ConfigError::UnknownProperty`] if the name is not a command or thread-pool property;
+    /// - [`ConfigError::InvalidValue`] if the value does not parse, is out of range, or breaks a
+    ///   rule tying properties together for any key it affects (the error names the property);
+    /// - [`ConfigError::FixedAfterFirstUse`] for a per-key change of a fixed property of a key in
+    ///   use.
+    ///
+    /// On error nothing changes.
+    pub fn set(&self, full_name: &str, value: impl Into<PropertyValue>) -> Result<(), ConfigError> {
+        let value = value.into();
+        let target = parse_name(full_name)?;
+        let mut state = self.state.lock();
+        match target.kind {
+            TargetKind::Command => set_in(&mut state.command, &target, &value, full_name),
+            TargetKind::ThreadPool => set_in(&mut state.thread_pool, &target, &value, full_name),
+        }
+    }
+
+    /// Removes a dynamic property set with [`set`](Properties::set); lower layers apply again
+    /// from the next execution. Returns whether a value was removed.
+    ///
+    /// # Errors
+    /// As [`set`](Properties::set): an unknown name, or a removal that would leave some key's
+    /// properties invalid or change a fixed property of a key in use.
+    pub fn unset(&self, full_name: &str) -> Result<bool, ConfigError> {
+        let target = parse_name(full_name)?;
+        let mut state = self.state.lock();
+        match target.kind {
+            TargetKind::Command => unset_in(&mut state.command, &target, full_name),
+            TargetKind::ThreadPool => unset_in(&mut state.thread_pool, &target, full_name),
+        }
+    }
+
+    /// The effective value of a property by its full name: for a key in use its live value,
+    /// otherwise what a new key would get. `Ok(None)` for an unset optional property.
+    ///
+    /// # Errors
+    /// [`ConfigError::UnknownProperty`] for a name that is not a property.
+    pub fn get(&self, full_name: &str) -> Result<Option<PropertyValue>, ConfigError> {
+        let target = parse_name(full_name)?;
+        let state = self.state.lock();
+        Ok(match target.kind {
+            TargetKind::Command => {
+                CommandKind::get(&state.command.resolved(target.key), target.property)
+            }
+            TargetKind::ThreadPool => {
+                ThreadPoolKind::get(&state.thread_pool.resolved(target.key), target.property)
+            }
+        })
+    }
+
+    /// A snapshot of a command key's properties (what a new key would get if it is not in use).
+    pub fn command(&self, key: &CommandKey) -> CommandProperties {
+        self.state.lock().command.resolved(Some(key.as_str()))
+    }
+
+    /// A snapshot of a thread-pool key's properties (what a new pool would get if none exists).
+    pub fn thread_pool(&self, key: &ThreadPoolKey) -> ThreadPoolProperties {
+        self.state.lock().thread_pool.resolved(Some(key.as_str()))
+    }
+
+    /// Registers a command key's builder values (first definition wins; a different one is a
+    /// conflict) and returns its live cell.
+    pub(crate) fn register_command(
+        &self,
+        key: &CommandKey,
+        builder: CommandLayer,
+    ) -> Result<Arc<PropertyCell<CommandKind>>, ConfigError> {
+        self.state.lock().command.register(key.as_str(), builder)
+    }
+
+    /// Forgets a command key's live cell (its dynamic per-key values stay).
+    pub(crate) fn remove_command(&self, key: &CommandKey) {
+        self.state.lock().command.cells.remove(key.as_str());
+    }
+}
+
+fn set_in<K: PropertyKind>(
+    layers: &mut Layers<K>,
+    target: &Target<'_>,
+    value: &PropertyValue,
+    full_name: &str,
+) -> Result<(), ConfigError> {
+    let mut candidate = match target.key {
+        Some(key) => layers.instance_layer(key),
+        None => layers.global.clone(),
+    };
+    K::set(&mut candidate, target.property, value, target.key.is_some())
+        .map_err(|e| layer_error(e, full_name, value))?;
+    layers.apply(target.key, candidate, full_name)
+}
+
+fn unset_in<K: PropertyKind>(
+    layers: &mut Layers<K>,
+    target: &Target<'_>,
+    full_name: &str,
+) -> Result<bool, ConfigError> {
+    let mut candidate = match target.key {
+        Some(key) => layers.instance_layer(key),
+        None => layers.global.clone(),
+    };
+    let removed = K::unset(&mut candidate, target.property)
+        .map_err(|e| layer_error(e, full_name, &PropertyValue::Str(String::new())))?;
+    if removed {
+        layers.apply(target.key, candidate, full_name)?;
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(name: &str) -> CommandKey {
+        CommandKey::new(name).unwrap()
+    }
+
+    fn timeout_of(p: &Properties, k: &str) -> u64 {
+        p.command(&key(k)).execution_timeout_in_milliseconds
+    }
+
+    #[test]
+    fn layers_resolve_in_hystrix_order() {
+        let p = Properties::new();
+        let name = "execution.isolation.thread.timeoutInMilliseconds";
+        assert_eq!(timeout_of(&p, "A"), 1000);
+        p.set(&format!("hystrix.command.default.{name}"), 700)
+            .unwrap();
+        assert_eq!(timeout_of(&p, "A"), 700);
+
+        // A builder value hides the dynamic global default (SPEC §1.1) ...
+        let mut builder = CommandLayer::default();
+        builder.execution_timeout_in_milliseconds = Some(300);
+        let cell = p.register_command(&key("A"), builder).unwrap();
+        assert_eq!(cell.load().execution_timeout_in_milliseconds, 300);
+        p.set(&format!("hystrix.command.default.{name}"), 900)
+            .unwrap();
+        assert_eq!(cell.load().execution_timeout_in_milliseconds, 300);
+
+        // ... and only the dynamic per-key value overrides it, live.
+        p.set(&format!("hystrix.command.A.{name}"), "150").unwrap();
+        assert_eq!(cell.load().execution_timeout_in_milliseconds, 150);
+        assert!(p.unset(&format!("hystrix.command.A.{name}")).unwrap());
+        assert_eq!(cell.load().execution_timeout_in_milliseconds, 300);
+        assert_eq!(
+            p.get(&format!("hystrix.command.B.{name}")).unwrap(),
+            Some(PropertyValue::Int(900))
+        );
+    }
+
+    #[test]
+    fn invalid_values_are_refused_by_full_name_and_change_nothing() {
+        let p = Properties::new();
+        let cases: [(&str, PropertyValue, &str); 6] = [
+            (
+                "hystrix.command.A.execution.isolation.thread.timeoutInMilliseconds",
+                (-5).into(),
+                "invalid value `-5` for `hystrix.command.A.execution.isolation.thread.timeoutInMilliseconds`: must not be negative",
+            ),
+            (
+                "hystrix.command.A.execution.isolation.thread.timeoutInMilliseconds",
+                0.into(),
+                "invalid value `0` for `hystrix.command.A.execution.isolation.thread.timeoutInMilliseconds`: must be at least 1 ms (to turn the timeout off, set execution.timeout.enabled=false)",
+            ),
+            (
+                "hystrix.command.default.circuitBreaker.forceOpen",
+                "yes".into(),
+                "invalid value `yes` for `hystrix.command.default.circuitBreaker.forceOpen`: expected true or false",
+            ),
+            (
+                "hystrix.command.default.metrics.rollingStats.numBuckets",
+                7.into(),
+                "invalid value `7` for `hystrix.command.default.metrics.rollingStats.numBuckets`: must divide metrics.rollingStats.timeInMilliseconds (10000 ms) evenly",
+            ),
+            (
+                "hystrix.command.A.circuitBreaker.halfOpen.successThreshold",
+                2.into(),
+                "invalid value `2` for `hystrix.command.A.circuitBreaker.halfOpen.successThreshold`: must not exceed circuitBreaker.halfOpen.permittedRequests (1)",
+            ),
+            (
+                "hystrix.command.default.threadPoolKeyOverride",
+                "Other".into(),
+                "invalid value `Other` for `hystrix.command.default.threadPoolKeyOverride`: this property exists only per key, not under `default`",
+            ),
+        ];
+        for (name, value, message) in cases {
+            let err = p.set(name, value).unwrap_err();
+            assert_eq!(err.to_string(), message);
+        }
+        assert_eq!(p.command(&key("A")), CommandProperties::default());
+    }
+
+    #[test]
+    fn unknown_names_are_refused() {
+        let p = Properties::new();
+        for name in [
+            "hystrix.command.A.execution.timeoutInMillis",
+            "hystrix.command.execution.isolation.thread.timeoutInMilliseconds",
+            "hystrix.other.A.coreSize",
+            "coreSize",
+        ] {
+            assert_eq!(
+                p.set(name, 1).unwrap_err(),
+                ConfigError::UnknownProperty {
+                    name: name.to_owned()
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn keys_with_dots_resolve() {
+        let p = Properties::new();
+        p.set("hystrix.command.svc.users.GetUser.fallback.enabled", false)
+            .unwrap();
+        assert!(!p.command(&key("svc.users.GetUser")).fallback_enabled);
+    }
+
+    #[test]
+    fn fixed_properties_cannot_change_for_a_key_in_use() {
+        let p = Properties::new();
+        let cell = p
+            .register_command(&key("A"), CommandLayer::default())
+            .unwrap();
+        let err = p
+            .set(
+                "hystrix.command.A.metrics.rollingStats.timeInMilliseconds",
+                20_000,
+            )
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "property `hystrix.command.A.metrics.rollingStats.timeInMilliseconds` is fixed once \
+             its key is in use; it applies to keys created later (or after Registry::remove)"
+        );
+        // A global change applies to keys created later only.
+        p.set(
+            "hystrix.command.default.metrics.rollingStats.timeInMilliseconds",
+            20_000,
+        )
+        .unwrap();
+        assert_eq!(
+            cell.load().metrics_rolling_stats_time_in_milliseconds,
+            10_000
+        );
+        let later = p
+            .register_command(&key("B"), CommandLayer::default())
+            .unwrap();
+        assert_eq!(
+            later.load().metrics_rolling_stats_time_in_milliseconds,
+            20_000
+        );
+    }
+
+    #[test]
+    fn conflicting_builder_values_for_one_key_are_refused() {
+        let p = Properties::new();
+        let mut first = CommandLayer::default();
+        first.fallback_enabled = Some(false);
+        p.register_command(&key("A"), first.clone()).unwrap();
+        assert!(p.register_command(&key("A"), first).is_ok());
+        let err = p
+            .register_command(&key("A"), CommandLayer::default())
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "command `A` is already defined with a different value for \
+             `hystrix.command.A.fallback.enabled`: first `false`, now `unset`"
+        );
+    }
+
+    #[test]
+    fn thread_pool_properties_validate() {
+        let p = Properties::new();
+        let err = p.set("hystrix.threadpool.Users.coreSize", 0).unwrap_err();
+        assert!(err.to_string().contains("needs at least 1 thread"), "{err}");
+        p.set("hystrix.threadpool.Users.maxQueueSize", -1).unwrap();
+        let err = p
+            .set("hystrix.threadpool.default.queueSizeRejectionThreshold", -1)
+            .unwrap_err();
+        assert!(err.to_string().ends_with("must not be negative"), "{err}");
+        p.set("hystrix.threadpool.Users.coreSize", "4").unwrap();
+        assert_eq!(
+            p.thread_pool(&ThreadPoolKey::new("Users").unwrap())
+                .core_size,
+            4
+        );
+    }
+}

@@ -1,0 +1,484 @@
+//! Errors: [`HystrixError`] for executions, [`ConfigError`] for definitions and properties.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::key::CommandKey;
+
+/// A boxed error, as produced by fallbacks and accepted by the conversion helpers.
+pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
+
+/// Why a command definition or a property value was refused. Every variant names the key or the
+/// full property name at fault, and says why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A key name that cannot be used.
+    #[error("invalid {kind} `{key}`: {reason}")]
+    InvalidKey {
+        /// `"command key"`, `"group key"` or `"thread-pool key"`.
+        kind: &'static str,
+        /// The name given.
+        key: String,
+        /// Why it was refused.
+        reason: &'static str,
+    },
+    /// A value that does not parse, is out of range, or breaks a rule between properties.
+    #[error("invalid value `{value}` for `{name}`: {reason}")]
+    InvalidValue {
+        /// The full property name, e.g. `hystrix.command.GetUser.circuitBreaker.errorThresholdPercentage`.
+        name: String,
+        /// The value given.
+        value: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// A name that is not a known property.
+    #[error(
+        "unknown property `{name}` (expected hystrix.command.<Key|default>.<name> or \
+         hystrix.threadpool.<Key|default>.<name> with a Hystrix property name)"
+    )]
+    UnknownProperty {
+        /// The name given.
+        name: String,
+    },
+    /// A command defined without a group key (Hystrix requires one).
+    #[error("command `{key}` has no group key; Hystrix requires one: call .group(\"...\")")]
+    MissingGroupKey {
+        /// The command key.
+        key: String,
+    },
+    /// A command key defined a second time with different settings.
+    #[error(
+        "command `{key}` is already defined with a different {what}: first `{existing}`, now \
+         `{requested}`"
+    )]
+    ConflictingDefinition {
+        /// The command key.
+        key: String,
+        /// What differs (a property's full name, the group key, ...).
+        what: String,
+        /// The first definition's value.
+        existing: String,
+        /// The new definition's value.
+        requested: String,
+    },
+    /// A per-key change of a property that is fixed once the key is in use.
+    #[error(
+        "property `{name}` is fixed once its key is in use; it applies to keys created later \
+         (or after Registry::remove)"
+    )]
+    FixedAfterFirstUse {
+        /// The full property name.
+        name: String,
+    },
+}
+
+/// What went wrong in an execution (Hystrix's `FailureType`, plus our usage errors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FailureType {
+    /// The run failed (error or panic) and the fallback failed or was missing, rejected or
+    /// disabled.
+    CommandException,
+    /// The run did not complete before the timeout.
+    Timeout,
+    /// The circuit breaker was open.
+    ShortCircuit,
+    /// The thread pool or its queue was full.
+    RejectedThreadExecution,
+    /// The execution semaphore had no free permit.
+    RejectedSemaphoreExecution,
+    /// A fallback was needed but the fallback semaphore had no free permit.
+    RejectedSemaphoreFallback,
+    /// The run's error was classified as a bad request: returned as is, no fallback.
+    BadRequest,
+    /// The run's error was classified as ignored: returned as is, no fallback, healthy.
+    Ignored,
+    /// The execution was cancelled before it ended.
+    Cancelled,
+    /// A request-scoped feature was used with no request context open.
+    NoRequestContext,
+    /// A collapser's batch gave no response for a request.
+    CollapserMissingResponse,
+    /// The API was used in a way that cannot work (the message says how to fix it).
+    Misuse,
+}
+
+impl FailureType {
+    /// Hystrix's name, e.g. `"SHORTCIRCUIT"`; ours for the extensions.
+    pub const fn name(self) -> &'static str {
+        match self {
+            FailureType::CommandException => "COMMAND_EXCEPTION",
+            FailureType::Timeout => "TIMEOUT",
+            FailureType::ShortCircuit => "SHORTCIRCUIT",
+            FailureType::RejectedThreadExecution => "REJECTED_THREAD_EXECUTION",
+            FailureType::RejectedSemaphoreExecution => "REJECTED_SEMAPHORE_EXECUTION",
+            FailureType::RejectedSemaphoreFallback => "REJECTED_SEMAPHORE_FALLBACK",
+            FailureType::BadRequest => "BAD_REQUEST_EXCEPTION",
+            FailureType::Ignored => "IGNORED",
+            FailureType::Cancelled => "CANCELLED",
+            FailureType::NoRequestContext => "NO_REQUEST_CONTEXT",
+            FailureType::CollapserMissingResponse => "COLLAPSER_MISSING_RESPONSE",
+            FailureType::Misuse => "MISUSE",
+        }
+    }
+}
+
+impl fmt::Display for FailureType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The failure that tripped a circuit breaker, kept type-erased so it can be shared across
+/// callers and threads (SPEC Part A 19).
+#[derive(Clone)]
+pub enum TripCause {
+    /// The breaker was forced open (`circuitBreaker.forceOpen` or `force_open()`).
+    ForcedOpen,
+    /// A failure, as shared error or as text.
+    Failure(Arc<dyn StdError + Send + Sync + 'static>),
+    /// A failure described in words (e.g. the error percentage that tripped it).
+    Message(Arc<str>),
+}
+
+impl fmt::Debug for TripCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl fmt::Display for TripCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TripCause::ForcedOpen => f.write_str("forced open"),
+            TripCause::Failure(err) => fmt::Display::fmt(err, f),
+            TripCause::Message(text) => f.write_str(text),
+        }
+    }
+}
+
+/// What happened to the fallback of a failed execution.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum FallbackFailure {
+    /// No fallback was given (FALLBACK_MISSING).
+    Missing,
+    /// `fallback.enabled` is false.
+    Disabled,
+    /// The fallback semaphore had no free permit (FALLBACK_REJECTION); holds the limit then.
+    Rejected {
+        /// `fallback.isolation.semaphore.maxConcurrentRequests` at the time.
+        max_concurrent: u32,
+    },
+    /// The fallback returned an error (FALLBACK_FAILURE).
+    Failed(BoxError),
+    /// The fallback panicked (FALLBACK_FAILURE); holds the panic message.
+    Panicked(String),
+}
+
+impl fmt::Display for FallbackFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FallbackFailure::Missing => f.write_str("no fallback available"),
+            FallbackFailure::Disabled => f.write_str("fallback disabled"),
+            FallbackFailure::Rejected { max_concurrent } => write!(
+                f,
+                "fallback execution rejected ({max_concurrent} fallbacks already running)"
+            ),
+            FallbackFailure::Failed(err) => write!(f, "fallback failed: {err}"),
+            FallbackFailure::Panicked(msg) => write!(f, "fallback panicked: {msg}"),
+        }
+    }
+}
+
+/// Why the run produced no value, before any fallback.
+#[derive(Debug)]
+pub(crate) enum Cause<E> {
+    /// The run returned this error.
+    Error(E),
+    /// The run panicked with this message.
+    Panic(String),
+    /// Nothing from the run (short-circuit, rejection, timeout, cancellation, misuse).
+    None,
+}
+
+/// The error of an execution: which command, what happened, the run's error if any, and what
+/// became of the fallback.
+///
+/// Its `Display` says which command failed, what happened and which property to tune, e.g.
+/// `command GetUser timed out after 1000 ms and no fallback available (tune
+/// hystrix.command.GetUser.execution.isolation.thread.timeoutInMilliseconds or add a fallback)`.
+///
+/// `HystrixError<E>` is a [`std::error::Error`] when `E` is one (its `source()` is the run's
+/// error), so `?` converts it into `anyhow::Error` or `Box<dyn Error>`. For causes that are not
+/// `std::error::Error` (such as `anyhow::Error` or `String`), [`into_boxed`](Self::into_boxed)
+/// gives a `HystrixError<BoxedCause>` that is.
+pub struct HystrixError<E> {
+    failure_type: FailureType,
+    command_key: CommandKey,
+    cause: Cause<E>,
+    fallback: Option<FallbackFailure>,
+    detail: Detail,
+}
+
+/// The numbers that explain a failure (the limit that was hit), captured when it happened.
+#[derive(Debug, Clone, Default)]
+pub(crate) enum Detail {
+    #[default]
+    None,
+    TimeoutMs(u64),
+    SemaphoreLimit(u32),
+    ShortCircuit(Option<TripCause>),
+    Message(Arc<str>),
+}
+
+impl<E> HystrixError<E> {
+    pub(crate) fn new(failure_type: FailureType, command_key: CommandKey, cause: Cause<E>) -> Self {
+        HystrixError {
+            failure_type,
+            command_key,
+            cause,
+            fallback: None,
+            detail: Detail::None,
+        }
+    }
+
+    pub(crate) fn with_detail(mut self, detail: Detail) -> Self {
+        self.detail = detail;
+        self
+    }
+
+    pub(crate) fn set_fallback_failure(&mut self, fallback: FallbackFailure) {
+        if matches!(fallback, FallbackFailure::Rejected { .. }) {
+            // Hystrix reports a fallback rejection as its own failure type, whatever the trigger.
+            self.failure_type = FailureType::RejectedSemaphoreFallback;
+        }
+        self.fallback = Some(fallback);
+    }
+
+    /// An error for API misuse, with a message that says how to fix it.
+    pub(crate) fn misuse(command_key: CommandKey, message: impl Into<Arc<str>>) -> Self {
+        Self::new(FailureType::Misuse, command_key, Cause::None)
+            .with_detail(Detail::Message(message.into()))
+    }
+
+    /// What went wrong.
+    pub fn failure_type(&self) -> FailureType {
+        self.failure_type
+    }
+
+    /// The command that failed.
+    pub fn command_key(&self) -> &CommandKey {
+        &self.command_key
+    }
+
+    /// The run's error, if the run returned one.
+    pub fn cause(&self) -> Option<&E> {
+        match &self.cause {
+            Cause::Error(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Takes the run's error, if the run returned one.
+    pub fn into_cause(self) -> Option<E> {
+        match self.cause {
+            Cause::Error(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The panic message, if the run panicked (caught and treated as a failure, SPEC Part A 6).
+    pub fn panic_message(&self) -> Option<&str> {
+        match &self.cause {
+            Cause::Panic(msg) => Some(msg),
+            _ => None,
+        }
+    }
+
+    /// What became of the fallback: `None` if no fallback was called for (success paths, bad
+    /// requests, ignored errors) or if a fallback was attempted only to fail in a way recorded here.
+    pub fn fallback_failure(&self) -> Option<&FallbackFailure> {
+        self.fallback.as_ref()
+    }
+
+    /// The fallback's own error, if it returned one (SPEC Part A 33: kept beside the run's).
+    pub fn fallback_error(&self) -> Option<&(dyn StdError + Send + Sync + 'static)> {
+        match &self.fallback {
+            Some(FallbackFailure::Failed(err)) => Some(err.as_ref()),
+            _ => None,
+        }
+    }
+
+    /// For [`FailureType::ShortCircuit`]: the failure that tripped the breaker.
+    pub fn trip_cause(&self) -> Option<&TripCause> {
+        match &self.detail {
+            Detail::ShortCircuit(cause) => cause.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// For [`FailureType::Timeout`]: the timeout that passed, in ms.
+    pub fn timeout_ms(&self) -> Option<u64> {
+        match self.detail {
+            Detail::TimeoutMs(ms) => Some(ms),
+            _ => None,
+        }
+    }
+
+    /// Whether the run's failure was a timeout.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self.detail, Detail::TimeoutMs(_))
+    }
+
+    /// Whether the execution was refused before running (short-circuit or a rejection).
+    pub fn is_rejection(&self) -> bool {
+        matches!(
+            self.failure_type,
+            FailureType::ShortCircuit
+                | FailureType::RejectedSemaphoreExecution
+                | FailureType::RejectedThreadExecution
+        ) || matches!(
+            self.detail,
+            Detail::ShortCircuit(_) | Detail::SemaphoreLimit(_)
+        )
+    }
+
+    /// Converts the run's error with `f`, keeping everything else.
+    pub fn map_cause<F, E2>(self, f: F) -> HystrixError<E2>
+    where
+        F: FnOnce(E) -> E2,
+    {
+        HystrixError {
+            failure_type: self.failure_type,
+            command_key: self.command_key,
+            cause: match self.cause {
+                Cause::Error(e) => Cause::Error(f(e)),
+                Cause::Panic(msg) => Cause::Panic(msg),
+                Cause::None => Cause::None,
+            },
+            fallback: self.fallback,
+            detail: self.detail,
+        }
+    }
+
+    /// Boxes the run's error, for causes such as `anyhow::Error` or `String` that are not a
+    /// [`std::error::Error`] themselves; the result is one, and converts with `?` into
+    /// `anyhow::Error` or [`BoxError`].
+    pub fn into_boxed(self) -> HystrixError<BoxedCause>
+    where
+        E: Into<BoxError>,
+    {
+        self.map_cause(|e| BoxedCause(e.into()))
+    }
+
+    fn what_happened(&self) -> String {
+        match (&self.detail, self.failure_type) {
+            (Detail::TimeoutMs(ms), _) => format!("timed out after {ms} ms"),
+            (Detail::ShortCircuit(Some(cause)), _) => {
+                format!("short-circuited (circuit open: {cause})")
+            }
+            (Detail::ShortCircuit(None), _) => "short-circuited (circuit open)".into(),
+            (Detail::SemaphoreLimit(max), _) => format!(
+                "could not acquire a semaphore for execution ({max} executions already running)"
+            ),
+            (Detail::Message(msg), _) => msg.to_string(),
+            (Detail::None, FailureType::RejectedThreadExecution) => {
+                "could not be queued for execution".into()
+            }
+            (Detail::None, FailureType::BadRequest) => "rejected the request as bad".into(),
+            (Detail::None, FailureType::Ignored) => "returned an ignored error".into(),
+            (Detail::None, FailureType::Cancelled) => "was cancelled".into(),
+            (Detail::None, _) => match &self.cause {
+                Cause::Panic(msg) => format!("panicked: {msg}"),
+                _ => "failed".into(),
+            },
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        let key = &self.command_key;
+        let property = match (&self.detail, &self.fallback) {
+            (_, Some(FallbackFailure::Rejected { .. })) => {
+                "fallback.isolation.semaphore.maxConcurrentRequests"
+            }
+            (Detail::TimeoutMs(_), _) => "execution.isolation.thread.timeoutInMilliseconds",
+            (Detail::SemaphoreLimit(_), _) => "execution.isolation.semaphore.maxConcurrentRequests",
+            (Detail::ShortCircuit(_), _) => "circuitBreaker.sleepWindowInMilliseconds",
+            _ => return None,
+        };
+        let remedy = match self.fallback {
+            Some(FallbackFailure::Missing) => " or add a fallback",
+            _ => "",
+        };
+        Some(format!("tune hystrix.command.{key}.{property}{remedy}"))
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for HystrixError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "command {} {}", self.command_key, self.what_happened())?;
+        if let Cause::Error(e) = &self.cause {
+            write!(f, ": {e}")?;
+        }
+        if let Some(fallback) = &self.fallback {
+            write!(f, " and {fallback}")?;
+        }
+        if let Some(hint) = self.hint() {
+            write!(f, " ({hint})")?;
+        }
+        Ok(())
+    }
+}
+
+impl<E: fmt::Debug> fmt::Debug for HystrixError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = f.debug_struct("HystrixError");
+        s.field("failure_type", &self.failure_type)
+            .field("command_key", &self.command_key);
+        match &self.cause {
+            Cause::Error(e) => s.field("cause", e),
+            Cause::Panic(msg) => s.field("panic", msg),
+            Cause::None => &mut s,
+        };
+        if let Some(fallback) = &self.fallback {
+            s.field("fallback", fallback);
+        }
+        if !matches!(self.detail, Detail::None) {
+            s.field("detail", &self.detail);
+        }
+        s.finish()
+    }
+}
+
+impl<E> StdError for HystrixError<E>
+where
+    E: StdError + 'static,
+{
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match &self.cause {
+            Cause::Error(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// A run's error boxed by [`HystrixError::into_boxed`]: a [`std::error::Error`] whatever the
+/// original type.
+#[derive(Debug)]
+pub struct BoxedCause(pub BoxError);
+
+impl fmt::Display for BoxedCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl StdError for BoxedCause {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.0.source()
+    }
+}

@@ -1,0 +1,310 @@
+//! Execution events (Hystrix's `HystrixEventType`) and the event notifier plugin.
+
+use std::fmt;
+
+use crate::config::IsolationStrategy;
+use crate::key::CommandKey;
+
+/// What happened during an execution, in Hystrix's declaration order (the order in which
+/// [`EventCounts::iter`] and request logs list them), followed by our extensions
+/// ([`Ignored`](EventType::Ignored), [`WouldShortCircuit`](EventType::WouldShortCircuit);
+/// SPEC Part A 23).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum EventType {
+    /// A value emitted by a stream command's run (counted per value).
+    Emit,
+    /// The run completed without error. Terminal.
+    Success,
+    /// The run failed (error or panic) and the error was classified as a failure.
+    Failure,
+    /// The deadline passed before the run completed.
+    Timeout,
+    /// The run's error was classified as a bad request: no fallback, not counted in health.
+    /// Terminal.
+    BadRequest,
+    /// The circuit breaker refused the execution.
+    ShortCircuited,
+    /// The thread pool (or its queue) was full.
+    ThreadPoolRejected,
+    /// The execution semaphore had no free permit.
+    SemaphoreRejected,
+    /// A value emitted by a stream command's fallback (counted per value).
+    FallbackEmit,
+    /// The fallback produced a value. Terminal.
+    FallbackSuccess,
+    /// The fallback failed (error or panic). Terminal.
+    FallbackFailure,
+    /// The fallback semaphore had no free permit. Terminal.
+    FallbackRejection,
+    /// `fallback.enabled` was false. Sent to the event notifier only, never stored in an
+    /// execution's events or counted (as Hystrix). Terminal.
+    FallbackDisabled,
+    /// No fallback was given. Terminal.
+    FallbackMissing,
+    /// Derived when counting: the execution ended in an error for its caller (bad request or a
+    /// fallback failure, rejection, absence or disabling). Never stored in an execution.
+    ExceptionThrown,
+    /// The response came from the request cache. Terminal.
+    ResponseFromCache,
+    /// The execution was cancelled (dropped) before it ended. Terminal.
+    Cancelled,
+    /// A request was collapsed into this batch execution (counted per request).
+    Collapsed,
+    /// Hystrix's legacy rolling-max marker; never produced by an execution.
+    CommandMaxActive,
+    /// The run's error was classified as ignored: the dependency is healthy, the error is the
+    /// caller's business. Counts as a success for health, no fallback. Terminal.
+    Ignored,
+    /// The breaker would have short-circuited this execution but runs in dry-run mode.
+    WouldShortCircuit,
+}
+
+impl EventType {
+    /// Every event type, in declaration order.
+    pub const ALL: [EventType; 21] = [
+        EventType::Emit,
+        EventType::Success,
+        EventType::Failure,
+        EventType::Timeout,
+        EventType::BadRequest,
+        EventType::ShortCircuited,
+        EventType::ThreadPoolRejected,
+        EventType::SemaphoreRejected,
+        EventType::FallbackEmit,
+        EventType::FallbackSuccess,
+        EventType::FallbackFailure,
+        EventType::FallbackRejection,
+        EventType::FallbackDisabled,
+        EventType::FallbackMissing,
+        EventType::ExceptionThrown,
+        EventType::ResponseFromCache,
+        EventType::Cancelled,
+        EventType::Collapsed,
+        EventType::CommandMaxActive,
+        EventType::Ignored,
+        EventType::WouldShortCircuit,
+    ];
+
+    /// Number of event types.
+    pub const COUNT: usize = Self::ALL.len();
+
+    /// Position in declaration order (0-based).
+    #[inline]
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Hystrix's name for the event, e.g. `"SHORT_CIRCUITED"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            EventType::Emit => "EMIT",
+            EventType::Success => "SUCCESS",
+            EventType::Failure => "FAILURE",
+            EventType::Timeout => "TIMEOUT",
+            EventType::BadRequest => "BAD_REQUEST",
+            EventType::ShortCircuited => "SHORT_CIRCUITED",
+            EventType::ThreadPoolRejected => "THREAD_POOL_REJECTED",
+            EventType::SemaphoreRejected => "SEMAPHORE_REJECTED",
+            EventType::FallbackEmit => "FALLBACK_EMIT",
+            EventType::FallbackSuccess => "FALLBACK_SUCCESS",
+            EventType::FallbackFailure => "FALLBACK_FAILURE",
+            EventType::FallbackRejection => "FALLBACK_REJECTION",
+            EventType::FallbackDisabled => "FALLBACK_DISABLED",
+            EventType::FallbackMissing => "FALLBACK_MISSING",
+            EventType::ExceptionThrown => "EXCEPTION_THROWN",
+            EventType::ResponseFromCache => "RESPONSE_FROM_CACHE",
+            EventType::Cancelled => "CANCELLED",
+            EventType::Collapsed => "COLLAPSED",
+            EventType::CommandMaxActive => "COMMAND_MAX_ACTIVE",
+            EventType::Ignored => "IGNORED",
+            EventType::WouldShortCircuit => "WOULD_SHORT_CIRCUIT",
+        }
+    }
+
+    /// Whether the event ends an execution (Hystrix's "terminal" events).
+    pub const fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            EventType::Success
+                | EventType::BadRequest
+                | EventType::FallbackSuccess
+                | EventType::FallbackFailure
+                | EventType::FallbackRejection
+                | EventType::FallbackDisabled
+                | EventType::FallbackMissing
+                | EventType::ResponseFromCache
+                | EventType::Cancelled
+                | EventType::Ignored
+        )
+    }
+
+    /// Whether the event makes the caller see an error, so that `EXCEPTION_THROWN` is counted
+    /// (Hystrix: bad request, fallback failure, missing, rejected or disabled).
+    pub const fn throws_exception(self) -> bool {
+        matches!(
+            self,
+            EventType::BadRequest
+                | EventType::FallbackFailure
+                | EventType::FallbackMissing
+                | EventType::FallbackRejection
+                | EventType::FallbackDisabled
+        )
+    }
+}
+
+impl fmt::Display for EventType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The events of one execution: a set in declaration order, plus counts for the events that can
+/// happen many times (`EMIT`, `FALLBACK_EMIT`, `COLLAPSED`), as Hystrix's `EventCounts`.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct EventCounts {
+    bits: u32,
+    emits: u32,
+    fallback_emits: u32,
+    collapsed: u32,
+}
+
+impl EventCounts {
+    /// No events.
+    pub const fn new() -> Self {
+        EventCounts {
+            bits: 0,
+            emits: 0,
+            fallback_emits: 0,
+            collapsed: 0,
+        }
+    }
+
+    /// Whether `event` happened.
+    #[inline]
+    pub const fn contains(&self, event: EventType) -> bool {
+        self.bits & (1 << event as u32) != 0
+    }
+
+    /// How many times `event` happened (0 or 1, except for the counted events).
+    pub const fn count(&self, event: EventType) -> u32 {
+        match event {
+            EventType::Emit => self.emits,
+            EventType::FallbackEmit => self.fallback_emits,
+            EventType::Collapsed => self.collapsed,
+            _ => self.contains(event) as u32,
+        }
+    }
+
+    /// Whether no event happened.
+    pub const fn is_empty(&self) -> bool {
+        self.bits == 0
+    }
+
+    /// The events in declaration order (each once).
+    pub fn iter(&self) -> impl Iterator<Item = EventType> + '_ {
+        let mut bits = self.bits;
+        std::iter::from_fn(move || {
+            if bits == 0 {
+                return None;
+            }
+            let index = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            Some(EventType::ALL[index])
+        })
+    }
+
+    /// Adds one occurrence of `event`.
+    #[inline]
+    pub(crate) fn add(&mut self, event: EventType) {
+        self.add_n(event, 1);
+    }
+
+    /// Adds `n` occurrences of `event` (n > 1 only matters for the counted events).
+    #[inline]
+    pub(crate) fn add_n(&mut self, event: EventType, n: u32) {
+        self.bits |= 1 << event as u32;
+        match event {
+            EventType::Emit => self.emits += n,
+            EventType::FallbackEmit => self.fallback_emits += n,
+            EventType::Collapsed => self.collapsed += n,
+            _ => {}
+        }
+    }
+
+    /// The raw event bits, bit `i` for [`EventType::ALL`]`[i]`.
+    pub(crate) const fn bits(&self) -> u32 {
+        self.bits
+    }
+}
+
+impl fmt::Debug for EventCounts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut list = f.debug_list();
+        for event in self.iter() {
+            match self.count(event) {
+                n if n > 1 => list.entry(&format_args!("{}x{n}", event.name())),
+                _ => list.entry(&format_args!("{}", event.name())),
+            };
+        }
+        list.finish()
+    }
+}
+
+/// Receives every event as it happens and every finished execution, synchronously, on the thread
+/// that produced it (Hystrix's `HystrixEventNotifier`; per registry, SPEC Part A 16).
+///
+/// Implementations must be fast and must not block: they run on the hot path. A panic inside one
+/// is caught and logged once; it never changes a command's outcome.
+pub trait EventNotifier: Send + Sync + 'static {
+    /// Called for each event of an execution as it is recorded, and for `FALLBACK_DISABLED`,
+    /// which is never stored in the execution.
+    fn mark_event(&self, event: EventType, key: &CommandKey) {
+        let _ = (event, key);
+    }
+
+    /// Called once when an execution ends, with its isolation, its execution time in ms (0 when
+    /// no user code ran) and all its events.
+    fn mark_command_execution(
+        &self,
+        key: &CommandKey,
+        isolation: IsolationStrategy,
+        execution_time_ms: u64,
+        events: &EventCounts,
+    ) {
+        let _ = (key, isolation, execution_time_ms, events);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_iterate_in_declaration_order_with_counts() {
+        let mut events = EventCounts::new();
+        events.add(EventType::FallbackSuccess);
+        events.add_n(EventType::Emit, 3);
+        events.add(EventType::Failure);
+        assert_eq!(
+            events.iter().collect::<Vec<_>>(),
+            vec![
+                EventType::Emit,
+                EventType::Failure,
+                EventType::FallbackSuccess
+            ]
+        );
+        assert_eq!(events.count(EventType::Emit), 3);
+        assert_eq!(events.count(EventType::Failure), 1);
+        assert_eq!(events.count(EventType::Success), 0);
+        assert_eq!(format!("{events:?}"), "[EMITx3, FAILURE, FALLBACK_SUCCESS]");
+    }
+
+    #[test]
+    fn all_lists_each_variant_at_its_index() {
+        for (i, event) in EventType::ALL.iter().enumerate() {
+            assert_eq!(event.index(), i);
+        }
+        assert_eq!(EventType::COUNT, 21);
+    }
+}

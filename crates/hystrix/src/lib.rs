@@ -1,0 +1,84 @@
+//! # hystrix-rs
+//!
+//! Latency and fault tolerance for calls to remote dependencies, in the tradition of Netflix
+//! Hystrix: every call runs as a **command** that is bounded by a **bulkhead** (semaphore),
+//! cut off by a **timeout**, refused fast by a **circuit breaker** when the dependency is
+//! sick, and answered by a **fallback** when it fails, while **metrics** record what happened.
+//! Hystrix's property names, defaults and event semantics carry over; see the README for the
+//! Hystrix → hystrix-rs table.
+//!
+//! ## Quick start (blocking)
+//!
+//! ```
+//! use hystrix::{Command, IsolationStrategy, Registry};
+//! use std::time::Duration;
+//!
+//! let registry = Registry::new();
+//! let get_user = Command::builder("GetUser")
+//!     .group("UserService")
+//!     .isolation(IsolationStrategy::Semaphore)
+//!     .timeout(Duration::from_millis(500))
+//!     .build_in(&registry)?;
+//!
+//! let user = get_user
+//!     .run(|| Err::<String, _>(std::io::Error::other("connection refused")))
+//!     .fallback(|err| {
+//!         assert!(err.cause().is_some());
+//!         Ok::<_, std::io::Error>("anonymous".to_string())
+//!     })
+//!     .execute()?;
+//! assert_eq!(user, "anonymous");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! ## Quick start (async)
+//!
+//! ```
+//! use hystrix::{Command, Registry};
+//! # async fn fetch_price(id: u64) -> Result<u64, std::io::Error> { Ok(id * 100) }
+//!
+//! # futures::executor::block_on(async {
+//! let registry = Registry::new();
+//! let get_price = Command::builder("GetPrice").group("Pricing").build_in(&registry)?;
+//! let price = get_price.run_async(fetch_price(7)).execute_async().await?;
+//! assert_eq!(price, 700);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+//!
+//! ## Where things are
+//!
+//! - [`Command`], [`CommandBuilder`], [`Execution`]: defining and running commands;
+//!   [`HystrixCommand`] for Hystrix's subclass style.
+//! - [`HystrixError`], [`FailureType`]: what went wrong; [`ConfigError`] for bad definitions.
+//! - [`Registry`]: per-key state, properties ([`config`]), plugins; [`Registry::global`].
+//! - [`clock`]: the time source; [`testing`]: a registry on a manual clock for your tests.
+
+#![deny(missing_docs)]
+#![warn(rust_2018_idioms, unreachable_pub)]
+
+pub mod circuit;
+pub mod clock;
+pub mod command;
+pub mod config;
+pub mod error;
+pub mod event;
+pub mod isolation;
+pub mod key;
+pub mod metrics;
+pub mod registry;
+pub mod testing;
+
+pub use command::{
+    AllFailures, Class, Classifier, Classify, Command, CommandBuilder, Execution, ExecutionResult,
+    HystrixAsyncCommand, HystrixCommand, Outcome,
+};
+pub use config::{CommandProperties, IsolationStrategy, PropertyValue, ThreadPoolProperties};
+pub use error::{BoxError, ConfigError, FailureType, FallbackFailure, HystrixError, TripCause};
+pub use event::{EventCounts, EventNotifier, EventType};
+pub use key::{CommandKey, GroupKey, ThreadPoolKey};
+pub use metrics::CommandMetrics;
+pub use registry::{Registry, RegistryBuilder};
+/// The token a cancellable run receives (tokio-util's `CancellationToken`): cancelled at the
+/// timeout when `execution.isolation.thread.interruptOnTimeout` is true.
+pub use tokio_util::sync::CancellationToken;

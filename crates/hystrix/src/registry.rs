@@ -1,0 +1,318 @@
+//! The registry: per-key state, properties, clock and plugins.
+//!
+//! Everything Hystrix keeps in static maps lives in a [`Registry`] (SPEC Part A 10): command
+//! state (breaker, semaphores, metrics) per command key, the property layers, the clock and the
+//! plugins. [`Registry::global`] is a process-wide default for convenience; tests and
+//! multi-tenant services create isolated ones with [`Registry::new`] or [`Registry::builder`].
+
+use std::collections::HashMap;
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock};
+
+use parking_lot::Mutex;
+
+use crate::circuit::CircuitBreaker;
+use crate::clock::{Clock, SystemClock};
+use crate::command::ExecutionResult;
+use crate::config::{CommandKind, CommandLayer, CommandProperties, Properties, PropertyCell};
+use crate::error::ConfigError;
+use crate::event::{EventNotifier, EventType};
+use crate::isolation::semaphore::Semaphore;
+use crate::key::{CommandKey, GroupKey, ThreadPoolKey};
+use crate::metrics::{CommandCounters, CommandMetrics};
+
+/// What every command state of a registry shares: its clock and plugins.
+pub(crate) struct Env {
+    pub(crate) clock: Arc<dyn Clock>,
+    notifier: Option<Arc<dyn EventNotifier>>,
+    notifier_panicked: AtomicBool,
+}
+
+impl Env {
+    #[inline]
+    pub(crate) fn has_notifier(&self) -> bool {
+        self.notifier.is_some()
+    }
+
+    /// Calls the event notifier, if any, catching (and logging once) a panic inside it.
+    pub(crate) fn notify(&self, call: impl FnOnce(&dyn EventNotifier)) {
+        if let Some(notifier) = &self.notifier
+            && catch_unwind(AssertUnwindSafe(|| call(notifier.as_ref()))).is_err()
+            && !self.notifier_panicked.swap(true, Ordering::Relaxed)
+        {
+            tracing::error!(
+                "hystrix: the event notifier panicked; its panics are ignored and logged only once"
+            );
+        }
+    }
+
+    pub(crate) fn notify_event(&self, event: EventType, key: &CommandKey) {
+        self.notify(|n| n.mark_event(event, key));
+    }
+}
+
+/// The shared state of one command key: breaker, semaphores, metrics and live properties.
+pub(crate) struct CommandState {
+    pub(crate) key: CommandKey,
+    pub(crate) group: GroupKey,
+    pub(crate) thread_pool_key: ThreadPoolKey,
+    /// The thread-pool key the first definition gave (before `threadPoolKeyOverride`).
+    requested_thread_pool_key: Option<ThreadPoolKey>,
+    pub(crate) properties: Arc<PropertyCell<CommandKind>>,
+    pub(crate) execution_semaphore: Semaphore,
+    pub(crate) fallback_semaphore: Semaphore,
+    pub(crate) breaker: CircuitBreaker,
+    pub(crate) counters: CommandCounters,
+    pub(crate) env: Arc<Env>,
+}
+
+impl CommandState {
+    pub(crate) fn metrics(&self) -> CommandMetrics {
+        self.counters
+            .snapshot(self.key.clone(), self.execution_semaphore.in_use())
+    }
+
+    /// Counts a finished execution and tells the notifier.
+    #[inline]
+    pub(crate) fn record(&self, result: &ExecutionResult) {
+        self.counters.record(&result.events);
+        if self.env.has_notifier() {
+            self.env.notify(|n| {
+                n.mark_command_execution(
+                    &self.key,
+                    result.isolation,
+                    result.execution_time_ms.unwrap_or(0),
+                    &result.events,
+                )
+            });
+        }
+    }
+}
+
+impl fmt::Debug for CommandState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CommandState")
+            .field("key", &self.key)
+            .field("group", &self.group)
+            .field("thread_pool_key", &self.thread_pool_key)
+            .finish_non_exhaustive()
+    }
+}
+
+struct RegistryInner {
+    env: Arc<Env>,
+    properties: Properties,
+    commands: Mutex<HashMap<CommandKey, Arc<CommandState>>>,
+}
+
+/// Holds per-key state, properties, the clock and plugins. Cheap to clone (a shared handle).
+///
+/// ```
+/// use hystrix::{Command, Registry};
+///
+/// let registry = Registry::new();
+/// let ping = Command::builder("Ping").group("Health").build_in(&registry)?;
+/// let pong = ping.run(|| Ok::<_, std::io::Error>("pong")).execute()?;
+/// assert_eq!(pong, "pong");
+/// assert_eq!(registry.command_keys(), vec![ping.key().clone()]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct Registry {
+    inner: Arc<RegistryInner>,
+}
+
+impl fmt::Debug for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registry")
+            .field("clock", &self.inner.env.clock)
+            .field("commands", &self.inner.commands.lock().len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry::new()
+    }
+}
+
+static GLOBAL: LazyLock<Registry> = LazyLock::new(Registry::new);
+
+impl Registry {
+    /// The process-wide default registry (system clock, no plugins), used by
+    /// [`CommandBuilder::build`](crate::CommandBuilder::build).
+    pub fn global() -> &'static Registry {
+        &GLOBAL
+    }
+
+    /// An isolated registry on the [`SystemClock`], with no plugins.
+    pub fn new() -> Self {
+        Registry::builder().build()
+    }
+
+    /// A builder to choose the clock and plugins.
+    pub fn builder() -> RegistryBuilder {
+        RegistryBuilder::default()
+    }
+
+    /// The registry's clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.env.clock
+    }
+
+    /// The registry's properties: set, unset and read them by their Hystrix names.
+    pub fn properties(&self) -> &Properties {
+        &self.inner.properties
+    }
+
+    /// Every command key with state in this registry, sorted by name.
+    pub fn command_keys(&self) -> Vec<CommandKey> {
+        let mut keys: Vec<_> = self.inner.commands.lock().keys().cloned().collect();
+        keys.sort();
+        keys
+    }
+
+    /// A snapshot of a command key's metrics; `None` if the key has no state here.
+    pub fn command_metrics(&self, key: &str) -> Option<CommandMetrics> {
+        let state = self.inner.commands.lock().get(key).cloned()?;
+        Some(state.metrics())
+    }
+
+    /// Whether a command key's circuit is open now (Hystrix's `isCircuitBreakerOpen()`); `None`
+    /// if the key has no state here.
+    pub fn is_circuit_breaker_open(&self, key: &str) -> Option<bool> {
+        let state = self.inner.commands.lock().get(key).cloned()?;
+        let open = state.breaker.is_open(&state.properties.load());
+        Some(open)
+    }
+
+    /// Drops a command key's state (breaker, semaphores, metrics, live properties) so memory
+    /// does not grow with keys no longer used (SPEC Part A 35). Returns whether there was state.
+    ///
+    /// Definitions built before keep working on the old state, detached from the registry; a
+    /// definition built afterwards starts fresh. Dynamic per-key property values stay.
+    pub fn remove(&self, key: &str) -> bool {
+        let removed = self.inner.commands.lock().remove(key);
+        if let Some(state) = &removed {
+            self.inner.properties.remove_command(&state.key);
+        }
+        removed.is_some()
+    }
+
+    /// Returns the key's state, creating it on first definition. A second definition must agree
+    /// on the group, the thread-pool key and the builder's property values.
+    pub(crate) fn command_state(
+        &self,
+        key: CommandKey,
+        group: GroupKey,
+        thread_pool_key: Option<ThreadPoolKey>,
+        layer: CommandLayer,
+    ) -> Result<Arc<CommandState>, ConfigError> {
+        let mut commands = self.inner.commands.lock();
+        if let Some(existing) = commands.get(&key) {
+            let conflict = |what: &str, existing: &str, requested: &str| {
+                Err(ConfigError::ConflictingDefinition {
+                    key: key.to_string(),
+                    what: what.to_owned(),
+                    existing: existing.to_owned(),
+                    requested: requested.to_owned(),
+                })
+            };
+            if existing.group != group {
+                return conflict("group key", existing.group.as_str(), group.as_str());
+            }
+            if existing.requested_thread_pool_key != thread_pool_key {
+                let show = |k: &Option<ThreadPoolKey>| {
+                    k.as_ref()
+                        .map_or_else(|| "unset".to_owned(), ToString::to_string)
+                };
+                return conflict(
+                    "thread-pool key",
+                    &show(&existing.requested_thread_pool_key),
+                    &show(&thread_pool_key),
+                );
+            }
+            self.inner.properties.register_command(&key, layer)?;
+            return Ok(Arc::clone(existing));
+        }
+        let properties = self.inner.properties.register_command(&key, layer)?;
+        let resolved_pool =
+            resolve_thread_pool_key(&properties.load(), &group, thread_pool_key.clone())?;
+        let state = Arc::new(CommandState {
+            key: key.clone(),
+            group,
+            thread_pool_key: resolved_pool,
+            requested_thread_pool_key: thread_pool_key,
+            properties,
+            execution_semaphore: Semaphore::default(),
+            fallback_semaphore: Semaphore::default(),
+            breaker: CircuitBreaker::default(),
+            counters: CommandCounters::default(),
+            env: Arc::clone(&self.inner.env),
+        });
+        commands.insert(key, Arc::clone(&state));
+        Ok(state)
+    }
+}
+
+/// The pool key: `threadPoolKeyOverride`, else the builder's, else the group's name (Hystrix).
+fn resolve_thread_pool_key(
+    props: &CommandProperties,
+    group: &GroupKey,
+    given: Option<ThreadPoolKey>,
+) -> Result<ThreadPoolKey, ConfigError> {
+    match (&props.thread_pool_key_override, given) {
+        (Some(name), _) => ThreadPoolKey::new(name),
+        (None, Some(key)) => Ok(key),
+        (None, None) => ThreadPoolKey::new(group.as_str()),
+    }
+}
+
+/// Builds a [`Registry`] with a chosen clock and plugins.
+#[derive(Default)]
+pub struct RegistryBuilder {
+    clock: Option<Arc<dyn Clock>>,
+    notifier: Option<Arc<dyn EventNotifier>>,
+}
+
+impl fmt::Debug for RegistryBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegistryBuilder")
+            .field("clock", &self.clock)
+            .field("notifier", &self.notifier.is_some())
+            .finish()
+    }
+}
+
+impl RegistryBuilder {
+    /// The clock for time and timers (default: [`SystemClock`]). Use a
+    /// [`ManualClock`](crate::clock::ManualClock) in tests.
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// The event notifier plugin (Hystrix's `HystrixEventNotifier`), for this registry only.
+    pub fn event_notifier(mut self, notifier: impl EventNotifier) -> Self {
+        self.notifier = Some(Arc::new(notifier));
+        self
+    }
+
+    /// Builds the registry.
+    pub fn build(self) -> Registry {
+        Registry {
+            inner: Arc::new(RegistryInner {
+                env: Arc::new(Env {
+                    clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
+                    notifier: self.notifier,
+                    notifier_panicked: AtomicBool::new(false),
+                }),
+                properties: Properties::new(),
+                commands: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+}
