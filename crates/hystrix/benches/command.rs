@@ -1,1 +1,122 @@
-fn main() {}
+//! Cost of one execution on the main paths, beside a bare call of the same closure.
+//!
+//! Run with `cargo bench -p hystrix-rs --bench command`. Each row builds its command outside the
+//! timed loop; the run is a closure (or ready future) returning a `u64`.
+
+#![allow(missing_docs, clippy::unwrap_used)]
+
+use std::future::Future;
+use std::hint::black_box;
+use std::pin::pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use hystrix::{Command, IsolationStrategy, Registry};
+
+type Never = std::convert::Infallible;
+
+fn semaphore_command(registry: &Registry, key: &str, timeout: bool) -> Command {
+    Command::builder(key)
+        .group("Bench")
+        .isolation(IsolationStrategy::Semaphore)
+        .timeout_enabled(timeout)
+        .build_in(registry)
+        .unwrap()
+}
+
+/// Polls a future that is ready at once (no runtime in the measurement).
+fn poll_ready<F: Future>(future: F) -> F::Output {
+    let waker = std::task::Waker::noop();
+    let mut cx = Context::from_waker(waker);
+    match pin!(future).poll(&mut cx) {
+        Poll::Ready(output) => output,
+        Poll::Pending => unreachable!("the bench future is ready at once"),
+    }
+}
+
+fn execute(c: &mut Criterion) {
+    let registry = Registry::new();
+    let plain = semaphore_command(&registry, "Plain", false);
+    let timed = semaphore_command(&registry, "Timed", true);
+    let open = semaphore_command(&registry, "Open", false);
+    registry
+        .properties()
+        .set("hystrix.command.Open.circuitBreaker.forceOpen", true)
+        .unwrap();
+    let full = Command::builder("Full")
+        .group("Bench")
+        .isolation(IsolationStrategy::Semaphore)
+        .semaphore_max_concurrent_requests(0)
+        .build_in(&registry)
+        .unwrap();
+
+    let mut group = c.benchmark_group("closed_success_sync");
+    let bare = || Ok::<u64, Never>(black_box(7));
+    group.bench_function("bare closure", |b| b.iter(bare));
+    group.bench_function("execute, timeout off", |b| {
+        b.iter(|| plain.run(|| Ok::<u64, Never>(black_box(7))).execute())
+    });
+    group.bench_function("execute, timeout 1 s", |b| {
+        b.iter(|| timed.run(|| Ok::<u64, Never>(black_box(7))).execute())
+    });
+    group.bench_function("execute with fallback, timeout 1 s", |b| {
+        b.iter(|| {
+            timed
+                .run(|| Ok::<u64, Never>(black_box(7)))
+                .fallback(|_| Ok::<u64, Never>(0))
+                .execute()
+        })
+    });
+    group.finish();
+
+    let mut group = c.benchmark_group("closed_success_async");
+    group.bench_function("bare ready future", |b| {
+        b.iter(|| poll_ready(async { Ok::<u64, Never>(black_box(7)) }))
+    });
+    group.bench_function("execute_async, timeout off", |b| {
+        b.iter(|| {
+            poll_ready(
+                plain
+                    .run_async(async { Ok::<u64, Never>(black_box(7)) })
+                    .execute_async(),
+            )
+        })
+    });
+    group.bench_function("execute_async, timeout 1 s", |b| {
+        b.iter(|| {
+            poll_ready(
+                timed
+                    .run_async(async { Ok::<u64, Never>(black_box(7)) })
+                    .execute_async(),
+            )
+        })
+    });
+    group.finish();
+
+    let mut group = c.benchmark_group("rejected");
+    group.bench_function("short-circuited, no fallback", |b| {
+        b.iter(|| open.run(|| Ok::<u64, Never>(black_box(7))).execute())
+    });
+    group.bench_function("short-circuited, fallback", |b| {
+        b.iter(|| {
+            open.run(|| Ok::<u64, Never>(black_box(7)))
+                .fallback(|_| Ok::<u64, Never>(0))
+                .execute()
+        })
+    });
+    group.bench_function("semaphore full, no fallback", |b| {
+        b.iter(|| full.run(|| Ok::<u64, Never>(black_box(7))).execute())
+    });
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .sample_size(30)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    targets = execute
+}
+criterion_main!(benches);

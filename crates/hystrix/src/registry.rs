@@ -185,7 +185,7 @@ impl Registry {
     /// if the key has no state here.
     pub fn is_circuit_breaker_open(&self, key: &str) -> Option<bool> {
         let state = self.inner.commands.lock().get(key).cloned()?;
-        let open = state.breaker.is_open(&state.properties.load());
+        let open = state.breaker.is_open(&state.properties.hot().load());
         Some(open)
     }
 

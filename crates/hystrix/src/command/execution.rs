@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::command::future::{ExecuteAsync, ExecuteAsyncOutcome, RunFuture};
 use crate::command::pipeline::{self, CallOptions};
 use crate::command::{Classify, Command, Outcome};
 use crate::error::{BoxError, HystrixError};
@@ -341,43 +342,37 @@ where
     }
 }
 
-impl<C, Fut, FB> Execution<'_, C, Async<Fut>, FB>
+impl<'c, C, Fut, FB> Execution<'c, C, Async<Fut>, FB>
 where
-    Async<Fut>: RunFn,
-    Fut: Future<Output = Result<<Async<Fut> as RunFn>::Output, <Async<Fut> as RunFn>::Error>>,
-    FB: AsyncFallback<<Async<Fut> as RunFn>::Output, <Async<Fut> as RunFn>::Error>,
-    C: Classify<<Async<Fut> as RunFn>::Error>,
+    Fut: RunFuture,
+    FB: AsyncFallback<Fut::Ok, Fut::Error>,
+    C: Classify<Fut::Error>,
 {
     /// Runs the execution when awaited (cold: nothing happens before the first poll) and returns
     /// the value (from the run or the fallback) or the error.
     ///
     /// The run future is polled in the awaiting task; at the deadline it is dropped (TIMEOUT),
-    /// which frees its permit at once.
+    /// which frees its permit at once, and the fallback is polled in its place.
     ///
     /// # Cancel safety
     /// Dropping the returned future before it completes drops the run (and fallback) future,
-    /// releases every permit, and, if the run had started, records CANCELLED.
+    /// releases every permit, and, if it had been polled, records CANCELLED.
     ///
     /// # Errors
     /// As [`execute`](Execution::execute).
-    pub async fn execute_async(
-        self,
-    ) -> Result<<Async<Fut> as RunFn>::Output, HystrixError<<Async<Fut> as RunFn>::Error>> {
-        self.execute_async_outcome().await.into_response()
+    pub fn execute_async(self) -> ExecuteAsync<'c, C, Fut, FB> {
+        ExecuteAsync::new(self.execute_async_outcome())
     }
 
-    /// As [`execute_async`](Execution::execute_async), also returning the
-    /// [`ExecutionResult`](crate::ExecutionResult).
-    pub async fn execute_async_outcome(
-        self,
-    ) -> Outcome<<Async<Fut> as RunFn>::Output, <Async<Fut> as RunFn>::Error> {
-        pipeline::run_async(
+    /// As [`execute_async`](Execution::execute_async), resolving to the [`Outcome`] (response
+    /// and [`ExecutionResult`](crate::ExecutionResult)).
+    pub fn execute_async_outcome(self) -> ExecuteAsyncOutcome<'c, C, Fut, FB> {
+        ExecuteAsyncOutcome::new(
             self.command.state(),
             self.command.classifier(),
             self.run.0,
             self.fallback,
-            &self.options,
+            self.options,
         )
-        .await
     }
 }

@@ -3,6 +3,7 @@
 use std::future::{Future, Ready, ready};
 
 use crate::command::execution::{AsyncFallback, Blocking, BlockingFallback, sealed};
+use crate::command::future::ExecuteAsyncOutcome;
 use crate::command::pipeline::{self, CallOptions};
 use crate::command::{Class, Classify, Command, Outcome};
 use crate::error::{BoxError, HystrixError};
@@ -167,12 +168,13 @@ pub trait HystrixAsyncCommand: Sized {
                 cache_key: self.cache_key(),
                 ..CallOptions::default()
             };
-            pipeline::run_async(
+            let classifier = ByAsyncTrait(&self);
+            ExecuteAsyncOutcome::new(
                 self.command().state(),
-                &ByAsyncTrait(&self),
+                &classifier,
                 self.run(),
                 ByAsyncTrait(&self),
-                &options,
+                options,
             )
             .await
         }

@@ -32,6 +32,7 @@
 //! ```
 
 mod execution;
+mod future;
 mod hystrix_command;
 mod outcome;
 mod pipeline;
@@ -44,6 +45,7 @@ pub use execution::{
     Async, AsyncFallback, Blocking, BlockingFallback, BlockingRun, Cancellable, Execution,
     FallbackAsyncFn, FallbackFn, NoFallback, RunFn,
 };
+pub use future::{ExecuteAsync, ExecuteAsyncOutcome, RunFuture};
 pub use hystrix_command::{HystrixAsyncCommand, HystrixCommand};
 pub use outcome::{ExecutionResult, Outcome};
 
@@ -182,7 +184,9 @@ impl<C> Command<C> {
 
     /// Whether the circuit is open now (Hystrix's `isCircuitBreakerOpen()`).
     pub fn is_circuit_breaker_open(&self) -> bool {
-        self.state.breaker.is_open(&self.state.properties.load())
+        self.state
+            .breaker
+            .is_open(&self.state.properties.hot().load())
     }
 
     /// An execution of a blocking run function. Consume it with

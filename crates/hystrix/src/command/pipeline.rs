@@ -9,21 +9,22 @@
 //!    semaphore: FALLBACK_SUCCESS, _FAILURE, _REJECTION or _MISSING;
 //! 7. metrics and the event notifier see the execution exactly once.
 //!
-//! Blocking and async runs share every step but the race itself.
+//! Blocking runs go through [`run_blocking`], top to bottom; async runs through the
+//! [`ExecuteAsyncOutcome`](crate::command::ExecuteAsyncOutcome) future, which takes the same
+//! steps one poll at a time. Both share every step but the race itself.
 
-use std::future::{Future, poll_fn};
+use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::pin::{Pin, pin};
-use std::sync::Arc;
+use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use tokio_util::sync::CancellationToken;
 
 use crate::circuit::Admission;
-use crate::clock::{Clock, Sleep, TimerId};
-use crate::command::execution::{AsyncFallback, BlockingFallback, BlockingRun};
+use crate::clock::{Clock, TimerId};
+use crate::command::execution::{BlockingFallback, BlockingRun};
 use crate::command::{Class, Classify, ExecutionResult, Outcome};
-use crate::config::{CommandProperties, IsolationStrategy};
+use crate::config::{HotSnapshot, IsolationStrategy};
 use crate::error::{BoxError, Cause, Detail, FailureType, FallbackFailure, HystrixError};
 use crate::event::{EventCounts, EventType};
 use crate::isolation::semaphore::Permit;
@@ -58,26 +59,21 @@ where
     if let Err(err) = check_options(state, options) {
         return rec.finish_now(Err(err));
     }
-    let (permit, timeout_ms, interrupt) = {
-        let props = state.properties.load();
-        match try_admit(state, &props, &mut rec) {
-            Ok(permit) => (
-                permit,
-                timeout_ms(&props, options),
-                props.execution_isolation_thread_interrupt_on_timeout,
-            ),
-            Err(err) => {
-                let response = fallback_blocking(state, &mut rec, err, fallback);
-                return rec.finish_now(response);
-            }
+    let props = state.properties.hot().load();
+    let permit = match try_admit(state, &props, &mut rec) {
+        Ok(permit) => permit,
+        Err(err) => {
+            let response = fallback_blocking(state, &mut rec, err, fallback);
+            return rec.finish_now(response);
         }
     };
+    let timeout_ms = timeout_ms(&props, options);
 
     let clock = &*state.env.clock;
     let deadline = timeout_ms.map(|ms| rec.start_ms.saturating_add(ms));
     let token = R::CANCELLABLE.then(CancellationToken::new);
     let timer = match (&token, deadline) {
-        (Some(token), Some(deadline)) if interrupt => {
+        (Some(token), Some(deadline)) if props.interrupt_on_timeout() => {
             let token = token.clone();
             Some(TimerGuard {
                 clock,
@@ -109,62 +105,13 @@ where
     }
 }
 
-/// Runs an async execution in the awaiting task (SEMAPHORE isolation).
-pub(crate) async fn run_async<C, Fut, FB, T, E>(
-    state: &CommandState,
-    classifier: &C,
-    run: Fut,
-    fallback: FB,
-    options: &CallOptions,
-) -> Outcome<T, E>
-where
-    Fut: Future<Output = Result<T, E>>,
-    FB: AsyncFallback<T, E>,
-    C: Classify<E>,
-{
-    let mut rec = Recorder::start(state, IsolationStrategy::Semaphore);
-    if let Err(err) = check_options(state, options) {
-        return rec.finish_now(Err(err));
-    }
-    let admitted = {
-        let props = state.properties.load();
-        try_admit(state, &props, &mut rec).map(|permit| (permit, timeout_ms(&props, options)))
-    };
-    let (permit, timeout_ms) = match admitted {
-        Ok(admitted) => admitted,
-        Err(err) => {
-            let response = fallback_async(state, &mut rec, err, fallback).await;
-            return rec.finish_now(response);
-        }
-    };
-
-    let deadline = timeout_ms.map(|ms| rec.start_ms.saturating_add(ms));
-    rec.run_started();
-    let ended = {
-        let mut slot = pin!(Some(run));
-        let ended = race(slot.as_mut(), &state.env.clock, deadline).await;
-        // At the deadline the run is dropped here, before the fallback (SPEC Part A 7).
-        slot.set(None);
-        ended
-    };
-    let end = state.env.clock.now_ms();
-    rec.run_ended(end);
-    drop(permit);
-
-    match decide(state, &mut rec, classifier, ended, timeout_ms, end) {
-        Decision::Value(value) => rec.finish(end, Ok(value)),
-        Decision::Error(err) => rec.finish(end, Err(err)),
-        Decision::Fallback(err) => {
-            let response = fallback_async(state, &mut rec, err, fallback).await;
-            rec.finish_now(response)
-        }
-    }
-}
-
 // ------------------------------------------------------------------------------------------------
 // Steps shared by every mode
 
-fn check_options<E>(state: &CommandState, options: &CallOptions) -> Result<(), HystrixError<E>> {
+pub(crate) fn check_options<E>(
+    state: &CommandState,
+    options: &CallOptions,
+) -> Result<(), HystrixError<E>> {
     if options.timeout_ms == Some(0) {
         return Err(HystrixError::misuse(
             state.key.clone(),
@@ -176,19 +123,18 @@ fn check_options<E>(state: &CommandState, options: &CallOptions) -> Result<(), H
 }
 
 /// The timeout of this execution in ms, or `None` when `execution.timeout.enabled` is false.
-fn timeout_ms(props: &CommandProperties, options: &CallOptions) -> Option<u64> {
-    props.execution_timeout_enabled.then(|| {
-        options
-            .timeout_ms
-            .unwrap_or(props.execution_timeout_in_milliseconds)
-    })
+#[inline]
+pub(crate) fn timeout_ms(props: &HotSnapshot, options: &CallOptions) -> Option<u64> {
+    props
+        .timeout_enabled()
+        .then(|| options.timeout_ms.unwrap_or(props.timeout_ms))
 }
 
 /// Steps 1 and 2: the breaker, then an execution permit.
 #[inline]
-fn try_admit<'s, E>(
+pub(crate) fn try_admit<'s, E>(
     state: &'s CommandState,
-    props: &CommandProperties,
+    props: &HotSnapshot,
     rec: &mut Recorder<'_>,
 ) -> Result<Permit<'s>, HystrixError<E>> {
     if let Admission::Denied(cause) = state.breaker.attempt(props, rec.start_ms) {
@@ -198,7 +144,7 @@ fn try_admit<'s, E>(
                 .with_detail(Detail::ShortCircuit(Some(cause))),
         );
     }
-    let limit = props.execution_isolation_semaphore_max_concurrent_requests;
+    let limit = props.semaphore_max;
     match state.execution_semaphore.try_acquire(limit) {
         Some(permit) => Ok(permit),
         None => {
@@ -214,14 +160,14 @@ fn try_admit<'s, E>(
 }
 
 /// How the run ended, before classification.
-enum RunEnd<T, E> {
+pub(crate) enum RunEnd<T, E> {
     Returned(Result<T, E>),
     Panicked(String),
     TimedOut,
 }
 
 /// What the pipeline does next.
-enum Decision<T, E> {
+pub(crate) enum Decision<T, E> {
     /// Return the run's value.
     Value(T),
     /// Return this error without a fallback (bad request, ignored).
@@ -231,7 +177,7 @@ enum Decision<T, E> {
 }
 
 /// Step 5: records the run's end and tells the breaker.
-fn decide<T, E, C: Classify<E>>(
+pub(crate) fn decide<T, E, C: Classify<E>>(
     state: &CommandState,
     rec: &mut Recorder<'_>,
     classifier: &C,
@@ -301,14 +247,14 @@ fn decide<T, E, C: Classify<E>>(
 
 /// Step 6, first half: whether the fallback may run. `None` means no (the reason is recorded
 /// and set on `err`); `Some` holds its permit.
-fn fallback_permit<'s, E>(
+pub(crate) fn fallback_permit<'s, E>(
     state: &'s CommandState,
     rec: &mut Recorder<'_>,
     err: &mut HystrixError<E>,
     present: bool,
 ) -> Option<Permit<'s>> {
-    let props = state.properties.load();
-    if !props.fallback_enabled {
+    let props = state.properties.hot().load();
+    if !props.fallback_enabled() {
         // Sent to the notifier only, never stored in the execution (as Hystrix).
         state
             .env
@@ -321,7 +267,7 @@ fn fallback_permit<'s, E>(
         err.set_fallback_failure(FallbackFailure::Missing);
         return None;
     }
-    let limit = props.fallback_isolation_semaphore_max_concurrent_requests;
+    let limit = props.fallback_semaphore_max;
     let permit = state.fallback_semaphore.try_acquire(limit);
     if permit.is_none() {
         rec.event(EventType::FallbackRejection);
@@ -333,7 +279,7 @@ fn fallback_permit<'s, E>(
 }
 
 /// How a fallback ended.
-enum FallbackEnd<T> {
+pub(crate) enum FallbackEnd<T> {
     Value(T),
     Missing,
     Failed(BoxError),
@@ -341,7 +287,7 @@ enum FallbackEnd<T> {
 }
 
 /// Step 6, second half: records the fallback's end.
-fn fallback_done<T, E>(
+pub(crate) fn fallback_done<T, E>(
     rec: &mut Recorder<'_>,
     mut err: HystrixError<E>,
     end: FallbackEnd<T>,
@@ -382,64 +328,8 @@ fn fallback_blocking<T, E, FB: BlockingFallback<T, E>>(
     fallback_done(rec, err, end)
 }
 
-async fn fallback_async<T, E, FB: AsyncFallback<T, E>>(
-    state: &CommandState,
-    rec: &mut Recorder<'_>,
-    mut err: HystrixError<E>,
-    fallback: FB,
-) -> Result<T, HystrixError<E>> {
-    let Some(permit) = fallback_permit(state, rec, &mut err, fallback.is_present()) else {
-        return Err(err);
-    };
-    let end = match catch_unwind(AssertUnwindSafe(|| fallback.call(&err))) {
-        Ok(Some(future)) => {
-            let mut future = pin!(future);
-            match poll_fn(|cx| poll_caught(future.as_mut(), cx)).await {
-                Ok(Ok(value)) => FallbackEnd::Value(value),
-                Ok(Err(error)) => FallbackEnd::Failed(error.into()),
-                Err(message) => FallbackEnd::Panicked(message),
-            }
-        }
-        Ok(None) => FallbackEnd::Missing,
-        Err(panic) => FallbackEnd::Panicked(panic_message(panic.as_ref())),
-    };
-    drop(permit);
-    fallback_done(rec, err, end)
-}
-
-/// Step 4 for async runs: polls the run until it ends or the deadline passes. The timer is only
-/// armed if the run is still pending after its first poll.
-async fn race<T, E, F>(
-    mut slot: Pin<&mut Option<F>>,
-    clock: &Arc<dyn Clock>,
-    deadline_ms: Option<u64>,
-) -> RunEnd<T, E>
-where
-    F: Future<Output = Result<T, E>>,
-{
-    let mut sleep: Option<Sleep> = None;
-    poll_fn(|cx| {
-        let Some(run) = slot.as_mut().as_pin_mut() else {
-            return Poll::Ready(RunEnd::Panicked("run polled after it ended".into()));
-        };
-        match poll_caught(run, cx) {
-            Poll::Ready(Ok(result)) => return Poll::Ready(RunEnd::Returned(result)),
-            Poll::Ready(Err(message)) => return Poll::Ready(RunEnd::Panicked(message)),
-            Poll::Pending => {}
-        }
-        if let Some(deadline) = deadline_ms {
-            let sleep = sleep.get_or_insert_with(|| Sleep::until(Arc::clone(clock), deadline));
-            if Pin::new(sleep).poll(cx).is_ready() {
-                return Poll::Ready(RunEnd::TimedOut);
-            }
-        }
-        Poll::Pending
-    })
-    .await
-}
-
 /// Polls `future`, turning a panic into `Err(message)`.
-fn poll_caught<F: Future>(
+pub(crate) fn poll_caught<F: Future>(
     future: Pin<&mut F>,
     cx: &mut Context<'_>,
 ) -> Poll<Result<F::Output, String>> {
@@ -478,50 +368,63 @@ impl Drop for TimerGuard<'_> {
 
 /// Collects an execution's events and times, and reports them exactly once: when the execution
 /// finishes, or, if it is dropped unfinished (a cancelled async execution), with CANCELLED.
-struct Recorder<'s> {
+pub(crate) struct Recorder<'s> {
     state: &'s CommandState,
     events: EventCounts,
-    start_ms: u64,
+    pub(crate) start_ms: u64,
     execution_time_ms: Option<u64>,
     isolation: IsolationStrategy,
-    running: bool,
+    /// User code started (so a cancellation has an execution time).
+    started_run: bool,
     finished: bool,
 }
 
 impl<'s> Recorder<'s> {
-    #[inline]
-    fn start(state: &'s CommandState, isolation: IsolationStrategy) -> Self {
+    /// A recorder that has nothing to report until [`begin`](Recorder::begin).
+    pub(crate) fn idle(state: &'s CommandState) -> Self {
         Recorder {
             state,
             events: EventCounts::new(),
-            start_ms: state.env.clock.now_ms(),
+            start_ms: 0,
             execution_time_ms: None,
-            isolation,
-            running: false,
-            finished: false,
+            isolation: IsolationStrategy::Semaphore,
+            started_run: false,
+            finished: true,
         }
     }
 
+    /// The execution starts now: from here on it is reported exactly once.
     #[inline]
-    fn event(&mut self, event: EventType) {
+    pub(crate) fn begin(&mut self, isolation: IsolationStrategy) {
+        self.start_ms = self.state.env.clock.now_ms();
+        self.isolation = isolation;
+        self.finished = false;
+    }
+
+    #[inline]
+    pub(crate) fn start(state: &'s CommandState, isolation: IsolationStrategy) -> Self {
+        let mut rec = Recorder::idle(state);
+        rec.begin(isolation);
+        rec
+    }
+
+    #[inline]
+    pub(crate) fn event(&mut self, event: EventType) {
         self.events.add(event);
         if self.state.env.has_notifier() {
             self.state.env.notify_event(event, &self.state.key);
         }
     }
 
+    /// User code starts now.
     #[inline]
-    fn run_started(&mut self) {
-        self.state.counters.execution_started();
-        self.running = true;
+    pub(crate) fn run_started(&mut self) {
+        self.started_run = true;
     }
 
+    /// The run ended (returned, panicked or reached its deadline) at `now_ms`.
     #[inline]
-    fn run_ended(&mut self, now_ms: u64) {
-        if self.running {
-            self.state.counters.execution_ended();
-            self.running = false;
-        }
+    pub(crate) fn run_ended(&mut self, now_ms: u64) {
         self.execution_time_ms = Some(now_ms.saturating_sub(self.start_ms));
     }
 
@@ -540,12 +443,19 @@ impl<'s> Recorder<'s> {
     }
 
     #[inline]
-    fn finish<T, E>(mut self, now_ms: u64, response: Result<T, HystrixError<E>>) -> Outcome<T, E> {
+    pub(crate) fn finish<T, E>(
+        &mut self,
+        now_ms: u64,
+        response: Result<T, HystrixError<E>>,
+    ) -> Outcome<T, E> {
         let result = self.report(now_ms);
         Outcome { response, result }
     }
 
-    fn finish_now<T, E>(self, response: Result<T, HystrixError<E>>) -> Outcome<T, E> {
+    pub(crate) fn finish_now<T, E>(
+        &mut self,
+        response: Result<T, HystrixError<E>>,
+    ) -> Outcome<T, E> {
         let now_ms = self.state.env.clock.now_ms();
         self.finish(now_ms, response)
     }
@@ -557,7 +467,7 @@ impl Drop for Recorder<'_> {
             return;
         }
         let now_ms = self.state.env.clock.now_ms();
-        if self.running {
+        if self.execution_time_ms.is_none() && self.started_run {
             self.run_ended(now_ms);
         }
         self.event(EventType::Cancelled);

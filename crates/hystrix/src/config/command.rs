@@ -219,3 +219,139 @@ impl CommandProperties {
         Ok(())
     }
 }
+
+/// The command properties an execution reads on every call, mirrored into atomics so the hot
+/// path reads them with plain loads (no snapshot guard). Published whenever the key's resolved
+/// properties change.
+#[derive(Debug, Default)]
+pub(crate) struct HotCommandProperties {
+    flags: std::sync::atomic::AtomicU32,
+    semaphore_max: std::sync::atomic::AtomicU32,
+    fallback_semaphore_max: std::sync::atomic::AtomicU32,
+    timeout_ms: std::sync::atomic::AtomicU64,
+}
+
+/// A copy of [`HotCommandProperties`], read once per execution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HotSnapshot {
+    flags: u32,
+    /// `execution.isolation.semaphore.maxConcurrentRequests`.
+    pub(crate) semaphore_max: u32,
+    /// `fallback.isolation.semaphore.maxConcurrentRequests`.
+    pub(crate) fallback_semaphore_max: u32,
+    /// `execution.isolation.thread.timeoutInMilliseconds`.
+    pub(crate) timeout_ms: u64,
+}
+
+const BREAKER_ENABLED: u32 = 1;
+const FORCE_OPEN: u32 = 1 << 1;
+const FORCE_CLOSED: u32 = 1 << 2;
+const TIMEOUT_ENABLED: u32 = 1 << 3;
+const INTERRUPT_ON_TIMEOUT: u32 = 1 << 4;
+const FALLBACK_ENABLED: u32 = 1 << 5;
+
+impl HotCommandProperties {
+    pub(crate) fn publish(&self, props: &CommandProperties) {
+        use std::sync::atomic::Ordering::Release;
+        let flag = |on: bool, bit: u32| if on { bit } else { 0 };
+        let flags = flag(props.circuit_breaker_enabled, BREAKER_ENABLED)
+            | flag(props.circuit_breaker_force_open, FORCE_OPEN)
+            | flag(props.circuit_breaker_force_closed, FORCE_CLOSED)
+            | flag(props.execution_timeout_enabled, TIMEOUT_ENABLED)
+            | flag(
+                props.execution_isolation_thread_interrupt_on_timeout,
+                INTERRUPT_ON_TIMEOUT,
+            )
+            | flag(props.fallback_enabled, FALLBACK_ENABLED);
+        self.semaphore_max.store(
+            props.execution_isolation_semaphore_max_concurrent_requests,
+            Release,
+        );
+        self.fallback_semaphore_max.store(
+            props.fallback_isolation_semaphore_max_concurrent_requests,
+            Release,
+        );
+        self.timeout_ms
+            .store(props.execution_timeout_in_milliseconds, Release);
+        self.flags.store(flags, Release);
+    }
+
+    #[inline]
+    pub(crate) fn load(&self) -> HotSnapshot {
+        use std::sync::atomic::Ordering::Acquire;
+        HotSnapshot {
+            flags: self.flags.load(Acquire),
+            semaphore_max: self.semaphore_max.load(Acquire),
+            fallback_semaphore_max: self.fallback_semaphore_max.load(Acquire),
+            timeout_ms: self.timeout_ms.load(Acquire),
+        }
+    }
+}
+
+impl HotSnapshot {
+    /// `circuitBreaker.enabled`.
+    #[inline]
+    pub(crate) fn circuit_breaker_enabled(&self) -> bool {
+        self.flags & BREAKER_ENABLED != 0
+    }
+    /// `circuitBreaker.forceOpen`.
+    #[inline]
+    pub(crate) fn force_open(&self) -> bool {
+        self.flags & FORCE_OPEN != 0
+    }
+    /// `circuitBreaker.forceClosed`.
+    #[inline]
+    pub(crate) fn force_closed(&self) -> bool {
+        self.flags & FORCE_CLOSED != 0
+    }
+    /// `execution.timeout.enabled`.
+    #[inline]
+    pub(crate) fn timeout_enabled(&self) -> bool {
+        self.flags & TIMEOUT_ENABLED != 0
+    }
+    /// `execution.isolation.thread.interruptOnTimeout`.
+    #[inline]
+    pub(crate) fn interrupt_on_timeout(&self) -> bool {
+        self.flags & INTERRUPT_ON_TIMEOUT != 0
+    }
+    /// `fallback.enabled`.
+    #[inline]
+    pub(crate) fn fallback_enabled(&self) -> bool {
+        self.flags & FALLBACK_ENABLED != 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hot_mirror_follows_the_resolved_properties() {
+        let hot = HotCommandProperties::default();
+        let mut props = CommandProperties::default();
+        hot.publish(&props);
+        let snapshot = hot.load();
+        assert!(snapshot.circuit_breaker_enabled());
+        assert!(!snapshot.force_open() && !snapshot.force_closed());
+        assert!(snapshot.timeout_enabled() && snapshot.interrupt_on_timeout());
+        assert!(snapshot.fallback_enabled());
+        assert_eq!(
+            (
+                snapshot.semaphore_max,
+                snapshot.fallback_semaphore_max,
+                snapshot.timeout_ms
+            ),
+            (10, 10, 1000)
+        );
+        props.circuit_breaker_force_open = true;
+        props.execution_timeout_enabled = false;
+        props.fallback_enabled = false;
+        props.execution_isolation_semaphore_max_concurrent_requests = 3;
+        hot.publish(&props);
+        let snapshot = hot.load();
+        assert!(
+            snapshot.force_open() && !snapshot.timeout_enabled() && !snapshot.fallback_enabled()
+        );
+        assert_eq!(snapshot.semaphore_max, 3);
+    }
+}

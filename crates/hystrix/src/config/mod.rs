@@ -46,8 +46,8 @@ mod value;
 use std::fmt;
 use std::str::FromStr;
 
-pub(crate) use command::CommandLayer;
 pub use command::{COMMAND_PROPERTIES, CommandProperties};
+pub(crate) use command::{CommandLayer, HotSnapshot};
 pub use store::Properties;
 pub(crate) use store::{CommandKind, PropertyCell};
 pub use thread_pool::{THREAD_POOL_PROPERTIES, ThreadPoolProperties};

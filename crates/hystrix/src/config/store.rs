@@ -7,7 +7,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
-use crate::config::command::CommandLayer;
+use crate::config::command::{CommandLayer, HotCommandProperties};
 use crate::config::thread_pool::ThreadPoolLayer;
 use crate::config::{
     COMMAND_PROPERTIES, CommandProperties, LayerError, PropertyInfo, PropertyValue,
@@ -20,6 +20,8 @@ use crate::key::{CommandKey, ThreadPoolKey};
 pub(crate) trait PropertyKind: 'static {
     type Props: Clone + PartialEq + Default + Send + Sync + fmt::Debug + 'static;
     type Layer: Clone + Default + PartialEq + Send + Sync + fmt::Debug + 'static;
+    /// What the hot path reads without a snapshot guard (atomics), kept equal to the snapshot.
+    type Hot: Default + Send + Sync + fmt::Debug + 'static;
     /// `hystrix.command.` or `hystrix.threadpool.`.
     const PREFIX: &'static str;
     const INFO: &'static [PropertyInfo];
@@ -34,18 +36,20 @@ pub(crate) trait PropertyKind: 'static {
     fn validate(props: &Self::Props, prefix: &str) -> Result<(), ConfigError>;
     fn keep_fixed(next: &mut Self::Props, current: &Self::Props) -> Vec<&'static str>;
     fn get(props: &Self::Props, name: &str) -> Option<PropertyValue>;
+    fn publish_hot(hot: &Self::Hot, props: &Self::Props);
     fn first_difference(a: &Self::Layer, b: &Self::Layer)
     -> Option<(&'static str, String, String)>;
 }
 
 macro_rules! property_kind {
-    ($Kind:ident, $Props:ty, $Layer:ty, $prefix:literal, $info:expr) => {
+    ($Kind:ident, $Props:ty, $Layer:ty, $Hot:ty, $prefix:literal, $info:expr, $publish:expr) => {
         #[derive(Debug)]
         pub(crate) struct $Kind;
 
         impl PropertyKind for $Kind {
             type Props = $Props;
             type Layer = $Layer;
+            type Hot = $Hot;
             const PREFIX: &'static str = $prefix;
             const INFO: &'static [PropertyInfo] = $info;
             fn set(
@@ -71,6 +75,10 @@ macro_rules! property_kind {
             fn get(props: &$Props, name: &str) -> Option<PropertyValue> {
                 props.get(name)
             }
+            fn publish_hot(hot: &$Hot, props: &$Props) {
+                let publish: fn(&$Hot, &$Props) = $publish;
+                publish(hot, props);
+            }
             fn first_difference(a: &$Layer, b: &$Layer) -> Option<(&'static str, String, String)> {
                 a.first_difference(b)
             }
@@ -82,15 +90,19 @@ property_kind!(
     CommandKind,
     CommandProperties,
     CommandLayer,
+    HotCommandProperties,
     "hystrix.command.",
-    COMMAND_PROPERTIES
+    COMMAND_PROPERTIES,
+    HotCommandProperties::publish
 );
 property_kind!(
     ThreadPoolKind,
     ThreadPoolProperties,
     ThreadPoolLayer,
+    (),
     "hystrix.threadpool.",
-    THREAD_POOL_PROPERTIES
+    THREAD_POOL_PROPERTIES,
+    |_, _| {}
 );
 
 /// The live properties of one key in use: the builder's layer and the resolved snapshot the hot
@@ -98,13 +110,35 @@ property_kind!(
 pub(crate) struct PropertyCell<K: PropertyKind> {
     builder: K::Layer,
     live: ArcSwap<K::Props>,
+    hot: K::Hot,
 }
 
 impl<K: PropertyKind> PropertyCell<K> {
+    fn new(builder: K::Layer, props: K::Props) -> Self {
+        let hot = K::Hot::default();
+        K::publish_hot(&hot, &props);
+        PropertyCell {
+            builder,
+            live: ArcSwap::from_pointee(props),
+            hot,
+        }
+    }
+
     /// The current snapshot (lock-free).
     #[inline]
     pub(crate) fn load(&self) -> arc_swap::Guard<Arc<K::Props>> {
         self.live.load()
+    }
+
+    /// The hot-path mirror of the current snapshot.
+    #[inline]
+    pub(crate) fn hot(&self) -> &K::Hot {
+        &self.hot
+    }
+
+    fn store(&self, props: K::Props) {
+        K::publish_hot(&self.hot, &props);
+        self.live.store(Arc::new(props));
     }
 }
 
@@ -211,7 +245,7 @@ impl<K: PropertyKind> Layers<K> {
         }
         for (cell, next) in updates {
             if **cell.live.load() != next {
-                cell.live.store(Arc::new(next));
+                cell.store(next);
             }
         }
         Ok(())
@@ -236,10 +270,7 @@ impl<K: PropertyKind> Layers<K> {
         }
         let props = K::resolve(&self.global, &builder, &self.instance_layer(key));
         K::validate(&props, &prefix_for::<K>(key))?;
-        let cell = Arc::new(PropertyCell {
-            builder,
-            live: ArcSwap::from_pointee(props),
-        });
+        let cell = Arc::new(PropertyCell::new(builder, props));
         self.cells.insert(key.to_owned(), Arc::clone(&cell));
         Ok(cell)
     }
@@ -478,8 +509,10 @@ mod tests {
         assert_eq!(timeout_of(&p, "A"), 700);
 
         // A builder value hides the dynamic global default (SPEC §1.1) ...
-        let mut builder = CommandLayer::default();
-        builder.execution_timeout_in_milliseconds = Some(300);
+        let builder = CommandLayer {
+            execution_timeout_in_milliseconds: Some(300),
+            ..CommandLayer::default()
+        };
         let cell = p.register_command(&key("A"), builder).unwrap();
         assert_eq!(cell.load().execution_timeout_in_milliseconds, 300);
         p.set(&format!("hystrix.command.default.{name}"), 900)
@@ -604,8 +637,10 @@ mod tests {
     #[test]
     fn conflicting_builder_values_for_one_key_are_refused() {
         let p = Properties::new();
-        let mut first = CommandLayer::default();
-        first.fallback_enabled = Some(false);
+        let first = CommandLayer {
+            fallback_enabled: Some(false),
+            ..CommandLayer::default()
+        };
         p.register_command(&key("A"), first.clone()).unwrap();
         assert!(p.register_command(&key("A"), first).is_ok());
         let err = p

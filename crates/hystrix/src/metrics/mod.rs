@@ -1,17 +1,18 @@
 //! Command metrics: counters per event type and the number of executions running now.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-
-use crossbeam_utils::CachePadded;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::event::{EventCounts, EventType};
 use crate::key::CommandKey;
 
 /// The live counters of one command key.
+///
+/// There is no separate gauge of running executions: an execution holds its permit exactly
+/// while its user code runs (SPEC Part A 4), so the permits in use are that gauge, and the hot
+/// path pays for one counter instead of two.
 #[derive(Debug, Default)]
 pub(crate) struct CommandCounters {
     cumulative: [AtomicU64; EventType::COUNT],
-    concurrent: CachePadded<AtomicU32>,
 }
 
 impl CommandCounters {
@@ -27,19 +28,8 @@ impl CommandCounters {
         }
     }
 
-    /// User code of an execution started.
-    #[inline]
-    pub(crate) fn execution_started(&self) {
-        self.concurrent.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// User code of an execution ended (returned, panicked, timed out or was dropped).
-    #[inline]
-    pub(crate) fn execution_ended(&self) {
-        self.concurrent.fetch_sub(1, Ordering::Relaxed);
-    }
-
-    pub(crate) fn snapshot(&self, command_key: CommandKey, permits_in_use: u32) -> CommandMetrics {
+    /// A snapshot; `executing` is the number of executions whose user code runs now.
+    pub(crate) fn snapshot(&self, command_key: CommandKey, executing: u32) -> CommandMetrics {
         let mut cumulative = [0u64; EventType::COUNT];
         for (slot, counter) in cumulative.iter_mut().zip(&self.cumulative) {
             *slot = counter.load(Ordering::Relaxed);
@@ -52,8 +42,7 @@ impl CommandCounters {
         CommandMetrics {
             command_key,
             cumulative,
-            current_concurrent_execution_count: self.concurrent.load(Ordering::Relaxed),
-            execution_semaphore_permits_in_use: permits_in_use,
+            current_concurrent_execution_count: executing,
         }
     }
 }
@@ -64,7 +53,6 @@ pub struct CommandMetrics {
     command_key: CommandKey,
     cumulative: [u64; EventType::COUNT],
     current_concurrent_execution_count: u32,
-    execution_semaphore_permits_in_use: u32,
 }
 
 impl CommandMetrics {
@@ -80,13 +68,10 @@ impl CommandMetrics {
         self.cumulative[event.index()]
     }
 
-    /// Executions whose user code is running now (Hystrix's `currentConcurrentExecutionCount`).
+    /// Executions whose user code is running now (Hystrix's `currentConcurrentExecutionCount`):
+    /// under SEMAPHORE isolation, the execution permits in use. An attempt refused at that very
+    /// moment may show as one more for an instant.
     pub fn current_concurrent_execution_count(&self) -> u32 {
         self.current_concurrent_execution_count
-    }
-
-    /// Execution semaphore permits held now (SEMAPHORE isolation).
-    pub fn execution_semaphore_permits_in_use(&self) -> u32 {
-        self.execution_semaphore_permits_in_use
     }
 }

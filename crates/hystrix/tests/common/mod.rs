@@ -1,0 +1,73 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use hystrix::testing::TestRegistry;
+use hystrix::{Command, CommandBuilder, CommandKey, EventNotifier, EventType, IsolationStrategy};
+
+/// A run error with a message, as a real client would return.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DependencyError(pub &'static str);
+
+impl std::fmt::Display for DependencyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl std::error::Error for DependencyError {}
+
+/// A builder for a SEMAPHORE command in group "Test".
+pub fn builder(key: &str) -> CommandBuilder {
+    Command::builder(key)
+        .group("Test")
+        .isolation(IsolationStrategy::Semaphore)
+}
+
+/// A SEMAPHORE command with default properties in `test`'s registry.
+pub fn command(test: &TestRegistry, key: &str) -> Command {
+    builder(key).build_in(test.registry()).unwrap()
+}
+
+/// The events as Hystrix names, in order.
+pub fn names(events: hystrix::EventCounts) -> Vec<&'static str> {
+    events.iter().map(EventType::name).collect()
+}
+
+/// Polls a future once with a no-op waker (deterministic stepping of async executions).
+pub fn poll_once<F: Future + ?Sized>(future: Pin<&mut F>) -> Poll<F::Output> {
+    let waker = futures::task::noop_waker();
+    future.poll(&mut Context::from_waker(&waker))
+}
+
+/// Records every notifier call as text.
+#[derive(Clone, Default)]
+pub struct RecordingNotifier(pub Arc<Mutex<Vec<String>>>);
+
+impl RecordingNotifier {
+    pub fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}
+
+impl EventNotifier for RecordingNotifier {
+    fn mark_event(&self, event: EventType, key: &CommandKey) {
+        self.0.lock().unwrap().push(format!("{key}:{event}"));
+    }
+
+    fn mark_command_execution(
+        &self,
+        key: &CommandKey,
+        isolation: IsolationStrategy,
+        execution_time_ms: u64,
+        events: &hystrix::EventCounts,
+    ) {
+        self.0.lock().unwrap().push(format!(
+            "{key}:executed {isolation} {execution_time_ms}ms {events:?}"
+        ));
+    }
+}

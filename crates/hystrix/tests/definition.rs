@@ -1,0 +1,427 @@
+//! Defining commands: keys, validation of builder properties, conflicting redefinitions, the
+//! registry's per-key state, and the trait style.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::{DependencyError, builder, names};
+use hystrix::testing::TestRegistry;
+use hystrix::{
+    BoxError, Command, ConfigError, EventType, FailureType, HystrixCommand, HystrixError,
+    IsolationStrategy, PropertyValue, Registry,
+};
+
+#[test]
+fn a_group_key_is_required() {
+    let test = TestRegistry::new();
+    let err = Command::builder("NoGroup")
+        .build_in(test.registry())
+        .unwrap_err();
+    assert_eq!(
+        err,
+        ConfigError::MissingGroupKey {
+            key: "NoGroup".into()
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "command `NoGroup` has no group key; Hystrix requires one: call .group(\"...\")"
+    );
+}
+
+#[test]
+fn invalid_builder_values_are_refused_with_the_full_property_name() {
+    let test = TestRegistry::new();
+    let cases = [
+        (
+            builder("A").circuit_breaker_error_threshold_percentage(101),
+            "invalid value `101` for `hystrix.command.A.circuitBreaker.errorThresholdPercentage`: \
+             must be a percentage from 0 to 100",
+        ),
+        (
+            builder("A").timeout(Duration::from_micros(500)),
+            "invalid value `0` for `hystrix.command.A.execution.isolation.thread.\
+             timeoutInMilliseconds`: must be at least 1 ms (to turn the timeout off, set \
+             execution.timeout.enabled=false)",
+        ),
+        (
+            builder("A").property("metrics.rollingStats.numBuckets", 0),
+            "invalid value `0` for `hystrix.command.A.metrics.rollingStats.numBuckets`: must be \
+             at least 1",
+        ),
+        (
+            builder("A").property("metrics.rollingPercentile.numBuckets", 7),
+            "invalid value `7` for `hystrix.command.A.metrics.rollingPercentile.numBuckets`: must \
+             divide metrics.rollingPercentile.timeInMilliseconds (60000 ms) evenly",
+        ),
+        (
+            builder("A").property("execution.isolation.semaphore.maxConcurrentRequests", -1),
+            "invalid value `-1` for `hystrix.command.A.execution.isolation.semaphore.\
+             maxConcurrentRequests`: must not be negative",
+        ),
+        (
+            builder("A").property("circuitBreaker.sleepWindowInMillis", 10),
+            "unknown property `hystrix.command.A.circuitBreaker.sleepWindowInMillis` (expected \
+             hystrix.command.<Key|default>.<name> or hystrix.threadpool.<Key|default>.<name> \
+             with a Hystrix property name)",
+        ),
+        (
+            builder("A").property("metrics.healthSnapshot.intervalInMilliseconds", 20_000),
+            "invalid value `20000` for `hystrix.command.A.metrics.healthSnapshot.\
+             intervalInMilliseconds`: must not exceed metrics.rollingStats.timeInMilliseconds \
+             (10000 ms)",
+        ),
+        (
+            builder("A").property("execution.isolation.strategy", "FIBER"),
+            "invalid value `FIBER` for `hystrix.command.A.execution.isolation.strategy`: \
+             expected THREAD or SEMAPHORE",
+        ),
+    ];
+    for (builder, message) in cases {
+        let err = builder.build_in(test.registry()).unwrap_err();
+        assert_eq!(err.to_string(), message);
+    }
+    assert!(test.registry().command_keys().is_empty());
+}
+
+#[test]
+fn thread_isolation_is_refused_until_pools_exist() {
+    let test = TestRegistry::new();
+    let err = Command::builder("Threaded")
+        .group("G")
+        .isolation(IsolationStrategy::Thread)
+        .build_in(test.registry())
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid value `THREAD` for `hystrix.command.Threaded.execution.isolation.strategy`: \
+         THREAD isolation is not available in this version; use SEMAPHORE"
+    );
+    let err = test
+        .registry()
+        .properties()
+        .set(
+            "hystrix.command.default.execution.isolation.strategy",
+            "THREAD",
+        )
+        .unwrap_err();
+    assert!(err.to_string().ends_with("use SEMAPHORE"), "{err}");
+}
+
+#[test]
+fn invalid_keys_are_refused() {
+    let test = TestRegistry::new();
+    let err = Command::builder("")
+        .group("G")
+        .build_in(test.registry())
+        .unwrap_err();
+    assert_eq!(err.to_string(), "invalid command key ``: must not be empty");
+    let err = Command::builder("default")
+        .group("G")
+        .build_in(test.registry())
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid command key `default`: `default` is reserved for the global default properties"
+    );
+}
+
+#[test]
+fn redefining_a_key_must_agree_with_the_first_definition() {
+    let test = TestRegistry::new();
+    let first = builder("Shared")
+        .timeout(Duration::from_millis(300))
+        .build_in(test.registry())
+        .unwrap();
+    let same = builder("Shared")
+        .timeout(Duration::from_millis(300))
+        .build_in(test.registry())
+        .unwrap();
+    // Both definitions share one state.
+    first.run(|| Ok::<_, DependencyError>(1)).execute().unwrap();
+    assert_eq!(same.metrics().cumulative_count(EventType::Success), 1);
+
+    let err = builder("Shared")
+        .timeout(Duration::from_millis(400))
+        .build_in(test.registry())
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "command `Shared` is already defined with a different value for \
+         `hystrix.command.Shared.execution.isolation.thread.timeoutInMilliseconds`: first \
+         `300`, now `400`"
+    );
+    let err = Command::builder("Shared")
+        .group("OtherGroup")
+        .isolation(IsolationStrategy::Semaphore)
+        .timeout(Duration::from_millis(300))
+        .build_in(test.registry())
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "command `Shared` is already defined with a different group key: first `Test`, now \
+         `OtherGroup`"
+    );
+    let err = builder("Shared")
+        .thread_pool_key("Pool")
+        .timeout(Duration::from_millis(300))
+        .build_in(test.registry())
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "command `Shared` is already defined with a different thread-pool key: first `unset`, \
+         now `Pool`"
+    );
+}
+
+#[test]
+fn thread_pool_key_defaults_to_the_group_and_can_be_overridden() {
+    let test = TestRegistry::new();
+    let by_group = builder("ByGroup").build_in(test.registry()).unwrap();
+    assert_eq!(by_group.thread_pool_key().as_str(), "Test");
+    let explicit = builder("Explicit")
+        .thread_pool_key("Users")
+        .build_in(test.registry())
+        .unwrap();
+    assert_eq!(explicit.thread_pool_key().as_str(), "Users");
+    test.registry()
+        .properties()
+        .set(
+            "hystrix.command.Overridden.threadPoolKeyOverride",
+            "Isolated",
+        )
+        .unwrap();
+    let overridden = builder("Overridden")
+        .thread_pool_key("Users")
+        .build_in(test.registry())
+        .unwrap();
+    assert_eq!(overridden.thread_pool_key().as_str(), "Isolated");
+    assert_eq!(overridden.group().as_str(), "Test");
+}
+
+#[test]
+fn builder_values_hide_the_global_default_but_not_the_per_key_value() {
+    let test = TestRegistry::new();
+    let properties = test.registry().properties();
+    let name = "execution.isolation.semaphore.maxConcurrentRequests";
+    properties
+        .set(&format!("hystrix.command.default.{name}"), 50)
+        .unwrap();
+    let defaulted = builder("Defaulted").build_in(test.registry()).unwrap();
+    let coded = builder("Coded")
+        .semaphore_max_concurrent_requests(5)
+        .build_in(test.registry())
+        .unwrap();
+    assert_eq!(
+        defaulted
+            .properties()
+            .execution_isolation_semaphore_max_concurrent_requests,
+        50
+    );
+    assert_eq!(
+        coded
+            .properties()
+            .execution_isolation_semaphore_max_concurrent_requests,
+        5
+    );
+    properties
+        .set(&format!("hystrix.command.Coded.{name}"), 7)
+        .unwrap();
+    assert_eq!(
+        coded
+            .properties()
+            .execution_isolation_semaphore_max_concurrent_requests,
+        7
+    );
+    assert_eq!(
+        properties
+            .get(&format!("hystrix.command.Coded.{name}"))
+            .unwrap(),
+        Some(PropertyValue::Int(7))
+    );
+    assert_eq!(
+        properties
+            .get("hystrix.command.Coded.threadPoolKeyOverride")
+            .unwrap(),
+        None
+    );
+}
+
+#[test]
+fn removing_a_key_drops_its_state() {
+    let test = TestRegistry::new();
+    let old = builder("Removable").build_in(test.registry()).unwrap();
+    old.run(|| Ok::<_, DependencyError>(1)).execute().unwrap();
+    assert_eq!(
+        test.registry()
+            .command_keys()
+            .iter()
+            .map(|k| k.as_str())
+            .collect::<Vec<_>>(),
+        ["Removable"]
+    );
+    assert!(test.registry().remove("Removable"));
+    assert!(!test.registry().remove("Removable"));
+    assert!(test.registry().command_metrics("Removable").is_none());
+    assert!(test.registry().command_keys().is_empty());
+
+    // A new definition starts fresh and may differ; the old one still works, detached.
+    let new = builder("Removable")
+        .timeout(Duration::from_millis(10))
+        .build_in(test.registry())
+        .unwrap();
+    assert_eq!(new.metrics().cumulative_count(EventType::Success), 0);
+    old.run(|| Ok::<_, DependencyError>(1)).execute().unwrap();
+    assert_eq!(old.metrics().cumulative_count(EventType::Success), 2);
+    assert_eq!(new.metrics().cumulative_count(EventType::Success), 0);
+}
+
+#[test]
+fn registries_are_isolated() {
+    let a = TestRegistry::new();
+    let b = TestRegistry::new();
+    let in_a = builder("Same").build_in(a.registry()).unwrap();
+    let in_b = builder("Same")
+        .timeout(Duration::from_millis(5))
+        .build_in(b.registry())
+        .unwrap();
+    a.force_open("Same").unwrap();
+    assert!(in_a.is_circuit_breaker_open());
+    assert!(!in_b.is_circuit_breaker_open());
+}
+
+#[test]
+fn the_global_registry_serves_build() {
+    let cmd = Command::builder("GlobalRegistryCommand")
+        .group("Global")
+        .isolation(IsolationStrategy::Semaphore)
+        .build()
+        .unwrap();
+    assert_eq!(
+        cmd.run(|| Ok::<_, DependencyError>(2)).execute().unwrap(),
+        2
+    );
+    assert!(
+        Registry::global()
+            .command_keys()
+            .iter()
+            .any(|k| k.as_str() == "GlobalRegistryCommand")
+    );
+}
+
+#[tokio::test]
+async fn the_system_clock_times_out_a_hanging_async_run() {
+    // Real time: the outcome is certain (the run never completes), only its moment is not.
+    let registry = Registry::new();
+    let cmd = builder("RealTimeout")
+        .timeout(Duration::from_millis(20))
+        .build_in(&registry)
+        .unwrap();
+    let outcome = cmd
+        .run_async(std::future::pending::<Result<u32, DependencyError>>())
+        .execute_async_outcome()
+        .await;
+    assert_eq!(
+        names(outcome.execution_result().execution_events()),
+        ["TIMEOUT", "FALLBACK_MISSING"]
+    );
+    assert!(outcome.execution_result().execution_time_ms().unwrap() >= 19);
+}
+
+struct GetUser<'a> {
+    command: &'a Command,
+    id: u32,
+    cached_name: Option<&'static str>,
+}
+
+impl HystrixCommand for GetUser<'_> {
+    type Response = String;
+    type Error = DependencyError;
+
+    fn command(&self) -> &Command {
+        self.command
+    }
+
+    fn run(&self) -> Result<String, DependencyError> {
+        match self.id {
+            0 => Err(DependencyError("invalid id")),
+            1 => Ok("ada".into()),
+            _ => Err(DependencyError("user service down")),
+        }
+    }
+
+    fn fallback(&self, _: &HystrixError<DependencyError>) -> Option<Result<String, BoxError>> {
+        self.cached_name.map(|name| Ok(name.to_owned()))
+    }
+
+    fn classify(&self, error: &DependencyError) -> hystrix::Class {
+        if error.0 == "invalid id" {
+            hystrix::Class::BadRequest
+        } else {
+            hystrix::Class::Failure
+        }
+    }
+}
+
+#[test]
+fn trait_style_commands_run_through_the_same_pipeline() {
+    let test = TestRegistry::new();
+    let command = builder("GetUser").build_in(test.registry()).unwrap();
+    let user = |id, cached_name| GetUser {
+        command: &command,
+        id,
+        cached_name,
+    };
+    assert_eq!(user(1, None).execute().unwrap(), "ada");
+    let outcome = user(2, Some("cached ada")).execute_outcome();
+    assert_eq!(
+        names(outcome.execution_result().execution_events()),
+        ["FAILURE", "FALLBACK_SUCCESS"]
+    );
+    assert_eq!(outcome.into_response().unwrap(), "cached ada");
+    // A fallback that returns None is missing, as Hystrix's default getFallback().
+    let outcome = user(2, None).execute_outcome();
+    assert_eq!(
+        names(outcome.execution_result().execution_events()),
+        ["FAILURE", "FALLBACK_MISSING"]
+    );
+    let err = user(0, Some("x")).execute().unwrap_err();
+    assert_eq!(err.failure_type(), FailureType::BadRequest);
+}
+
+#[test]
+fn errors_convert_for_anyhow_and_boxed_error_users() {
+    fn with_question_mark(cmd: &Command) -> Result<u32, BoxError> {
+        let value = cmd
+            .run(|| Err::<u32, _>(DependencyError("down")))
+            .execute()?;
+        Ok(value)
+    }
+    fn with_string_cause(cmd: &Command) -> Result<u32, BoxError> {
+        let value = cmd
+            .run(|| Err::<u32, _>(String::from("plain text")))
+            .execute()
+            .map_err(HystrixError::into_boxed)?;
+        Ok(value)
+    }
+    let test = TestRegistry::new();
+    let cmd = builder("Converted").build_in(test.registry()).unwrap();
+    let err = with_question_mark(&cmd).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "command Converted failed: down and no fallback available"
+    );
+    assert_eq!(err.source().unwrap().to_string(), "down");
+    let err = with_string_cause(&cmd).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "command Converted failed: plain text and no fallback available"
+    );
+    let downcast = err
+        .downcast_ref::<HystrixError<hystrix::error::BoxedCause>>()
+        .unwrap();
+    assert_eq!(downcast.failure_type(), FailureType::CommandException);
+}
