@@ -57,13 +57,13 @@
 #![deny(missing_docs)]
 #![warn(rust_2018_idioms, unreachable_pub)]
 
-pub mod circuit;
+mod circuit;
 pub mod clock;
 pub mod command;
 pub mod config;
 pub mod error;
 pub mod event;
-pub mod isolation;
+mod isolation;
 pub mod key;
 pub mod metrics;
 pub mod registry;
