@@ -41,6 +41,12 @@ pub struct TimerId {
 }
 
 impl TimerId {
+    /// An id for a timer due at `deadline_ms`; `seq` tells apart timers with one deadline (for
+    /// [`Clock`] implementations of your own).
+    pub const fn new(deadline_ms: u64, seq: u64) -> Self {
+        TimerId { deadline_ms, seq }
+    }
+
     /// The deadline the timer was scheduled for, in ms on its clock.
     pub fn deadline_ms(&self) -> u64 {
         self.deadline_ms
@@ -319,15 +325,38 @@ impl ManualClock {
 
     /// Moves time forward by `ms` milliseconds; see [`advance`](ManualClock::advance).
     pub fn advance_ms(&self, ms: u64) {
-        let _serial = self.inner.advancing.lock();
-        let target = self.inner.now_ms.load(Ordering::SeqCst).saturating_add(ms);
-        while let Some((id, task)) = self.inner.timers.pop_due(target) {
-            self.inner
-                .now_ms
-                .fetch_max(id.deadline_ms, Ordering::SeqCst);
-            task();
+        {
+            let _serial = self.inner.advancing.lock();
+            let target = self.inner.now_ms.load(Ordering::SeqCst).saturating_add(ms);
+            while let Some((id, task)) = self.inner.timers.pop_due(target) {
+                self.inner
+                    .now_ms
+                    .fetch_max(id.deadline_ms, Ordering::SeqCst);
+                task();
+            }
+            self.inner.now_ms.store(target, Ordering::SeqCst);
         }
-        self.inner.now_ms.store(target, Ordering::SeqCst);
+        // A timer scheduled by another thread while we held the lock found it taken and left its
+        // firing to us (see `schedule`).
+        self.fire_overdue();
+    }
+
+    /// Runs the timers already due, unless another thread is advancing (it will run them).
+    fn fire_overdue(&self) {
+        while self
+            .inner
+            .timers
+            .next_deadline()
+            .is_some_and(|deadline| deadline <= self.now_ms())
+        {
+            let Some(_serial) = self.inner.advancing.try_lock() else {
+                return;
+            };
+            let now = self.now_ms();
+            while let Some((_, task)) = self.inner.timers.pop_due(now) {
+                task();
+            }
+        }
     }
 
     /// Number of timers scheduled and not yet fired or cancelled.
@@ -362,14 +391,9 @@ impl Clock for ManualClock {
     fn schedule(&self, deadline_ms: u64, task: TimerTask) -> TimerId {
         let (id, _) = self.inner.timers.insert(deadline_ms, task);
         // A deadline already passed fires now, as it would on the system clock's timer thread,
-        // unless an advance() is running and will pick it up itself.
-        if deadline_ms <= self.now_ms()
-            && let Some(_serial) = self.inner.advancing.try_lock()
-        {
-            let now = self.now_ms();
-            while let Some((_, task)) = self.inner.timers.pop_due(now) {
-                task();
-            }
+        // unless an advance() is running: it runs overdue timers before it returns.
+        if deadline_ms <= self.now_ms() {
+            self.fire_overdue();
         }
         id
     }

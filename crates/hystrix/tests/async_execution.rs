@@ -121,7 +121,6 @@ fn deadline_drops_the_run_and_frees_its_permit_before_the_fallback() {
     );
     assert!(poll_once(execution.as_mut()).is_pending());
     assert_eq!(cmd.metrics().current_concurrent_execution_count(), 1);
-    assert_eq!(cmd.metrics().current_concurrent_execution_count(), 1);
 
     test.advance(Duration::from_millis(249));
     assert!(poll_once(execution.as_mut()).is_pending());
@@ -180,7 +179,6 @@ fn dropping_a_started_execution_frees_its_permit_and_records_cancelled() {
     }
     assert!(dropped.load(Ordering::SeqCst));
     let metrics = cmd.metrics();
-    assert_eq!(metrics.current_concurrent_execution_count(), 0);
     assert_eq!(metrics.current_concurrent_execution_count(), 0);
     assert_eq!(metrics.cumulative_count(EventType::Cancelled), 1);
     assert_eq!(clock.pending_timers(), 0);

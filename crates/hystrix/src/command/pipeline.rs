@@ -83,15 +83,19 @@ where
         _ => None,
     };
     rec.run_started();
-    let returned = catch_unwind(AssertUnwindSafe(|| run.call(token)));
+    let returned = catch_unwind(AssertUnwindSafe(|| run.call(token.clone())));
     let end = clock.now_ms();
     drop(timer);
     rec.run_ended(end);
     drop(permit);
 
-    // Past the deadline the outcome is TIMEOUT whatever the run returned (SPEC Part A 12).
+    // Past the deadline the outcome is TIMEOUT whatever the run returned (SPEC Part A 12). Only
+    // the deadline timer cancels the token, so a cancelled token means the deadline passed even
+    // if a coarse clock does not show it yet.
+    let past_deadline = deadline.is_some_and(|deadline| end >= deadline)
+        || token.as_ref().is_some_and(CancellationToken::is_cancelled);
     let ended = match returned {
-        _ if deadline.is_some_and(|deadline| end >= deadline) => RunEnd::TimedOut,
+        _ if past_deadline => RunEnd::TimedOut,
         Ok(result) => RunEnd::Returned(result),
         Err(panic) => RunEnd::Panicked(panic_message(panic.as_ref())),
     };
@@ -438,7 +442,10 @@ impl<'s> Recorder<'s> {
             isolation: self.isolation,
             executed_in_thread: false,
         };
-        self.state.record(&result);
+        // A misused execution (refused before any step) has no events and is not counted.
+        if !self.events.is_empty() {
+            self.state.record(&result);
+        }
         result
     }
 
