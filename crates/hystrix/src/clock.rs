@@ -225,8 +225,9 @@ impl SystemInner {
                 Some(deadline) => {
                     let now = self.precise_now_ms();
                     if deadline > now {
-                        self.wakeup
-                            .wait_for(&mut guard, Duration::from_millis(deadline - now));
+                        // Capped so a far deadline (a huge timeout) never overflows a wait.
+                        let wait = Duration::from_millis((deadline - now).min(60_000));
+                        self.wakeup.wait_for(&mut guard, wait);
                     }
                 }
                 None => self.wakeup.wait(&mut guard),

@@ -517,3 +517,40 @@ fn async_runs_default_to_semaphore_isolation() {
         IsolationStrategy::Semaphore
     );
 }
+
+#[test]
+fn short_circuit_and_disabled_fallback_without_a_value_in_async_mode() {
+    let test = TestRegistry::new();
+    let cmd = builder("AsyncNoValue")
+        .fallback_enabled(false)
+        .build_in(test.registry())
+        .unwrap();
+    let outcome = futures::executor::block_on(
+        cmd.run_async(boom())
+            .fallback(|_: &Error| -> Result<u32, DependencyError> { panic!("must not run") })
+            .execute_async_outcome(),
+    );
+    assert_eq!(
+        names(outcome.execution_result().execution_events()),
+        ["FAILURE"]
+    );
+    let err = outcome.into_response().unwrap_err();
+    assert!(matches!(
+        err.fallback_failure(),
+        Some(FallbackFailure::Disabled)
+    ));
+
+    test.registry()
+        .properties()
+        .set("hystrix.command.AsyncNoValue.fallback.enabled", true)
+        .unwrap();
+    test.force_open("AsyncNoValue").unwrap();
+    let outcome = futures::executor::block_on(cmd.run_async(ok(1)).execute_async_outcome());
+    assert_eq!(
+        names(outcome.execution_result().execution_events()),
+        ["SHORT_CIRCUITED", "FALLBACK_MISSING"]
+    );
+    let err = outcome.into_response().unwrap_err();
+    assert_eq!(err.failure_type(), FailureType::ShortCircuit);
+    assert_eq!(err.trip_cause().unwrap().to_string(), "forced open");
+}
