@@ -36,15 +36,22 @@ pub type TimerTask = Box<dyn FnOnce() + Send + 'static>;
 /// Identifies a scheduled timer so it can be cancelled with [`Clock::cancel`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct TimerId {
-    deadline_ms: u64,
+    // Field order is the ordering: timers fire by `order` (the clock's own time base), then
+    // in scheduling order.
+    order: u64,
     seq: u64,
+    deadline_ms: u64,
 }
 
 impl TimerId {
     /// An id for a timer due at `deadline_ms`; `seq` tells apart timers with one deadline (for
     /// [`Clock`] implementations of your own).
     pub const fn new(deadline_ms: u64, seq: u64) -> Self {
-        TimerId { deadline_ms, seq }
+        TimerId {
+            order: deadline_ms,
+            seq,
+            deadline_ms,
+        }
     }
 
     /// The deadline the timer was scheduled for, in ms on its clock.
@@ -85,12 +92,14 @@ struct QueueInner {
 }
 
 impl TimerQueue {
-    /// Inserts a timer; returns its id and whether it is now the earliest one.
-    fn insert(&self, deadline_ms: u64, task: TimerTask) -> (TimerId, bool) {
+    /// Inserts a timer that fires once the queue's time base reaches `order`; returns its id
+    /// and whether it is now the earliest one.
+    fn insert(&self, order: u64, deadline_ms: u64, task: TimerTask) -> (TimerId, bool) {
         let mut q = self.inner.lock();
         let id = TimerId {
-            deadline_ms,
+            order,
             seq: q.next_seq,
+            deadline_ms,
         };
         q.next_seq += 1;
         let earliest = q.entries.keys().next().is_none_or(|first| id < *first);
@@ -102,23 +111,19 @@ impl TimerQueue {
         self.inner.lock().entries.remove(&id).is_some()
     }
 
-    /// Removes and returns the earliest timer due at `now_ms`.
-    fn pop_due(&self, now_ms: u64) -> Option<(TimerId, TimerTask)> {
+    /// Removes and returns the earliest timer due at `now` (in the queue's time base).
+    fn pop_due(&self, now: u64) -> Option<(TimerId, TimerTask)> {
         let mut q = self.inner.lock();
         let first = *q.entries.keys().next()?;
-        if first.deadline_ms > now_ms {
+        if first.order > now {
             return None;
         }
         q.entries.remove(&first).map(|task| (first, task))
     }
 
-    fn next_deadline(&self) -> Option<u64> {
-        self.inner
-            .lock()
-            .entries
-            .keys()
-            .next()
-            .map(|id| id.deadline_ms)
+    /// The earliest timer's `order` (its due time in the queue's time base).
+    fn next_due(&self) -> Option<u64> {
+        self.inner.lock().entries.keys().next().map(|id| id.order)
     }
 
     fn len(&self) -> usize {
@@ -134,9 +139,17 @@ impl TimerQueue {
 /// Reading time is the hot path's most frequent operation, and `Instant::now()` costs ~25 ns on a
 /// virtual machine. `SystemClock` therefore reads a coarse tick kept fresh every millisecond by
 /// one background thread (quanta's "upkeep" thread), which costs ~1 ns per read; latencies are
-/// reported in whole milliseconds, as Hystrix does. The timer thread sleeps until the next
-/// deadline and runs due timer tasks in order. Both threads start on first use and live for the
-/// rest of the process; all `SystemClock` values share them.
+/// reported in whole milliseconds, as Hystrix does. The tick can lag real time by about a
+/// millisecond (more if the machine starves the upkeep thread).
+///
+/// Timers are precise from the moment they are armed: [`schedule`](Clock::schedule) takes the
+/// time left until the deadline as the tick reads it now, and fires once that much real time has
+/// passed, measured with the precise clock. A deadline computed from the tick (an execution's
+/// start plus its timeout) can still be early by the tick's lag at the start, about 1 ms at most
+/// unless the upkeep thread is starved; Hystrix's own timeouts have the same millisecond
+/// granularity. The timer thread sleeps until the next timer is due and runs due tasks in order.
+/// Both threads start on first use and live for the rest of the process; all `SystemClock`
+/// values share them.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemClock;
 
@@ -190,11 +203,13 @@ impl SystemInner {
         now.saturating_duration_since(self.origin).as_millis() as u64
     }
 
-    fn precise_now_ms(&self) -> u64 {
-        self.source
+    fn precise_now_ns(&self) -> u64 {
+        let nanos = self
+            .source
             .now()
             .saturating_duration_since(self.origin)
-            .as_millis() as u64
+            .as_nanos();
+        u64::try_from(nanos).unwrap_or(u64::MAX)
     }
 
     fn ensure_timer_thread(&'static self) {
@@ -213,20 +228,21 @@ impl SystemInner {
         }
     }
 
+    /// The timer queue is ordered by precise nanoseconds since `origin`.
     fn run_timer_thread(&self) {
         loop {
-            let now = self.precise_now_ms();
+            let now = self.precise_now_ns();
             while let Some((_, task)) = self.timers.pop_due(now) {
                 task();
             }
             let mut guard = self.wakeup_lock.lock();
             // Re-check under the lock so a schedule() between the pop and the wait is not missed.
-            match self.timers.next_deadline() {
-                Some(deadline) => {
-                    let now = self.precise_now_ms();
-                    if deadline > now {
+            match self.timers.next_due() {
+                Some(due) => {
+                    let now = self.precise_now_ns();
+                    if due > now {
                         // Capped so a far deadline (a huge timeout) never overflows a wait.
-                        let wait = Duration::from_millis((deadline - now).min(60_000));
+                        let wait = Duration::from_nanos((due - now).min(60_000_000_000));
                         self.wakeup.wait_for(&mut guard, wait);
                     }
                 }
@@ -243,13 +259,18 @@ impl Clock for SystemClock {
     }
 
     fn epoch_ms(&self) -> u64 {
-        SYSTEM.epoch_origin_ms + SYSTEM.precise_now_ms()
+        SYSTEM.epoch_origin_ms + SYSTEM.precise_now_ns() / 1_000_000
     }
 
     fn schedule(&self, deadline_ms: u64, task: TimerTask) -> TimerId {
         let inner: &'static SystemInner = &SYSTEM;
         inner.ensure_timer_thread();
-        let (id, earliest) = inner.timers.insert(deadline_ms, task);
+        // The time left as the tick reads it, counted in real time from now: never early.
+        let left_ns = deadline_ms
+            .saturating_sub(inner.now_ms())
+            .saturating_mul(1_000_000);
+        let due_ns = inner.precise_now_ns().saturating_add(left_ns);
+        let (id, earliest) = inner.timers.insert(due_ns, deadline_ms, task);
         if earliest {
             let _guard = inner.wakeup_lock.lock();
             inner.wakeup.notify_one();
@@ -347,7 +368,7 @@ impl ManualClock {
         while self
             .inner
             .timers
-            .next_deadline()
+            .next_due()
             .is_some_and(|deadline| deadline <= self.now_ms())
         {
             let Some(_serial) = self.inner.advancing.try_lock() else {
@@ -367,7 +388,7 @@ impl ManualClock {
 
     /// The earliest pending timer's deadline, in ms.
     pub fn next_timer_deadline_ms(&self) -> Option<u64> {
-        self.inner.timers.next_deadline()
+        self.inner.timers.next_due()
     }
 }
 
@@ -390,7 +411,7 @@ impl Clock for ManualClock {
     }
 
     fn schedule(&self, deadline_ms: u64, task: TimerTask) -> TimerId {
-        let (id, _) = self.inner.timers.insert(deadline_ms, task);
+        let (id, _) = self.inner.timers.insert(deadline_ms, deadline_ms, task);
         // A deadline already passed fires now, as it would on the system clock's timer thread,
         // unless an advance() is running: it runs overdue timers before it returns.
         if deadline_ms <= self.now_ms() {
@@ -564,14 +585,20 @@ mod tests {
     }
 
     #[test]
-    fn system_clock_timer_fires() {
+    fn system_clock_timer_never_fires_early() {
         let clock = SystemClock;
-        let (tx, rx) = mpsc::channel();
-        let deadline = clock.now_ms() + 5;
-        clock.schedule(deadline, Box::new(move || tx.send(()).unwrap()));
-        // The timer thread must fire it; a generous bound only guards against a hang.
-        rx.recv_timeout(Duration::from_secs(10))
-            .expect("system timer fired");
-        assert!(clock.now_ms() + 2 >= deadline);
+        for wait_ms in [1u64, 2, 5] {
+            let (tx, rx) = mpsc::channel();
+            let scheduled = std::time::Instant::now();
+            clock.schedule(
+                clock.now_ms() + wait_ms,
+                Box::new(move || tx.send(std::time::Instant::now()).unwrap()),
+            );
+            // The timer thread must fire it; a generous bound only guards against a hang.
+            let fired = rx
+                .recv_timeout(Duration::from_secs(10))
+                .expect("system timer fired");
+            assert!(fired - scheduled >= Duration::from_millis(wait_ms));
+        }
     }
 }

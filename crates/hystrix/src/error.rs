@@ -186,7 +186,8 @@ impl fmt::Display for FallbackFailure {
             FallbackFailure::Disabled => f.write_str("fallback disabled"),
             FallbackFailure::Rejected { max_concurrent } => write!(
                 f,
-                "fallback execution rejected ({max_concurrent} fallbacks already running)"
+                "fallback execution rejected (limit of {max_concurrent} concurrent fallbacks \
+                 reached)"
             ),
             FallbackFailure::Failed(err) => write!(f, "fallback failed: {err}"),
             FallbackFailure::Panicked(msg) => write!(f, "fallback panicked: {msg}"),
@@ -212,10 +213,9 @@ pub(crate) enum Cause<E> {
 /// `command GetUser timed out after 1000 ms and no fallback available (tune
 /// hystrix.command.GetUser.execution.isolation.thread.timeoutInMilliseconds or add a fallback)`.
 ///
-/// `HystrixError<E>` is a [`std::error::Error`] when `E` is one (its `source()` is the run's
-/// error), so `?` converts it into `anyhow::Error` or `Box<dyn Error>`. For causes that are not
-/// `std::error::Error` (such as `anyhow::Error` or `String`), [`into_boxed`](Self::into_boxed)
-/// gives a `HystrixError<BoxedCause>` that is.
+/// `HystrixError<E>` is a [`std::error::Error`] whenever `E` is `Debug + Display` (a
+/// `std::error::Error`, `anyhow::Error`, `String`, ...), so `?` converts it into
+/// `anyhow::Error` or `Box<dyn Error + Send + Sync>` (when `E: Send + Sync + 'static`).
 pub struct HystrixError<E> {
     failure_type: FailureType,
     command_key: CommandKey,
@@ -365,14 +365,12 @@ impl<E> HystrixError<E> {
         }
     }
 
-    /// Boxes the run's error, for causes such as `anyhow::Error` or `String` that are not a
-    /// [`std::error::Error`] themselves; the result is one, and converts with `?` into
-    /// `anyhow::Error` or [`BoxError`].
-    pub fn into_boxed(self) -> HystrixError<BoxedCause>
+    /// Boxes the run's error, so errors of commands with different error types share one type.
+    pub fn into_boxed(self) -> HystrixError<BoxError>
     where
         E: Into<BoxError>,
     {
-        self.map_cause(|e| BoxedCause(e.into()))
+        self.map_cause(Into::into)
     }
 
     fn what_happened(&self) -> String {
@@ -383,7 +381,8 @@ impl<E> HystrixError<E> {
             }
             (Detail::ShortCircuit(None), _) => "short-circuited (circuit open)".into(),
             (Detail::SemaphoreLimit(max), _) => format!(
-                "could not acquire a semaphore for execution ({max} executions already running)"
+                "could not acquire a semaphore for execution (limit of {max} concurrent \
+                 executions reached)"
             ),
             (Detail::Message(msg), _) => msg.to_string(),
             (Detail::None, FailureType::RejectedThreadExecution) => {
@@ -404,6 +403,11 @@ impl<E> HystrixError<E> {
         let property = match (&self.detail, &self.fallback) {
             (_, Some(FallbackFailure::Rejected { .. })) => {
                 "fallback.isolation.semaphore.maxConcurrentRequests"
+            }
+            (Detail::ShortCircuit(Some(TripCause::ForcedOpen)), _) => {
+                return Some(format!(
+                    "forced open by hystrix.command.{key}.circuitBreaker.forceOpen"
+                ));
             }
             (Detail::TimeoutMs(_), _) => "execution.isolation.thread.timeoutInMilliseconds",
             (Detail::SemaphoreLimit(_), _) => "execution.isolation.semaphore.maxConcurrentRequests",
@@ -454,31 +458,7 @@ impl<E: fmt::Debug> fmt::Debug for HystrixError<E> {
     }
 }
 
-impl<E> StdError for HystrixError<E>
-where
-    E: StdError + 'static,
-{
-    fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        match &self.cause {
-            Cause::Error(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-/// A run's error boxed by [`HystrixError::into_boxed`]: a [`std::error::Error`] whatever the
-/// original type.
-#[derive(Debug)]
-pub struct BoxedCause(pub BoxError);
-
-impl fmt::Display for BoxedCause {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.0, f)
-    }
-}
-
-impl StdError for BoxedCause {
-    fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        self.0.source()
-    }
-}
+/// The run's error is part of the message (its text follows "failed: "), so `source()` is
+/// `None`: error reporters that walk sources print it once. [`HystrixError::cause`] gives it
+/// typed.
+impl<E: fmt::Debug + fmt::Display> StdError for HystrixError<E> {}

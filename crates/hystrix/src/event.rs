@@ -42,8 +42,8 @@ pub enum EventType {
     FallbackDisabled,
     /// No fallback was given. Terminal.
     FallbackMissing,
-    /// Derived when counting: the execution ended in an error for its caller (bad request or a
-    /// fallback failure, rejection, absence or disabling). Never stored in an execution.
+    /// Counted, never stored in an execution: its caller got an error from a bad request or from
+    /// a failed, rejected, missing or disabled fallback (an ignored error does not count).
     ExceptionThrown,
     /// The response came from the request cache. Terminal.
     ResponseFromCache,

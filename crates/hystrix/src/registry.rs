@@ -38,13 +38,17 @@ impl Env {
 
     /// Calls the event notifier, if any, catching (and logging once) a panic inside it.
     pub(crate) fn notify(&self, call: impl FnOnce(&dyn EventNotifier)) {
-        if let Some(notifier) = &self.notifier
-            && catch_unwind(AssertUnwindSafe(|| call(notifier.as_ref()))).is_err()
-            && !self.notifier_panicked.swap(true, Ordering::Relaxed)
-        {
-            tracing::error!(
-                "hystrix: the event notifier panicked; its panics are ignored and logged only once"
-            );
+        let Some(notifier) = &self.notifier else {
+            return;
+        };
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| call(notifier.as_ref()))) {
+            let message = crate::command::panic_message(panic);
+            if !self.notifier_panicked.swap(true, Ordering::Relaxed) {
+                tracing::error!(
+                    "hystrix: the event notifier panicked ({message}); its panics are ignored \
+                     and logged only once"
+                );
+            }
         }
     }
 
@@ -66,6 +70,7 @@ pub(crate) struct CommandState {
     pub(crate) breaker: CircuitBreaker,
     pub(crate) counters: CommandCounters,
     pub(crate) env: Arc<Env>,
+    classifier_panicked: AtomicBool,
 }
 
 impl CommandState {
@@ -74,10 +79,21 @@ impl CommandState {
             .snapshot(self.key.clone(), self.execution_semaphore.in_use())
     }
 
+    /// The classifier of a definition of this key panicked: logged once per key.
+    pub(crate) fn classifier_panicked(&self, message: &str) {
+        if !self.classifier_panicked.swap(true, Ordering::Relaxed) {
+            tracing::error!(
+                command = %self.key,
+                "hystrix: the error classifier panicked ({message}); such errors count as \
+                 failures, and later panics of it are not logged"
+            );
+        }
+    }
+
     /// Counts a finished execution and tells the notifier.
     #[inline]
-    pub(crate) fn record(&self, result: &ExecutionResult) {
-        self.counters.record(&result.events);
+    pub(crate) fn record(&self, result: &ExecutionResult, fallback_disabled: bool) {
+        self.counters.record(&result.events, fallback_disabled);
         if self.env.has_notifier() {
             self.env.notify(|n| {
                 n.mark_command_execution(
@@ -202,8 +218,9 @@ impl Registry {
         removed.is_some()
     }
 
-    /// Returns the key's state, creating it on first definition. A second definition must agree
-    /// on the group, the thread-pool key and the builder's property values.
+    /// Returns the key's state, creating it on first definition. Later definitions must name the
+    /// same group; a thread-pool key or property value they give must agree with the key's (the
+    /// union of all definitions' values applies).
     pub(crate) fn command_state(
         &self,
         key: CommandKey,
@@ -224,16 +241,16 @@ impl Registry {
             if existing.group != group {
                 return conflict("group key", existing.group.as_str(), group.as_str());
             }
-            if existing.requested_thread_pool_key != thread_pool_key {
-                let show = |k: &Option<ThreadPoolKey>| {
-                    k.as_ref()
-                        .map_or_else(|| "unset".to_owned(), ToString::to_string)
-                };
-                return conflict(
-                    "thread-pool key",
-                    &show(&existing.requested_thread_pool_key),
-                    &show(&thread_pool_key),
-                );
+            // A definition that names no pool key takes the key's; one that names another
+            // conflicts (the pool is fixed once the key exists).
+            let current_pool = existing
+                .requested_thread_pool_key
+                .as_ref()
+                .map_or(existing.group.as_str(), ThreadPoolKey::as_str);
+            if let Some(requested) = &thread_pool_key
+                && requested.as_str() != current_pool
+            {
+                return conflict("thread-pool key", current_pool, requested.as_str());
             }
             self.inner.properties.register_command(&key, layer)?;
             return Ok(Arc::clone(existing));
@@ -252,6 +269,7 @@ impl Registry {
             breaker: CircuitBreaker::default(),
             counters: CommandCounters::default(),
             env: Arc::clone(&self.inner.env),
+            classifier_panicked: AtomicBool::new(false),
         });
         commands.insert(key, Arc::clone(&state));
         Ok(state)

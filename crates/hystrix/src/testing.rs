@@ -69,10 +69,11 @@ impl TestRegistry {
     }
 
     /// Forces `command_key`'s circuit open (`circuitBreaker.forceOpen = true`): every execution
-    /// is short-circuited until [`clear_forced`](TestRegistry::clear_forced).
+    /// is short-circuited until [`clear_forced`](TestRegistry::clear_forced). The key need not
+    /// be defined yet; the flag applies once it is.
     ///
     /// # Errors
-    /// [`ConfigError::InvalidKey`]-like errors for a key that cannot name a property.
+    /// [`ConfigError::InvalidKey`] for a name no command can have.
     pub fn force_open(&self, command_key: &str) -> Result<(), ConfigError> {
         self.set_flag(command_key, "circuitBreaker.forceOpen", true)
     }

@@ -313,7 +313,7 @@ fn force_open_short_circuits_without_running() {
     assert_eq!(
         err.to_string(),
         "command Forced short-circuited (circuit open: forced open) and no fallback available \
-         (tune hystrix.command.Forced.circuitBreaker.sleepWindowInMilliseconds or add a fallback)"
+         (forced open by hystrix.command.Forced.circuitBreaker.forceOpen)"
     );
 
     let value = cmd
@@ -373,8 +373,8 @@ fn zero_permits_reject_every_execution() {
     assert_eq!(err.failure_type(), FailureType::RejectedSemaphoreExecution);
     assert_eq!(
         err.to_string(),
-        "command KillSwitch could not acquire a semaphore for execution (0 executions already \
-         running) and no fallback available (tune \
+        "command KillSwitch could not acquire a semaphore for execution (limit of 0 concurrent \
+         executions reached) and no fallback available (tune \
          hystrix.command.KillSwitch.execution.isolation.semaphore.maxConcurrentRequests or add \
          a fallback)"
     );
@@ -489,9 +489,9 @@ fn full_fallback_semaphore_rejects_the_fallback() {
     assert_eq!(err.cause(), Some(&DependencyError("boom")));
     assert_eq!(
         err.to_string(),
-        "command FallbackFull failed: boom and fallback execution rejected (1 fallbacks already \
-         running) (tune hystrix.command.FallbackFull.fallback.isolation.semaphore.\
-         maxConcurrentRequests)"
+        "command FallbackFull failed: boom and fallback execution rejected (limit of 1 \
+         concurrent fallbacks reached) (tune hystrix.command.FallbackFull.fallback.isolation.\
+         semaphore.maxConcurrentRequests)"
     );
 
     release.send(()).unwrap();
@@ -539,6 +539,8 @@ fn disabled_fallback_is_not_called_and_only_the_notifier_hears_of_it() {
     let metrics = cmd.metrics();
     assert_eq!(metrics.cumulative_count(EventType::FallbackDisabled), 0);
     assert_eq!(metrics.cumulative_count(EventType::Failure), 1);
+    // The caller got an error: that counts as an exception thrown.
+    assert_eq!(metrics.cumulative_count(EventType::ExceptionThrown), 1);
 }
 
 #[test]
@@ -803,4 +805,28 @@ fn a_token_cancelled_by_the_deadline_timer_is_a_timeout_even_before_the_clock_sh
         ["TIMEOUT", "FALLBACK_MISSING"]
     );
     assert_eq!(outcome.execution_result().execution_time_ms(), Some(0));
+}
+
+#[test]
+fn a_panic_payload_whose_drop_panics_stays_inside_the_library() {
+    struct Bomb;
+    impl Drop for Bomb {
+        fn drop(&mut self) {
+            panic!("payload drop");
+        }
+    }
+    let test = TestRegistry::new();
+    let cmd = command(&test, "Bomb");
+    let outcome = cmd
+        .run(|| -> Result<u32, DependencyError> { std::panic::panic_any(Bomb) })
+        .execute_outcome();
+    assert_eq!(
+        names(outcome.execution_result().execution_events()),
+        ["FAILURE", "FALLBACK_MISSING"]
+    );
+    assert_eq!(
+        outcome.into_response().unwrap_err().panic_message(),
+        Some("panic with a non-string payload")
+    );
+    assert_eq!(cmd.metrics().current_concurrent_execution_count(), 0);
 }

@@ -42,7 +42,7 @@ fn invalid_builder_values_are_refused_with_the_full_property_name() {
              must be a percentage from 0 to 100",
         ),
         (
-            builder("A").timeout(Duration::from_micros(500)),
+            builder("A").timeout(Duration::ZERO),
             "invalid value `0` for `hystrix.command.A.execution.isolation.thread.\
              timeoutInMilliseconds`: must be at least 1 ms (to turn the timeout off, set \
              execution.timeout.enabled=false)",
@@ -130,19 +130,21 @@ fn invalid_keys_are_refused() {
 }
 
 #[test]
-fn redefining_a_key_must_agree_with_the_first_definition() {
+fn definitions_of_one_key_share_the_union_of_their_settings() {
     let test = TestRegistry::new();
     let first = builder("Shared")
         .timeout(Duration::from_millis(300))
         .build_in(test.registry())
         .unwrap();
-    let same = builder("Shared")
-        .timeout(Duration::from_millis(300))
+    // Leaving a setting out inherits it; adding one applies to every definition of the key.
+    let second = builder("Shared")
+        .fallback_enabled(false)
         .build_in(test.registry())
         .unwrap();
-    // Both definitions share one state.
+    assert_eq!(second.properties().execution_timeout_in_milliseconds, 300);
+    assert!(!first.properties().fallback_enabled);
     first.run(|| Ok::<_, DependencyError>(1)).execute().unwrap();
-    assert_eq!(same.metrics().cumulative_count(EventType::Success), 1);
+    assert_eq!(second.metrics().cumulative_count(EventType::Success), 1);
 
     let err = builder("Shared")
         .timeout(Duration::from_millis(400))
@@ -154,10 +156,18 @@ fn redefining_a_key_must_agree_with_the_first_definition() {
          `hystrix.command.Shared.execution.isolation.thread.timeoutInMilliseconds`: first \
          `300`, now `400`"
     );
+    let err = builder("Shared")
+        .property("metrics.rollingStats.timeInMilliseconds", 20_000)
+        .build_in(test.registry())
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "property `hystrix.command.Shared.metrics.rollingStats.timeInMilliseconds` is fixed \
+         once its key is in use; it applies to keys created later (or after Registry::remove)"
+    );
     let err = Command::builder("Shared")
         .group("OtherGroup")
         .isolation(IsolationStrategy::Semaphore)
-        .timeout(Duration::from_millis(300))
         .build_in(test.registry())
         .unwrap_err();
     assert_eq!(
@@ -167,14 +177,84 @@ fn redefining_a_key_must_agree_with_the_first_definition() {
     );
     let err = builder("Shared")
         .thread_pool_key("Pool")
-        .timeout(Duration::from_millis(300))
         .build_in(test.registry())
         .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "command `Shared` is already defined with a different thread-pool key: first `unset`, \
+        "command `Shared` is already defined with a different thread-pool key: first `Test`, \
          now `Pool`"
     );
+    // Naming the pool it already has is no conflict.
+    assert!(
+        builder("Shared")
+            .thread_pool_key("Test")
+            .build_in(test.registry())
+            .is_ok()
+    );
+}
+
+#[test]
+fn property_names_must_name_a_usable_key() {
+    let test = TestRegistry::new();
+    let properties = test.registry().properties();
+    let err = properties
+        .set("hystrix.command. Padded.circuitBreaker.enabled", true)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid command key ` Padded`: must not start or end with whitespace"
+    );
+    let err = properties
+        .set("hystrix.command.TPO.threadPoolKeyOverride", "default")
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid value `default` for `hystrix.command.TPO.threadPoolKeyOverride`: invalid \
+         thread-pool key `default`: `default` is reserved for the global default properties"
+    );
+}
+
+#[test]
+fn numbers_beyond_a_property_type_are_out_of_range() {
+    let test = TestRegistry::new();
+    let properties = test.registry().properties();
+    let err = properties
+        .set(
+            "hystrix.command.A.execution.isolation.semaphore.maxConcurrentRequests",
+            u64::MAX,
+        )
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid value `18446744073709551615` for \
+         `hystrix.command.A.execution.isolation.semaphore.maxConcurrentRequests`: out of range \
+         (at most 4294967295)"
+    );
+    // A duration too long for any timer is still a valid (effectively endless) timeout.
+    let cmd = builder("Endless")
+        .timeout(Duration::MAX)
+        .build_in(test.registry())
+        .unwrap();
+    assert_eq!(cmd.properties().execution_timeout_in_milliseconds, u64::MAX);
+    assert_eq!(
+        cmd.run(|| Ok::<_, DependencyError>(1)).execute().unwrap(),
+        1
+    );
+}
+
+#[test]
+fn durations_round_up_to_whole_milliseconds() {
+    let test = TestRegistry::new();
+    let cmd = builder("Rounded")
+        .timeout(Duration::from_micros(1_200))
+        .build_in(test.registry())
+        .unwrap();
+    assert_eq!(cmd.properties().execution_timeout_in_milliseconds, 2);
+    let cmd = builder("SubMillisecond")
+        .timeout(Duration::from_micros(1))
+        .build_in(test.registry())
+        .unwrap();
+    assert_eq!(cmd.properties().execution_timeout_in_milliseconds, 1);
 }
 
 #[test]
@@ -401,11 +481,16 @@ fn errors_convert_for_anyhow_and_boxed_error_users() {
         Ok(value)
     }
     fn with_string_cause(cmd: &Command) -> Result<u32, BoxError> {
+        // A cause that is only Debug + Display still makes HystrixError a std error.
         let value = cmd
             .run(|| Err::<u32, _>(String::from("plain text")))
-            .execute()
-            .map_err(HystrixError::into_boxed)?;
+            .execute()?;
         Ok(value)
+    }
+    fn boxed(cmd: &Command) -> Result<u32, HystrixError<BoxError>> {
+        cmd.run(|| Err::<u32, _>(DependencyError("typed")))
+            .execute()
+            .map_err(HystrixError::into_boxed)
     }
     let test = TestRegistry::new();
     let cmd = builder("Converted").build_in(test.registry()).unwrap();
@@ -414,14 +499,15 @@ fn errors_convert_for_anyhow_and_boxed_error_users() {
         err.to_string(),
         "command Converted failed: down and no fallback available"
     );
-    assert_eq!(err.source().unwrap().to_string(), "down");
+    // The cause's text is in the message, so error reporters do not also print it as a source.
+    assert!(err.source().is_none());
+    let typed = err.downcast_ref::<HystrixError<DependencyError>>().unwrap();
+    assert_eq!(typed.cause(), Some(&DependencyError("down")));
     let err = with_string_cause(&cmd).unwrap_err();
     assert_eq!(
         err.to_string(),
         "command Converted failed: plain text and no fallback available"
     );
-    let downcast = err
-        .downcast_ref::<HystrixError<hystrix::error::BoxedCause>>()
-        .unwrap();
-    assert_eq!(downcast.failure_type(), FailureType::CommandException);
+    let err = boxed(&cmd).unwrap_err();
+    assert_eq!(err.cause().unwrap().to_string(), "typed");
 }

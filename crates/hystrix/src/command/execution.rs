@@ -293,11 +293,12 @@ impl<'c, C, Fut> Execution<'c, C, Async<Fut>, NoFallback> {
 }
 
 impl<C, R, FB> Execution<'_, C, R, FB> {
-    /// Overrides the timeout for this call only (whole milliseconds, at least 1), instead of
+    /// Overrides the timeout for this call only (rounded up to whole milliseconds; zero is refused
+    /// when executed), instead of
     /// `execution.isolation.thread.timeoutInMilliseconds`. `execution.timeout.enabled = false`
     /// still turns timeouts off.
     pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.options.timeout_ms = Some(timeout.as_millis().min(u128::from(u64::MAX)) as u64);
+        self.options.timeout_ms = Some(crate::config::ceil_millis(timeout));
         self
     }
 
@@ -353,6 +354,9 @@ where
     ///
     /// The run future is polled in the awaiting task; at the deadline it is dropped (TIMEOUT),
     /// which frees its permit at once, and the fallback is polled in its place.
+    ///
+    /// The future borrows the command; to spawn it as a task, move a clone of the command into
+    /// the task: `tokio::spawn(async move { cmd.run_async(f).execute_async().await })`.
     ///
     /// # Cancel safety
     /// Dropping the returned future before it completes drops the run (and fallback) future,

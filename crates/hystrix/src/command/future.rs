@@ -244,7 +244,7 @@ where
                     continue;
                 }
                 Ok(None) => FallbackEnd::Missing,
-                Err(panic) => FallbackEnd::Panicked(panic_message(panic.as_ref())),
+                Err(panic) => FallbackEnd::Panicked(panic_message(panic)),
             };
             drop(permit);
             let response = fallback_done(rec, error, end);

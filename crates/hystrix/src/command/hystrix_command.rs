@@ -56,7 +56,8 @@ pub trait HystrixCommand: Sized {
     /// The run's error type.
     type Error;
 
-    /// The definition this command executes under (keys, properties, shared state).
+    /// The definition this command executes under (keys, properties, shared state). Its own
+    /// classifier is not used: the trait's [`classify`](HystrixCommand::classify) decides.
     fn command(&self) -> &Command;
 
     /// Calls the dependency (Hystrix's `run()`). A panic is caught and counts as a failure.

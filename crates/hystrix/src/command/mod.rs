@@ -48,6 +48,7 @@ pub use execution::{
 pub use future::{ExecuteAsync, ExecuteAsyncOutcome, RunFuture};
 pub use hystrix_command::{HystrixAsyncCommand, HystrixCommand};
 pub use outcome::{ExecutionResult, Outcome};
+pub(crate) use pipeline::panic_message;
 
 use crate::config::{
     CommandLayer, CommandProperties, IsolationStrategy, LayerError, PropertyValue,
@@ -213,7 +214,9 @@ impl<C> Command<C> {
 
     /// An execution of an async run. Consume it with
     /// [`execute_async`](Execution::execute_async). At the timeout the future is dropped
-    /// (real cancellation, SPEC Part A 7).
+    /// (real cancellation, SPEC Part A 7). A future that blocks its thread instead of awaiting
+    /// cannot be interrupted: the deadline is noticed at its next `Pending`, and a value it
+    /// returns without ever yielding is a SUCCESS, however long it took.
     pub fn run_async<Fut, T, E>(&self, run: Fut) -> Execution<'_, C, Async<Fut>, NoFallback>
     where
         Fut: std::future::Future<Output = Result<T, E>>,
@@ -303,8 +306,8 @@ impl<C> CommandBuilder<C> {
         self.property("execution.isolation.strategy", strategy.name())
     }
 
-    /// `execution.isolation.thread.timeoutInMilliseconds` (default 1000 ms); whole milliseconds,
-    /// at least 1.
+    /// `execution.isolation.thread.timeoutInMilliseconds` (default 1000 ms); rounded up to whole
+    /// milliseconds, at least 1.
     pub fn timeout(self, timeout: Duration) -> Self {
         self.property("execution.isolation.thread.timeoutInMilliseconds", timeout)
     }

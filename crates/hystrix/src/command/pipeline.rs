@@ -97,7 +97,7 @@ where
     let ended = match returned {
         _ if past_deadline => RunEnd::TimedOut,
         Ok(result) => RunEnd::Returned(result),
-        Err(panic) => RunEnd::Panicked(panic_message(panic.as_ref())),
+        Err(panic) => RunEnd::Panicked(panic_message(panic)),
     };
     match decide(state, &mut rec, classifier, ended, timeout_ms, end) {
         Decision::Value(value) => rec.finish(end, Ok(value)),
@@ -198,8 +198,13 @@ pub(crate) fn decide<T, E, C: Classify<E>>(
         }
         RunEnd::Returned(Err(error)) => {
             // A panicking classifier is user code failing: the error counts as a failure.
-            let class = catch_unwind(AssertUnwindSafe(|| classifier.classify(&error)))
-                .unwrap_or(Class::Failure);
+            let class = match catch_unwind(AssertUnwindSafe(|| classifier.classify(&error))) {
+                Ok(class) => class,
+                Err(panic) => {
+                    state.classifier_panicked(&panic_message(panic));
+                    Class::Failure
+                }
+            };
             match class {
                 Class::Failure => {
                     rec.event(EventType::Failure);
@@ -264,6 +269,7 @@ pub(crate) fn fallback_permit<'s, E>(
             .env
             .notify_event(EventType::FallbackDisabled, &state.key);
         err.set_fallback_failure(FallbackFailure::Disabled);
+        rec.fallback_disabled = true;
         return None;
     }
     if !present {
@@ -326,7 +332,7 @@ fn fallback_blocking<T, E, FB: BlockingFallback<T, E>>(
         Ok(Some(Ok(value))) => FallbackEnd::Value(value),
         Ok(Some(Err(error))) => FallbackEnd::Failed(error),
         Ok(None) => FallbackEnd::Missing,
-        Err(panic) => FallbackEnd::Panicked(panic_message(panic.as_ref())),
+        Err(panic) => FallbackEnd::Panicked(panic_message(panic)),
     };
     drop(permit);
     fallback_done(rec, err, end)
@@ -340,19 +346,25 @@ pub(crate) fn poll_caught<F: Future>(
     match catch_unwind(AssertUnwindSafe(|| future.poll(cx))) {
         Ok(Poll::Ready(output)) => Poll::Ready(Ok(output)),
         Ok(Poll::Pending) => Poll::Pending,
-        Err(panic) => Poll::Ready(Err(panic_message(panic.as_ref()))),
+        Err(panic) => Poll::Ready(Err(panic_message(panic))),
     }
 }
 
-/// The text of a panic payload (`&str` or `String`, as `panic!` makes them).
-pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(text) = payload.downcast_ref::<&str>() {
+/// The text of a caught panic's payload (`&str` or `String`, as `panic!` makes them). The
+/// payload is dropped here, and a payload whose own `Drop` panics is contained too.
+pub(crate) fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    let message = if let Some(text) = payload.downcast_ref::<&str>() {
         (*text).to_owned()
     } else if let Some(text) = payload.downcast_ref::<String>() {
         text.clone()
     } else {
         "panic with a non-string payload".to_owned()
+    };
+    if let Err(second) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        // Dropping this one could panic again; leaking it is the only safe end.
+        std::mem::forget(second);
     }
+    message
 }
 
 /// Cancels a timer when dropped (the run ended before its deadline).
@@ -380,6 +392,9 @@ pub(crate) struct Recorder<'s> {
     isolation: IsolationStrategy,
     /// User code started (so a cancellation has an execution time).
     started_run: bool,
+    /// `fallback.enabled` was false when a fallback was needed: the caller gets an error, so
+    /// EXCEPTION_THROWN counts, though FALLBACK_DISABLED is not an event of the execution.
+    fallback_disabled: bool,
     finished: bool,
 }
 
@@ -393,6 +408,7 @@ impl<'s> Recorder<'s> {
             execution_time_ms: None,
             isolation: IsolationStrategy::Semaphore,
             started_run: false,
+            fallback_disabled: false,
             finished: true,
         }
     }
@@ -444,7 +460,7 @@ impl<'s> Recorder<'s> {
         };
         // A misused execution (refused before any step) has no events and is not counted.
         if !self.events.is_empty() {
-            self.state.record(&result);
+            self.state.record(&result, self.fallback_disabled);
         }
         result
     }

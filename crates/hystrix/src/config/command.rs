@@ -41,6 +41,15 @@ fn isolation(v: &Option<IsolationStrategy>) -> Result<(), String> {
     }
 }
 
+fn pool_key(v: &Option<String>) -> Result<(), String> {
+    match v {
+        Some(name) => crate::key::ThreadPoolKey::new(name)
+            .map(drop)
+            .map_err(|e| e.to_string()),
+        None => Ok(()),
+    }
+}
+
 property_table! {
     /// The resolved properties of one command key: what an execution reads.
     ///
@@ -51,7 +60,9 @@ property_table! {
     info COMMAND_PROPERTIES;
 
     /// `execution.isolation.strategy`: `THREAD` or `SEMAPHORE`. Default unset, meaning by run
-    /// kind (SPEC Part A 18): blocking runs use THREAD, async runs SEMAPHORE. Dynamic.
+    /// kind (SPEC Part A 18): async runs use SEMAPHORE; blocking runs will use THREAD once
+    /// thread pools are available and use SEMAPHORE until then (asking for THREAD is refused
+    /// with an error meanwhile). Dynamic.
     execution_isolation_strategy: Option<IsolationStrategy> = None;
         "execution.isolation.strategy", Dynamic, Any, isolation;
     /// `execution.isolation.thread.timeoutInMilliseconds`: the execution timeout in ms, for every
@@ -154,7 +165,7 @@ property_table! {
     /// `threadPoolKeyOverride`: the thread-pool key to use instead of the builder's (only per
     /// key: `hystrix.command.<Key>.threadPoolKeyOverride`). Default unset. Fixed.
     thread_pool_key_override: Option<String> = None;
-        "threadPoolKeyOverride", Fixed, InstanceOnly, no_check;
+        "threadPoolKeyOverride", Fixed, InstanceOnly, pool_key;
 }
 
 impl CommandProperties {

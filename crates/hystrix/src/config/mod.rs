@@ -51,8 +51,8 @@ pub(crate) use command::{CommandLayer, HotSnapshot};
 pub use store::Properties;
 pub(crate) use store::{CommandKind, PropertyCell};
 pub use thread_pool::{THREAD_POOL_PROPERTIES, ThreadPoolProperties};
-pub(crate) use value::PropertyType;
 pub use value::PropertyValue;
+pub(crate) use value::{PropertyType, ceil_millis};
 
 /// How a command isolates its run from the caller (Hystrix's `execution.isolation.strategy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -262,22 +262,28 @@ macro_rules! property_table {
                 }
             }
 
-            /// The first property whose value differs between the layers:
+            /// This layer with `other`'s values added: a property set in only one keeps that
+            /// value; one set in both to different values is a conflict, returned as
             /// (name, value here, value there).
-            pub(crate) fn first_difference(&self, other: &Self) -> Option<(&'static str, String, String)> {
+            pub(crate) fn merge(&self, other: &Self) -> Result<Self, (&'static str, String, String)> {
                 fn show(v: Option<$crate::config::PropertyValue>) -> String {
                     v.map_or_else(|| "unset".to_owned(), |v| v.to_string())
                 }
+                let mut merged = self.clone();
                 $(
-                    if self.$field != other.$field {
-                        return Some((
-                            $name,
-                            show(self.$field.as_ref().and_then($crate::config::PropertyType::to_value)),
-                            show(other.$field.as_ref().and_then($crate::config::PropertyType::to_value)),
-                        ));
+                    match (&self.$field, &other.$field) {
+                        (Some(here), Some(there)) if here != there => {
+                            return Err((
+                                $name,
+                                show($crate::config::PropertyType::to_value(here)),
+                                show($crate::config::PropertyType::to_value(there)),
+                            ));
+                        }
+                        (None, Some(there)) => merged.$field = Some(there.clone()),
+                        _ => {}
                     }
                 )*
-                None
+                Ok(merged)
             }
 
             /// Resolves the four layers of SPEC §1.1: per-key value, else builder value, else

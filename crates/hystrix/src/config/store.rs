@@ -37,8 +37,10 @@ pub(crate) trait PropertyKind: 'static {
     fn keep_fixed(next: &mut Self::Props, current: &Self::Props) -> Vec<&'static str>;
     fn get(props: &Self::Props, name: &str) -> Option<PropertyValue>;
     fn publish_hot(hot: &Self::Hot, props: &Self::Props);
-    fn first_difference(a: &Self::Layer, b: &Self::Layer)
-    -> Option<(&'static str, String, String)>;
+    fn merge(
+        a: &Self::Layer,
+        b: &Self::Layer,
+    ) -> Result<Self::Layer, (&'static str, String, String)>;
 }
 
 macro_rules! property_kind {
@@ -79,8 +81,8 @@ macro_rules! property_kind {
                 let publish: fn(&$Hot, &$Props) = $publish;
                 publish(hot, props);
             }
-            fn first_difference(a: &$Layer, b: &$Layer) -> Option<(&'static str, String, String)> {
-                a.first_difference(b)
+            fn merge(a: &$Layer, b: &$Layer) -> Result<$Layer, (&'static str, String, String)> {
+                a.merge(b)
             }
         }
     };
@@ -105,20 +107,18 @@ property_kind!(
     |_, _| {}
 );
 
-/// The live properties of one key in use: the builder's layer and the resolved snapshot the hot
-/// path reads without a lock.
+/// The live properties of one key in use: the resolved snapshot, and its hot-path mirror, both
+/// read without a lock.
 pub(crate) struct PropertyCell<K: PropertyKind> {
-    builder: K::Layer,
     live: ArcSwap<K::Props>,
     hot: K::Hot,
 }
 
 impl<K: PropertyKind> PropertyCell<K> {
-    fn new(builder: K::Layer, props: K::Props) -> Self {
+    fn new(props: K::Props) -> Self {
         let hot = K::Hot::default();
         K::publish_hot(&hot, &props);
         PropertyCell {
-            builder,
             live: ArcSwap::from_pointee(props),
             hot,
         }
@@ -153,7 +153,8 @@ impl<K: PropertyKind> fmt::Debug for PropertyCell<K> {
 struct Layers<K: PropertyKind> {
     global: K::Layer,
     instance: HashMap<String, K::Layer>,
-    cells: HashMap<String, Arc<PropertyCell<K>>>,
+    /// Per key in use: the union of its definitions' builder values, and its live cell.
+    cells: HashMap<String, (K::Layer, Arc<PropertyCell<K>>)>,
 }
 
 impl<K: PropertyKind> Default for Layers<K> {
@@ -178,7 +179,7 @@ impl<K: PropertyKind> Layers<K> {
     fn resolved(&self, key: Option<&str>) -> K::Props {
         match key {
             Some(key) => match self.cells.get(key) {
-                Some(cell) => (**cell.load()).clone(),
+                Some((_, cell)) => (**cell.load()).clone(),
                 None => K::resolve(
                     &self.global,
                     &K::Layer::default(),
@@ -202,7 +203,7 @@ impl<K: PropertyKind> Layers<K> {
         match key {
             Some(key) => {
                 let (builder, current) = match self.cells.get(key) {
-                    Some(cell) => (&cell.builder, Some(cell)),
+                    Some((builder, cell)) => (builder, Some(cell)),
                     None => (&empty, None),
                 };
                 let mut next = K::resolve(&self.global, builder, &candidate);
@@ -222,9 +223,8 @@ impl<K: PropertyKind> Layers<K> {
                     &K::resolve(&candidate, &empty, &empty),
                     &format!("{}default.", K::PREFIX),
                 )?;
-                for (name, cell) in &self.cells {
-                    let mut next =
-                        K::resolve(&candidate, &cell.builder, &self.instance_layer(name));
+                for (name, (builder, cell)) in &self.cells {
+                    let mut next = K::resolve(&candidate, builder, &self.instance_layer(name));
                     let kept = K::keep_fixed(&mut next, &cell.load_full());
                     if !kept.is_empty() {
                         tracing::warn!(
@@ -251,27 +251,42 @@ impl<K: PropertyKind> Layers<K> {
         Ok(())
     }
 
+    /// Adds a definition's builder values for `key` (the union of all definitions' values
+    /// applies; two different values for one property conflict) and returns its live cell.
     fn register(
         &mut self,
         key: &str,
         builder: K::Layer,
     ) -> Result<Arc<PropertyCell<K>>, ConfigError> {
-        if let Some(cell) = self.cells.get(key) {
-            if let Some((name, existing, requested)) = K::first_difference(&cell.builder, &builder)
-            {
-                return Err(ConfigError::ConflictingDefinition {
-                    key: key.to_owned(),
-                    what: format!("value for `{}{key}.{name}`", K::PREFIX),
-                    existing,
-                    requested,
+        let Some((existing, cell)) = self.cells.get(key) else {
+            let props = K::resolve(&self.global, &builder, &self.instance_layer(key));
+            K::validate(&props, &prefix_for::<K>(key))?;
+            let cell = Arc::new(PropertyCell::new(props));
+            self.cells
+                .insert(key.to_owned(), (builder, Arc::clone(&cell)));
+            return Ok(cell);
+        };
+        let merged = K::merge(existing, &builder).map_err(|(name, existing, requested)| {
+            ConfigError::ConflictingDefinition {
+                key: key.to_owned(),
+                what: format!("value for `{}{key}.{name}`", K::PREFIX),
+                existing,
+                requested,
+            }
+        })?;
+        let cell = Arc::clone(cell);
+        if merged != *existing {
+            let mut next = K::resolve(&self.global, &merged, &self.instance_layer(key));
+            if let Some(name) = K::keep_fixed(&mut next, &cell.load_full()).first() {
+                return Err(ConfigError::FixedAfterFirstUse {
+                    name: format!("{}{key}.{name}", K::PREFIX),
                 });
             }
-            return Ok(Arc::clone(cell));
+            K::validate(&next, &prefix_for::<K>(key))?;
+            cell.store(next);
+            self.cells
+                .insert(key.to_owned(), (merged, Arc::clone(&cell)));
         }
-        let props = K::resolve(&self.global, &builder, &self.instance_layer(key));
-        K::validate(&props, &prefix_for::<K>(key))?;
-        let cell = Arc::new(PropertyCell::new(builder, props));
-        self.cells.insert(key.to_owned(), Arc::clone(&cell));
         Ok(cell)
     }
 }
@@ -344,9 +359,21 @@ fn parse_name(full_name: &str) -> Result<Target<'_>, ConfigError> {
         .max_by_key(|p| p.name.len())
         .ok_or_else(unknown)?;
     let key = &rest[..rest.len() - property.name.len() - 1];
+    if key == "default" {
+        return Ok(Target {
+            kind,
+            key: None,
+            property: property.name,
+        });
+    }
+    // A value for a key no command can have would never apply: refuse it now.
+    match kind {
+        TargetKind::Command => CommandKey::new(key).map(drop)?,
+        TargetKind::ThreadPool => ThreadPoolKey::new(key).map(drop)?,
+    }
     Ok(Target {
         kind,
-        key: (key != "default").then_some(key),
+        key: Some(key),
         property: property.name,
     })
 }
@@ -635,21 +662,37 @@ mod tests {
     }
 
     #[test]
-    fn conflicting_builder_values_for_one_key_are_refused() {
+    fn definitions_merge_and_conflict_only_on_different_values() {
         let p = Properties::new();
         let first = CommandLayer {
             fallback_enabled: Some(false),
             ..CommandLayer::default()
         };
-        p.register_command(&key("A"), first.clone()).unwrap();
-        assert!(p.register_command(&key("A"), first).is_ok());
+        let cell = p.register_command(&key("A"), first.clone()).unwrap();
+        assert!(
+            p.register_command(&key("A"), CommandLayer::default())
+                .is_ok()
+        );
+        let second = CommandLayer {
+            circuit_breaker_request_volume_threshold: Some(5),
+            ..CommandLayer::default()
+        };
+        p.register_command(&key("A"), second).unwrap();
+        assert_eq!(cell.load().circuit_breaker_request_volume_threshold, 5);
+        assert!(!cell.load().fallback_enabled);
         let err = p
-            .register_command(&key("A"), CommandLayer::default())
+            .register_command(
+                &key("A"),
+                CommandLayer {
+                    fallback_enabled: Some(true),
+                    ..CommandLayer::default()
+                },
+            )
             .unwrap_err();
         assert_eq!(
             err.to_string(),
             "command `A` is already defined with a different value for \
-             `hystrix.command.A.fallback.enabled`: first `false`, now `unset`"
+             `hystrix.command.A.fallback.enabled`: first `false`, now `true`"
         );
     }
 

@@ -67,10 +67,17 @@ impl From<String> for PropertyValue {
 }
 
 impl From<std::time::Duration> for PropertyValue {
-    /// A duration as whole milliseconds (the unit of every `...InMilliseconds` property).
+    /// A duration as whole milliseconds (the unit of every `...InMilliseconds` property), rounded
+    /// up so a limit is never shorter than asked: 1.2 ms becomes 2 ms.
     fn from(v: std::time::Duration) -> Self {
-        PropertyValue::from(v.as_millis() as u64)
+        PropertyValue::from(ceil_millis(v))
     }
+}
+
+/// Whole milliseconds in `d`, rounded up (saturating at `u64::MAX`).
+pub(crate) fn ceil_millis(d: std::time::Duration) -> u64 {
+    let millis = d.as_nanos().div_ceil(1_000_000);
+    u64::try_from(millis).unwrap_or(u64::MAX)
 }
 
 /// A Rust type a property can have: parsed from a [`PropertyValue`] and shown as one.
@@ -96,12 +103,12 @@ impl PropertyType for bool {
     }
 }
 
-fn parse_int(value: &PropertyValue) -> Result<i64, String> {
+fn parse_int(value: &PropertyValue) -> Result<i128, String> {
     match value {
-        PropertyValue::Int(i) => Ok(*i),
+        PropertyValue::Int(i) => Ok(i128::from(*i)),
         PropertyValue::Str(s) => s
             .trim()
-            .parse::<i64>()
+            .parse::<i128>()
             .map_err(|_| "expected a whole number".to_owned()),
         PropertyValue::Bool(_) => Err("expected a whole number".into()),
     }

@@ -16,15 +16,21 @@ pub(crate) struct CommandCounters {
 }
 
 impl CommandCounters {
-    /// Counts every event of a finished execution.
+    /// Counts every event of a finished execution, and EXCEPTION_THROWN if its caller got an
+    /// error from a bad request or a failed, rejected, missing or disabled fallback.
     #[inline]
-    pub(crate) fn record(&self, events: &EventCounts) {
+    pub(crate) fn record(&self, events: &EventCounts, fallback_disabled: bool) {
         let mut bits = events.bits();
+        let mut thrown = fallback_disabled;
         while bits != 0 {
             let index = bits.trailing_zeros() as usize;
             bits &= bits - 1;
             let event = EventType::ALL[index];
+            thrown |= event.throws_exception();
             self.cumulative[index].fetch_add(u64::from(events.count(event)), Ordering::Relaxed);
+        }
+        if thrown {
+            self.cumulative[EventType::ExceptionThrown.index()].fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -34,11 +40,6 @@ impl CommandCounters {
         for (slot, counter) in cumulative.iter_mut().zip(&self.cumulative) {
             *slot = counter.load(Ordering::Relaxed);
         }
-        cumulative[EventType::ExceptionThrown.index()] = EventType::ALL
-            .iter()
-            .filter(|e| e.throws_exception())
-            .map(|e| cumulative[e.index()])
-            .sum();
         CommandMetrics {
             command_key,
             cumulative,
@@ -61,9 +62,10 @@ impl CommandMetrics {
         &self.command_key
     }
 
-    /// How many times `event` happened since the key's state was created. `EXCEPTION_THROWN` is
-    /// derived (bad requests plus fallback failures, rejections and missing fallbacks), as
-    /// Hystrix counts it; `FALLBACK_DISABLED` is never counted.
+    /// How many times `event` happened since the key's state was created. `EXCEPTION_THROWN`
+    /// counts executions whose caller got an error from a bad request or from a failed,
+    /// rejected, missing or disabled fallback; `FALLBACK_DISABLED` itself is never counted (as
+    /// Hystrix, it is not an event of the execution).
     pub fn cumulative_count(&self, event: EventType) -> u64 {
         self.cumulative[event.index()]
     }
