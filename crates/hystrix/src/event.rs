@@ -139,6 +139,12 @@ impl EventType {
         )
     }
 
+    /// The bit of this event in an event mask.
+    #[inline]
+    pub(crate) const fn bit(self) -> u32 {
+        1 << self as u32
+    }
+
     /// Whether the event makes the caller see an error, so that `EXCEPTION_THROWN` is counted
     /// (Hystrix: bad request, fallback failure, missing, rejected or disabled).
     pub const fn throws_exception(self) -> bool {
@@ -158,6 +164,17 @@ impl fmt::Display for EventType {
         f.write_str(self.name())
     }
 }
+
+/// The events that can happen many times in one execution.
+pub(crate) const MULTIPLE_MASK: u32 =
+    EventType::Emit.bit() | EventType::FallbackEmit.bit() | EventType::Collapsed.bit();
+
+/// The events that make the caller see an error (see [`EventType::throws_exception`]).
+pub(crate) const THROWS_MASK: u32 = EventType::BadRequest.bit()
+    | EventType::FallbackFailure.bit()
+    | EventType::FallbackMissing.bit()
+    | EventType::FallbackRejection.bit()
+    | EventType::FallbackDisabled.bit();
 
 /// The events of one execution: a set in declaration order, plus counts for the events that can
 /// happen many times (`EMIT`, `FALLBACK_EMIT`, `COLLAPSED`), as Hystrix's `EventCounts`.

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::event::{EventCounts, EventType};
+use crate::event::{EventCounts, EventType, MULTIPLE_MASK, THROWS_MASK};
 use crate::key::CommandKey;
 
 /// The live counters of one command key.
@@ -20,16 +20,21 @@ impl CommandCounters {
     /// error from a bad request or a failed, rejected, missing or disabled fallback.
     #[inline]
     pub(crate) fn record(&self, events: &EventCounts, fallback_disabled: bool) {
-        let mut bits = events.bits();
-        let mut thrown = fallback_disabled;
-        while bits != 0 {
-            let index = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            let event = EventType::ALL[index];
-            thrown |= event.throws_exception();
-            self.cumulative[index].fetch_add(u64::from(events.count(event)), Ordering::Relaxed);
+        let bits = events.bits();
+        let mut once = bits & !MULTIPLE_MASK;
+        while once != 0 {
+            let index = once.trailing_zeros() as usize;
+            once &= once - 1;
+            self.cumulative[index].fetch_add(1, Ordering::Relaxed);
         }
-        if thrown {
+        let mut multiple = bits & MULTIPLE_MASK;
+        while multiple != 0 {
+            let index = multiple.trailing_zeros() as usize;
+            multiple &= multiple - 1;
+            let count = events.count(EventType::ALL[index]);
+            self.cumulative[index].fetch_add(u64::from(count), Ordering::Relaxed);
+        }
+        if fallback_disabled || bits & THROWS_MASK != 0 {
             self.cumulative[EventType::ExceptionThrown.index()].fetch_add(1, Ordering::Relaxed);
         }
     }
