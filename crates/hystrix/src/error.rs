@@ -232,6 +232,10 @@ pub(crate) enum Detail {
     TimeoutMs(u64),
     SemaphoreLimit(u32),
     ShortCircuit(Option<TripCause>),
+    PoolRejected {
+        pool: crate::key::ThreadPoolKey,
+        rejection: crate::isolation::thread_pool::Rejection,
+    },
     Message(Arc<str>),
 }
 
@@ -343,7 +347,7 @@ impl<E> HystrixError<E> {
                 | FailureType::RejectedThreadExecution
         ) || matches!(
             self.detail,
-            Detail::ShortCircuit(_) | Detail::SemaphoreLimit(_)
+            Detail::ShortCircuit(_) | Detail::SemaphoreLimit(_) | Detail::PoolRejected { .. }
         )
     }
 
@@ -384,6 +388,9 @@ impl<E> HystrixError<E> {
                 "could not acquire a semaphore for execution (limit of {max} concurrent \
                  executions reached)"
             ),
+            (Detail::PoolRejected { pool, rejection }, _) => {
+                format!("could not be queued for execution on thread pool {pool} ({rejection})")
+            }
             (Detail::Message(msg), _) => msg.to_string(),
             (Detail::None, FailureType::RejectedThreadExecution) => {
                 "could not be queued for execution".into()
@@ -399,26 +406,44 @@ impl<E> HystrixError<E> {
     }
 
     fn hint(&self) -> Option<String> {
+        use crate::isolation::thread_pool::Rejection;
         let key = &self.command_key;
-        let property = match (&self.detail, &self.fallback) {
-            (_, Some(FallbackFailure::Rejected { .. })) => {
-                "fallback.isolation.semaphore.maxConcurrentRequests"
-            }
+        let (scope, property) = match (&self.detail, &self.fallback) {
+            (_, Some(FallbackFailure::Rejected { .. })) => (
+                format!("command.{key}"),
+                "fallback.isolation.semaphore.maxConcurrentRequests",
+            ),
             (Detail::ShortCircuit(Some(TripCause::ForcedOpen)), _) => {
                 return Some(format!(
                     "forced open by hystrix.command.{key}.circuitBreaker.forceOpen"
                 ));
             }
-            (Detail::TimeoutMs(_), _) => "execution.isolation.thread.timeoutInMilliseconds",
-            (Detail::SemaphoreLimit(_), _) => "execution.isolation.semaphore.maxConcurrentRequests",
-            (Detail::ShortCircuit(_), _) => "circuitBreaker.sleepWindowInMilliseconds",
+            (Detail::TimeoutMs(_), _) => (
+                format!("command.{key}"),
+                "execution.isolation.thread.timeoutInMilliseconds",
+            ),
+            (Detail::SemaphoreLimit(_), _) => (
+                format!("command.{key}"),
+                "execution.isolation.semaphore.maxConcurrentRequests",
+            ),
+            (Detail::ShortCircuit(_), _) => (
+                format!("command.{key}"),
+                "circuitBreaker.sleepWindowInMilliseconds",
+            ),
+            (Detail::PoolRejected { pool, rejection }, _) => match rejection {
+                Rejection::QueueThreshold { .. } => {
+                    (format!("threadpool.{pool}"), "queueSizeRejectionThreshold")
+                }
+                Rejection::Full { .. } => (format!("threadpool.{pool}"), "coreSize"),
+                Rejection::Shutdown => return None,
+            },
             _ => return None,
         };
         let remedy = match self.fallback {
             Some(FallbackFailure::Missing) => " or add a fallback",
             _ => "",
         };
-        Some(format!("tune hystrix.command.{key}.{property}{remedy}"))
+        Some(format!("tune hystrix.{scope}.{property}{remedy}"))
     }
 }
 

@@ -55,7 +55,7 @@
 //! - [`clock`]: the time source; [`testing`]: a registry on a manual clock for your tests.
 
 #![deny(missing_docs)]
-#![warn(rust_2018_idioms, unreachable_pub)]
+#![warn(rust_2018_idioms)]
 
 mod circuit;
 pub mod clock;
@@ -76,6 +76,7 @@ pub use command::{
 pub use config::{CommandProperties, IsolationStrategy, PropertyValue, ThreadPoolProperties};
 pub use error::{BoxError, ConfigError, FailureType, FallbackFailure, HystrixError, TripCause};
 pub use event::{EventCounts, EventNotifier, EventType};
+pub use isolation::thread_pool::ThreadPoolMetrics;
 pub use key::{CommandKey, GroupKey, ThreadPoolKey};
 pub use metrics::CommandMetrics;
 pub use registry::{Registry, RegistryBuilder};

@@ -9,28 +9,131 @@ use std::collections::HashMap;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, OnceLock};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
 use crate::circuit::CircuitBreaker;
 use crate::clock::{Clock, SystemClock};
 use crate::command::ExecutionResult;
-use crate::config::{CommandKind, CommandLayer, CommandProperties, Properties, PropertyCell};
+use crate::config::{
+    CommandKind, CommandLayer, CommandProperties, Properties, PropertyCell, ThreadPoolLayer,
+};
 use crate::error::ConfigError;
 use crate::event::{EventNotifier, EventType};
 use crate::isolation::semaphore::Semaphore;
+use crate::isolation::thread_pool::{Rejection, ThreadPool, ThreadPoolMetrics};
 use crate::key::{CommandKey, GroupKey, ThreadPoolKey};
 use crate::metrics::{CommandCounters, CommandMetrics};
 
-/// What every command state of a registry shares: its clock and plugins.
+/// What every command state of a registry shares: clock, properties, thread pools, plugins.
 pub(crate) struct Env {
     pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) properties: Properties,
+    pools: Mutex<HashMap<ThreadPoolKey, ThreadPool>>,
+    shut_down: AtomicBool,
+    shutdown_timeout: Duration,
+    executor: Mutex<Executor>,
     notifier: Option<Arc<dyn EventNotifier>>,
     notifier_panicked: AtomicBool,
 }
 
+/// Where eager executions (`queue`, `observe`) run after their first steps.
+enum Executor {
+    /// None yet: a small runtime of our own is made on first use.
+    Unset,
+    /// The user's runtime.
+    Given(tokio::runtime::Handle),
+    /// Our own runtime.
+    Own(tokio::runtime::Runtime),
+    /// The registry was shut down.
+    ShutDown,
+}
+
 impl Env {
+    /// Spawns an eager execution's task on the registry's executor; `None` (the task dropped)
+    /// once the registry is shut down or if no runtime could be made.
+    pub(crate) fn spawn<F>(&self, task: F) -> Option<tokio::task::AbortHandle>
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let mut executor = self.executor.lock();
+        if matches!(*executor, Executor::Unset) {
+            let built = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name("hystrix-executor")
+                .enable_all()
+                .build();
+            match built {
+                Ok(runtime) => *executor = Executor::Own(runtime),
+                Err(err) => {
+                    tracing::error!(error = %err, "hystrix: could not start the executor");
+                    return None;
+                }
+            }
+        }
+        match &*executor {
+            Executor::Given(handle) => Some(handle.spawn(task).abort_handle()),
+            Executor::Own(runtime) => Some(runtime.spawn(task).abort_handle()),
+            Executor::Unset | Executor::ShutDown => None,
+        }
+    }
+
+    /// The pool of `key`, created on first use; refused once the registry is shut down.
+    pub(crate) fn thread_pool(&self, key: &ThreadPoolKey) -> Result<ThreadPool, Rejection> {
+        let mut pools = self.pools.lock();
+        if self.shut_down.load(Ordering::Acquire) {
+            return Err(Rejection::Shutdown);
+        }
+        if let Some(pool) = pools.get(key) {
+            return Ok(pool.clone());
+        }
+        // The builders' values were registered (and checked) when their commands were built.
+        let properties = self
+            .properties
+            .register_thread_pool(key, ThreadPoolLayer::default())
+            .map_err(|err| {
+                tracing::error!(pool = %key, error = %err, "hystrix: thread pool refused");
+                Rejection::Shutdown
+            })?;
+        let max_queue_size = properties.load().max_queue_size;
+        let pool = ThreadPool::new(
+            key.clone(),
+            properties,
+            max_queue_size,
+            Arc::clone(&self.clock),
+        );
+        pools.insert(key.clone(), pool.clone());
+        Ok(pool)
+    }
+
+    /// Shuts every pool down (see [`Registry::shutdown`]).
+    fn shutdown(&self) {
+        self.shut_down.store(true, Ordering::Release);
+        if let Executor::Own(runtime) =
+            std::mem::replace(&mut *self.executor.lock(), Executor::ShutDown)
+        {
+            // Blocking inside an async context is not allowed; there, let it wind down alone.
+            if tokio::runtime::Handle::try_current().is_ok() {
+                runtime.shutdown_background();
+            } else {
+                runtime.shutdown_timeout(self.shutdown_timeout);
+            }
+        }
+        let pools: Vec<ThreadPool> = self.pools.lock().values().cloned().collect();
+        for pool in pools {
+            let report = pool.shutdown(self.shutdown_timeout);
+            if report.detached > 0 {
+                tracing::warn!(
+                    pool = %pool.key(),
+                    threads = report.detached,
+                    "hystrix: pool threads still running a task at shutdown are left to finish"
+                );
+            }
+        }
+    }
+
     #[inline]
     pub(crate) fn has_notifier(&self) -> bool {
         self.notifier.is_some()
@@ -70,10 +173,28 @@ pub(crate) struct CommandState {
     pub(crate) breaker: CircuitBreaker,
     pub(crate) counters: CommandCounters,
     pub(crate) env: Arc<Env>,
+    pool: OnceLock<ThreadPool>,
     classifier_panicked: AtomicBool,
 }
 
 impl CommandState {
+    /// The command's thread pool, if an execution created it already.
+    pub(crate) fn thread_pool_if_created(&self) -> Option<ThreadPool> {
+        self.pool
+            .get()
+            .cloned()
+            .or_else(|| self.env.pools.lock().get(&self.thread_pool_key).cloned())
+    }
+
+    /// The command's thread pool, created on first use.
+    pub(crate) fn thread_pool(&self) -> Result<&ThreadPool, Rejection> {
+        if let Some(pool) = self.pool.get() {
+            return Ok(pool);
+        }
+        let pool = self.env.thread_pool(&self.thread_pool_key)?;
+        Ok(self.pool.get_or_init(|| pool))
+    }
+
     pub(crate) fn metrics(&self) -> CommandMetrics {
         self.counters
             .snapshot(self.key.clone(), self.execution_semaphore.in_use())
@@ -119,8 +240,13 @@ impl fmt::Debug for CommandState {
 
 struct RegistryInner {
     env: Arc<Env>,
-    properties: Properties,
     commands: Mutex<HashMap<CommandKey, Arc<CommandState>>>,
+}
+
+impl Drop for RegistryInner {
+    fn drop(&mut self) {
+        self.env.shutdown();
+    }
 }
 
 /// Holds per-key state, properties, the clock and plugins. Cheap to clone (a shared handle).
@@ -181,7 +307,7 @@ impl Registry {
 
     /// The registry's properties: set, unset and read them by their Hystrix names.
     pub fn properties(&self) -> &Properties {
-        &self.inner.properties
+        &self.inner.env.properties
     }
 
     /// Every command key with state in this registry, sorted by name.
@@ -205,6 +331,28 @@ impl Registry {
         Some(open)
     }
 
+    /// A snapshot of a thread pool's gauges; `None` if no command has used the pool yet.
+    pub fn thread_pool_metrics(&self, key: &str) -> Option<ThreadPoolMetrics> {
+        let pools = self.inner.env.pools.lock();
+        pools.get(key).map(ThreadPool::metrics)
+    }
+
+    /// Every thread-pool key with a pool in this registry, sorted by name.
+    pub fn thread_pool_keys(&self) -> Vec<ThreadPoolKey> {
+        let mut keys: Vec<_> = self.inner.env.pools.lock().keys().cloned().collect();
+        keys.sort();
+        keys
+    }
+
+    /// Stops accepting THREAD-isolated work, lets running tasks finish for up to the
+    /// [shutdown timeout](RegistryBuilder::shutdown_timeout), and joins every pool thread; a
+    /// thread still in a task after that is left to finish on its own (logged). Later
+    /// executions under THREAD isolation are THREAD_POOL_REJECTED. Dropping the last handle of
+    /// an isolated registry does the same; the global registry is never shut down by itself.
+    pub fn shutdown(&self) {
+        self.inner.env.shutdown();
+    }
+
     /// Drops a command key's state (breaker, semaphores, metrics, live properties) so memory
     /// does not grow with keys no longer used (SPEC Part A 35). Returns whether there was state.
     ///
@@ -213,7 +361,7 @@ impl Registry {
     pub fn remove(&self, key: &str) -> bool {
         let removed = self.inner.commands.lock().remove(key);
         if let Some(state) = &removed {
-            self.inner.properties.remove_command(&state.key);
+            self.inner.env.properties.remove_command(&state.key);
         }
         removed.is_some()
     }
@@ -227,6 +375,7 @@ impl Registry {
         group: GroupKey,
         thread_pool_key: Option<ThreadPoolKey>,
         layer: CommandLayer,
+        pool_layer: ThreadPoolLayer,
     ) -> Result<Arc<CommandState>, ConfigError> {
         let mut commands = self.inner.commands.lock();
         if let Some(existing) = commands.get(&key) {
@@ -252,12 +401,25 @@ impl Registry {
             {
                 return conflict("thread-pool key", current_pool, requested.as_str());
             }
-            self.inner.properties.register_command(&key, layer)?;
+            self.inner.env.properties.register_command(&key, layer)?;
+            self.inner
+                .env
+                .properties
+                .register_thread_pool(&existing.thread_pool_key, pool_layer)?;
             return Ok(Arc::clone(existing));
         }
-        let properties = self.inner.properties.register_command(&key, layer)?;
+        let properties = self.inner.env.properties.register_command(&key, layer)?;
         let resolved_pool =
             resolve_thread_pool_key(&properties.load(), &group, thread_pool_key.clone())?;
+        if let Err(err) = self
+            .inner
+            .env
+            .properties
+            .register_thread_pool(&resolved_pool, pool_layer)
+        {
+            self.inner.env.properties.remove_command(&key);
+            return Err(err);
+        }
         let state = Arc::new(CommandState {
             key: key.clone(),
             group,
@@ -269,6 +431,7 @@ impl Registry {
             breaker: CircuitBreaker::default(),
             counters: CommandCounters::default(),
             env: Arc::clone(&self.inner.env),
+            pool: OnceLock::new(),
             classifier_panicked: AtomicBool::new(false),
         });
         commands.insert(key, Arc::clone(&state));
@@ -294,6 +457,8 @@ fn resolve_thread_pool_key(
 pub struct RegistryBuilder {
     clock: Option<Arc<dyn Clock>>,
     notifier: Option<Arc<dyn EventNotifier>>,
+    shutdown_timeout: Option<Duration>,
+    executor: Option<tokio::runtime::Handle>,
 }
 
 impl fmt::Debug for RegistryBuilder {
@@ -301,6 +466,8 @@ impl fmt::Debug for RegistryBuilder {
         f.debug_struct("RegistryBuilder")
             .field("clock", &self.clock)
             .field("notifier", &self.notifier.is_some())
+            .field("shutdown_timeout", &self.shutdown_timeout)
+            .field("executor", &self.executor.is_some())
             .finish()
     }
 }
@@ -319,16 +486,35 @@ impl RegistryBuilder {
         self
     }
 
+    /// The tokio runtime that eager executions (`queue`, `observe`) continue on after their
+    /// first steps. Default: a runtime of the registry's own with 2 threads named
+    /// `hystrix-executor`, made on first use and shut down with the registry.
+    pub fn executor(mut self, handle: tokio::runtime::Handle) -> Self {
+        self.executor = Some(handle);
+        self
+    }
+
+    /// How long [`Registry::shutdown`] (and dropping the registry) waits for running tasks to
+    /// finish (default 10 s, real time).
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.shutdown_timeout = Some(timeout);
+        self
+    }
+
     /// Builds the registry.
     pub fn build(self) -> Registry {
         Registry {
             inner: Arc::new(RegistryInner {
                 env: Arc::new(Env {
                     clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
+                    properties: Properties::new(),
+                    pools: Mutex::new(HashMap::new()),
+                    shut_down: AtomicBool::new(false),
+                    shutdown_timeout: self.shutdown_timeout.unwrap_or(Duration::from_secs(10)),
+                    executor: Mutex::new(self.executor.map_or(Executor::Unset, Executor::Given)),
                     notifier: self.notifier,
                     notifier_panicked: AtomicBool::new(false),
                 }),
-                properties: Properties::new(),
                 commands: Mutex::new(HashMap::new()),
             }),
         }

@@ -432,20 +432,20 @@ async fn spawned_execution_times_out_on_the_manual_clock() {
 
 #[tokio::test]
 async fn trait_style_async_command() {
-    struct GetPrice<'a> {
-        command: &'a Command,
+    struct GetPrice {
+        command: Command,
         item: u32,
     }
 
-    impl HystrixAsyncCommand for GetPrice<'_> {
+    impl HystrixAsyncCommand for GetPrice {
         type Response = u32;
         type Error = DependencyError;
 
         fn command(&self) -> &Command {
-            self.command
+            &self.command
         }
 
-        fn run(&self) -> impl Future<Output = Result<u32, DependencyError>> + Send {
+        fn run(&self) -> impl Future<Output = Result<u32, DependencyError>> + Send + 'static {
             let item = self.item;
             async move {
                 if item == 0 {
@@ -476,14 +476,14 @@ async fn trait_style_async_command() {
         .build_in(test.registry())
         .unwrap();
     let price = GetPrice {
-        command: &command,
+        command: command.clone(),
         item: 3,
     }
     .execute_async()
     .await;
     assert_eq!(price.unwrap(), 300);
     let err = GetPrice {
-        command: &command,
+        command: command.clone(),
         item: 0,
     }
     .execute_async()
@@ -492,7 +492,7 @@ async fn trait_style_async_command() {
     assert_eq!(err.failure_type(), FailureType::BadRequest);
     test.force_open("GetPrice").unwrap();
     let outcome = GetPrice {
-        command: &command,
+        command: command.clone(),
         item: 4,
     }
     .execute_async_outcome()

@@ -22,6 +22,20 @@ fn ok(value: u32) -> Result<u32, DependencyError> {
     Ok(value)
 }
 
+/// A run that takes `ms` of manual time and returns `value`: it advances the clock itself (a
+/// SEMAPHORE run executes on the caller's thread).
+fn slow(
+    test: &TestRegistry,
+    ms: u64,
+    value: u32,
+) -> impl FnOnce() -> Result<u32, DependencyError> + Send + 'static {
+    let test = test.clone();
+    move || {
+        test.advance(Duration::from_millis(ms));
+        ok(value)
+    }
+}
+
 fn boom() -> Result<u32, DependencyError> {
     Err(DependencyError("boom"))
 }
@@ -30,12 +44,7 @@ fn boom() -> Result<u32, DependencyError> {
 fn success_returns_the_value_with_its_times() {
     let test = TestRegistry::new();
     let cmd = command(&test, "Success");
-    let outcome = cmd
-        .run(|| {
-            test.advance(Duration::from_millis(7));
-            ok(42)
-        })
-        .execute_outcome();
+    let outcome = cmd.run(slow(&test, 7, 42)).execute_outcome();
     let result = *outcome.execution_result();
     assert_eq!(outcome.into_response().unwrap(), 42);
     assert_eq!(names(result.execution_events()), ["SUCCESS"]);
@@ -117,12 +126,7 @@ fn failure_with_failing_fallback_keeps_both_errors() {
 fn run_past_the_deadline_is_a_timeout_and_its_value_is_discarded() {
     let test = TestRegistry::new();
     let cmd = command(&test, "Slow");
-    let outcome = cmd
-        .run(|| {
-            test.advance(Duration::from_millis(1000));
-            ok(42)
-        })
-        .execute_outcome();
+    let outcome = cmd.run(slow(&test, 1000, 42)).execute_outcome();
     let result = *outcome.execution_result();
     assert_eq!(
         names(result.execution_events()),
@@ -145,13 +149,7 @@ fn run_past_the_deadline_is_a_timeout_and_its_value_is_discarded() {
 fn run_just_inside_the_deadline_succeeds() {
     let test = TestRegistry::new();
     let cmd = command(&test, "JustInTime");
-    let value = cmd
-        .run(|| {
-            test.advance(Duration::from_millis(999));
-            ok(42)
-        })
-        .execute()
-        .unwrap();
+    let value = cmd.run(slow(&test, 999, 42)).execute().unwrap();
     assert_eq!(value, 42);
 }
 
@@ -160,10 +158,7 @@ fn timeout_with_fallback_returns_the_fallback_value() {
     let test = TestRegistry::new();
     let cmd = command(&test, "SlowFallback");
     let outcome = cmd
-        .run(|| {
-            test.advance(Duration::from_millis(1500));
-            ok(42)
-        })
+        .run(slow(&test, 1500, 42))
         .fallback(|err: &Error| {
             assert!(err.is_timeout());
             test.advance(Duration::from_millis(5));
@@ -189,13 +184,16 @@ fn timeout_cancels_the_token_of_a_cancellable_run() {
         .unwrap();
     let (seen_tx, seen_rx) = mpsc::channel();
     let outcome = cmd
-        .run_cancellable(|token: CancellationToken| {
-            seen_tx.send(("start", token.is_cancelled())).unwrap();
-            test.advance(Duration::from_millis(199));
-            seen_tx.send(("199 ms", token.is_cancelled())).unwrap();
-            test.advance(Duration::from_millis(1));
-            seen_tx.send(("200 ms", token.is_cancelled())).unwrap();
-            ok(42)
+        .run_cancellable({
+            let test = test.clone();
+            move |token: CancellationToken| {
+                seen_tx.send(("start", token.is_cancelled())).unwrap();
+                test.advance(Duration::from_millis(199));
+                seen_tx.send(("199 ms", token.is_cancelled())).unwrap();
+                test.advance(Duration::from_millis(1));
+                seen_tx.send(("200 ms", token.is_cancelled())).unwrap();
+                ok(42)
+            }
         })
         .execute_outcome();
     assert_eq!(
@@ -221,10 +219,13 @@ fn token_is_left_alone_without_interrupt_on_timeout() {
         .unwrap();
     let (tx, rx) = mpsc::channel();
     let err = cmd
-        .run_cancellable(|token: CancellationToken| {
-            test.advance(Duration::from_millis(150));
-            tx.send(token.is_cancelled()).unwrap();
-            ok(1)
+        .run_cancellable({
+            let test = test.clone();
+            move |token: CancellationToken| {
+                test.advance(Duration::from_millis(150));
+                tx.send(token.is_cancelled()).unwrap();
+                ok(1)
+            }
         })
         .execute()
         .unwrap_err();
@@ -254,12 +255,7 @@ fn disabled_timeout_lets_a_run_take_any_time() {
         .timeout_enabled(false)
         .build_in(test.registry())
         .unwrap();
-    let outcome = cmd
-        .run(|| {
-            test.advance(Duration::from_secs(60));
-            ok(5)
-        })
-        .execute_outcome();
+    let outcome = cmd.run(slow(&test, 60_000, 5)).execute_outcome();
     assert_eq!(outcome.execution_result().execution_time_ms(), Some(60_000));
     assert_eq!(outcome.into_response().unwrap(), 5);
 }
@@ -269,10 +265,7 @@ fn per_call_timeout_overrides_the_property() {
     let test = TestRegistry::new();
     let cmd = command(&test, "PerCall");
     let err = cmd
-        .run(|| {
-            test.advance(Duration::from_millis(50));
-            ok(1)
-        })
+        .run(slow(&test, 50, 1))
         .timeout(Duration::from_millis(50))
         .execute()
         .unwrap_err();
@@ -794,10 +787,13 @@ fn a_token_cancelled_by_the_deadline_timer_is_a_timeout_even_before_the_clock_sh
     let registry = hystrix::Registry::builder().clock(clock.clone()).build();
     let cmd = builder("CoarseClock").build_in(&registry).unwrap();
     let outcome = cmd
-        .run_cancellable(|token: CancellationToken| {
-            clock.fire_all();
-            assert!(token.is_cancelled());
-            Err::<u32, _>(DependencyError("stopped: cancelled"))
+        .run_cancellable({
+            let clock = clock.clone();
+            move |token: CancellationToken| {
+                clock.fire_all();
+                assert!(token.is_cancelled());
+                Err::<u32, _>(DependencyError("stopped: cancelled"))
+            }
         })
         .execute_outcome();
     assert_eq!(

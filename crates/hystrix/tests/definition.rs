@@ -88,30 +88,6 @@ fn invalid_builder_values_are_refused_with_the_full_property_name() {
 }
 
 #[test]
-fn thread_isolation_is_refused_until_pools_exist() {
-    let test = TestRegistry::new();
-    let err = Command::builder("Threaded")
-        .group("G")
-        .isolation(IsolationStrategy::Thread)
-        .build_in(test.registry())
-        .unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "invalid value `THREAD` for `hystrix.command.Threaded.execution.isolation.strategy`: \
-         THREAD isolation is not available in this version; use SEMAPHORE"
-    );
-    let err = test
-        .registry()
-        .properties()
-        .set(
-            "hystrix.command.default.execution.isolation.strategy",
-            "THREAD",
-        )
-        .unwrap_err();
-    assert!(err.to_string().ends_with("use SEMAPHORE"), "{err}");
-}
-
-#[test]
 fn invalid_keys_are_refused() {
     let test = TestRegistry::new();
     let err = Command::builder("")
@@ -411,18 +387,18 @@ async fn the_system_clock_times_out_a_hanging_async_run() {
     assert!(outcome.execution_result().execution_time_ms().unwrap() >= 19);
 }
 
-struct GetUser<'a> {
-    command: &'a Command,
+struct GetUser {
+    command: Command,
     id: u32,
     cached_name: Option<&'static str>,
 }
 
-impl HystrixCommand for GetUser<'_> {
+impl HystrixCommand for GetUser {
     type Response = String;
     type Error = DependencyError;
 
     fn command(&self) -> &Command {
-        self.command
+        &self.command
     }
 
     fn run(&self) -> Result<String, DependencyError> {
@@ -451,7 +427,7 @@ fn trait_style_commands_run_through_the_same_pipeline() {
     let test = TestRegistry::new();
     let command = builder("GetUser").build_in(test.registry()).unwrap();
     let user = |id, cached_name| GetUser {
-        command: &command,
+        command: command.clone(),
         id,
         cached_name,
     };

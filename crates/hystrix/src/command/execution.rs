@@ -1,96 +1,28 @@
 //! One execution of a command: its run function, per-call options and the mode that consumes it.
+//!
+//! | mode | starts | returns | dropping it |
+//! |---|---|---|---|
+//! | [`execute`](Execution::execute) | now, this thread waits | the value or error | — |
+//! | [`execute_async`](Execution::execute_async) | at first poll (cold) | a future | cancels |
+//! | [`to_observable`](Execution::to_observable) | at first poll (cold) | a one-item stream | cancels |
+//! | [`queue`](Execution::queue) | now (eager) | a handle: future + `get()` | detaches |
+//! | [`observe`](Execution::observe) | now (eager) | a one-item stream | detaches |
 
 use std::future::{Future, Ready, ready};
 use std::marker::PhantomData;
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio_util::sync::CancellationToken;
-
-use crate::command::future::{ExecuteAsync, ExecuteAsyncOutcome, RunFuture};
+use crate::command::future::{ExecuteAsync, ExecuteAsyncOutcome, StateRef};
+use crate::command::handle::{Observed, QueuedExecution, ToObservable};
 use crate::command::pipeline::{self, CallOptions};
+use crate::command::run::{Async, Blocking, BlockingFn, Cancellable, RunFn};
 use crate::command::{Classify, Command, Outcome};
+use crate::config::IsolationStrategy;
 use crate::error::{BoxError, HystrixError};
+use crate::registry::CommandState;
 
-pub(crate) mod sealed {
-    pub trait Sealed {}
-}
-
-/// A blocking run function, `FnOnce() -> Result<T, E>` (see [`Command::run`]).
-#[derive(Debug)]
-pub struct Blocking<F>(pub(crate) F);
-
-/// A blocking run function that receives a cancellation token (see
-/// [`Command::run_cancellable`]).
-#[derive(Debug)]
-pub struct Cancellable<F>(pub(crate) F);
-
-/// An async run, a `Future<Output = Result<T, E>>` (see [`Command::run_async`]).
-#[derive(Debug)]
-pub struct Async<Fut>(pub(crate) Fut);
-
-/// A run function of any kind: names its value and error types.
-pub trait RunFn: sealed::Sealed {
-    /// The value of a successful run.
-    type Output;
-    /// The run's error type.
-    type Error;
-}
-
-/// A run function that blocks the thread it runs on.
-pub trait BlockingRun: RunFn {
-    /// Whether the run takes a cancellation token.
-    #[doc(hidden)]
-    const CANCELLABLE: bool;
-    /// Runs it; `token` is `Some` iff `CANCELLABLE`.
-    #[doc(hidden)]
-    fn call(self, token: Option<CancellationToken>) -> Result<Self::Output, Self::Error>;
-}
-
-impl<F> sealed::Sealed for Blocking<F> {}
-impl<F, T, E> RunFn for Blocking<F>
-where
-    F: FnOnce() -> Result<T, E>,
-{
-    type Output = T;
-    type Error = E;
-}
-impl<F, T, E> BlockingRun for Blocking<F>
-where
-    F: FnOnce() -> Result<T, E>,
-{
-    const CANCELLABLE: bool = false;
-    #[inline]
-    fn call(self, _token: Option<CancellationToken>) -> Result<T, E> {
-        (self.0)()
-    }
-}
-
-impl<F> sealed::Sealed for Cancellable<F> {}
-impl<F, T, E> RunFn for Cancellable<F>
-where
-    F: FnOnce(CancellationToken) -> Result<T, E>,
-{
-    type Output = T;
-    type Error = E;
-}
-impl<F, T, E> BlockingRun for Cancellable<F>
-where
-    F: FnOnce(CancellationToken) -> Result<T, E>,
-{
-    const CANCELLABLE: bool = true;
-    fn call(self, token: Option<CancellationToken>) -> Result<T, E> {
-        (self.0)(token.unwrap_or_default())
-    }
-}
-
-impl<Fut> sealed::Sealed for Async<Fut> {}
-impl<Fut, T, E> RunFn for Async<Fut>
-where
-    Fut: Future<Output = Result<T, E>>,
-{
-    type Output = T;
-    type Error = E;
-}
+use crate::command::run::sealed::Sealed;
 
 /// No fallback: a failure ends in FALLBACK_MISSING and the error.
 #[derive(Debug, Clone, Copy, Default)]
@@ -110,7 +42,7 @@ pub struct FallbackAsyncFn<F, Fut> {
 }
 
 /// A fallback usable by a blocking execution.
-pub trait BlockingFallback<T, E>: sealed::Sealed {
+pub trait BlockingFallback<T, E>: Sealed {
     /// Whether a fallback was given (if not: FALLBACK_MISSING without taking a permit).
     #[doc(hidden)]
     fn is_present(&self) -> bool;
@@ -120,7 +52,7 @@ pub trait BlockingFallback<T, E>: sealed::Sealed {
 }
 
 /// A fallback usable by an async execution: synchronous or async.
-pub trait AsyncFallback<T, E>: sealed::Sealed {
+pub trait AsyncFallback<T, E>: Sealed {
     /// The fallback's error type.
     #[doc(hidden)]
     type Error: Into<BoxError>;
@@ -135,7 +67,7 @@ pub trait AsyncFallback<T, E>: sealed::Sealed {
     fn call(self, error: &HystrixError<E>) -> Option<Self::Future>;
 }
 
-impl sealed::Sealed for NoFallback {}
+impl Sealed for NoFallback {}
 impl<T, E> BlockingFallback<T, E> for NoFallback {
     #[inline]
     fn is_present(&self) -> bool {
@@ -156,7 +88,7 @@ impl<T, E> AsyncFallback<T, E> for NoFallback {
     }
 }
 
-impl<F, FE> sealed::Sealed for FallbackFn<F, FE> {}
+impl<F, FE> Sealed for FallbackFn<F, FE> {}
 impl<F, T, E, FE> BlockingFallback<T, E> for FallbackFn<F, FE>
 where
     F: FnOnce(&HystrixError<E>) -> Result<T, FE>,
@@ -184,7 +116,7 @@ where
     }
 }
 
-impl<F, Fut> sealed::Sealed for FallbackAsyncFn<F, Fut> {}
+impl<F, Fut> Sealed for FallbackAsyncFn<F, Fut> {}
 impl<F, Fut, T, E, FE> AsyncFallback<T, E> for FallbackAsyncFn<F, Fut>
 where
     F: FnOnce(&HystrixError<E>) -> Fut,
@@ -230,7 +162,7 @@ impl<C, R, FB> std::fmt::Debug for Execution<'_, C, R, FB> {
     }
 }
 
-impl<'c, C, R> Execution<'c, C, R, NoFallback> {
+impl<'c, C, R: RunFn> Execution<'c, C, R, NoFallback> {
     pub(crate) fn new(command: &'c Command<C>, run: R) -> Self {
         Execution {
             command,
@@ -240,17 +172,18 @@ impl<'c, C, R> Execution<'c, C, R, NoFallback> {
         }
     }
 
-    /// The fallback for this call: runs (on the calling thread) when the run fails, panics, times
-    /// out, is short-circuited or rejected, with the error that happened. Its value is returned
+    /// The fallback for this call: runs when the run fails, panics, times out, is
+    /// short-circuited or rejected, with the error that happened. Its value is returned
     /// instead (FALLBACK_SUCCESS); its error or panic is kept beside the run's in the returned
     /// error (FALLBACK_FAILURE). It is bounded by `fallback.isolation.semaphore.
     /// maxConcurrentRequests` and skipped when `fallback.enabled` is false. Not used for bad
     /// requests and ignored errors.
     ///
-    /// The fallback should not call the network; if it must, make it another command.
+    /// It runs where the failure is noticed: on the caller's thread for `execute()` (also after
+    /// a THREAD run's timeout), in the awaiting task for the async modes. It should not call
+    /// the network; if it must, make it another command.
     pub fn fallback<F, FE>(self, fallback: F) -> Execution<'c, C, R, FallbackFn<F, FE>>
     where
-        R: RunFn,
         F: FnOnce(&HystrixError<R::Error>) -> Result<R::Output, FE>,
         FE: Into<BoxError>,
     {
@@ -264,20 +197,17 @@ impl<'c, C, R> Execution<'c, C, R, NoFallback> {
             options: self.options,
         }
     }
-}
 
-impl<'c, C, Fut> Execution<'c, C, Async<Fut>, NoFallback> {
     /// An async fallback for this call, as [`fallback`](Execution::fallback) but returning a
-    /// future (e.g. another command's execution). The closure sees the error synchronously;
-    /// the future it returns must not borrow it.
+    /// future (e.g. another command's execution), for the async modes. The closure sees the
+    /// error synchronously; the future it returns must not borrow it.
     pub fn fallback_async<F, FFut, FE>(
         self,
         fallback: F,
-    ) -> Execution<'c, C, Async<Fut>, FallbackAsyncFn<F, FFut>>
+    ) -> Execution<'c, C, R, FallbackAsyncFn<F, FFut>>
     where
-        Async<Fut>: RunFn,
-        F: FnOnce(&HystrixError<<Async<Fut> as RunFn>::Error>) -> FFut,
-        FFut: Future<Output = Result<<Async<Fut> as RunFn>::Output, FE>>,
+        F: FnOnce(&HystrixError<R::Error>) -> FFut,
+        FFut: Future<Output = Result<R::Output, FE>>,
         FE: Into<BoxError>,
     {
         Execution {
@@ -294,9 +224,8 @@ impl<'c, C, Fut> Execution<'c, C, Async<Fut>, NoFallback> {
 
 impl<C, R, FB> Execution<'_, C, R, FB> {
     /// Overrides the timeout for this call only (rounded up to whole milliseconds; zero is refused
-    /// when executed), instead of
-    /// `execution.isolation.thread.timeoutInMilliseconds`. `execution.timeout.enabled = false`
-    /// still turns timeouts off.
+    /// when executed), instead of `execution.isolation.thread.timeoutInMilliseconds`.
+    /// `execution.timeout.enabled = false` still turns timeouts off.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.options.timeout_ms = Some(crate::config::ceil_millis(timeout));
         self
@@ -310,53 +239,138 @@ impl<C, R, FB> Execution<'_, C, R, FB> {
     }
 }
 
-impl<C, R, FB> Execution<'_, C, R, FB>
+/// Runs a blocking execution on this thread: in place under SEMAPHORE (the fast path), or on the
+/// pool while this thread waits for it and for its deadline under THREAD.
+pub(crate) fn execute_blocking<K, R, FB, T, E>(
+    state: &Arc<CommandState>,
+    classifier: &K,
+    run: R,
+    fallback: FB,
+    options: CallOptions,
+) -> Outcome<T, E>
 where
-    R: BlockingRun,
-    FB: BlockingFallback<R::Output, R::Error>,
-    C: Classify<R::Error>,
+    R: BlockingFn<Output = T, Error = E> + RunFn<Output = T, Error = E>,
+    FB: BlockingFallback<T, E> + AsyncFallback<T, E>,
+    K: Classify<E>,
 {
-    /// Runs the execution on this thread and returns the value (from the run or the fallback)
-    /// or the error.
-    ///
-    /// Under SEMAPHORE isolation the run executes on the calling thread and keeps its permit
-    /// until it returns; at the deadline a cancellable run's token is cancelled, and a run that
-    /// returns after the deadline is a TIMEOUT whose value is discarded (SPEC Part A 12).
-    ///
-    /// # Errors
-    /// A [`HystrixError`] whose [`failure_type`](HystrixError::failure_type) says what happened
-    /// when neither the run nor a fallback produced a value.
-    pub fn execute(self) -> Result<R::Output, HystrixError<R::Error>> {
-        self.execute_outcome().into_response()
-    }
-
-    /// As [`execute`](Execution::execute), also returning the [`ExecutionResult`](crate::ExecutionResult)
-    /// (events, times).
-    pub fn execute_outcome(self) -> Outcome<R::Output, R::Error> {
-        pipeline::run_blocking(
-            self.command.state(),
-            self.command.classifier(),
-            self.run,
-            self.fallback,
-            &self.options,
-        )
+    let isolation = state.properties.hot().load().isolation();
+    match isolation.unwrap_or(IsolationStrategy::Thread) {
+        IsolationStrategy::Semaphore => {
+            pipeline::run_blocking(state, classifier, run, fallback, &options)
+        }
+        IsolationStrategy::Thread => pipeline::block_on(ExecuteAsyncOutcome::new(
+            StateRef::Borrowed(state),
+            classifier,
+            run,
+            fallback,
+            options,
+        )),
     }
 }
 
-impl<'c, C, Fut, FB> Execution<'c, C, Async<Fut>, FB>
+macro_rules! blocking_execute {
+    ($kind:ident, $($run:tt)*) => {
+        impl<C, F, T, E, FB> Execution<'_, C, $kind<F>, FB>
+        where
+            F: $($run)* + Send + 'static,
+            T: Send + 'static,
+            E: Send + 'static,
+            FB: BlockingFallback<T, E> + AsyncFallback<T, E>,
+            C: Classify<E>,
+        {
+            /// Runs the execution and returns the value (from the run or the fallback) or the
+            /// error, on this thread.
+            ///
+            /// THREAD isolation (the default for blocking runs): the run goes to the pool of the
+            /// command's thread-pool key and this thread waits for it until the deadline (queue
+            /// wait counts). At the deadline a still-queued run is removed; a running one keeps
+            /// its pool thread until it returns (its token is cancelled if
+            /// `execution.isolation.thread.interruptOnTimeout`) and its late value is discarded.
+            ///
+            /// SEMAPHORE isolation: the run executes on this thread and keeps its permit until
+            /// it returns; a run that returns after the deadline is a TIMEOUT whose value is
+            /// discarded (SPEC Part A 12).
+            ///
+            /// # Errors
+            /// A [`HystrixError`] whose [`failure_type`](HystrixError::failure_type) says what
+            /// happened when neither the run nor a fallback produced a value.
+            pub fn execute(self) -> Result<T, HystrixError<E>> {
+                self.execute_outcome().into_response()
+            }
+
+            /// As [`execute`](Execution::execute), also returning the
+            /// [`ExecutionResult`](crate::ExecutionResult) (events, times).
+            pub fn execute_outcome(self) -> Outcome<T, E> {
+                execute_blocking(
+                    self.command.state_arc(),
+                    self.command.classifier(),
+                    self.run,
+                    self.fallback,
+                    self.options,
+                )
+            }
+        }
+    };
+}
+blocking_execute!(Blocking, FnOnce() -> Result<T, E>);
+blocking_execute!(Cancellable, FnOnce(crate::CancellationToken) -> Result<T, E>);
+
+impl<C, Fut, T, E, FB> Execution<'_, C, Async<Fut>, FB>
 where
-    Fut: RunFuture,
-    FB: AsyncFallback<Fut::Ok, Fut::Error>,
-    C: Classify<Fut::Error>,
+    Fut: Future<Output = Result<T, E>> + Send + 'static,
+    T: Send + 'static,
+    E: Send + 'static,
+    FB: AsyncFallback<T, E>,
+    C: Classify<E>,
+{
+    /// Runs an async execution to its end on this thread and returns its value or error, for
+    /// blocking code that must call async code. Inside a tokio runtime it is refused (blocking a
+    /// runtime thread can stall the runtime): use [`execute_async`](Execution::execute_async)
+    /// there.
+    ///
+    /// # Errors
+    /// As the blocking [`execute`](Execution::execute); [`FailureType::Misuse`](crate::FailureType::Misuse)
+    /// when called inside a tokio runtime.
+    pub fn execute(self) -> Result<T, HystrixError<E>> {
+        self.execute_outcome().into_response()
+    }
+
+    /// As [`execute`](Execution::execute), also returning the
+    /// [`ExecutionResult`](crate::ExecutionResult). Inside a tokio runtime the refusal is an
+    /// outcome with no events, not counted.
+    pub fn execute_outcome(self) -> Outcome<T, E> {
+        if tokio::runtime::Handle::try_current().is_ok() {
+            let key = self.command.key().clone();
+            return Outcome {
+                response: Err(HystrixError::misuse(
+                    key,
+                    "was executed with execute() inside a tokio runtime, which would block one \
+                     of its threads; use execute_async().await, or queue()",
+                )),
+                result: crate::command::ExecutionResult::empty(),
+            };
+        }
+        pipeline::block_on(self.execute_async_outcome())
+    }
+}
+
+impl<'c, C, R, FB> Execution<'c, C, R, FB>
+where
+    R: RunFn,
+    FB: AsyncFallback<R::Output, R::Error>,
+    C: Classify<R::Error>,
 {
     /// Runs the execution when awaited (cold: nothing happens before the first poll) and returns
     /// the value (from the run or the fallback) or the error.
     ///
-    /// The run future is polled in the awaiting task; at the deadline it is dropped (TIMEOUT),
-    /// which frees its permit at once, and the fallback is polled in its place.
+    /// SEMAPHORE isolation (the default for async runs): the run is polled in the awaiting task
+    /// (a blocking run is called there); at the deadline it is dropped, which frees its permit at
+    /// once. THREAD isolation: an async run is spawned on the pool's own runtime, a blocking run
+    /// goes to the pool's threads, and the awaiting task waits for it until the deadline.
     ///
     /// The future borrows the command; to spawn it as a task, move a clone of the command into
-    /// the task: `tokio::spawn(async move { cmd.run_async(f).execute_async().await })`.
+    /// the task: `tokio::spawn(async move { cmd.run_async(f).execute_async().await })`, or use
+    /// [`queue`](Execution::queue).
     ///
     /// # Cancel safety
     /// Dropping the returned future before it completes drops the run (and fallback) future,
@@ -364,19 +378,63 @@ where
     ///
     /// # Errors
     /// As [`execute`](Execution::execute).
-    pub fn execute_async(self) -> ExecuteAsync<'c, C, Fut, FB> {
+    pub fn execute_async(self) -> ExecuteAsync<'c, &'c C, R, FB> {
         ExecuteAsync::new(self.execute_async_outcome())
     }
 
     /// As [`execute_async`](Execution::execute_async), resolving to the [`Outcome`] (response
     /// and [`ExecutionResult`](crate::ExecutionResult)).
-    pub fn execute_async_outcome(self) -> ExecuteAsyncOutcome<'c, C, Fut, FB> {
+    pub fn execute_async_outcome(self) -> ExecuteAsyncOutcome<'c, &'c C, R, FB> {
         ExecuteAsyncOutcome::new(
-            self.command.state(),
+            StateRef::Borrowed(self.command.state_arc()),
             self.command.classifier(),
-            self.run.0,
+            self.run,
             self.fallback,
             self.options,
         )
+    }
+
+    /// A cold one-item stream of the response (Hystrix's `toObservable()`): nothing runs until it
+    /// is polled; it yields the value or the error, then ends. Dropping it cancels, as
+    /// [`execute_async`](Execution::execute_async).
+    pub fn to_observable(self) -> ToObservable<'c, &'c C, R, FB> {
+        ToObservable::new(self.execute_async())
+    }
+}
+
+impl<C, R, FB> Execution<'_, C, R, FB>
+where
+    R: RunFn,
+    FB: AsyncFallback<R::Output, R::Error> + Send + 'static,
+    FB::Future: Send + 'static,
+    C: Classify<R::Error> + Clone + Send + Sync + 'static,
+{
+    /// Starts the execution now and returns a handle to its response (Hystrix's `queue()`): the
+    /// handle is a `Future` and has a blocking [`get`](QueuedExecution::get),
+    /// [`get_timeout`](QueuedExecution::get_timeout) and [`cancel`](QueuedExecution::cancel).
+    ///
+    /// The execution takes its first steps on this thread: a short-circuit or rejection (and its
+    /// fallback) is decided here, and a blocking run under SEMAPHORE runs here entirely (as in
+    /// Hystrix), so the handle comes back already resolved. Otherwise the rest runs on the
+    /// registry's executor; its timeout fires even if nobody waits on the handle.
+    ///
+    /// Dropping the handle detaches it: the execution goes on. Use `cancel()` to stop it.
+    pub fn queue(self) -> QueuedExecution<R::Output, R::Error> {
+        let state = Arc::clone(self.command.state_arc());
+        let future = ExecuteAsyncOutcome::new(
+            StateRef::Owned(Arc::clone(&state)),
+            self.command.classifier().clone(),
+            self.run,
+            self.fallback,
+            self.options,
+        );
+        QueuedExecution::start(&state, future)
+    }
+
+    /// Starts the execution now and returns a one-item stream of its response (Hystrix's
+    /// `observe()`): eager as [`queue`](Execution::queue); the stream yields the value or the
+    /// error, then ends. Dropping it detaches.
+    pub fn observe(self) -> Observed<R::Output, R::Error> {
+        Observed::new(self.queue())
     }
 }

@@ -1,10 +1,11 @@
-//! The futures of async executions: the pipeline's steps taken one poll at a time.
+//! The futures of executions: the pipeline's steps taken one poll at a time.
 //!
-//! A hand-written state machine rather than an `async fn`: it stays small (the run, its timer,
-//! the permit and, later, the fallback share one slot), it has a name a `tower::Service` can
-//! return, and its drop behaviour is spelled out in one place.
+//! A hand-written state machine rather than an `async fn`: it stays small (the run, its timer
+//! and, later, the fallback share one slot), it has a name a `tower::Service` can return, and
+//! its drop behaviour is spelled out in one place ([`PinnedDrop`] below).
 
 use std::future::Future;
+use std::ops::Deref;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -15,58 +16,64 @@ use pin_project_lite::pin_project;
 use crate::clock::Sleep;
 use crate::command::execution::AsyncFallback;
 use crate::command::pipeline::{
-    CallOptions, Decision, FallbackEnd, Recorder, RunEnd, check_options, decide, fallback_done,
-    fallback_permit, panic_message, poll_caught, timeout_ms, try_admit,
+    CallOptions, Decision, FallbackEnd, Recorder, RunEnd, check_breaker, check_options, decide,
+    fallback_done, fallback_gate, panic_message, poll_caught, pool_rejected, semaphore_rejected,
+    timeout_ms,
 };
+use crate::command::run::{Interrupt, RunFn, Start};
 use crate::command::{Classify, Outcome};
 use crate::config::IsolationStrategy;
-use crate::error::{FailureType, HystrixError};
-use crate::isolation::semaphore::Permit;
+use crate::error::HystrixError;
+use crate::isolation::thread_pool::Rejection;
 use crate::registry::CommandState;
 
-/// A future returning `Result<Self::Ok, Self::Error>`: what an async run is.
-pub trait RunFuture: Future<Output = Result<Self::Ok, Self::Error>> {
-    /// The value of a successful run.
-    type Ok;
-    /// The run's error.
-    type Error;
+/// The command state an execution future works on: borrowed from its [`Command`](crate::Command)
+/// (`execute_async`, `to_observable`), or owned when it must outlive the caller (`queue`,
+/// `observe`).
+pub(crate) enum StateRef<'c> {
+    /// Borrowed for the life of the future.
+    Borrowed(&'c Arc<CommandState>),
+    /// Shared ownership, for a future spawned on an executor.
+    Owned(Arc<CommandState>),
 }
 
-impl<F, T, E> RunFuture for F
-where
-    F: Future<Output = Result<T, E>>,
-{
-    type Ok = T;
-    type Error = E;
+impl Deref for StateRef<'_> {
+    type Target = Arc<CommandState>;
+
+    #[inline]
+    fn deref(&self) -> &Arc<CommandState> {
+        match self {
+            StateRef::Borrowed(state) => state,
+            StateRef::Owned(state) => state,
+        }
+    }
 }
 
 pin_project! {
-    /// Where an async execution is.
+    /// Where an execution is.
     #[project = PhaseProj]
     #[project_replace = PhaseOwned]
-    enum Phase<'c, Fut, FB>
+    enum Phase<R, FB>
     where
-        Fut: RunFuture,
-        FB: AsyncFallback<Fut::Ok, Fut::Error>,
+        R: RunFn,
+        FB: AsyncFallback<R::Output, R::Error>,
     {
         /// Not polled yet: nothing has happened.
-        Start { run: Fut, fallback: FB },
-        /// The run is executing under its permit, raced against its deadline.
+        Start { run: R, fallback: FB },
+        /// The run is executing, raced against its deadline.
         Running {
             #[pin]
-            run: Fut,
+            running: R::Running,
             sleep: Option<Sleep>,
             deadline_ms: Option<u64>,
             timeout_ms: Option<u64>,
-            permit: Permit<'c>,
             fallback: FB,
         },
-        /// The fallback is executing under its permit.
+        /// The fallback is executing.
         Fallback {
             #[pin]
             future: FB::Future,
-            error: HystrixError<Fut::Error>,
-            permit: Permit<'c>,
+            error: HystrixError<R::Error>,
         },
         /// The outcome was returned.
         Done,
@@ -74,64 +81,103 @@ pin_project! {
 }
 
 pin_project! {
-    /// The future of [`Execution::execute_async_outcome`](crate::Execution::execute_async_outcome):
-    /// resolves to the [`Outcome`] (response and execution result).
+    /// The future of an execution that resolves to its [`Outcome`] (response and execution
+    /// result): what [`Execution::execute_async_outcome`](crate::Execution::execute_async_outcome)
+    /// returns.
     ///
-    /// Cold: nothing happens until it is first polled. The run is polled inside this future; at
-    /// the deadline it is dropped and the fallback, if any, is polled instead.
+    /// Cold: nothing happens until it is first polled. Under SEMAPHORE isolation the run is
+    /// polled (or, if blocking, called) inside this future; under THREAD it runs on the pool and
+    /// this future waits for it. At the deadline the run is abandoned and the fallback, if any,
+    /// is polled instead.
     ///
     /// # Cancel safety
     /// Dropping it before it completes drops the run (or fallback) future, releases the permits
-    /// it holds, and, if it had been polled, records CANCELLED.
+    /// it holds, removes a still-queued pool task (a running one keeps its thread until it
+    /// returns; its token is cancelled if `execution.isolation.thread.interruptOnFutureCancel`),
+    /// and, if it had been polled, records CANCELLED.
     #[must_use = "futures do nothing unless polled"]
-    pub struct ExecuteAsyncOutcome<'c, C, Fut, FB>
+    pub struct ExecuteAsyncOutcome<'c, K, R, FB>
     where
-        Fut: RunFuture,
-        FB: AsyncFallback<Fut::Ok, Fut::Error>,
+        R: RunFn,
+        FB: AsyncFallback<R::Output, R::Error>,
     {
-        // Declared first so it drops first: permits are free before CANCELLED is reported.
         #[pin]
-        phase: Phase<'c, Fut, FB>,
-        recorder: Recorder<'c>,
-        state: &'c CommandState,
-        classifier: &'c C,
+        phase: Phase<R, FB>,
+        state: StateRef<'c>,
+        classifier: K,
         options: CallOptions,
+        recorder: Recorder,
+        // Permits are released by hand (the future would otherwise borrow from itself).
+        holds_permit: bool,
+        holds_fallback_permit: bool,
+    }
+
+    impl<'c, K, R, FB> PinnedDrop for ExecuteAsyncOutcome<'c, K, R, FB>
+    where
+        R: RunFn,
+        FB: AsyncFallback<R::Output, R::Error>,
+    {
+        fn drop(this: Pin<&mut Self>) {
+            let mut this = this.project();
+            let state: &CommandState = this.state;
+            if let PhaseProj::Running { running, .. } = this.phase.as_mut().project()
+                && state.properties.hot().load().interrupt_on_future_cancel()
+            {
+                running.interrupt();
+            }
+            // The run or fallback goes first, so its permit is free before CANCELLED is seen.
+            this.phase.set(Phase::Done);
+            release_permits(state, this.holds_permit, this.holds_fallback_permit);
+            this.recorder.cancel(state);
+        }
     }
 }
 
-impl<'c, C, Fut, FB> ExecuteAsyncOutcome<'c, C, Fut, FB>
+fn release_permits(state: &CommandState, permit: &mut bool, fallback_permit: &mut bool) {
+    if std::mem::take(permit) {
+        state.execution_semaphore.give_back();
+    }
+    if std::mem::take(fallback_permit) {
+        state.fallback_semaphore.give_back();
+    }
+}
+
+impl<'c, K, R, FB> ExecuteAsyncOutcome<'c, K, R, FB>
 where
-    Fut: RunFuture,
-    FB: AsyncFallback<Fut::Ok, Fut::Error>,
+    R: RunFn,
+    FB: AsyncFallback<R::Output, R::Error>,
 {
     pub(crate) fn new(
-        state: &'c CommandState,
-        classifier: &'c C,
-        run: Fut,
+        state: StateRef<'c>,
+        classifier: K,
+        run: R,
         fallback: FB,
         options: CallOptions,
     ) -> Self {
         ExecuteAsyncOutcome {
             phase: Phase::Start { run, fallback },
-            recorder: Recorder::idle(state),
             state,
             classifier,
             options,
+            recorder: Recorder::idle(),
+            holds_permit: false,
+            holds_fallback_permit: false,
         }
     }
 }
 
-impl<'c, C, Fut, FB> Future for ExecuteAsyncOutcome<'c, C, Fut, FB>
+impl<K, R, FB> Future for ExecuteAsyncOutcome<'_, K, R, FB>
 where
-    Fut: RunFuture,
-    FB: AsyncFallback<Fut::Ok, Fut::Error>,
-    C: Classify<Fut::Error>,
+    R: RunFn,
+    FB: AsyncFallback<R::Output, R::Error>,
+    K: Classify<R::Error>,
 {
-    type Output = Outcome<Fut::Ok, Fut::Error>;
+    type Output = Outcome<R::Output, R::Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
-        let state: &'c CommandState = this.state;
+        let state: &Arc<CommandState> = this.state;
+        let rec = &mut *this.recorder;
         loop {
             // Each arm either returns, or hands a failure and the fallback to the code below.
             let (mut error, fallback) = match this.phase.as_mut().project() {
@@ -141,40 +187,66 @@ where
                     else {
                         unreachable!("matched Start above")
                     };
-                    let rec = &mut *this.recorder;
-                    rec.begin(IsolationStrategy::Semaphore);
                     let props = state.properties.hot().load();
-                    let admitted = check_options(state, this.options)
-                        .and_then(|()| try_admit(state, &props, rec));
-                    match admitted {
-                        Err(err) if err.failure_type() == FailureType::Misuse => {
-                            return Poll::Ready(rec.finish_now(Err(err)));
-                        }
-                        Err(err) => (err, fallback),
-                        Ok(permit) => {
-                            let timeout_ms = timeout_ms(&props, this.options);
-                            rec.run_started();
-                            this.phase.set(Phase::Running {
-                                run,
-                                sleep: None,
-                                deadline_ms: timeout_ms.map(|ms| rec.start_ms.saturating_add(ms)),
-                                timeout_ms,
-                                permit,
-                                fallback,
-                            });
-                            continue;
+                    let isolation = props.isolation().unwrap_or(if R::BLOCKING {
+                        IsolationStrategy::Thread
+                    } else {
+                        IsolationStrategy::Semaphore
+                    });
+                    rec.begin(state, isolation);
+                    if let Err(err) = check_options(state, this.options) {
+                        return Poll::Ready(rec.finish_now(state, Err(err)));
+                    }
+                    if let Err(err) = check_breaker(state, &props, rec) {
+                        (err, fallback)
+                    } else {
+                        let timeout_ms = timeout_ms(&props, this.options);
+                        let deadline_ms = timeout_ms.map(|ms| rec.start_ms.saturating_add(ms));
+                        let start = Start {
+                            state,
+                            deadline_ms,
+                            interrupt_on_timeout: props.interrupt_on_timeout(),
+                        };
+                        let started = match isolation {
+                            IsolationStrategy::Semaphore => {
+                                if state.execution_semaphore.try_take(props.semaphore_max) {
+                                    *this.holds_permit = true;
+                                    Ok(run.start_here(start))
+                                } else {
+                                    Err(semaphore_rejected(state, rec, props.semaphore_max))
+                                }
+                            }
+                            IsolationStrategy::Thread => state
+                                .thread_pool()
+                                .and_then(|pool| run.start_on_pool(start, pool))
+                                .map_err(|rejection: Rejection| {
+                                    pool_rejected(state, rec, rejection)
+                                }),
+                        };
+                        match started {
+                            Err(err) => (err, fallback),
+                            Ok(running) => {
+                                rec.run_started();
+                                this.phase.set(Phase::Running {
+                                    running,
+                                    sleep: None,
+                                    deadline_ms,
+                                    timeout_ms,
+                                    fallback,
+                                });
+                                continue;
+                            }
                         }
                     }
                 }
                 PhaseProj::Running {
-                    run,
+                    mut running,
                     sleep,
                     deadline_ms,
                     ..
                 } => {
-                    let ended = match poll_caught(run, cx) {
-                        Poll::Ready(Ok(result)) => RunEnd::Returned(result),
-                        Poll::Ready(Err(message)) => RunEnd::Panicked(message),
+                    let ended = match running.as_mut().poll(cx) {
+                        Poll::Ready(ended) => ended,
                         Poll::Pending => {
                             let Some(deadline) = *deadline_ms else {
                                 return Poll::Pending;
@@ -186,26 +258,40 @@ where
                             if Pin::new(sleep).poll(cx).is_pending() {
                                 return Poll::Pending;
                             }
+                            if state.properties.hot().load().interrupt_on_timeout() {
+                                running.interrupt();
+                            }
                             RunEnd::TimedOut
                         }
                     };
+                    let deadline_ms = *deadline_ms;
                     // Drops the run and its timer now: at the deadline, before any fallback.
                     let PhaseOwned::Running {
                         timeout_ms,
-                        permit,
                         fallback,
                         ..
                     } = this.phase.as_mut().project_replace(Phase::Done)
                     else {
                         unreachable!("matched Running above")
                     };
-                    let rec = &mut *this.recorder;
                     let end = state.env.clock.now_ms();
                     rec.run_ended(end);
-                    drop(permit);
-                    match decide(state, rec, *this.classifier, ended, timeout_ms, end) {
-                        Decision::Value(value) => return Poll::Ready(rec.finish(end, Ok(value))),
-                        Decision::Error(err) => return Poll::Ready(rec.finish(end, Err(err))),
+                    release_permits(state, this.holds_permit, &mut false);
+                    // A run that ends at or past its deadline is a TIMEOUT (SPEC Part A 12).
+                    let ended = match ended {
+                        RunEnd::TimedOut => RunEnd::TimedOut,
+                        _ if deadline_ms.is_some_and(|deadline| end >= deadline) => {
+                            RunEnd::TimedOut
+                        }
+                        ended => ended,
+                    };
+                    match decide(state, rec, &*this.classifier, ended, timeout_ms, end) {
+                        Decision::Value(value) => {
+                            return Poll::Ready(rec.finish(state, end, Ok(value)));
+                        }
+                        Decision::Error(err) => {
+                            return Poll::Ready(rec.finish(state, end, Err(err)));
+                        }
                         Decision::Fallback(err) => (err, fallback),
                     }
                 }
@@ -216,74 +302,69 @@ where
                         Poll::Ready(Ok(Err(error))) => FallbackEnd::Failed(error.into()),
                         Poll::Ready(Err(message)) => FallbackEnd::Panicked(message),
                     };
-                    let PhaseOwned::Fallback { error, permit, .. } =
+                    let PhaseOwned::Fallback { error, .. } =
                         this.phase.as_mut().project_replace(Phase::Done)
                     else {
                         unreachable!("matched Fallback above")
                     };
-                    drop(permit);
-                    let rec = &mut *this.recorder;
-                    let response = fallback_done(rec, error, end);
-                    return Poll::Ready(rec.finish_now(response));
+                    release_permits(state, &mut false, this.holds_fallback_permit);
+                    let response = fallback_done(state, rec, error, end);
+                    return Poll::Ready(rec.finish_now(state, response));
                 }
                 PhaseProj::Done => panic!("an execution future was polled after it completed"),
             };
 
-            let rec = &mut *this.recorder;
-            let Some(permit) = fallback_permit(state, rec, &mut error, fallback.is_present())
-            else {
-                return Poll::Ready(rec.finish_now(Err(error)));
-            };
+            if !fallback_gate(state, rec, &mut error, fallback.is_present()) {
+                return Poll::Ready(rec.finish_now(state, Err(error)));
+            }
+            *this.holds_fallback_permit = true;
             let end = match catch_unwind(AssertUnwindSafe(|| fallback.call(&error))) {
                 Ok(Some(future)) => {
-                    this.phase.set(Phase::Fallback {
-                        future,
-                        error,
-                        permit,
-                    });
+                    this.phase.set(Phase::Fallback { future, error });
                     continue;
                 }
                 Ok(None) => FallbackEnd::Missing,
                 Err(panic) => FallbackEnd::Panicked(panic_message(panic)),
             };
-            drop(permit);
-            let response = fallback_done(rec, error, end);
-            return Poll::Ready(rec.finish_now(response));
+            release_permits(state, &mut false, this.holds_fallback_permit);
+            let response = fallback_done(state, rec, error, end);
+            return Poll::Ready(rec.finish_now(state, response));
         }
     }
 }
 
 pin_project! {
-    /// The future of [`Execution::execute_async`](crate::Execution::execute_async): resolves to
-    /// the value or the error. Cold; dropping it cancels, as [`ExecuteAsyncOutcome`].
+    /// The future of an execution that resolves to its value or error: what
+    /// [`Execution::execute_async`](crate::Execution::execute_async) returns. Cold; dropping it
+    /// cancels, as [`ExecuteAsyncOutcome`].
     #[must_use = "futures do nothing unless polled"]
-    pub struct ExecuteAsync<'c, C, Fut, FB>
+    pub struct ExecuteAsync<'c, K, R, FB>
     where
-        Fut: RunFuture,
-        FB: AsyncFallback<Fut::Ok, Fut::Error>,
+        R: RunFn,
+        FB: AsyncFallback<R::Output, R::Error>,
     {
         #[pin]
-        inner: ExecuteAsyncOutcome<'c, C, Fut, FB>,
+        inner: ExecuteAsyncOutcome<'c, K, R, FB>,
     }
 }
 
-impl<'c, C, Fut, FB> ExecuteAsync<'c, C, Fut, FB>
+impl<'c, K, R, FB> ExecuteAsync<'c, K, R, FB>
 where
-    Fut: RunFuture,
-    FB: AsyncFallback<Fut::Ok, Fut::Error>,
+    R: RunFn,
+    FB: AsyncFallback<R::Output, R::Error>,
 {
-    pub(crate) fn new(inner: ExecuteAsyncOutcome<'c, C, Fut, FB>) -> Self {
+    pub(crate) fn new(inner: ExecuteAsyncOutcome<'c, K, R, FB>) -> Self {
         ExecuteAsync { inner }
     }
 }
 
-impl<C, Fut, FB> Future for ExecuteAsync<'_, C, Fut, FB>
+impl<K, R, FB> Future for ExecuteAsync<'_, K, R, FB>
 where
-    Fut: RunFuture,
-    FB: AsyncFallback<Fut::Ok, Fut::Error>,
-    C: Classify<Fut::Error>,
+    R: RunFn,
+    FB: AsyncFallback<R::Output, R::Error>,
+    K: Classify<R::Error>,
 {
-    type Output = Result<Fut::Ok, HystrixError<Fut::Error>>;
+    type Output = Result<R::Output, HystrixError<R::Error>>;
 
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {

@@ -1,10 +1,14 @@
 //! Hystrix's subclass style: a command as a type implementing a trait.
 
 use std::future::{Future, Ready, ready};
+use std::sync::Arc;
 
-use crate::command::execution::{AsyncFallback, Blocking, BlockingFallback, sealed};
-use crate::command::future::ExecuteAsyncOutcome;
-use crate::command::pipeline::{self, CallOptions};
+use crate::command::execution::{AsyncFallback, BlockingFallback, execute_blocking};
+use crate::command::future::{ExecuteAsyncOutcome, StateRef};
+use crate::command::handle::{Observed, QueuedExecution};
+use crate::command::pipeline::CallOptions;
+use crate::command::run::sealed::Sealed;
+use crate::command::run::{Async, Blocking};
 use crate::command::{Class, Classify, Command, Outcome};
 use crate::error::{BoxError, HystrixError};
 
@@ -13,23 +17,23 @@ use crate::error::{BoxError, HystrixError};
 /// through the same pipeline as [`Command::run`].
 ///
 /// `run` and `fallback` take `&self`, so a fallback can read the command's fields after the run,
-/// as Hystrix's `getFallback()` does.
+/// as Hystrix's `getFallback()` does. Under THREAD isolation (the default) `run` is called on a
+/// pool thread, so the type is `Send + Sync + 'static`.
 ///
 /// ```
-/// use hystrix::{Command, HystrixCommand, HystrixError, IsolationStrategy, Registry};
-/// use hystrix::BoxError;
+/// use hystrix::{BoxError, Command, HystrixCommand, HystrixError, Registry};
 ///
-/// struct GetGreeting<'a> {
-///     command: &'a Command,
+/// struct GetGreeting {
+///     command: Command,
 ///     name: String,
 /// }
 ///
-/// impl HystrixCommand for GetGreeting<'_> {
+/// impl HystrixCommand for GetGreeting {
 ///     type Response = String;
 ///     type Error = std::io::Error;
 ///
 ///     fn command(&self) -> &Command {
-///         self.command
+///         &self.command
 ///     }
 ///
 ///     fn run(&self) -> Result<String, std::io::Error> {
@@ -42,19 +46,16 @@ use crate::error::{BoxError, HystrixError};
 /// }
 ///
 /// let registry = Registry::new();
-/// let command = Command::builder("GetGreeting")
-///     .group("Greetings")
-///     .isolation(IsolationStrategy::Semaphore)
-///     .build_in(&registry)?;
-/// let greeting = GetGreeting { command: &command, name: "Ada".into() }.execute()?;
+/// let command = Command::builder("GetGreeting").group("Greetings").build_in(&registry)?;
+/// let greeting = GetGreeting { command, name: "Ada".into() }.execute()?;
 /// assert_eq!(greeting, "Hello, Ada!");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub trait HystrixCommand: Sized {
+pub trait HystrixCommand: Sized + Send + Sync + 'static {
     /// The value a successful run (or fallback) returns.
-    type Response;
+    type Response: Send + 'static;
     /// The run's error type.
-    type Error;
+    type Error: Send + 'static;
 
     /// The definition this command executes under (keys, properties, shared state). Its own
     /// classifier is not used: the trait's [`classify`](HystrixCommand::classify) decides.
@@ -84,7 +85,7 @@ pub trait HystrixCommand: Sized {
         None
     }
 
-    /// Executes on this thread; see [`Execution::execute`](crate::Execution::execute).
+    /// Executes and waits; see [`Execution::execute`](crate::Execution::execute).
     ///
     /// # Errors
     /// A [`HystrixError`] when neither the run nor the fallback produced a value.
@@ -94,32 +95,58 @@ pub trait HystrixCommand: Sized {
 
     /// As [`execute`](HystrixCommand::execute), also returning the execution result.
     fn execute_outcome(self) -> Outcome<Self::Response, Self::Error> {
-        let options = CallOptions {
-            cache_key: self.cache_key(),
-            ..CallOptions::default()
-        };
-        pipeline::run_blocking(
-            self.command().state(),
-            &ByTrait(&self),
-            Blocking(|| self.run()),
-            ByTrait(&self),
-            &options,
+        let (state, this, options) = prepare(self);
+        let run = Blocking({
+            let this = Arc::clone(&this);
+            move || this.run()
+        });
+        execute_blocking(
+            &state,
+            &ByTrait(Arc::clone(&this)),
+            run,
+            ByTrait(this),
+            options,
         )
+    }
+
+    /// Starts it now and returns a handle; see [`Execution::queue`](crate::Execution::queue).
+    fn queue(self) -> QueuedExecution<Self::Response, Self::Error> {
+        let (state, this, options) = prepare(self);
+        let run = Blocking({
+            let this = Arc::clone(&this);
+            move || this.run()
+        });
+        let future = ExecuteAsyncOutcome::new(
+            StateRef::Owned(Arc::clone(&state)),
+            ByTrait(Arc::clone(&this)),
+            run,
+            ByTrait(this),
+            options,
+        );
+        QueuedExecution::start(&state, future)
+    }
+
+    /// Starts it now and returns a one-item stream; see
+    /// [`Execution::observe`](crate::Execution::observe).
+    fn observe(self) -> Observed<Self::Response, Self::Error> {
+        Observed::new(self.queue())
     }
 }
 
-/// The async form of [`HystrixCommand`]: `run` returns a future.
-pub trait HystrixAsyncCommand: Sized {
+/// The async form of [`HystrixCommand`]: `run` returns a future. SEMAPHORE isolation by default
+/// (polled in the awaiting task); under THREAD the future is spawned on the pool's runtime, so
+/// it must not borrow `self` (clone what it needs into it).
+pub trait HystrixAsyncCommand: Sized + Send + Sync + 'static {
     /// The value a successful run (or fallback) returns.
-    type Response;
+    type Response: Send + 'static;
     /// The run's error type.
-    type Error;
+    type Error: Send + 'static;
 
     /// The definition this command executes under.
     fn command(&self) -> &Command;
 
     /// Calls the dependency. At the timeout the future is dropped.
-    fn run(&self) -> impl Future<Output = Result<Self::Response, Self::Error>> + Send;
+    fn run(&self) -> impl Future<Output = Result<Self::Response, Self::Error>> + Send + 'static;
 
     /// The fallback: `None` (the default) means there is none (FALLBACK_MISSING).
     fn fallback(
@@ -145,12 +172,7 @@ pub trait HystrixAsyncCommand: Sized {
     /// (cold; dropping it cancels).
     fn execute_async(
         self,
-    ) -> impl Future<Output = Result<Self::Response, HystrixError<Self::Error>>> + Send
-    where
-        Self: Send + Sync,
-        Self::Response: Send,
-        Self::Error: Send,
-    {
+    ) -> impl Future<Output = Result<Self::Response, HystrixError<Self::Error>>> + Send {
         async move { self.execute_async_outcome().await.into_response() }
     }
 
@@ -158,23 +180,20 @@ pub trait HystrixAsyncCommand: Sized {
     /// result.
     fn execute_async_outcome(
         self,
-    ) -> impl Future<Output = Outcome<Self::Response, Self::Error>> + Send
-    where
-        Self: Send + Sync,
-        Self::Response: Send,
-        Self::Error: Send,
-    {
+    ) -> impl Future<Output = Outcome<Self::Response, Self::Error>> + Send {
         async move {
             let options = CallOptions {
                 cache_key: self.cache_key(),
                 ..CallOptions::default()
             };
-            let classifier = ByAsyncTrait(&self);
+            let state = Arc::clone(self.command().state_arc());
+            let run = Async(self.run());
+            let this = Arc::new(self);
             ExecuteAsyncOutcome::new(
-                self.command().state(),
-                &classifier,
-                self.run(),
-                ByAsyncTrait(&self),
+                StateRef::Borrowed(&state),
+                ByAsyncTrait(Arc::clone(&this)),
+                run,
+                ByAsyncTrait(this),
                 options,
             )
             .await
@@ -182,44 +201,67 @@ pub trait HystrixAsyncCommand: Sized {
     }
 }
 
-/// Adapts a trait-style command's `classify` and `fallback` to the pipeline.
-struct ByTrait<'a, H>(&'a H);
+/// The command's state, the command shared for the run and fallback, and its options.
+fn prepare<H: HystrixCommand>(
+    command: H,
+) -> (Arc<crate::registry::CommandState>, Arc<H>, CallOptions) {
+    let state = Arc::clone(command.command().state_arc());
+    let options = CallOptions {
+        cache_key: command.cache_key(),
+        ..CallOptions::default()
+    };
+    (state, Arc::new(command), options)
+}
 
-impl<H: HystrixCommand> Classify<H::Error> for ByTrait<'_, H> {
+/// Adapts a trait-style command's `classify` and `fallback` to the pipeline.
+struct ByTrait<H>(Arc<H>);
+
+impl<H: HystrixCommand> Classify<H::Error> for ByTrait<H> {
     fn classify(&self, error: &H::Error) -> Class {
-        HystrixCommand::classify(self.0, error)
+        HystrixCommand::classify(&*self.0, error)
     }
 }
 
-impl<H> sealed::Sealed for ByTrait<'_, H> {}
+impl<H> Sealed for ByTrait<H> {}
 
-impl<H: HystrixCommand> BlockingFallback<H::Response, H::Error> for ByTrait<'_, H> {
+impl<H: HystrixCommand> BlockingFallback<H::Response, H::Error> for ByTrait<H> {
     fn is_present(&self) -> bool {
         true
     }
     fn call(self, error: &HystrixError<H::Error>) -> Option<Result<H::Response, BoxError>> {
-        HystrixCommand::fallback(self.0, error)
+        HystrixCommand::fallback(&*self.0, error)
     }
 }
 
-/// The async trait's adapter (a distinct type, so both traits can be implemented by one type).
-struct ByAsyncTrait<'a, H>(&'a H);
-
-impl<H: HystrixAsyncCommand> Classify<H::Error> for ByAsyncTrait<'_, H> {
-    fn classify(&self, error: &H::Error) -> Class {
-        HystrixAsyncCommand::classify(self.0, error)
-    }
-}
-
-impl<H> sealed::Sealed for ByAsyncTrait<'_, H> {}
-
-impl<H: HystrixAsyncCommand> AsyncFallback<H::Response, H::Error> for ByAsyncTrait<'_, H> {
+impl<H: HystrixCommand> AsyncFallback<H::Response, H::Error> for ByTrait<H> {
     type Error = BoxError;
     type Future = Ready<Result<H::Response, BoxError>>;
     fn is_present(&self) -> bool {
         true
     }
     fn call(self, error: &HystrixError<H::Error>) -> Option<Self::Future> {
-        HystrixAsyncCommand::fallback(self.0, error).map(ready)
+        HystrixCommand::fallback(&*self.0, error).map(ready)
+    }
+}
+
+/// The async trait's adapter (a distinct type, so both traits can be implemented by one type).
+struct ByAsyncTrait<H>(Arc<H>);
+
+impl<H: HystrixAsyncCommand> Classify<H::Error> for ByAsyncTrait<H> {
+    fn classify(&self, error: &H::Error) -> Class {
+        HystrixAsyncCommand::classify(&*self.0, error)
+    }
+}
+
+impl<H> Sealed for ByAsyncTrait<H> {}
+
+impl<H: HystrixAsyncCommand> AsyncFallback<H::Response, H::Error> for ByAsyncTrait<H> {
+    type Error = BoxError;
+    type Future = Ready<Result<H::Response, BoxError>>;
+    fn is_present(&self) -> bool {
+        true
+    }
+    fn call(self, error: &HystrixError<H::Error>) -> Option<Self::Future> {
+        HystrixAsyncCommand::fallback(&*self.0, error).map(ready)
     }
 }

@@ -33,25 +33,28 @@
 
 mod execution;
 mod future;
+mod handle;
 mod hystrix_command;
 mod outcome;
 mod pipeline;
+mod run;
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 pub use execution::{
-    Async, AsyncFallback, Blocking, BlockingFallback, BlockingRun, Cancellable, Execution,
-    FallbackAsyncFn, FallbackFn, NoFallback, RunFn,
+    AsyncFallback, BlockingFallback, Execution, FallbackAsyncFn, FallbackFn, NoFallback,
 };
-pub use future::{ExecuteAsync, ExecuteAsyncOutcome, RunFuture};
+pub use future::{ExecuteAsync, ExecuteAsyncOutcome};
+pub use handle::{Observed, QueuedExecution, ToObservable};
 pub use hystrix_command::{HystrixAsyncCommand, HystrixCommand};
 pub use outcome::{ExecutionResult, Outcome};
 pub(crate) use pipeline::panic_message;
+pub use run::{Async, Blocking, Cancellable, Interrupt, RunFn};
 
 use crate::config::{
-    CommandLayer, CommandProperties, IsolationStrategy, LayerError, PropertyValue,
+    CommandLayer, CommandProperties, IsolationStrategy, LayerError, PropertyValue, ThreadPoolLayer,
 };
 use crate::error::ConfigError;
 use crate::key::{CommandKey, GroupKey, ThreadPoolKey};
@@ -81,6 +84,13 @@ pub trait Classify<E> {
 /// The default classifier: every error is a [`Class::Failure`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AllFailures;
+
+impl<E, C: Classify<E> + ?Sized> Classify<E> for &C {
+    #[inline]
+    fn classify(&self, error: &E) -> Class {
+        (**self).classify(error)
+    }
+}
 
 impl<E> Classify<E> for AllFailures {
     #[inline]
@@ -150,6 +160,7 @@ impl Command {
             group: None,
             thread_pool_key: None,
             layer: CommandLayer::default(),
+            pool_layer: ThreadPoolLayer::default(),
             error: None,
             classifier: AllFailures,
         }
@@ -183,6 +194,14 @@ impl<C> Command<C> {
         self.state.metrics()
     }
 
+    /// A snapshot of the gauges of the command's thread pool; `None` until a THREAD-isolated
+    /// execution created it.
+    pub fn thread_pool_metrics(&self) -> Option<crate::ThreadPoolMetrics> {
+        self.state
+            .thread_pool_if_created()
+            .map(|pool| pool.metrics())
+    }
+
     /// Whether the circuit is open now (Hystrix's `isCircuitBreakerOpen()`).
     pub fn is_circuit_breaker_open(&self) -> bool {
         self.state
@@ -190,41 +209,54 @@ impl<C> Command<C> {
             .is_open(&self.state.properties.hot().load())
     }
 
-    /// An execution of a blocking run function. Consume it with
+    /// An execution of a blocking run function, consumed by a mode such as
     /// [`execute`](Execution::execute).
     ///
-    /// A panic in `run` is caught and treated as a FAILURE with the panic message kept.
+    /// The run may move to a pool thread (THREAD isolation, the default for blocking runs), so
+    /// it and its result are `Send + 'static`, as for `std::thread::spawn`: move what it needs
+    /// into it (clone an `Arc`d client). A panic in `run` is caught and treated as a FAILURE
+    /// with the panic message kept.
     pub fn run<F, T, E>(&self, run: F) -> Execution<'_, C, Blocking<F>, NoFallback>
     where
-        F: FnOnce() -> Result<T, E>,
+        F: FnOnce() -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: Send + 'static,
     {
         Execution::new(self, Blocking(run))
     }
 
     /// An execution of a blocking run function that receives a
     /// [`CancellationToken`](crate::CancellationToken), cancelled when the execution times out
-    /// (if `execution.isolation.thread.interruptOnTimeout`, default true). A run that checks it
-    /// can stop early; one that ignores it keeps its permit until it returns (SPEC Part A 4, 13).
+    /// (if `execution.isolation.thread.interruptOnTimeout`, default true) or its queued handle is
+    /// cancelled (if `interruptOnFutureCancel`). A run that checks it can stop early; one that
+    /// ignores it keeps its permit or pool thread until it returns (SPEC Part A 4, 13).
     pub fn run_cancellable<F, T, E>(&self, run: F) -> Execution<'_, C, Cancellable<F>, NoFallback>
     where
-        F: FnOnce(crate::CancellationToken) -> Result<T, E>,
+        F: FnOnce(crate::CancellationToken) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: Send + 'static,
     {
         Execution::new(self, Cancellable(run))
     }
 
-    /// An execution of an async run. Consume it with
+    /// An execution of an async run, consumed by a mode such as
     /// [`execute_async`](Execution::execute_async). At the timeout the future is dropped
     /// (real cancellation, SPEC Part A 7). A future that blocks its thread instead of awaiting
     /// cannot be interrupted: the deadline is noticed at its next `Pending`, and a value it
-    /// returns without ever yielding is a SUCCESS, however long it took.
+    /// returns without ever yielding after the deadline is a TIMEOUT.
+    ///
+    /// Under THREAD isolation the future is spawned on the pool's own runtime, so it and its
+    /// result are `Send + 'static`, as for `tokio::spawn`.
     pub fn run_async<Fut, T, E>(&self, run: Fut) -> Execution<'_, C, Async<Fut>, NoFallback>
     where
-        Fut: std::future::Future<Output = Result<T, E>>,
+        Fut: std::future::Future<Output = Result<T, E>> + Send + 'static,
+        T: Send + 'static,
+        E: Send + 'static,
     {
         Execution::new(self, Async(run))
     }
 
-    pub(crate) fn state(&self) -> &CommandState {
+    pub(crate) fn state_arc(&self) -> &Arc<CommandState> {
         &self.state
     }
 
@@ -245,6 +277,7 @@ pub struct CommandBuilder<C = AllFailures> {
     group: Option<String>,
     thread_pool_key: Option<String>,
     layer: CommandLayer,
+    pool_layer: ThreadPoolLayer,
     error: Option<ConfigError>,
     classifier: C,
 }
@@ -278,27 +311,64 @@ impl<C> CommandBuilder<C> {
     /// `.property("circuitBreaker.errorThresholdPercentage", 40)`. Strings are parsed.
     /// An unknown name or invalid value makes [`build`](CommandBuilder::build) fail.
     pub fn property(mut self, name: &str, value: impl Into<PropertyValue>) -> Self {
-        if self.error.is_some() {
-            return self;
-        }
         let value = value.into();
-        let full_name = || format!("hystrix.command.{}.{name}", self.key);
-        match self.layer.set(name, &value, true) {
-            Ok(()) => {}
-            Err(LayerError::Unknown) => {
-                self.error = Some(ConfigError::UnknownProperty { name: full_name() });
-            }
-            Err(LayerError::Invalid(reason)) => {
-                self.error = Some(ConfigError::InvalidValue {
-                    name: full_name(),
-                    value: value.to_string(),
-                    reason,
-                });
-            }
-            // Builder values are per key, so every property may be set here.
-            Err(LayerError::InstanceOnly) => {}
-        }
+        let outcome = self.layer.set(name, &value, true);
+        self.note(outcome, "command", name, &value);
         self
+    }
+
+    /// Sets a property of the command's thread pool by its Hystrix name (without the
+    /// `hystrix.threadpool.<Key>.` prefix), e.g. `.thread_pool_property("coreSize", 4)`, as
+    /// Hystrix's `andThreadPoolPropertiesDefaults`. Commands sharing a pool share these values
+    /// (different values conflict at build).
+    pub fn thread_pool_property(mut self, name: &str, value: impl Into<PropertyValue>) -> Self {
+        let value = value.into();
+        let outcome = self.pool_layer.set(name, &value, true);
+        self.note(outcome, "threadpool", name, &value);
+        self
+    }
+
+    /// `coreSize` of the command's thread pool (default 10 threads).
+    pub fn thread_pool_core_size(self, threads: u32) -> Self {
+        self.thread_pool_property("coreSize", threads)
+    }
+
+    /// `maxQueueSize` of the command's thread pool (default -1: no queue, hand-off).
+    pub fn thread_pool_max_queue_size(self, size: i32) -> Self {
+        self.thread_pool_property("maxQueueSize", size)
+    }
+
+    /// Keeps the first error of a builder value, to report at build.
+    fn note(
+        &mut self,
+        outcome: Result<(), LayerError>,
+        kind: &str,
+        name: &str,
+        value: &PropertyValue,
+    ) {
+        if self.error.is_some() {
+            return;
+        }
+        let owner = match kind {
+            "threadpool" => self
+                .thread_pool_key
+                .as_deref()
+                .or(self.group.as_deref())
+                .unwrap_or("<pool>"),
+            _ => &self.key,
+        };
+        let full_name = format!("hystrix.{kind}.{owner}.{name}");
+        self.error = match outcome {
+            Ok(()) => None,
+            Err(LayerError::Unknown) => Some(ConfigError::UnknownProperty { name: full_name }),
+            Err(LayerError::Invalid(reason)) => Some(ConfigError::InvalidValue {
+                name: full_name,
+                value: value.to_string(),
+                reason,
+            }),
+            // Builder values are per key, so every property may be set here.
+            Err(LayerError::InstanceOnly) => None,
+        };
     }
 
     /// `execution.isolation.strategy`: THREAD or SEMAPHORE (default: by run kind, SPEC Part A 18).
@@ -387,6 +457,7 @@ impl<C> CommandBuilder<C> {
             group: self.group,
             thread_pool_key: self.thread_pool_key,
             layer: self.layer,
+            pool_layer: self.pool_layer,
             error: self.error,
             classifier: Classifier(Arc::new(classify)),
         }
@@ -423,7 +494,8 @@ impl<C> CommandBuilder<C> {
             }
         };
         let thread_pool_key = self.thread_pool_key.map(ThreadPoolKey::new).transpose()?;
-        let state = registry.command_state(key, group, thread_pool_key, self.layer)?;
+        let state =
+            registry.command_state(key, group, thread_pool_key, self.layer, self.pool_layer)?;
         Ok(Command {
             state,
             classifier: self.classifier,

@@ -17,6 +17,18 @@ pub struct ExecutionResult {
 }
 
 impl ExecutionResult {
+    /// The result of an execution refused before any step (no events, no times).
+    pub(crate) fn empty() -> Self {
+        ExecutionResult {
+            events: EventCounts::new(),
+            start_ms: 0,
+            execution_time_ms: None,
+            total_time_ms: 0,
+            isolation: IsolationStrategy::Semaphore,
+            executed_in_thread: false,
+        }
+    }
+
     /// The execution's events in Hystrix's order, e.g. `[FAILURE, FALLBACK_SUCCESS]`.
     pub fn execution_events(&self) -> EventCounts {
         self.events

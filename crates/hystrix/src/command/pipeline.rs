@@ -1,33 +1,37 @@
 //! The execution pipeline, in one place and in order (ARCHITECTURE §2, SPEC §3.2):
 //!
 //! 1. the circuit breaker allows the execution, or it is SHORT_CIRCUITED;
-//! 2. an execution permit is taken (SEMAPHORE), or it is SEMAPHORE_REJECTED;
-//! 3. the timeout is armed (deadline = start + timeout);
+//! 2. the deadline is fixed (start + timeout), so time waiting in a pool queue counts;
+//! 3. isolation admits it: an execution permit (SEMAPHORE) or a pool slot (THREAD), or it is
+//!    SEMAPHORE_REJECTED / THREAD_POOL_REJECTED;
 //! 4. the run executes, raced against the deadline, panics caught;
 //! 5. its end is decided: SUCCESS, FAILURE, TIMEOUT, BAD_REQUEST or IGNORED (classifier);
 //! 6. failures, timeouts, short-circuits and rejections go to the fallback, under its own
 //!    semaphore: FALLBACK_SUCCESS, _FAILURE, _REJECTION or _MISSING;
 //! 7. metrics and the event notifier see the execution exactly once.
 //!
-//! Blocking runs go through [`run_blocking`], top to bottom; async runs through the
-//! [`ExecuteAsyncOutcome`](crate::command::ExecuteAsyncOutcome) future, which takes the same
-//! steps one poll at a time. Both share every step but the race itself.
+//! A blocking run under SEMAPHORE goes through [`run_blocking`], top to bottom on the caller's
+//! thread. Every other execution is the [`ExecuteAsyncOutcome`](crate::command::ExecuteAsyncOutcome)
+//! future, which takes the same steps one poll at a time (driven by [`block_on`] for a blocking
+//! `execute()` under THREAD). Both share every step below but the race itself.
 
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
 
 use tokio_util::sync::CancellationToken;
 
 use crate::circuit::Admission;
 use crate::clock::{Clock, TimerId};
-use crate::command::execution::{BlockingFallback, BlockingRun};
+use crate::command::execution::BlockingFallback;
+use crate::command::run::BlockingFn;
 use crate::command::{Class, Classify, ExecutionResult, Outcome};
 use crate::config::{HotSnapshot, IsolationStrategy};
 use crate::error::{BoxError, Cause, Detail, FailureType, FallbackFailure, HystrixError};
 use crate::event::{EventCounts, EventType};
-use crate::isolation::semaphore::Permit;
+use crate::isolation::thread_pool::Rejection;
 use crate::registry::CommandState;
 
 /// Per-call options of an [`Execution`](crate::Execution).
@@ -40,9 +44,9 @@ pub(crate) struct CallOptions {
 }
 
 // ------------------------------------------------------------------------------------------------
-// Entry points
+// The blocking fast path
 
-/// Runs a blocking execution on the calling thread (SEMAPHORE isolation).
+/// Runs a blocking execution under SEMAPHORE isolation on the calling thread.
 pub(crate) fn run_blocking<C, R, FB>(
     state: &CommandState,
     classifier: &C,
@@ -51,20 +55,27 @@ pub(crate) fn run_blocking<C, R, FB>(
     options: &CallOptions,
 ) -> Outcome<R::Output, R::Error>
 where
-    R: BlockingRun,
+    R: BlockingFn,
     FB: BlockingFallback<R::Output, R::Error>,
     C: Classify<R::Error>,
 {
-    let mut rec = Recorder::start(state, IsolationStrategy::Semaphore);
+    let mut rec = Recorder::idle();
+    rec.begin(state, IsolationStrategy::Semaphore);
     if let Err(err) = check_options(state, options) {
-        return rec.finish_now(Err(err));
+        return rec.finish_now(state, Err(err));
     }
     let props = state.properties.hot().load();
-    let permit = match try_admit(state, &props, &mut rec) {
+    let admitted = check_breaker(state, &props, &mut rec).and_then(|()| {
+        state
+            .execution_semaphore
+            .try_acquire(props.semaphore_max)
+            .ok_or_else(|| semaphore_rejected(state, &mut rec, props.semaphore_max))
+    });
+    let permit = match admitted {
         Ok(permit) => permit,
         Err(err) => {
             let response = fallback_blocking(state, &mut rec, err, fallback);
-            return rec.finish_now(response);
+            return rec.finish_now(state, response);
         }
     };
     let timeout_ms = timeout_ms(&props, options);
@@ -83,7 +94,9 @@ where
         _ => None,
     };
     rec.run_started();
-    let returned = catch_unwind(AssertUnwindSafe(|| run.call(token.clone())));
+    let returned = catch_unwind(AssertUnwindSafe(|| {
+        run.call(token.clone().unwrap_or_default())
+    }));
     let end = clock.now_ms();
     drop(timer);
     rec.run_ended(end);
@@ -100,12 +113,43 @@ where
         Err(panic) => RunEnd::Panicked(panic_message(panic)),
     };
     match decide(state, &mut rec, classifier, ended, timeout_ms, end) {
-        Decision::Value(value) => rec.finish(end, Ok(value)),
-        Decision::Error(err) => rec.finish(end, Err(err)),
+        Decision::Value(value) => rec.finish(state, end, Ok(value)),
+        Decision::Error(err) => rec.finish(state, end, Err(err)),
         Decision::Fallback(err) => {
             let response = fallback_blocking(state, &mut rec, err, fallback);
-            rec.finish_now(response)
+            rec.finish_now(state, response)
         }
+    }
+}
+
+fn fallback_blocking<T, E, FB: BlockingFallback<T, E>>(
+    state: &CommandState,
+    rec: &mut Recorder,
+    mut err: HystrixError<E>,
+    fallback: FB,
+) -> Result<T, HystrixError<E>> {
+    if !fallback_gate(state, rec, &mut err, fallback.is_present()) {
+        return Err(err);
+    }
+    let end = match catch_unwind(AssertUnwindSafe(|| fallback.call(&err))) {
+        Ok(Some(Ok(value))) => FallbackEnd::Value(value),
+        Ok(Some(Err(error))) => FallbackEnd::Failed(error),
+        Ok(None) => FallbackEnd::Missing,
+        Err(panic) => FallbackEnd::Panicked(panic_message(panic)),
+    };
+    state.fallback_semaphore.give_back();
+    fallback_done(state, rec, err, end)
+}
+
+/// Cancels a timer when dropped (the run ended before its deadline).
+struct TimerGuard<'a> {
+    clock: &'a dyn Clock,
+    id: TimerId,
+}
+
+impl Drop for TimerGuard<'_> {
+    fn drop(&mut self) {
+        self.clock.cancel(self.id);
     }
 }
 
@@ -134,40 +178,78 @@ pub(crate) fn timeout_ms(props: &HotSnapshot, options: &CallOptions) -> Option<u
         .then(|| options.timeout_ms.unwrap_or(props.timeout_ms))
 }
 
-/// Steps 1 and 2: the breaker, then an execution permit.
+/// Step 1: the breaker.
 #[inline]
-pub(crate) fn try_admit<'s, E>(
-    state: &'s CommandState,
+pub(crate) fn check_breaker<E>(
+    state: &CommandState,
     props: &HotSnapshot,
-    rec: &mut Recorder<'_>,
-) -> Result<Permit<'s>, HystrixError<E>> {
-    if let Admission::Denied(cause) = state.breaker.attempt(props, rec.start_ms) {
-        rec.event(EventType::ShortCircuited);
-        return Err(
-            HystrixError::new(FailureType::ShortCircuit, state.key.clone(), Cause::None)
-                .with_detail(Detail::ShortCircuit(Some(cause))),
-        );
-    }
-    let limit = props.semaphore_max;
-    match state.execution_semaphore.try_acquire(limit) {
-        Some(permit) => Ok(permit),
-        None => {
-            rec.event(EventType::SemaphoreRejected);
-            Err(HystrixError::new(
-                FailureType::RejectedSemaphoreExecution,
-                state.key.clone(),
-                Cause::None,
+    rec: &mut Recorder,
+) -> Result<(), HystrixError<E>> {
+    match state.breaker.attempt(props, rec.start_ms) {
+        Admission::Allowed => Ok(()),
+        Admission::Denied(cause) => {
+            rec.event(state, EventType::ShortCircuited);
+            Err(
+                HystrixError::new(FailureType::ShortCircuit, state.key.clone(), Cause::None)
+                    .with_detail(Detail::ShortCircuit(Some(cause))),
             )
-            .with_detail(Detail::SemaphoreLimit(limit)))
         }
     }
 }
 
+/// Step 3, SEMAPHORE: no permit was free.
+pub(crate) fn semaphore_rejected<E>(
+    state: &CommandState,
+    rec: &mut Recorder,
+    limit: u32,
+) -> HystrixError<E> {
+    rec.event(state, EventType::SemaphoreRejected);
+    HystrixError::new(
+        FailureType::RejectedSemaphoreExecution,
+        state.key.clone(),
+        Cause::None,
+    )
+    .with_detail(Detail::SemaphoreLimit(limit))
+}
+
+/// Step 3, THREAD: the pool refused the run. As in Hystrix the rejection goes through the error
+/// step, so the breaker hears of it.
+pub(crate) fn pool_rejected<E>(
+    state: &CommandState,
+    rec: &mut Recorder,
+    rejection: Rejection,
+) -> HystrixError<E> {
+    rec.event(state, EventType::ThreadPoolRejected);
+    state.breaker.mark_non_success(rec.start_ms);
+    HystrixError::new(
+        FailureType::RejectedThreadExecution,
+        state.key.clone(),
+        Cause::None,
+    )
+    .with_detail(Detail::PoolRejected {
+        pool: state.thread_pool_key.clone(),
+        rejection,
+    })
+}
+
 /// How the run ended, before classification.
-pub(crate) enum RunEnd<T, E> {
+#[doc(hidden)]
+pub enum RunEnd<T, E> {
+    /// The run returned.
     Returned(Result<T, E>),
+    /// The run panicked, with this message.
     Panicked(String),
+    /// The deadline passed first.
     TimedOut,
+}
+
+impl<T, E> From<Result<Result<T, E>, String>> for RunEnd<T, E> {
+    fn from(ran: Result<Result<T, E>, String>) -> Self {
+        match ran {
+            Ok(result) => RunEnd::Returned(result),
+            Err(message) => RunEnd::Panicked(message),
+        }
+    }
 }
 
 /// What the pipeline does next.
@@ -181,9 +263,9 @@ pub(crate) enum Decision<T, E> {
 }
 
 /// Step 5: records the run's end and tells the breaker.
-pub(crate) fn decide<T, E, C: Classify<E>>(
+pub(crate) fn decide<T, E, C: Classify<E> + ?Sized>(
     state: &CommandState,
-    rec: &mut Recorder<'_>,
+    rec: &mut Recorder,
     classifier: &C,
     ended: RunEnd<T, E>,
     timeout_ms: Option<u64>,
@@ -192,7 +274,7 @@ pub(crate) fn decide<T, E, C: Classify<E>>(
     let key = || state.key.clone();
     match ended {
         RunEnd::Returned(Ok(value)) => {
-            rec.event(EventType::Success);
+            rec.event(state, EventType::Success);
             state.breaker.mark_success(now_ms);
             Decision::Value(value)
         }
@@ -205,37 +287,27 @@ pub(crate) fn decide<T, E, C: Classify<E>>(
                     Class::Failure
                 }
             };
+            let (event, failure_type) = match class {
+                Class::Failure => (EventType::Failure, FailureType::CommandException),
+                Class::BadRequest => (EventType::BadRequest, FailureType::BadRequest),
+                Class::Ignored => (EventType::Ignored, FailureType::Ignored),
+            };
+            rec.event(state, event);
+            let err = HystrixError::new(failure_type, key(), Cause::Error(error));
             match class {
                 Class::Failure => {
-                    rec.event(EventType::Failure);
                     state.breaker.mark_non_success(now_ms);
-                    Decision::Fallback(HystrixError::new(
-                        FailureType::CommandException,
-                        key(),
-                        Cause::Error(error),
-                    ))
+                    Decision::Fallback(err)
                 }
-                Class::BadRequest => {
-                    rec.event(EventType::BadRequest);
-                    Decision::Error(HystrixError::new(
-                        FailureType::BadRequest,
-                        key(),
-                        Cause::Error(error),
-                    ))
-                }
+                Class::BadRequest => Decision::Error(err),
                 Class::Ignored => {
-                    rec.event(EventType::Ignored);
                     state.breaker.mark_success(now_ms);
-                    Decision::Error(HystrixError::new(
-                        FailureType::Ignored,
-                        key(),
-                        Cause::Error(error),
-                    ))
+                    Decision::Error(err)
                 }
             }
         }
         RunEnd::Panicked(message) => {
-            rec.event(EventType::Failure);
+            rec.event(state, EventType::Failure);
             state.breaker.mark_non_success(now_ms);
             Decision::Fallback(HystrixError::new(
                 FailureType::CommandException,
@@ -244,7 +316,7 @@ pub(crate) fn decide<T, E, C: Classify<E>>(
             ))
         }
         RunEnd::TimedOut => {
-            rec.event(EventType::Timeout);
+            rec.event(state, EventType::Timeout);
             state.breaker.mark_non_success(now_ms);
             Decision::Fallback(
                 HystrixError::new(FailureType::Timeout, key(), Cause::None)
@@ -254,14 +326,14 @@ pub(crate) fn decide<T, E, C: Classify<E>>(
     }
 }
 
-/// Step 6, first half: whether the fallback may run. `None` means no (the reason is recorded
-/// and set on `err`); `Some` holds its permit.
-pub(crate) fn fallback_permit<'s, E>(
-    state: &'s CommandState,
-    rec: &mut Recorder<'_>,
+/// Step 6, first half: whether the fallback may run; if so its permit is taken (release it with
+/// `fallback_semaphore.give_back()`), otherwise the reason is recorded and set on `err`.
+pub(crate) fn fallback_gate<E>(
+    state: &CommandState,
+    rec: &mut Recorder,
     err: &mut HystrixError<E>,
     present: bool,
-) -> Option<Permit<'s>> {
+) -> bool {
     let props = state.properties.hot().load();
     if !props.fallback_enabled() {
         // Sent to the notifier only, never stored in the execution (as Hystrix).
@@ -270,22 +342,22 @@ pub(crate) fn fallback_permit<'s, E>(
             .notify_event(EventType::FallbackDisabled, &state.key);
         err.set_fallback_failure(FallbackFailure::Disabled);
         rec.fallback_disabled = true;
-        return None;
+        return false;
     }
     if !present {
-        rec.event(EventType::FallbackMissing);
+        rec.event(state, EventType::FallbackMissing);
         err.set_fallback_failure(FallbackFailure::Missing);
-        return None;
+        return false;
     }
     let limit = props.fallback_semaphore_max;
-    let permit = state.fallback_semaphore.try_acquire(limit);
-    if permit.is_none() {
-        rec.event(EventType::FallbackRejection);
-        err.set_fallback_failure(FallbackFailure::Rejected {
-            max_concurrent: limit,
-        });
+    if state.fallback_semaphore.try_take(limit) {
+        return true;
     }
-    permit
+    rec.event(state, EventType::FallbackRejection);
+    err.set_fallback_failure(FallbackFailure::Rejected {
+        max_concurrent: limit,
+    });
+    false
 }
 
 /// How a fallback ended.
@@ -298,13 +370,14 @@ pub(crate) enum FallbackEnd<T> {
 
 /// Step 6, second half: records the fallback's end.
 pub(crate) fn fallback_done<T, E>(
-    rec: &mut Recorder<'_>,
+    state: &CommandState,
+    rec: &mut Recorder,
     mut err: HystrixError<E>,
     end: FallbackEnd<T>,
 ) -> Result<T, HystrixError<E>> {
     let (event, failure) = match end {
         FallbackEnd::Value(value) => {
-            rec.event(EventType::FallbackSuccess);
+            rec.event(state, EventType::FallbackSuccess);
             return Ok(value);
         }
         FallbackEnd::Missing => (EventType::FallbackMissing, FallbackFailure::Missing),
@@ -314,28 +387,9 @@ pub(crate) fn fallback_done<T, E>(
             FallbackFailure::Panicked(message),
         ),
     };
-    rec.event(event);
+    rec.event(state, event);
     err.set_fallback_failure(failure);
     Err(err)
-}
-
-fn fallback_blocking<T, E, FB: BlockingFallback<T, E>>(
-    state: &CommandState,
-    rec: &mut Recorder<'_>,
-    mut err: HystrixError<E>,
-    fallback: FB,
-) -> Result<T, HystrixError<E>> {
-    let Some(permit) = fallback_permit(state, rec, &mut err, fallback.is_present()) else {
-        return Err(err);
-    };
-    let end = match catch_unwind(AssertUnwindSafe(|| fallback.call(&err))) {
-        Ok(Some(Ok(value))) => FallbackEnd::Value(value),
-        Ok(Some(Err(error))) => FallbackEnd::Failed(error),
-        Ok(None) => FallbackEnd::Missing,
-        Err(panic) => FallbackEnd::Panicked(panic_message(panic)),
-    };
-    drop(permit);
-    fallback_done(rec, err, end)
 }
 
 /// Polls `future`, turning a panic into `Err(message)`.
@@ -367,25 +421,36 @@ pub(crate) fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
     message
 }
 
-/// Cancels a timer when dropped (the run ended before its deadline).
-struct TimerGuard<'a> {
-    clock: &'a dyn Clock,
-    id: TimerId,
-}
-
-impl Drop for TimerGuard<'_> {
-    fn drop(&mut self) {
-        self.clock.cancel(self.id);
+/// Drives a future to completion on this thread, parking between polls (a blocking
+/// `execute()` under THREAD isolation waits for its pool task and its timer this way).
+pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut future = pin!(future);
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return output;
+        }
+        std::thread::park();
     }
 }
 
 // ------------------------------------------------------------------------------------------------
 // Recording
 
-/// Collects an execution's events and times, and reports them exactly once: when the execution
-/// finishes, or, if it is dropped unfinished (a cancelled async execution), with CANCELLED.
-pub(crate) struct Recorder<'s> {
-    state: &'s CommandState,
+/// Collects an execution's events and times and reports them exactly once: when the execution
+/// finishes, or, for a future dropped unfinished, with CANCELLED ([`Recorder::cancel`]).
+#[derive(Debug)]
+pub(crate) struct Recorder {
     events: EventCounts,
     pub(crate) start_ms: u64,
     execution_time_ms: Option<u64>,
@@ -395,14 +460,14 @@ pub(crate) struct Recorder<'s> {
     /// `fallback.enabled` was false when a fallback was needed: the caller gets an error, so
     /// EXCEPTION_THROWN counts, though FALLBACK_DISABLED is not an event of the execution.
     fallback_disabled: bool,
+    /// Nothing (more) to report: not begun yet, or reported.
     finished: bool,
 }
 
-impl<'s> Recorder<'s> {
+impl Recorder {
     /// A recorder that has nothing to report until [`begin`](Recorder::begin).
-    pub(crate) fn idle(state: &'s CommandState) -> Self {
+    pub(crate) fn idle() -> Self {
         Recorder {
-            state,
             events: EventCounts::new(),
             start_ms: 0,
             execution_time_ms: None,
@@ -415,28 +480,21 @@ impl<'s> Recorder<'s> {
 
     /// The execution starts now: from here on it is reported exactly once.
     #[inline]
-    pub(crate) fn begin(&mut self, isolation: IsolationStrategy) {
-        self.start_ms = self.state.env.clock.now_ms();
+    pub(crate) fn begin(&mut self, state: &CommandState, isolation: IsolationStrategy) {
+        self.start_ms = state.env.clock.now_ms();
         self.isolation = isolation;
         self.finished = false;
     }
 
     #[inline]
-    pub(crate) fn start(state: &'s CommandState, isolation: IsolationStrategy) -> Self {
-        let mut rec = Recorder::idle(state);
-        rec.begin(isolation);
-        rec
-    }
-
-    #[inline]
-    pub(crate) fn event(&mut self, event: EventType) {
+    pub(crate) fn event(&mut self, state: &CommandState, event: EventType) {
         self.events.add(event);
-        if self.state.env.has_notifier() {
-            self.state.env.notify_event(event, &self.state.key);
+        if state.env.has_notifier() {
+            state.env.notify_event(event, &state.key);
         }
     }
 
-    /// User code starts now.
+    /// User code starts now (or, under THREAD, was handed to the pool).
     #[inline]
     pub(crate) fn run_started(&mut self) {
         self.started_run = true;
@@ -448,7 +506,7 @@ impl<'s> Recorder<'s> {
         self.execution_time_ms = Some(now_ms.saturating_sub(self.start_ms));
     }
 
-    fn report(&mut self, now_ms: u64) -> ExecutionResult {
+    fn report(&mut self, state: &CommandState, now_ms: u64) -> ExecutionResult {
         self.finished = true;
         let result = ExecutionResult {
             events: self.events,
@@ -456,11 +514,11 @@ impl<'s> Recorder<'s> {
             execution_time_ms: self.execution_time_ms,
             total_time_ms: now_ms.saturating_sub(self.start_ms),
             isolation: self.isolation,
-            executed_in_thread: false,
+            executed_in_thread: self.started_run && self.isolation == IsolationStrategy::Thread,
         };
         // A misused execution (refused before any step) has no events and is not counted.
         if !self.events.is_empty() {
-            self.state.record(&result, self.fallback_disabled);
+            state.record(&result, self.fallback_disabled);
         }
         result
     }
@@ -468,32 +526,34 @@ impl<'s> Recorder<'s> {
     #[inline]
     pub(crate) fn finish<T, E>(
         &mut self,
+        state: &CommandState,
         now_ms: u64,
         response: Result<T, HystrixError<E>>,
     ) -> Outcome<T, E> {
-        let result = self.report(now_ms);
+        let result = self.report(state, now_ms);
         Outcome { response, result }
     }
 
     pub(crate) fn finish_now<T, E>(
         &mut self,
+        state: &CommandState,
         response: Result<T, HystrixError<E>>,
     ) -> Outcome<T, E> {
-        let now_ms = self.state.env.clock.now_ms();
-        self.finish(now_ms, response)
+        let now_ms = state.env.clock.now_ms();
+        self.finish(state, now_ms, response)
     }
-}
 
-impl Drop for Recorder<'_> {
-    fn drop(&mut self) {
+    /// The execution was dropped: if it began and has not been reported, report it with
+    /// CANCELLED.
+    pub(crate) fn cancel(&mut self, state: &CommandState) {
         if self.finished {
             return;
         }
-        let now_ms = self.state.env.clock.now_ms();
-        if self.execution_time_ms.is_none() && self.started_run {
+        let now_ms = state.env.clock.now_ms();
+        if self.started_run && self.execution_time_ms.is_none() {
             self.run_ended(now_ms);
         }
-        self.event(EventType::Cancelled);
-        self.report(now_ms);
+        self.event(state, EventType::Cancelled);
+        self.report(state, now_ms);
     }
 }

@@ -30,17 +30,6 @@ fn timeout_ms(v: &u64) -> Result<(), String> {
     }
 }
 
-fn isolation(v: &Option<IsolationStrategy>) -> Result<(), String> {
-    match v {
-        // Thread pools arrive with the thread-pool issue; until then THREAD must not be accepted
-        // and then quietly run as something else.
-        Some(IsolationStrategy::Thread) => {
-            Err("THREAD isolation is not available in this version; use SEMAPHORE".into())
-        }
-        _ => Ok(()),
-    }
-}
-
 fn pool_key(v: &Option<String>) -> Result<(), String> {
     match v {
         Some(name) => crate::key::ThreadPoolKey::new(name)
@@ -60,11 +49,10 @@ property_table! {
     info COMMAND_PROPERTIES;
 
     /// `execution.isolation.strategy`: `THREAD` or `SEMAPHORE`. Default unset, meaning by run
-    /// kind (SPEC Part A 18): async runs use SEMAPHORE; blocking runs will use THREAD once
-    /// thread pools are available and use SEMAPHORE until then (asking for THREAD is refused
-    /// with an error meanwhile). Dynamic.
+    /// kind (SPEC Part A 18): blocking runs use THREAD, async runs SEMAPHORE. Dynamic: read
+    /// when each execution starts.
     execution_isolation_strategy: Option<IsolationStrategy> = None;
-        "execution.isolation.strategy", Dynamic, Any, isolation;
+        "execution.isolation.strategy", Dynamic, Any, no_check;
     /// `execution.isolation.thread.timeoutInMilliseconds`: the execution timeout in ms, for every
     /// isolation (the name is Hystrix's legacy). Default 1000, at least 1. Dynamic.
     execution_timeout_in_milliseconds: u64 = 1000;
@@ -260,6 +248,9 @@ const FORCE_CLOSED: u32 = 1 << 2;
 const TIMEOUT_ENABLED: u32 = 1 << 3;
 const INTERRUPT_ON_TIMEOUT: u32 = 1 << 4;
 const FALLBACK_ENABLED: u32 = 1 << 5;
+const INTERRUPT_ON_FUTURE_CANCEL: u32 = 1 << 6;
+const ISOLATION_SET: u32 = 1 << 7;
+const ISOLATION_THREAD: u32 = 1 << 8;
 
 impl HotCommandProperties {
     pub(crate) fn publish(&self, props: &CommandProperties) {
@@ -273,7 +264,16 @@ impl HotCommandProperties {
                 props.execution_isolation_thread_interrupt_on_timeout,
                 INTERRUPT_ON_TIMEOUT,
             )
-            | flag(props.fallback_enabled, FALLBACK_ENABLED);
+            | flag(props.fallback_enabled, FALLBACK_ENABLED)
+            | flag(
+                props.execution_isolation_thread_interrupt_on_future_cancel,
+                INTERRUPT_ON_FUTURE_CANCEL,
+            )
+            | match props.execution_isolation_strategy {
+                None => 0,
+                Some(IsolationStrategy::Semaphore) => ISOLATION_SET,
+                Some(IsolationStrategy::Thread) => ISOLATION_SET | ISOLATION_THREAD,
+            };
         self.semaphore_max.store(
             props.execution_isolation_semaphore_max_concurrent_requests,
             Release,
@@ -329,6 +329,23 @@ impl HotSnapshot {
     #[inline]
     pub(crate) fn fallback_enabled(&self) -> bool {
         self.flags & FALLBACK_ENABLED != 0
+    }
+    /// `execution.isolation.thread.interruptOnFutureCancel`.
+    #[inline]
+    pub(crate) fn interrupt_on_future_cancel(&self) -> bool {
+        self.flags & INTERRUPT_ON_FUTURE_CANCEL != 0
+    }
+    /// `execution.isolation.strategy`, if set (unset: by run kind).
+    #[inline]
+    pub(crate) fn isolation(&self) -> Option<IsolationStrategy> {
+        match (
+            self.flags & ISOLATION_SET != 0,
+            self.flags & ISOLATION_THREAD != 0,
+        ) {
+            (false, _) => None,
+            (true, true) => Some(IsolationStrategy::Thread),
+            (true, false) => Some(IsolationStrategy::Semaphore),
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
 use crate::config::command::{CommandLayer, HotCommandProperties};
-use crate::config::thread_pool::ThreadPoolLayer;
+use crate::config::thread_pool::{HotThreadPoolProperties, ThreadPoolLayer};
 use crate::config::{
     COMMAND_PROPERTIES, CommandProperties, LayerError, PropertyInfo, PropertyValue,
     THREAD_POOL_PROPERTIES, ThreadPoolProperties,
@@ -101,10 +101,10 @@ property_kind!(
     ThreadPoolKind,
     ThreadPoolProperties,
     ThreadPoolLayer,
-    (),
+    HotThreadPoolProperties,
     "hystrix.threadpool.",
     THREAD_POOL_PROPERTIES,
-    |_, _| {}
+    HotThreadPoolProperties::publish
 );
 
 /// The live properties of one key in use: the resolved snapshot, and its hot-path mirror, both
@@ -474,6 +474,19 @@ impl Properties {
         builder: CommandLayer,
     ) -> Result<Arc<PropertyCell<CommandKind>>, ConfigError> {
         self.state.lock().command.register(key.as_str(), builder)
+    }
+
+    /// Registers a thread-pool key's builder values (the union of those given by the commands
+    /// that use it; different values conflict) and returns its live cell.
+    pub(crate) fn register_thread_pool(
+        &self,
+        key: &ThreadPoolKey,
+        builder: ThreadPoolLayer,
+    ) -> Result<Arc<PropertyCell<ThreadPoolKind>>, ConfigError> {
+        self.state
+            .lock()
+            .thread_pool
+            .register(key.as_str(), builder)
     }
 
     /// Forgets a command key's live cell (its dynamic per-key values stay).

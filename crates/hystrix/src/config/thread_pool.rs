@@ -128,3 +128,52 @@ mod tests {
         assert_eq!(pool(14, 10, true).actual_maximum_size(), 14);
     }
 }
+
+/// The thread-pool properties read at every schedule, mirrored into atomics (see
+/// [`HotCommandProperties`](super::command::HotCommandProperties)).
+#[derive(Debug, Default)]
+pub(crate) struct HotThreadPoolProperties {
+    core_size: std::sync::atomic::AtomicU32,
+    actual_maximum_size: std::sync::atomic::AtomicU32,
+    keep_alive_ms: std::sync::atomic::AtomicU64,
+    queue_size_rejection_threshold: std::sync::atomic::AtomicU32,
+}
+
+/// A copy of [`HotThreadPoolProperties`], read once per schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HotPoolSnapshot {
+    /// `coreSize`.
+    pub(crate) core_size: u32,
+    /// Hystrix's `actualMaximumSize`.
+    pub(crate) actual_maximum_size: u32,
+    /// `keepAliveTimeMinutes`, in ms.
+    pub(crate) keep_alive_ms: u64,
+    /// `queueSizeRejectionThreshold` (never negative).
+    pub(crate) queue_size_rejection_threshold: u32,
+}
+
+impl HotThreadPoolProperties {
+    pub(crate) fn publish(&self, props: &ThreadPoolProperties) {
+        use std::sync::atomic::Ordering::Release;
+        self.core_size.store(props.core_size, Release);
+        self.actual_maximum_size
+            .store(props.actual_maximum_size(), Release);
+        self.keep_alive_ms
+            .store(u64::from(props.keep_alive_time_minutes) * 60_000, Release);
+        self.queue_size_rejection_threshold.store(
+            u32::try_from(props.queue_size_rejection_threshold).unwrap_or(0),
+            Release,
+        );
+    }
+
+    #[inline]
+    pub(crate) fn load(&self) -> HotPoolSnapshot {
+        use std::sync::atomic::Ordering::Acquire;
+        HotPoolSnapshot {
+            core_size: self.core_size.load(Acquire),
+            actual_maximum_size: self.actual_maximum_size.load(Acquire),
+            keep_alive_ms: self.keep_alive_ms.load(Acquire),
+            queue_size_rejection_threshold: self.queue_size_rejection_threshold.load(Acquire),
+        }
+    }
+}

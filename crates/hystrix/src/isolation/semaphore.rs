@@ -26,6 +26,33 @@ impl Semaphore {
         Some(Permit { semaphore: self })
     }
 
+    /// As [`try_acquire`](Semaphore::try_acquire), for a holder that releases with
+    /// [`give_back`](Semaphore::give_back) itself (a future cannot hold a guard borrowing from
+    /// the state it also owns).
+    #[inline]
+    pub(crate) fn try_take(&self, limit: u32) -> bool {
+        let previous = self.in_use.fetch_add(1, Ordering::Acquire);
+        if previous >= limit {
+            self.in_use.fetch_sub(1, Ordering::Release);
+            return false;
+        }
+        true
+    }
+
+    /// Releases a permit taken with [`try_take`](Semaphore::try_take).
+    #[inline]
+    pub(crate) fn give_back(&self) {
+        self.in_use.fetch_sub(1, Ordering::Release);
+    }
+
+    /// Counts one more holder without a limit: THREAD-isolated runs count in the running-
+    /// executions gauge this way while their user code runs.
+    #[inline]
+    pub(crate) fn enter(&self) -> Permit<'_> {
+        self.in_use.fetch_add(1, Ordering::Acquire);
+        Permit { semaphore: self }
+    }
+
     /// Permits currently held (a refused attempt may show for an instant).
     pub(crate) fn in_use(&self) -> u32 {
         self.in_use.load(Ordering::Acquire)

@@ -1,0 +1,413 @@
+//! Run functions, and how each kind starts under SEMAPHORE or THREAD isolation.
+//!
+//! | run kind | SEMAPHORE | THREAD |
+//! |---|---|---|
+//! | blocking (`run`, `run_cancellable`) | called in the polling thread | a task on the pool's threads |
+//! | async (`run_async`) | polled in place | spawned on the pool's own runtime |
+
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::task::{Context, Poll, Waker};
+
+use parking_lot::Mutex;
+use pin_project_lite::pin_project;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::TimerId;
+use crate::command::pipeline::{RunEnd, panic_message, poll_caught};
+use crate::isolation::thread_pool::{AsyncSlot, Job, Rejection, ThreadPool};
+use crate::registry::CommandState;
+
+pub(crate) mod sealed {
+    pub trait Sealed {}
+}
+
+/// How a run ended by itself: its result, or the message of its panic.
+pub(crate) type Ran<T, E> = Result<Result<T, E>, String>;
+
+/// A blocking run function, `FnOnce() -> Result<T, E>` (see [`Command::run`](crate::Command::run)).
+#[derive(Debug)]
+pub struct Blocking<F>(pub(crate) F);
+
+/// A blocking run function that receives a cancellation token (see
+/// [`Command::run_cancellable`](crate::Command::run_cancellable)).
+#[derive(Debug)]
+pub struct Cancellable<F>(pub(crate) F);
+
+/// An async run, a `Future<Output = Result<T, E>>` (see
+/// [`Command::run_async`](crate::Command::run_async)).
+#[derive(Debug)]
+pub struct Async<Fut>(pub(crate) Fut);
+
+/// What a run needs to start.
+#[doc(hidden)]
+pub struct Start<'a> {
+    pub(crate) state: &'a Arc<CommandState>,
+    /// The execution's absolute deadline on the registry's clock, if a timeout is armed.
+    pub(crate) deadline_ms: Option<u64>,
+    /// `execution.isolation.thread.interruptOnTimeout` now.
+    pub(crate) interrupt_on_timeout: bool,
+}
+
+/// A run function of any kind. Runs may move to a pool thread (THREAD isolation), so they and
+/// their results are `Send + 'static`, like a thread's or a task's.
+pub trait RunFn: sealed::Sealed + Send + 'static {
+    /// The value of a successful run.
+    type Output: Send + 'static;
+    /// The run's error type.
+    type Error: Send + 'static;
+    /// The run in progress.
+    #[doc(hidden)]
+    type Running: Future<Output = RunEnd<Self::Output, Self::Error>> + Send + Interrupt;
+    /// Whether the run blocks its thread (its default isolation is then THREAD, SEMAPHORE
+    /// otherwise; SPEC Part A 18).
+    #[doc(hidden)]
+    const BLOCKING: bool;
+    /// Starts the run in the polling thread (SEMAPHORE isolation).
+    #[doc(hidden)]
+    fn start_here(self, start: Start<'_>) -> Self::Running;
+    /// Starts the run on `pool` (THREAD isolation), or is refused.
+    #[doc(hidden)]
+    fn start_on_pool(self, start: Start<'_>, pool: &ThreadPool)
+    -> Result<Self::Running, Rejection>;
+}
+
+/// A run in progress that can be asked to stop.
+pub trait Interrupt {
+    /// Cancels the run's token, if it has one and is running on a pool thread; nothing else
+    /// (a run polled in place is stopped by being dropped).
+    #[doc(hidden)]
+    fn interrupt(self: Pin<&mut Self>);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Blocking runs
+
+/// A blocking function, with or without a cancellation token.
+#[doc(hidden)]
+pub trait BlockingFn: Send + 'static {
+    type Output: Send + 'static;
+    type Error: Send + 'static;
+    const CANCELLABLE: bool;
+    fn call(self, token: CancellationToken) -> Result<Self::Output, Self::Error>;
+}
+
+impl<F, T, E> BlockingFn for Blocking<F>
+where
+    F: FnOnce() -> Result<T, E> + Send + 'static,
+    T: Send + 'static,
+    E: Send + 'static,
+{
+    type Output = T;
+    type Error = E;
+    const CANCELLABLE: bool = false;
+    #[inline]
+    fn call(self, _token: CancellationToken) -> Result<T, E> {
+        (self.0)()
+    }
+}
+
+impl<F, T, E> BlockingFn for Cancellable<F>
+where
+    F: FnOnce(CancellationToken) -> Result<T, E> + Send + 'static,
+    T: Send + 'static,
+    E: Send + 'static,
+{
+    type Output = T;
+    type Error = E;
+    const CANCELLABLE: bool = true;
+    fn call(self, token: CancellationToken) -> Result<T, E> {
+        (self.0)(token)
+    }
+}
+
+macro_rules! blocking_run_fn {
+    ($kind:ident) => {
+        impl<F> sealed::Sealed for $kind<F> {}
+
+        impl<F> RunFn for $kind<F>
+        where
+            $kind<F>: BlockingFn,
+        {
+            type Output = <Self as BlockingFn>::Output;
+            type Error = <Self as BlockingFn>::Error;
+            type Running = BlockingRunning<Self>;
+            const BLOCKING: bool = true;
+
+            fn start_here(self, start: Start<'_>) -> Self::Running {
+                BlockingRunning::Here {
+                    run: Some(self),
+                    deadline_ms: start.deadline_ms.filter(|_| start.interrupt_on_timeout),
+                    clock: Arc::clone(&start.state.env.clock),
+                }
+            }
+
+            fn start_on_pool(
+                self,
+                start: Start<'_>,
+                pool: &ThreadPool,
+            ) -> Result<Self::Running, Rejection> {
+                PoolTask::submit(self, start.state, pool).map(|task| BlockingRunning::OnPool {
+                    task,
+                    pool: pool.clone(),
+                })
+            }
+        }
+    };
+}
+blocking_run_fn!(Blocking);
+blocking_run_fn!(Cancellable);
+
+/// A blocking run in progress: called in place on its first poll, or a task on a pool.
+#[doc(hidden)]
+pub enum BlockingRunning<R: BlockingFn> {
+    /// SEMAPHORE: the run has not been called yet; it is called on the next poll.
+    Here {
+        run: Option<R>,
+        /// When the token is to be cancelled, if the run takes one.
+        deadline_ms: Option<u64>,
+        clock: Arc<dyn crate::clock::Clock>,
+    },
+    /// THREAD: a task on a pool thread (or in its queue).
+    OnPool {
+        task: Arc<PoolTask<R>>,
+        pool: ThreadPool,
+    },
+}
+
+impl<R: BlockingFn> Unpin for BlockingRunning<R> {}
+
+impl<R: BlockingFn> Future for BlockingRunning<R> {
+    type Output = RunEnd<R::Output, R::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            BlockingRunning::Here {
+                run,
+                deadline_ms,
+                clock,
+            } => {
+                let Some(run) = run.take() else {
+                    return Poll::Ready(RunEnd::Panicked("run polled after it ended".into()));
+                };
+                let token = CancellationToken::new();
+                // A cancellable run sees its token cancelled at the deadline (Part A 12).
+                let timer: Option<TimerId> = match deadline_ms {
+                    Some(deadline) if R::CANCELLABLE => {
+                        let token = token.clone();
+                        Some(clock.schedule(*deadline, Box::new(move || token.cancel())))
+                    }
+                    _ => None,
+                };
+                let ran = catch_unwind(AssertUnwindSafe(|| run.call(token))).map_err(panic_message);
+                // A timer that can no longer be cancelled has fired: the deadline passed, even
+                // if a coarse clock does not show it yet.
+                let fired = timer.is_some_and(|id| !clock.cancel(id));
+                Poll::Ready(if fired { RunEnd::TimedOut } else { ran.into() })
+            }
+            BlockingRunning::OnPool { task, .. } => task.poll_result(cx),
+        }
+    }
+}
+
+impl<R: BlockingFn> Interrupt for BlockingRunning<R> {
+    fn interrupt(self: Pin<&mut Self>) {
+        if let BlockingRunning::OnPool { task, .. } = self.get_mut() {
+            task.token.cancel();
+        }
+    }
+}
+
+impl<R: BlockingFn> Drop for BlockingRunning<R> {
+    fn drop(&mut self) {
+        if let BlockingRunning::OnPool { task, pool } = self {
+            // Abandoned while still queued: it never runs (SPEC §6, a queued task is removed).
+            if task
+                .status
+                .compare_exchange(QUEUED, CANCELLED, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                let job: Arc<dyn Job> = Arc::clone(task) as Arc<dyn Job>;
+                pool.remove_queued(&job);
+            }
+        }
+    }
+}
+
+const QUEUED: u8 = 0;
+const RUNNING: u8 = 1;
+const DONE: u8 = 2;
+const CANCELLED: u8 = 3;
+
+/// A blocking run as a task on a pool: its function until it runs, then its result.
+#[doc(hidden)]
+pub struct PoolTask<R: BlockingFn> {
+    status: AtomicU8,
+    run: Mutex<Option<R>>,
+    token: CancellationToken,
+    result: Mutex<Option<Ran<R::Output, R::Error>>>,
+    waker: Mutex<Option<Waker>>,
+    command: Arc<CommandState>,
+}
+
+impl<R: BlockingFn> PoolTask<R> {
+    fn submit(
+        run: R,
+        command: &Arc<CommandState>,
+        pool: &ThreadPool,
+    ) -> Result<Arc<Self>, Rejection> {
+        let task = Arc::new(PoolTask {
+            status: AtomicU8::new(QUEUED),
+            run: Mutex::new(Some(run)),
+            token: CancellationToken::new(),
+            result: Mutex::new(None),
+            waker: Mutex::new(None),
+            command: Arc::clone(command),
+        });
+        pool.submit(Arc::clone(&task) as Arc<dyn Job>)?;
+        Ok(task)
+    }
+
+    fn poll_result(&self, cx: &mut Context<'_>) -> Poll<RunEnd<R::Output, R::Error>> {
+        let take = || match self.status.load(Ordering::Acquire) {
+            DONE => self.result.lock().take(),
+            _ => None,
+        };
+        if let Some(ran) = take() {
+            return Poll::Ready(ran.into());
+        }
+        *self.waker.lock() = Some(cx.waker().clone());
+        // The task may have completed between the check and the waker's registration.
+        match take() {
+            Some(ran) => Poll::Ready(ran.into()),
+            None => Poll::Pending,
+        }
+    }
+}
+
+impl<R: BlockingFn> Job for PoolTask<R> {
+    fn run(&self) {
+        if self
+            .status
+            .compare_exchange(QUEUED, RUNNING, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return; // removed from the queue after a timeout or cancellation
+        }
+        let Some(run) = self.run.lock().take() else {
+            return;
+        };
+        // The command's running-executions gauge counts user code on pool threads too.
+        let running = self.command.execution_semaphore.enter();
+        let ran =
+            catch_unwind(AssertUnwindSafe(|| run.call(self.token.clone()))).map_err(panic_message);
+        drop(running);
+        *self.result.lock() = Some(ran);
+    }
+
+    fn complete(&self) {
+        if self.status.swap(DONE, Ordering::AcqRel) != RUNNING {
+            return;
+        }
+        if let Some(waker) = self.waker.lock().take() {
+            waker.wake();
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Async runs
+
+impl<Fut> sealed::Sealed for Async<Fut> {}
+
+impl<Fut, T, E> RunFn for Async<Fut>
+where
+    Fut: Future<Output = Result<T, E>> + Send + 'static,
+    T: Send + 'static,
+    E: Send + 'static,
+{
+    type Output = T;
+    type Error = E;
+    type Running = AsyncRunning<Fut, T, E>;
+    const BLOCKING: bool = false;
+
+    fn start_here(self, _start: Start<'_>) -> Self::Running {
+        AsyncRunning::Here { run: self.0 }
+    }
+
+    fn start_on_pool(
+        self,
+        start: Start<'_>,
+        pool: &ThreadPool,
+    ) -> Result<Self::Running, Rejection> {
+        let slot = pool.admit_async()?;
+        let runtime = pool.runtime().map_err(|err| {
+            tracing::error!(pool = %pool.key(), error = %err, "hystrix: pool runtime did not start");
+            Rejection::Shutdown
+        })?;
+        let command = Arc::clone(start.state);
+        let run = self.0;
+        let handle = runtime.spawn(run_spawned(run, command, slot));
+        Ok(AsyncRunning::OnPool {
+            handle: AbortOnDrop(handle),
+        })
+    }
+}
+
+/// The task an async run becomes on its pool's runtime.
+async fn run_spawned<Fut, T, E>(run: Fut, command: Arc<CommandState>, slot: AsyncSlot) -> Ran<T, E>
+where
+    Fut: Future<Output = Result<T, E>>,
+{
+    let _slot = slot;
+    let _running = command.execution_semaphore.enter();
+    let mut run = std::pin::pin!(run);
+    std::future::poll_fn(|cx| poll_caught(run.as_mut(), cx)).await
+}
+
+/// A task handle that aborts its task when dropped.
+#[doc(hidden)]
+pub struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+pin_project! {
+    /// An async run in progress: polled in place, or a task on its pool's runtime.
+    #[project = AsyncRunningProj]
+    #[doc(hidden)]
+    pub enum AsyncRunning<Fut, T, E> {
+        /// SEMAPHORE: polled in the execution's own poll.
+        Here { #[pin] run: Fut },
+        /// THREAD: a task on the pool's runtime; aborted when dropped.
+        OnPool { handle: AbortOnDrop<Ran<T, E>> },
+    }
+}
+
+impl<Fut, T, E> Future for AsyncRunning<Fut, T, E>
+where
+    Fut: Future<Output = Result<T, E>>,
+{
+    type Output = RunEnd<T, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project() {
+            AsyncRunningProj::Here { run } => poll_caught(run, cx).map(RunEnd::from),
+            AsyncRunningProj::OnPool { handle } => Pin::new(&mut handle.0).poll(cx).map(|joined| {
+                joined
+                    .unwrap_or_else(|err| Err(format!("the run's task ended early: {err}")))
+                    .into()
+            }),
+        }
+    }
+}
+
+impl<Fut, T, E> Interrupt for AsyncRunning<Fut, T, E> {
+    fn interrupt(self: Pin<&mut Self>) {}
+}

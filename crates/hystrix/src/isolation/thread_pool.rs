@@ -1,0 +1,702 @@
+//! THREAD isolation: one pool of our own OS threads per thread-pool key (Hystrix's
+//! `HystrixThreadPool` over a `ThreadPoolExecutor`), plus, on first use, a tokio runtime of its
+//! own for async runs, both under one admission budget (SPEC Part A 26).
+//!
+//! Scheduling follows `ThreadPoolExecutor` as Hystrix configures it (SPEC §6): below `coreSize`
+//! threads a new thread takes the task; otherwise the task is queued (a bounded FIFO when
+//! `maxQueueSize > 0`; with hand-off, only if an idle thread waits for it); otherwise a thread is
+//! added up to `actualMaximumSize`; otherwise the task is rejected. With a queue, a task is also
+//! rejected once `queueSizeRejectionThreshold` tasks wait. Threads above `coreSize` end after
+//! `keepAliveTimeMinutes` idle, timed on the registry's [`Clock`]. Sizes and the threshold are
+//! read at every schedule; the queue's capacity is fixed when the pool is created.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::clock::{Clock, TimerId};
+use crate::config::{PropertyCell, ThreadPoolKind};
+use crate::key::ThreadPoolKey;
+
+/// Work run by a pool thread. Neither method may panic (the pipeline catches user panics).
+#[doc(hidden)]
+pub trait Job: Send + Sync + 'static {
+    /// Runs the work on the calling pool thread.
+    fn run(&self);
+    /// Hands the result over to whoever waits for it; called after the pool has counted the
+    /// task as finished, so its gauges are settled when the waiter wakes.
+    fn complete(&self) {}
+}
+
+/// Why a pool refused work (THREAD_POOL_REJECTED).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[doc(hidden)]
+pub enum Rejection {
+    /// `queueSizeRejectionThreshold` tasks are already queued.
+    QueueThreshold { threshold: u32 },
+    /// Every thread is busy and the queue (if any) is full.
+    Full { maximum_size: u32, queue_size: u32 },
+    /// The registry is shutting down.
+    Shutdown,
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rejection::QueueThreshold { threshold } => write!(
+                f,
+                "thread-pool queue is at its rejection threshold ({threshold} tasks)"
+            ),
+            Rejection::Full {
+                maximum_size,
+                queue_size,
+            } => write!(
+                f,
+                "all {maximum_size} threads busy and {queue_size} tasks queued"
+            ),
+            Rejection::Shutdown => f.write_str("the registry is shutting down"),
+        }
+    }
+}
+
+struct State {
+    queue: VecDeque<Arc<dyn Job>>,
+    /// Threads alive.
+    threads: u32,
+    /// Threads running a task.
+    busy: u32,
+    /// Async runs admitted and not yet finished.
+    async_in_flight: u32,
+    shutdown: bool,
+}
+
+struct Shared {
+    key: ThreadPoolKey,
+    properties: Arc<PropertyCell<ThreadPoolKind>>,
+    /// `maxQueueSize` when positive; 0 means hand-off. Fixed at creation.
+    queue_capacity: u32,
+    clock: Arc<dyn Clock>,
+    state: Mutex<State>,
+    work_ready: Condvar,
+    thread_left: Condvar,
+    // Gauges, written under the state lock and readable without it.
+    active: AtomicU32,
+    queue_size: AtomicU32,
+    pool_size: AtomicU32,
+    largest: AtomicU32,
+    completed: AtomicU64,
+    next_thread: AtomicU32,
+    handles: Mutex<Vec<JoinHandle<()>>>,
+    runtime: Mutex<Option<tokio::runtime::Runtime>>,
+}
+
+/// A thread pool (bulkhead) for one thread-pool key. Cheap to clone.
+#[derive(Clone)]
+#[doc(hidden)]
+pub struct ThreadPool {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for ThreadPool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ThreadPool")
+            .field("key", &self.shared.key)
+            .field("metrics", &self.metrics())
+            .finish()
+    }
+}
+
+/// What [`ThreadPool::shutdown`] could do within its bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ShutdownReport {
+    /// Threads joined.
+    pub(crate) joined: usize,
+    /// Threads still running a task when the bound passed; left to finish on their own.
+    pub(crate) detached: usize,
+}
+
+impl ThreadPool {
+    /// A pool with no threads yet; `max_queue_size` is the (fixed) `maxQueueSize`.
+    pub(crate) fn new(
+        key: ThreadPoolKey,
+        properties: Arc<PropertyCell<ThreadPoolKind>>,
+        max_queue_size: i32,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        ThreadPool {
+            shared: Arc::new(Shared {
+                key,
+                properties,
+                queue_capacity: u32::try_from(max_queue_size).unwrap_or(0),
+                clock,
+                state: Mutex::new(State {
+                    queue: VecDeque::new(),
+                    threads: 0,
+                    busy: 0,
+                    async_in_flight: 0,
+                    shutdown: false,
+                }),
+                work_ready: Condvar::new(),
+                thread_left: Condvar::new(),
+                active: AtomicU32::new(0),
+                queue_size: AtomicU32::new(0),
+                pool_size: AtomicU32::new(0),
+                largest: AtomicU32::new(0),
+                completed: AtomicU64::new(0),
+                next_thread: AtomicU32::new(0),
+                handles: Mutex::new(Vec::new()),
+                runtime: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// The pool's key.
+    pub(crate) fn key(&self) -> &ThreadPoolKey {
+        &self.shared.key
+    }
+
+    /// Schedules `job` on a pool thread, or refuses it (never blocks on the pool).
+    pub(crate) fn submit(&self, job: Arc<dyn Job>) -> Result<(), Rejection> {
+        let shared = &self.shared;
+        let props = shared.properties.hot().load();
+        let mut st = shared.state.lock();
+        shared.check_budget(
+            &st,
+            props.actual_maximum_size,
+            props.queue_size_rejection_threshold,
+        )?;
+        if st.threads < props.core_size {
+            return shared.spawn(&mut st, job);
+        }
+        let queued = match shared.queue_capacity {
+            // Hand-off: only to a thread that is not busy. A thread that just finished counts
+            // although it has not reached its wait yet: it looks at the queue first.
+            0 => (st.threads - st.busy) as usize > st.queue.len(),
+            capacity => st.queue.len() < capacity as usize,
+        };
+        if queued {
+            st.queue.push_back(job);
+            shared.publish_gauges(&st);
+            shared.work_ready.notify_one();
+            return Ok(());
+        }
+        if st.threads < props.actual_maximum_size {
+            return shared.spawn(&mut st, job);
+        }
+        Err(Rejection::Full {
+            maximum_size: props.actual_maximum_size,
+            queue_size: st.queue.len() as u32,
+        })
+    }
+
+    /// Removes `job` if it is still queued (a timed-out or cancelled execution); returns whether
+    /// it was.
+    pub(crate) fn remove_queued(&self, job: &Arc<dyn Job>) -> bool {
+        let mut st = self.shared.state.lock();
+        let position = st
+            .queue
+            .iter()
+            .position(|queued| std::ptr::addr_eq(Arc::as_ptr(queued), Arc::as_ptr(job)));
+        if let Some(position) = position {
+            st.queue.remove(position);
+            self.shared.publish_gauges(&st);
+        }
+        position.is_some()
+    }
+
+    /// Admits one async run to this pool's budget; the slot is freed when dropped.
+    pub(crate) fn admit_async(&self) -> Result<AsyncSlot, Rejection> {
+        let shared = &self.shared;
+        let props = shared.properties.hot().load();
+        let mut st = shared.state.lock();
+        shared.check_budget(
+            &st,
+            props.actual_maximum_size,
+            props.queue_size_rejection_threshold,
+        )?;
+        st.async_in_flight += 1;
+        shared.publish_gauges(&st);
+        Ok(AsyncSlot {
+            shared: Arc::clone(shared),
+        })
+    }
+
+    /// The pool's own tokio runtime for async runs, created on first use with `coreSize` worker
+    /// threads named `hystrix-<PoolKey>-async-<n>`. Its threads live until shutdown.
+    pub(crate) fn runtime(&self) -> std::io::Result<tokio::runtime::Handle> {
+        let mut runtime = self.shared.runtime.lock();
+        if let Some(runtime) = runtime.as_ref() {
+            return Ok(runtime.handle().clone());
+        }
+        let workers = self.shared.properties.hot().load().core_size.max(1) as usize;
+        let key = self.shared.key.clone();
+        let seq = AtomicU32::new(0);
+        let created = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .thread_name_fn(move || {
+                format!(
+                    "hystrix-{key}-async-{}",
+                    seq.fetch_add(1, Ordering::Relaxed)
+                )
+            })
+            .enable_all()
+            .build()?;
+        let handle = created.handle().clone();
+        *runtime = Some(created);
+        Ok(handle)
+    }
+
+    /// The pool's gauges now.
+    pub(crate) fn metrics(&self) -> ThreadPoolMetrics {
+        let shared = &self.shared;
+        let props = shared.properties.hot().load();
+        let active = shared.active.load(Ordering::Acquire);
+        let queue_size = shared.queue_size.load(Ordering::Acquire);
+        let completed = shared.completed.load(Ordering::Acquire);
+        ThreadPoolMetrics {
+            thread_pool_key: shared.key.clone(),
+            current_active_count: active,
+            current_queue_size: queue_size,
+            current_pool_size: shared.pool_size.load(Ordering::Acquire),
+            current_largest_pool_size: shared.largest.load(Ordering::Acquire),
+            current_completed_task_count: completed,
+            current_task_count: completed + u64::from(active) + u64::from(queue_size),
+            current_core_pool_size: props.core_size,
+            current_maximum_pool_size: props.actual_maximum_size,
+        }
+    }
+
+    /// Stops accepting work, lets running tasks finish for up to `bound`, and joins every thread
+    /// that ended; threads still in a task after `bound` are left to finish on their own.
+    pub(crate) fn shutdown(&self, bound: Duration) -> ShutdownReport {
+        let shared = &self.shared;
+        let until = Instant::now() + bound;
+        let mut st = shared.state.lock();
+        st.shutdown = true;
+        shared.work_ready.notify_all();
+        while st.threads > 0 {
+            if shared.thread_left.wait_until(&mut st, until).timed_out() {
+                break;
+            }
+        }
+        let detached = st.threads as usize;
+        drop(st);
+        let mut joined = 0;
+        for handle in std::mem::take(&mut *shared.handles.lock()) {
+            if detached == 0 || handle.is_finished() {
+                // A thread that left the loop only has its return left to do.
+                let _ = handle.join();
+                joined += 1;
+            }
+        }
+        if let Some(runtime) = shared.runtime.lock().take() {
+            // Blocking inside an async context is not allowed; there, let it wind down alone.
+            if tokio::runtime::Handle::try_current().is_ok() {
+                runtime.shutdown_background();
+            } else {
+                runtime.shutdown_timeout(until.saturating_duration_since(Instant::now()));
+            }
+        }
+        ShutdownReport { joined, detached }
+    }
+}
+
+impl Shared {
+    /// One budget for blocking and async runs: `actualMaximumSize` running plus what the queue
+    /// may hold (Part A 26).
+    fn check_budget(&self, st: &State, maximum_size: u32, threshold: u32) -> Result<(), Rejection> {
+        if st.shutdown {
+            return Err(Rejection::Shutdown);
+        }
+        let queued = st.queue.len() as u32;
+        let queue_limit = match self.queue_capacity {
+            0 => 0,
+            capacity => {
+                if queued >= threshold {
+                    return Err(Rejection::QueueThreshold { threshold });
+                }
+                capacity.min(threshold)
+            }
+        };
+        if st.busy + queued + st.async_in_flight >= maximum_size + queue_limit {
+            return Err(Rejection::Full {
+                maximum_size,
+                queue_size: queued,
+            });
+        }
+        Ok(())
+    }
+
+    fn publish_gauges(&self, st: &State) {
+        self.active
+            .store(st.busy + st.async_in_flight, Ordering::Release);
+        self.queue_size
+            .store(st.queue.len() as u32, Ordering::Release);
+        self.pool_size.store(st.threads, Ordering::Release);
+        self.largest.fetch_max(st.threads, Ordering::AcqRel);
+    }
+
+    /// Starts a thread whose first task is `job`.
+    fn spawn(self: &Arc<Self>, st: &mut State, job: Arc<dyn Job>) -> Result<(), Rejection> {
+        let n = self.next_thread.fetch_add(1, Ordering::Relaxed) + 1;
+        let shared = Arc::clone(self);
+        let spawned = std::thread::Builder::new()
+            .name(format!("hystrix-{}-{n}", self.key))
+            .spawn(move || shared.work(job));
+        match spawned {
+            Ok(handle) => {
+                st.threads += 1;
+                st.busy += 1;
+                self.publish_gauges(st);
+                let mut handles = self.handles.lock();
+                handles.retain(|h| !h.is_finished());
+                handles.push(handle);
+                Ok(())
+            }
+            Err(err) => {
+                tracing::error!(pool = %self.key, error = %err, "hystrix: could not start a pool thread");
+                Err(Rejection::Full {
+                    maximum_size: st.threads,
+                    queue_size: st.queue.len() as u32,
+                })
+            }
+        }
+    }
+
+    /// A pool thread: runs its first task, then queued ones, until shutdown or, above
+    /// `coreSize`, until it has been idle for `keepAliveTimeMinutes`.
+    fn work(self: Arc<Self>, first: Arc<dyn Job>) {
+        let mut next = Some(first);
+        while let Some(job) = next.take() {
+            job.run();
+            self.completed.fetch_add(1, Ordering::AcqRel);
+            let mut st = self.state.lock();
+            st.busy -= 1;
+            self.publish_gauges(&st);
+            drop(st);
+            job.complete();
+            let mut st = self.state.lock();
+            next = self.next_job(&mut st);
+            if next.is_some() {
+                st.busy += 1;
+            } else {
+                st.threads -= 1;
+                self.thread_left.notify_all();
+            }
+            self.publish_gauges(&st);
+        }
+    }
+
+    /// Waits for a queued task; `None` means this thread should end.
+    fn next_job(
+        self: &Arc<Self>,
+        st: &mut parking_lot::MutexGuard<'_, State>,
+    ) -> Option<Arc<dyn Job>> {
+        let mut keep_alive: Option<(TimerId, Arc<AtomicBool>)> = None;
+        let job = loop {
+            if let Some(job) = st.queue.pop_front() {
+                break Some(job);
+            }
+            if st.shutdown {
+                break None;
+            }
+            let props = self.properties.hot().load();
+            if st.threads > props.core_size {
+                match &keep_alive {
+                    Some((_, expired)) if expired.load(Ordering::Acquire) => break None,
+                    Some(_) => {}
+                    None => {
+                        let expired = Arc::new(AtomicBool::new(false));
+                        let (flag, shared) = (Arc::clone(&expired), Arc::downgrade(self));
+                        let deadline = self.clock.now_ms().saturating_add(props.keep_alive_ms);
+                        let id = self.clock.schedule(
+                            deadline,
+                            Box::new(move || {
+                                flag.store(true, Ordering::Release);
+                                if let Some(shared) = shared.upgrade() {
+                                    let _st = shared.state.lock();
+                                    shared.work_ready.notify_all();
+                                }
+                            }),
+                        );
+                        keep_alive = Some((id, expired));
+                        continue;
+                    }
+                }
+            }
+            self.work_ready.wait(st);
+        };
+        if let Some((id, _)) = keep_alive {
+            self.clock.cancel(id);
+        }
+        job
+    }
+}
+
+/// An async run's place in a pool's budget; freed on drop.
+#[doc(hidden)]
+pub struct AsyncSlot {
+    shared: Arc<Shared>,
+}
+
+impl Drop for AsyncSlot {
+    fn drop(&mut self) {
+        let mut st = self.shared.state.lock();
+        st.async_in_flight -= 1;
+        self.shared.completed.fetch_add(1, Ordering::AcqRel);
+        self.shared.publish_gauges(&st);
+    }
+}
+
+/// A snapshot of a thread pool's gauges (Hystrix's `HystrixThreadPoolMetrics` current values).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ThreadPoolMetrics {
+    /// The pool's key.
+    pub thread_pool_key: crate::ThreadPoolKey,
+    /// Tasks running now: blocking runs on pool threads plus async runs on the pool's runtime.
+    pub current_active_count: u32,
+    /// Tasks waiting in the queue.
+    pub current_queue_size: u32,
+    /// Pool threads alive.
+    pub current_pool_size: u32,
+    /// The most pool threads alive at once.
+    pub current_largest_pool_size: u32,
+    /// Tasks finished since the pool was created.
+    pub current_completed_task_count: u64,
+    /// Tasks ever accepted: finished, running and queued.
+    pub current_task_count: u64,
+    /// `coreSize` now.
+    pub current_core_pool_size: u32,
+    /// `actualMaximumSize` now.
+    pub current_maximum_pool_size: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::config::{Properties, ThreadPoolLayer};
+    use std::sync::mpsc;
+
+    /// A job that reports its start and waits for a release.
+    struct Gate {
+        started: Mutex<Option<mpsc::Sender<String>>>,
+        release: Mutex<mpsc::Receiver<()>>,
+    }
+
+    impl Job for Gate {
+        fn run(&self) {
+            let name = std::thread::current().name().unwrap_or("").to_owned();
+            if let Some(tx) = self.started.lock().take() {
+                let _ = tx.send(name);
+            }
+            let _ = self.release.lock().recv();
+        }
+    }
+
+    fn gate(started: &mpsc::Sender<String>) -> (Arc<dyn Job>, mpsc::Sender<()>) {
+        let (release_tx, release_rx) = mpsc::channel();
+        let job = Arc::new(Gate {
+            started: Mutex::new(Some(started.clone())),
+            release: Mutex::new(release_rx),
+        });
+        (job, release_tx)
+    }
+
+    fn pool(clock: &ManualClock, set: &[(&str, &str)]) -> ThreadPool {
+        let properties = Properties::new();
+        for (name, value) in set {
+            properties
+                .set(&format!("hystrix.threadpool.P.{name}"), *value)
+                .unwrap();
+        }
+        let key = ThreadPoolKey::new("P").unwrap();
+        let max_queue = properties.thread_pool(&key).max_queue_size;
+        let cell = properties
+            .register_thread_pool(&key, ThreadPoolLayer::default())
+            .unwrap();
+        ThreadPool::new(key, cell, max_queue, Arc::new(clock.clone()))
+    }
+
+    #[test]
+    fn hand_off_pool_runs_core_size_tasks_and_rejects_the_next() {
+        let clock = ManualClock::new();
+        let pool = pool(&clock, &[("coreSize", "2")]);
+        let (started, names) = mpsc::channel();
+        let (a, release_a) = gate(&started);
+        let (b, release_b) = gate(&started);
+        pool.submit(a).unwrap();
+        pool.submit(b).unwrap();
+        let mut seen = vec![names.recv().unwrap(), names.recv().unwrap()];
+        seen.sort();
+        assert_eq!(seen, ["hystrix-P-1", "hystrix-P-2"]);
+        let (c, _) = gate(&started);
+        assert_eq!(
+            pool.submit(c),
+            Err(Rejection::Full {
+                maximum_size: 2,
+                queue_size: 0
+            })
+        );
+        let metrics = pool.metrics();
+        assert_eq!(
+            (
+                metrics.current_active_count,
+                metrics.current_pool_size,
+                metrics.current_queue_size
+            ),
+            (2, 2, 0)
+        );
+        release_a.send(()).unwrap();
+        release_b.send(()).unwrap();
+        let report = pool.shutdown(Duration::from_secs(10));
+        assert_eq!(
+            report,
+            ShutdownReport {
+                joined: 2,
+                detached: 0
+            }
+        );
+        let metrics = pool.metrics();
+        assert_eq!(metrics.current_completed_task_count, 2);
+        assert_eq!(metrics.current_largest_pool_size, 2);
+        assert_eq!(metrics.current_pool_size, 0);
+    }
+
+    #[test]
+    fn bounded_queue_holds_up_to_the_rejection_threshold() {
+        let clock = ManualClock::new();
+        let pool = pool(
+            &clock,
+            &[
+                ("coreSize", "1"),
+                ("maxQueueSize", "10"),
+                ("queueSizeRejectionThreshold", "2"),
+            ],
+        );
+        let (started, names) = mpsc::channel();
+        let (running, release_running) = gate(&started);
+        pool.submit(running).unwrap();
+        names.recv().unwrap();
+        let (q1, release_q1) = gate(&started);
+        let (q2, release_q2) = gate(&started);
+        pool.submit(q1).unwrap();
+        pool.submit(Arc::clone(&q2)).unwrap();
+        assert_eq!(pool.metrics().current_queue_size, 2);
+        let (q3, _) = gate(&started);
+        assert_eq!(
+            pool.submit(Arc::clone(&q3)),
+            Err(Rejection::QueueThreshold { threshold: 2 })
+        );
+        // The threshold is dynamic.
+        pool.shared
+            .properties
+            .hot()
+            .publish(&crate::ThreadPoolProperties {
+                core_size: 1,
+                queue_size_rejection_threshold: 3,
+                ..crate::ThreadPoolProperties::default()
+            });
+        pool.submit(Arc::clone(&q3)).unwrap();
+        assert_eq!(pool.metrics().current_queue_size, 3);
+        // A queued task can be taken back out.
+        assert!(pool.remove_queued(&q2));
+        assert!(!pool.remove_queued(&q2));
+        assert!(pool.remove_queued(&q3));
+        assert_eq!(pool.metrics().current_queue_size, 1);
+        release_running.send(()).unwrap();
+        assert_eq!(names.recv().unwrap(), "hystrix-P-1");
+        release_q1.send(()).unwrap();
+        drop(release_q2);
+        assert_eq!(pool.shutdown(Duration::from_secs(10)).detached, 0);
+        assert_eq!(pool.metrics().current_completed_task_count, 2);
+    }
+
+    #[test]
+    fn threads_above_core_size_end_after_keep_alive_on_the_clock() {
+        let clock = ManualClock::new();
+        let pool = pool(
+            &clock,
+            &[
+                ("coreSize", "1"),
+                ("maximumSize", "2"),
+                ("allowMaximumSizeToDivergeFromCoreSize", "true"),
+                ("keepAliveTimeMinutes", "1"),
+            ],
+        );
+        let (started, names) = mpsc::channel();
+        let (a, release_a) = gate(&started);
+        let (b, release_b) = gate(&started);
+        pool.submit(a).unwrap();
+        pool.submit(b).unwrap();
+        names.recv().unwrap();
+        names.recv().unwrap();
+        assert_eq!(pool.metrics().current_pool_size, 2);
+        release_a.send(()).unwrap();
+        release_b.send(()).unwrap();
+        // Both now idle; the one above coreSize arms a keep-alive timer.
+        while clock.pending_timers() == 0 {
+            std::thread::yield_now();
+        }
+        clock.advance(Duration::from_millis(59_999));
+        assert_eq!(pool.metrics().current_pool_size, 2);
+        clock.advance(Duration::from_millis(1));
+        let pool_size = || pool.metrics().current_pool_size;
+        while pool_size() != 1 {
+            std::thread::yield_now();
+        }
+        assert_eq!(pool.metrics().current_largest_pool_size, 2);
+        assert_eq!(pool.shutdown(Duration::from_secs(10)).detached, 0);
+    }
+
+    #[test]
+    fn shutdown_refuses_work_and_detaches_a_thread_stuck_past_the_bound() {
+        let clock = ManualClock::new();
+        let pool = pool(&clock, &[("coreSize", "1")]);
+        let (started, names) = mpsc::channel();
+        let (stuck, release) = gate(&started);
+        pool.submit(stuck).unwrap();
+        names.recv().unwrap();
+        let report = pool.shutdown(Duration::from_millis(20));
+        assert_eq!(
+            report,
+            ShutdownReport {
+                joined: 0,
+                detached: 1
+            }
+        );
+        let (late, _) = gate(&started);
+        assert_eq!(pool.submit(late), Err(Rejection::Shutdown));
+        assert!(matches!(pool.admit_async(), Err(Rejection::Shutdown)));
+        release.send(()).unwrap();
+        // The stuck thread leaves once its task returns.
+        while pool.metrics().current_pool_size != 0 {
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn async_runs_share_the_budget_of_blocking_runs() {
+        let clock = ManualClock::new();
+        let pool = pool(&clock, &[("coreSize", "2")]);
+        let slot = pool.admit_async().unwrap();
+        let (started, names) = mpsc::channel();
+        let (a, release_a) = gate(&started);
+        pool.submit(a).unwrap();
+        names.recv().unwrap();
+        assert_eq!(pool.metrics().current_active_count, 2);
+        let (b, _) = gate(&started);
+        assert!(pool.submit(b).is_err());
+        assert!(pool.admit_async().is_err());
+        drop(slot);
+        assert!(pool.admit_async().is_ok());
+        release_a.send(()).unwrap();
+        assert_eq!(pool.shutdown(Duration::from_secs(10)).detached, 0);
+    }
+}
