@@ -4,15 +4,17 @@
 //!
 //! The "user service" is a real TCP server on 127.0.0.1 that answers `GET <id>` with a name,
 //! except that ids divisible by 5 answer slowly (300 ms) and ids divisible by 7 hang up. The
-//! `GetUser` command bounds each call with a 100 ms timeout and 4 concurrent permits, and
-//! answers "anonymous" when the call fails or is too slow.
+//! `GetUser` command runs each call on its own pool of 4 threads (THREAD isolation, the default
+//! for blocking runs), bounds it with a 100 ms timeout, and answers "anonymous" when the call
+//! fails or is too slow. The caller is answered at the deadline even while a slow call still
+//! holds its pool thread.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::thread;
 use std::time::Duration;
 
-use hystrix::{CancellationToken, Command, EventType, IsolationStrategy, Registry};
+use hystrix::{CancellationToken, Command, EventType, Registry};
 
 fn start_user_service() -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
@@ -71,9 +73,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let registry = Registry::new();
     let get_user_cmd = Command::builder("GetUser")
         .group("UserService")
-        .isolation(IsolationStrategy::Semaphore)
         .timeout(Duration::from_millis(100))
-        .semaphore_max_concurrent_requests(4)
+        .thread_pool_core_size(4)
         .build_in(&registry)?;
 
     for id in 1..=15 {
@@ -103,5 +104,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         metrics.cumulative_count(EventType::Timeout),
         metrics.cumulative_count(EventType::FallbackSuccess),
     );
+    if let Some(pool) = get_user_cmd.thread_pool_metrics() {
+        println!(
+            "UserService pool: {} threads, {} tasks completed",
+            pool.current_pool_size, pool.current_completed_task_count
+        );
+    }
     Ok(())
 }

@@ -649,3 +649,35 @@ fn dropping_an_isolated_registry_joins_its_threads() {
     }
     wait_for_no_threads_named("hystrix-Dropped");
 }
+
+#[test]
+fn a_queued_execution_times_out_and_falls_back_with_nobody_waiting() {
+    let test = TestRegistry::new();
+    let cmd = pooled(&test, "Unwatched", "UnwatchedPool", &[("coreSize", "1")]);
+    let (fell_back_tx, fell_back) = mpsc::channel();
+    let handle = cmd
+        .run_cancellable(|token: CancellationToken| {
+            while !token.is_cancelled() {
+                std::thread::yield_now();
+            }
+            Ok::<_, DependencyError>(1)
+        })
+        .timeout(Duration::from_millis(200))
+        .fallback(move |err: &Error| {
+            fell_back_tx.send(err.failure_type()).unwrap();
+            Ok::<_, DependencyError>(2)
+        })
+        .queue();
+    wait_until(|| test.clock().pending_timers() > 0);
+    test.advance(Duration::from_millis(200));
+    // The fallback ran on the registry's executor; the handle was never polled.
+    assert_eq!(fell_back.recv().unwrap(), FailureType::Timeout);
+    // The outcome is counted before the handle is completed.
+    wait_until(|| handle.is_done());
+    assert_eq!(cmd.metrics().cumulative_count(EventType::Timeout), 1);
+    assert_eq!(
+        cmd.metrics().cumulative_count(EventType::FallbackSuccess),
+        1
+    );
+    assert_eq!(handle.get().unwrap(), 2);
+}
