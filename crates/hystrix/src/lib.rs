@@ -55,6 +55,7 @@
 //! - [`clock`]: the time source; [`testing`]: a registry on a manual clock for your tests.
 
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 #![warn(rust_2018_idioms)]
 
 mod circuit;

@@ -253,10 +253,10 @@ where
     FB: BlockingFallback<T, E> + AsyncFallback<T, E>,
     K: Classify<E>,
 {
-    let isolation = state.properties.hot().load().isolation();
-    match isolation.unwrap_or(IsolationStrategy::Thread) {
+    let props = state.properties.hot().load();
+    match props.isolation().unwrap_or(IsolationStrategy::Thread) {
         IsolationStrategy::Semaphore => {
-            pipeline::run_blocking(state, classifier, run, fallback, &options)
+            pipeline::run_blocking(state, props, classifier, run, fallback, &options)
         }
         IsolationStrategy::Thread => pipeline::block_on(ExecuteAsyncOutcome::new(
             StateRef::Borrowed(state),

@@ -119,6 +119,10 @@ pin_project! {
     {
         fn drop(this: Pin<&mut Self>) {
             let mut this = this.project();
+            // Completed (or never polled): the phase is Done and nothing is held.
+            if this.recorder.is_settled() && !*this.holds_permit && !*this.holds_fallback_permit {
+                return;
+            }
             let state: &CommandState = this.state;
             if let PhaseProj::Running { running, .. } = this.phase.as_mut().project()
                 && state.properties.hot().load().interrupt_on_future_cancel()

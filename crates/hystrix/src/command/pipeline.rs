@@ -46,9 +46,11 @@ pub(crate) struct CallOptions {
 // ------------------------------------------------------------------------------------------------
 // The blocking fast path
 
-/// Runs a blocking execution under SEMAPHORE isolation on the calling thread.
+/// Runs a blocking execution under SEMAPHORE isolation on the calling thread; `props` is the
+/// hot snapshot read to choose the isolation.
 pub(crate) fn run_blocking<C, R, FB>(
     state: &CommandState,
+    props: HotSnapshot,
     classifier: &C,
     run: R,
     fallback: FB,
@@ -64,7 +66,6 @@ where
     if let Err(err) = check_options(state, options) {
         return rec.finish_now(state, Err(err));
     }
-    let props = state.properties.hot().load();
     let admitted = check_breaker(state, &props, &mut rec).and_then(|()| {
         state
             .execution_semaphore
@@ -94,9 +95,7 @@ where
         _ => None,
     };
     rec.run_started();
-    let returned = catch_unwind(AssertUnwindSafe(|| {
-        run.call(token.clone().unwrap_or_default())
-    }));
+    let returned = catch_unwind(AssertUnwindSafe(|| run.call(token.clone())));
     let end = clock.now_ms();
     drop(timer);
     rec.run_ended(end);
@@ -541,6 +540,12 @@ impl Recorder {
     ) -> Outcome<T, E> {
         let now_ms = state.env.clock.now_ms();
         self.finish(state, now_ms, response)
+    }
+
+    /// Whether there is nothing to report: not begun, or reported.
+    #[inline]
+    pub(crate) fn is_settled(&self) -> bool {
+        self.finished
     }
 
     /// The execution was dropped: if it began and has not been reported, report it with

@@ -92,7 +92,8 @@ pub trait BlockingFn: Send + 'static {
     type Output: Send + 'static;
     type Error: Send + 'static;
     const CANCELLABLE: bool;
-    fn call(self, token: CancellationToken) -> Result<Self::Output, Self::Error>;
+    /// Calls it; `token` is `Some` for a cancellable run (made only for those: it allocates).
+    fn call(self, token: Option<CancellationToken>) -> Result<Self::Output, Self::Error>;
 }
 
 impl<F, T, E> BlockingFn for Blocking<F>
@@ -105,7 +106,7 @@ where
     type Error = E;
     const CANCELLABLE: bool = false;
     #[inline]
-    fn call(self, _token: CancellationToken) -> Result<T, E> {
+    fn call(self, _token: Option<CancellationToken>) -> Result<T, E> {
         (self.0)()
     }
 }
@@ -119,8 +120,8 @@ where
     type Output = T;
     type Error = E;
     const CANCELLABLE: bool = true;
-    fn call(self, token: CancellationToken) -> Result<T, E> {
-        (self.0)(token)
+    fn call(self, token: Option<CancellationToken>) -> Result<T, E> {
+        (self.0)(token.unwrap_or_default())
     }
 }
 
@@ -193,10 +194,10 @@ impl<R: BlockingFn> Future for BlockingRunning<R> {
                 let Some(run) = run.take() else {
                     return Poll::Ready(RunEnd::Panicked("run polled after it ended".into()));
                 };
-                let token = CancellationToken::new();
+                let token = R::CANCELLABLE.then(CancellationToken::new);
                 // A cancellable run sees its token cancelled at the deadline (Part A 12).
-                let timer: Option<TimerId> = match deadline_ms {
-                    Some(deadline) if R::CANCELLABLE => {
+                let timer: Option<TimerId> = match (&token, deadline_ms) {
+                    (Some(token), Some(deadline)) => {
                         let token = token.clone();
                         Some(clock.schedule(*deadline, Box::new(move || token.cancel())))
                     }
@@ -215,8 +216,10 @@ impl<R: BlockingFn> Future for BlockingRunning<R> {
 
 impl<R: BlockingFn> Interrupt for BlockingRunning<R> {
     fn interrupt(self: Pin<&mut Self>) {
-        if let BlockingRunning::OnPool { task, .. } = self.get_mut() {
-            task.token.cancel();
+        if let BlockingRunning::OnPool { task, .. } = self.get_mut()
+            && let Some(token) = &task.token
+        {
+            token.cancel();
         }
     }
 }
@@ -247,7 +250,8 @@ const CANCELLED: u8 = 3;
 pub struct PoolTask<R: BlockingFn> {
     status: AtomicU8,
     run: Mutex<Option<R>>,
-    token: CancellationToken,
+    /// Only cancellable runs have one.
+    token: Option<CancellationToken>,
     result: Mutex<Option<Ran<R::Output, R::Error>>>,
     waker: Mutex<Option<Waker>>,
     command: Arc<CommandState>,
@@ -262,7 +266,7 @@ impl<R: BlockingFn> PoolTask<R> {
         let task = Arc::new(PoolTask {
             status: AtomicU8::new(QUEUED),
             run: Mutex::new(Some(run)),
-            token: CancellationToken::new(),
+            token: R::CANCELLABLE.then(CancellationToken::new),
             result: Mutex::new(None),
             waker: Mutex::new(None),
             command: Arc::clone(command),
@@ -302,8 +306,8 @@ impl<R: BlockingFn> Job for PoolTask<R> {
         };
         // The command's running-executions gauge counts user code on pool threads too.
         let running = self.command.execution_semaphore.enter();
-        let ran =
-            catch_unwind(AssertUnwindSafe(|| run.call(self.token.clone()))).map_err(panic_message);
+        let token = self.token.clone();
+        let ran = catch_unwind(AssertUnwindSafe(|| run.call(token))).map_err(panic_message);
         drop(running);
         *self.result.lock() = Some(ran);
     }

@@ -1,0 +1,102 @@
+//! The hot paths allocate nothing: a SEMAPHORE `execute()` and a ready `execute_async()` on the
+//! success path, with a fallback, and when short-circuited. Counted by a global allocator that
+//! counts only the measuring thread's allocations.
+#![allow(clippy::unwrap_used, unsafe_code)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::future::Future;
+use std::hint::black_box;
+use std::pin::pin;
+use std::task::{Context, Waker};
+
+use hystrix::{Command, IsolationStrategy, Registry};
+
+struct CountingAllocator;
+
+thread_local! {
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+// SAFETY: forwards to the system allocator; only adds a thread-local count.
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if COUNTING.with(Cell::get) {
+            ALLOCATIONS.with(|n| n.set(n.get() + 1));
+        }
+        // SAFETY: same contract as ours.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as ours.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
+
+/// Allocations made by `f` on this thread, per call, after a warm-up.
+fn allocations_per_call(mut f: impl FnMut()) -> u64 {
+    for _ in 0..100 {
+        f();
+    }
+    ALLOCATIONS.with(|n| n.set(0));
+    COUNTING.with(|c| c.set(true));
+    for _ in 0..1_000 {
+        f();
+    }
+    COUNTING.with(|c| c.set(false));
+    ALLOCATIONS.with(Cell::get) / 1_000
+}
+
+type Never = std::convert::Infallible;
+
+#[test]
+fn hot_paths_allocate_nothing() {
+    let registry = Registry::new();
+    let semaphore = |key: &str| {
+        Command::builder(key)
+            .group("Alloc")
+            .isolation(IsolationStrategy::Semaphore)
+            .build_in(&registry)
+            .unwrap()
+    };
+    let cmd = semaphore("Hot");
+    let open = semaphore("Open");
+    registry
+        .properties()
+        .set("hystrix.command.Open.circuitBreaker.forceOpen", true)
+        .unwrap();
+
+    let execute = allocations_per_call(|| {
+        black_box(cmd.run(|| Ok::<u64, Never>(black_box(7))).execute()).unwrap();
+    });
+    let with_fallback = allocations_per_call(|| {
+        let value = cmd
+            .run(|| Err::<u64, _>(black_box(1u32)))
+            .fallback(|_| Ok::<u64, Never>(0))
+            .execute();
+        black_box(value).unwrap();
+    });
+    let short_circuited = allocations_per_call(|| {
+        let value = open
+            .run(|| Ok::<u64, Never>(7))
+            .fallback(|_| Ok::<u64, Never>(0))
+            .execute();
+        black_box(value).unwrap();
+    });
+    let execute_async = allocations_per_call(|| {
+        let mut future = pin!(cmd.run_async(async { Ok::<u64, Never>(7) }).execute_async());
+        let polled = future
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()));
+        assert!(black_box(polled).is_ready());
+    });
+    assert_eq!(
+        (execute, with_fallback, short_circuited, execute_async),
+        (0, 0, 0, 0)
+    );
+}
