@@ -66,8 +66,8 @@ pub enum ConfigError {
     },
     /// A per-key change of a property that is fixed once the key is in use.
     #[error(
-        "property `{name}` is fixed once its key is in use; it applies to keys created later \
-         (or after Registry::remove)"
+        "property `{name}` is fixed once its key is in use (a command defined with it); it \
+         applies to keys defined later"
     )]
     FixedAfterFirstUse {
         /// The full property name.

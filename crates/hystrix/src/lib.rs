@@ -58,7 +58,7 @@
 #![forbid(unsafe_code)]
 #![warn(rust_2018_idioms)]
 
-mod circuit;
+pub mod circuit;
 pub mod clock;
 pub mod command;
 pub mod config;
@@ -70,6 +70,7 @@ pub mod metrics;
 pub mod registry;
 pub mod testing;
 
+pub use circuit::{CircuitBreakerEvent, CircuitBreakerHandle, CircuitBreakerListener, Status};
 pub use command::{
     AllFailures, Class, Classifier, Classify, Command, CommandBuilder, Execution, ExecutionResult,
     HystrixAsyncCommand, HystrixCommand, Outcome,
@@ -79,7 +80,7 @@ pub use error::{BoxError, ConfigError, FailureType, FallbackFailure, HystrixErro
 pub use event::{EventCounts, EventNotifier, EventType};
 pub use isolation::thread_pool::ThreadPoolMetrics;
 pub use key::{CommandKey, GroupKey, ThreadPoolKey};
-pub use metrics::CommandMetrics;
+pub use metrics::{CommandMetrics, HealthCounts, LatencyPercentiles};
 pub use registry::{Registry, RegistryBuilder};
 /// The token a cancellable run receives (tokio-util's `CancellationToken`): cancelled at the
 /// timeout when `execution.isolation.thread.interruptOnTimeout` is true.

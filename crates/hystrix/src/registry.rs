@@ -14,7 +14,9 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::circuit::CircuitBreaker;
+use crate::circuit::{
+    CircuitBreaker, CircuitBreakerEvent, CircuitBreakerHandle, CircuitBreakerListener,
+};
 use crate::clock::{Clock, SystemClock};
 use crate::command::ExecutionResult;
 use crate::config::{
@@ -35,8 +37,26 @@ pub(crate) struct Env {
     shut_down: AtomicBool,
     shutdown_timeout: Duration,
     executor: Mutex<Executor>,
+    /// Eager executions (`queue`, `observe`) running on the executor, and a signal when one ends.
+    eager_in_flight: Mutex<u32>,
+    eager_ended: parking_lot::Condvar,
     notifier: Option<Arc<dyn EventNotifier>>,
     notifier_panicked: AtomicBool,
+    breaker_listener: Option<Arc<dyn CircuitBreakerListener>>,
+    breaker_listener_panicked: AtomicBool,
+}
+
+/// An eager execution in flight on the executor (see [`Env::eager_started`]).
+pub(crate) struct EagerGuard(Arc<Env>);
+
+impl Drop for EagerGuard {
+    fn drop(&mut self) {
+        let mut in_flight = self.0.eager_in_flight.lock();
+        *in_flight -= 1;
+        if *in_flight == 0 {
+            self.0.eager_ended.notify_all();
+        }
+    }
 }
 
 /// Where eager executions (`queue`, `observe`) run after their first steps.
@@ -52,34 +72,6 @@ enum Executor {
 }
 
 impl Env {
-    /// Spawns an eager execution's task on the registry's executor; `None` (the task dropped)
-    /// once the registry is shut down or if no runtime could be made.
-    pub(crate) fn spawn<F>(&self, task: F) -> Option<tokio::task::AbortHandle>
-    where
-        F: std::future::Future<Output = ()> + Send + 'static,
-    {
-        let mut executor = self.executor.lock();
-        if matches!(*executor, Executor::Unset) {
-            let built = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .thread_name("hystrix-executor")
-                .enable_all()
-                .build();
-            match built {
-                Ok(runtime) => *executor = Executor::Own(runtime),
-                Err(err) => {
-                    tracing::error!(error = %err, "hystrix: could not start the executor");
-                    return None;
-                }
-            }
-        }
-        match &*executor {
-            Executor::Given(handle) => Some(handle.spawn(task).abort_handle()),
-            Executor::Own(runtime) => Some(runtime.spawn(task).abort_handle()),
-            Executor::Unset | Executor::ShutDown => None,
-        }
-    }
-
     /// The pool of `key`, created on first use; refused once the registry is shut down.
     pub(crate) fn thread_pool(&self, key: &ThreadPoolKey) -> Result<ThreadPool, Rejection> {
         let mut pools = self.pools.lock();
@@ -110,17 +102,12 @@ impl Env {
 
     /// Shuts every pool down (see [`Registry::shutdown`]).
     fn shutdown(&self) {
-        self.shut_down.store(true, Ordering::Release);
-        if let Executor::Own(runtime) =
-            std::mem::replace(&mut *self.executor.lock(), Executor::ShutDown)
-        {
-            // Blocking inside an async context is not allowed; there, let it wind down alone.
-            if tokio::runtime::Handle::try_current().is_ok() {
-                runtime.shutdown_background();
-            } else {
-                runtime.shutdown_timeout(self.shutdown_timeout);
-            }
+        if self.shut_down.swap(true, Ordering::AcqRel) {
+            return;
         }
+        let until = std::time::Instant::now() + self.shutdown_timeout;
+        // Pools first: the executor's tasks wait for runs on pool threads, and get their
+        // results if those finish within the bound.
         let pools: Vec<ThreadPool> = self.pools.lock().values().cloned().collect();
         for pool in pools {
             let report = pool.shutdown(self.shutdown_timeout);
@@ -131,6 +118,60 @@ impl Env {
                     "hystrix: pool threads still running a task at shutdown are left to finish"
                 );
             }
+        }
+        // A runtime drops its tasks when shut down: let the eager executions end first (those
+        // whose runs just finished on a pool thread only need a poll to answer their handles).
+        let mut in_flight = self.eager_in_flight.lock();
+        while *in_flight > 0 {
+            if self
+                .eager_ended
+                .wait_until(&mut in_flight, until)
+                .timed_out()
+            {
+                break;
+            }
+        }
+        drop(in_flight);
+        if let Executor::Own(runtime) =
+            std::mem::replace(&mut *self.executor.lock(), Executor::ShutDown)
+        {
+            // Blocking inside an async context is not allowed; there, let it wind down alone.
+            if tokio::runtime::Handle::try_current().is_ok() {
+                runtime.shutdown_background();
+            } else {
+                runtime
+                    .shutdown_timeout(until.saturating_duration_since(std::time::Instant::now()));
+            }
+        }
+    }
+
+    /// Counts an eager execution running on the executor until the returned guard drops.
+    pub(crate) fn eager_started(self: &Arc<Self>) -> EagerGuard {
+        *self.eager_in_flight.lock() += 1;
+        EagerGuard(Arc::clone(self))
+    }
+
+    /// The runtime eager executions continue on (made on first use); `None` once shut down.
+    pub(crate) fn executor(&self) -> Option<tokio::runtime::Handle> {
+        let mut executor = self.executor.lock();
+        if matches!(*executor, Executor::Unset) {
+            let built = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name("hystrix-executor")
+                .enable_all()
+                .build();
+            match built {
+                Ok(runtime) => *executor = Executor::Own(runtime),
+                Err(err) => {
+                    tracing::error!(error = %err, "hystrix: could not start the executor");
+                    return None;
+                }
+            }
+        }
+        match &*executor {
+            Executor::Given(handle) => Some(handle.clone()),
+            Executor::Own(runtime) => Some(runtime.handle().clone()),
+            Executor::Unset | Executor::ShutDown => None,
         }
     }
 
@@ -158,6 +199,38 @@ impl Env {
     pub(crate) fn notify_event(&self, event: EventType, key: &CommandKey) {
         self.notify(|n| n.mark_event(event, key));
     }
+
+    /// Logs a circuit-breaker change and tells the listener, if any (a panic in it is caught
+    /// and logged once).
+    fn breaker_event(&self, event: &CircuitBreakerEvent) {
+        match event {
+            CircuitBreakerEvent::Opened {
+                command_key,
+                cause,
+                sleep_window_ms,
+            } => tracing::warn!(
+                command = %command_key,
+                cause = %cause,
+                sleep_window_ms,
+                "hystrix: circuit opened"
+            ),
+            other => {
+                tracing::info!(command = %other.command_key(), event = ?other, "hystrix: circuit changed")
+            }
+        }
+        let Some(listener) = &self.breaker_listener else {
+            return;
+        };
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| listener.on_event(event))) {
+            let message = crate::command::panic_message(panic);
+            if !self.breaker_listener_panicked.swap(true, Ordering::Relaxed) {
+                tracing::error!(
+                    "hystrix: the circuit-breaker listener panicked ({message}); its panics are \
+                     ignored and logged only once"
+                );
+            }
+        }
+    }
 }
 
 /// The shared state of one command key: breaker, semaphores, metrics and live properties.
@@ -169,9 +242,14 @@ pub(crate) struct CommandState {
     requested_thread_pool_key: Option<ThreadPoolKey>,
     pub(crate) properties: Arc<PropertyCell<CommandKind>>,
     pub(crate) execution_semaphore: Semaphore,
+    /// Runs of this key on pool threads (THREAD isolation): counted apart from the SEMAPHORE
+    /// permits, which they must not use up.
+    pub(crate) pool_running: Semaphore,
     pub(crate) fallback_semaphore: Semaphore,
     pub(crate) breaker: CircuitBreaker,
     pub(crate) counters: CommandCounters,
+    /// `metrics.healthSnapshot.intervalInMilliseconds` (fixed once the key exists).
+    pub(crate) health_interval_ms: u64,
     pub(crate) env: Arc<Env>,
     pool: OnceLock<ThreadPool>,
     classifier_panicked: AtomicBool,
@@ -196,8 +274,24 @@ impl CommandState {
     }
 
     pub(crate) fn metrics(&self) -> CommandMetrics {
-        self.counters
-            .snapshot(self.key.clone(), self.execution_semaphore.in_use())
+        let latencies = self.properties.hot().load().percentiles_enabled();
+        self.counters.snapshot(
+            self.key.clone(),
+            self.env.clock.now_ms(),
+            self.running(),
+            latencies,
+        )
+    }
+
+    /// Executions of this key whose user code runs now: SEMAPHORE permits held plus runs on pool
+    /// threads.
+    pub(crate) fn running(&self) -> u32 {
+        self.execution_semaphore.in_use() + self.pool_running.in_use()
+    }
+
+    /// A circuit-breaker change of this key: logged and told to the registry's listener.
+    pub(crate) fn breaker_event(&self, event: CircuitBreakerEvent) {
+        self.env.breaker_event(&event);
     }
 
     /// The classifier of a definition of this key panicked: logged once per key.
@@ -214,7 +308,10 @@ impl CommandState {
     /// Counts a finished execution and tells the notifier.
     #[inline]
     pub(crate) fn record(&self, result: &ExecutionResult, fallback_disabled: bool) {
-        self.counters.record(&result.events, fallback_disabled);
+        let now_ms = result.start_ms + result.total_time_ms;
+        let latencies = self.properties.hot().load().percentiles_enabled();
+        self.counters
+            .record(now_ms, result, fallback_disabled, latencies);
         if self.env.has_notifier() {
             self.env.notify(|n| {
                 n.mark_command_execution(
@@ -243,9 +340,11 @@ struct RegistryInner {
     commands: Mutex<HashMap<CommandKey, Arc<CommandState>>>,
 }
 
-impl Drop for RegistryInner {
+impl Drop for Env {
+    /// The last registry handle and the last command of an isolated registry are gone: its
+    /// pools and executor stop.
     fn drop(&mut self) {
-        self.env.shutdown();
+        self.shutdown();
     }
 }
 
@@ -323,6 +422,13 @@ impl Registry {
         Some(state.metrics())
     }
 
+    /// The circuit breaker of a command key, to look at and override; `None` if the key has no
+    /// state here.
+    pub fn circuit_breaker(&self, key: &str) -> Option<CircuitBreakerHandle> {
+        let state = self.inner.commands.lock().get(key).cloned()?;
+        Some(CircuitBreakerHandle::new(state))
+    }
+
     /// Whether a command key's circuit is open now (Hystrix's `isCircuitBreakerOpen()`); `None`
     /// if the key has no state here.
     pub fn is_circuit_breaker_open(&self, key: &str) -> Option<bool> {
@@ -344,13 +450,26 @@ impl Registry {
         keys
     }
 
-    /// Stops accepting THREAD-isolated work, lets running tasks finish for up to the
-    /// [shutdown timeout](RegistryBuilder::shutdown_timeout), and joins every pool thread; a
-    /// thread still in a task after that is left to finish on its own (logged). Later
-    /// executions under THREAD isolation are THREAD_POOL_REJECTED. Dropping the last handle of
-    /// an isolated registry does the same; the global registry is never shut down by itself.
+    /// Stops accepting THREAD-isolated work, lets running and queued pool tasks finish for up to
+    /// the [shutdown timeout](RegistryBuilder::shutdown_timeout) (real time), joins every pool
+    /// thread (a thread still in a task after that is left to finish on its own, logged), then
+    /// stops the registry's own executor. Later executions under THREAD isolation are
+    /// THREAD_POOL_REJECTED, and eager executions (`queue`, `observe`) that do not end on the
+    /// calling thread are CANCELLED. It blocks the calling thread for up to the timeout; from
+    /// async code, call it in `spawn_blocking`.
+    ///
+    /// An isolated registry does the same by itself once its last handle and its last command
+    /// are dropped; the global registry never does.
     pub fn shutdown(&self) {
         self.inner.env.shutdown();
+    }
+
+    /// Approximate bytes a command key's state takes now: its metrics windows and the latency
+    /// counters allocated so far (they grow with the spread of latencies seen, up to a bound).
+    /// `None` if the key has no state here.
+    pub fn command_state_bytes(&self, key: &str) -> Option<usize> {
+        let state = self.inner.commands.lock().get(key).cloned()?;
+        Some(std::mem::size_of::<CommandState>() + state.counters.memory_bytes())
     }
 
     /// Drops a command key's state (breaker, semaphores, metrics, live properties) so memory
@@ -409,8 +528,9 @@ impl Registry {
             return Ok(Arc::clone(existing));
         }
         let properties = self.inner.env.properties.register_command(&key, layer)?;
+        let resolved_props = properties.load_full();
         let resolved_pool =
-            resolve_thread_pool_key(&properties.load(), &group, thread_pool_key.clone())?;
+            resolve_thread_pool_key(&resolved_props, &group, thread_pool_key.clone())?;
         if let Err(err) = self
             .inner
             .env
@@ -427,9 +547,11 @@ impl Registry {
             requested_thread_pool_key: thread_pool_key,
             properties,
             execution_semaphore: Semaphore::default(),
+            pool_running: Semaphore::default(),
             fallback_semaphore: Semaphore::default(),
             breaker: CircuitBreaker::default(),
-            counters: CommandCounters::default(),
+            counters: CommandCounters::new(&resolved_props),
+            health_interval_ms: resolved_props.metrics_health_snapshot_interval_in_milliseconds,
             env: Arc::clone(&self.inner.env),
             pool: OnceLock::new(),
             classifier_panicked: AtomicBool::new(false),
@@ -457,6 +579,7 @@ fn resolve_thread_pool_key(
 pub struct RegistryBuilder {
     clock: Option<Arc<dyn Clock>>,
     notifier: Option<Arc<dyn EventNotifier>>,
+    breaker_listener: Option<Arc<dyn CircuitBreakerListener>>,
     shutdown_timeout: Option<Duration>,
     executor: Option<tokio::runtime::Handle>,
 }
@@ -466,6 +589,7 @@ impl fmt::Debug for RegistryBuilder {
         f.debug_struct("RegistryBuilder")
             .field("clock", &self.clock)
             .field("notifier", &self.notifier.is_some())
+            .field("breaker_listener", &self.breaker_listener.is_some())
             .field("shutdown_timeout", &self.shutdown_timeout)
             .field("executor", &self.executor.is_some())
             .finish()
@@ -483,6 +607,12 @@ impl RegistryBuilder {
     /// The event notifier plugin (Hystrix's `HystrixEventNotifier`), for this registry only.
     pub fn event_notifier(mut self, notifier: impl EventNotifier) -> Self {
         self.notifier = Some(Arc::new(notifier));
+        self
+    }
+
+    /// The listener of every circuit-breaker change of this registry.
+    pub fn circuit_breaker_listener(mut self, listener: impl CircuitBreakerListener) -> Self {
+        self.breaker_listener = Some(Arc::new(listener));
         self
     }
 
@@ -512,8 +642,12 @@ impl RegistryBuilder {
                     shut_down: AtomicBool::new(false),
                     shutdown_timeout: self.shutdown_timeout.unwrap_or(Duration::from_secs(10)),
                     executor: Mutex::new(self.executor.map_or(Executor::Unset, Executor::Given)),
+                    eager_in_flight: Mutex::new(0),
+                    eager_ended: parking_lot::Condvar::new(),
                     notifier: self.notifier,
                     notifier_panicked: AtomicBool::new(false),
+                    breaker_listener: self.breaker_listener,
+                    breaker_listener_panicked: AtomicBool::new(false),
                 }),
                 commands: Mutex::new(HashMap::new()),
             }),

@@ -139,7 +139,7 @@ fn definitions_of_one_key_share_the_union_of_their_settings() {
     assert_eq!(
         err.to_string(),
         "property `hystrix.command.Shared.metrics.rollingStats.timeInMilliseconds` is fixed \
-         once its key is in use; it applies to keys created later (or after Registry::remove)"
+         once its key is in use (a command defined with it); it applies to keys defined later"
     );
     let err = Command::builder("Shared")
         .group("OtherGroup")

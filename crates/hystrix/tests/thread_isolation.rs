@@ -681,3 +681,229 @@ fn a_queued_execution_times_out_and_falls_back_with_nobody_waiting() {
     );
     assert_eq!(handle.get().unwrap(), 2);
 }
+
+// ------------------------------------------------------------------------------------------------
+// Found by a new-user trial; each test failed before its fix.
+
+#[test]
+fn keep_alive_zero_ends_an_idle_thread_above_core_size_without_deadlock() {
+    let test = TestRegistry::new();
+    let cmd = pooled(
+        &test,
+        "KeepAliveZero",
+        "KeepAliveZeroPool",
+        &[
+            ("coreSize", "1"),
+            ("maximumSize", "2"),
+            ("allowMaximumSizeToDivergeFromCoreSize", "true"),
+            ("keepAliveTimeMinutes", "0"),
+        ],
+    );
+    let (run, gate) = gated(1);
+    let held = cmd.run(run).queue();
+    gate.started.recv().unwrap();
+    // A second thread serves this one, then is idle above coreSize: it ends at once.
+    assert_eq!(
+        cmd.run(|| Ok::<_, DependencyError>(2)).execute().unwrap(),
+        2
+    );
+    wait_until(|| cmd.thread_pool_metrics().unwrap().current_pool_size == 1);
+    gate.release.send(()).unwrap();
+    assert_eq!(held.get().unwrap(), 1);
+}
+
+#[test]
+fn lowering_core_size_lets_idle_threads_end_after_keep_alive() {
+    let test = TestRegistry::new();
+    let cmd = pooled(&test, "Shrinks", "ShrinkPool", &[("coreSize", "2")]);
+    let (run_a, gate_a) = gated(1);
+    let (run_b, gate_b) = gated(2);
+    let handles = [cmd.run(run_a).queue(), cmd.run(run_b).queue()];
+    gate_a.started.recv().unwrap();
+    gate_b.started.recv().unwrap();
+    gate_a.release.send(()).unwrap();
+    gate_b.release.send(()).unwrap();
+    for handle in handles {
+        handle.get().unwrap();
+    }
+    test.registry()
+        .properties()
+        .set("hystrix.threadpool.ShrinkPool.coreSize", 1)
+        .unwrap();
+    // The next schedule wakes the idle threads above the new coreSize; they arm keep-alive.
+    cmd.run(|| Ok::<_, DependencyError>(3)).execute().unwrap();
+    wait_until(|| test.clock().pending_timers() > 0);
+    test.advance(Duration::from_secs(60));
+    wait_until(|| cmd.thread_pool_metrics().unwrap().current_pool_size == 1);
+}
+
+#[test]
+fn thread_runs_do_not_use_up_the_semaphore_of_the_same_key() {
+    let test = TestRegistry::new();
+    let cmd = Command::builder("Mixed")
+        .group("MixedPool")
+        .semaphore_max_concurrent_requests(1)
+        .build_in(test.registry())
+        .unwrap();
+    let (run, gate) = gated(1);
+    let on_pool = cmd.run(run).queue(); // a blocking run: THREAD
+    gate.started.recv().unwrap();
+    assert_eq!(cmd.metrics().current_concurrent_execution_count(), 1);
+    // An async run of the same key: SEMAPHORE, whose one permit is free.
+    let value = futures::executor::block_on(
+        cmd.run_async(async { Ok::<_, DependencyError>(2) })
+            .execute_async(),
+    );
+    assert_eq!(value.unwrap(), 2);
+    gate.release.send(()).unwrap();
+    assert_eq!(on_pool.get().unwrap(), 1);
+}
+
+#[test]
+fn async_runs_using_tokio_work_from_plain_threads() {
+    // Real time, but only the outcome is asserted: a 5 ms sleep under a 10 s timeout.
+    let registry = Registry::new();
+    let cmd = Command::builder("UsesTokio")
+        .group("Tokio")
+        .timeout(Duration::from_secs(10))
+        .build_in(&registry)
+        .unwrap();
+    let sleepy = || async {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        Ok::<_, DependencyError>(5)
+    };
+    assert_eq!(cmd.run_async(sleepy()).execute().unwrap(), 5);
+    assert_eq!(cmd.run_async(sleepy()).queue().get().unwrap(), 5);
+    let mut stream = cmd.run_async(sleepy()).observe();
+    assert_eq!(
+        futures::executor::block_on(futures::StreamExt::next(&mut stream))
+            .unwrap()
+            .unwrap(),
+        5
+    );
+}
+
+#[test]
+fn get_inside_a_current_thread_runtime_is_refused_and_works_in_a_multi_threaded_one() {
+    let registry = Registry::new();
+    let cmd = Command::builder("GetInRuntime")
+        .group("GetInRuntime")
+        .timeout(Duration::from_secs(10))
+        .build_in(&registry)
+        .unwrap();
+    let current = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let err = current.block_on(async {
+        cmd.run_async(async {
+            tokio::task::yield_now().await;
+            Ok::<_, DependencyError>(1)
+        })
+        .queue()
+        .get()
+    });
+    let err = err.unwrap_err();
+    assert_eq!(err.failure_type(), FailureType::Misuse);
+    assert_eq!(
+        err.to_string(),
+        "command GetInRuntime was waited on with a blocking get() inside a current-thread tokio \
+         runtime, which could not run anything meanwhile; await the handle instead"
+    );
+    let multi = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let value = multi.block_on(async {
+        cmd.run_async(async {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            Ok::<_, DependencyError>(2)
+        })
+        .queue()
+        .get()
+    });
+    assert_eq!(value.unwrap(), 2);
+}
+
+#[test]
+fn shutdown_lets_a_running_pool_task_finish_and_answer_its_handle() {
+    let test = TestRegistry::new();
+    let cmd = pooled(&test, "Finishes", "FinishPool", &[("coreSize", "1")]);
+    let (run, gate) = gated(9);
+    let handle = cmd.run(run).queue();
+    gate.started.recv().unwrap();
+    let registry = test.registry().clone();
+    let shutting_down = std::thread::spawn(move || registry.shutdown());
+    gate.release.send(()).unwrap();
+    shutting_down.join().unwrap();
+    assert_eq!(handle.get().unwrap(), 9);
+    assert_eq!(cmd.metrics().cumulative_count(EventType::Success), 1);
+    assert_eq!(cmd.metrics().cumulative_count(EventType::Cancelled), 0);
+}
+
+#[test]
+fn a_command_keeps_its_registry_alive() {
+    let cmd = Command::builder("Outlives")
+        .group("Outlives")
+        .build_in(&Registry::new())
+        .unwrap();
+    assert_eq!(
+        cmd.run(|| Ok::<_, DependencyError>(1)).execute().unwrap(),
+        1
+    );
+}
+
+#[test]
+fn the_last_command_dropped_on_its_own_pool_thread_does_not_wait_for_itself() {
+    let registry = Registry::builder()
+        .clock(hystrix::clock::ManualClock::new())
+        .shutdown_timeout(Duration::from_secs(3600))
+        .build();
+    let cmd = Command::builder("SelfDrop")
+        .group("SelfDrop")
+        .build_in(&registry)
+        .unwrap();
+    drop(registry);
+    let (done_tx, done) = mpsc::channel();
+    std::thread::spawn(move || {
+        let last = cmd.clone();
+        // The run owns the last command: dropping it on the pool thread shuts the pools down.
+        let handle = cmd.run(move || {
+            drop(last);
+            Ok::<_, DependencyError>(1)
+        });
+        let value = handle.execute();
+        drop(cmd);
+        done_tx.send(value.unwrap()).unwrap();
+    });
+    // Waiting for itself would take an hour; the bound only turns a hang into a failure.
+    assert_eq!(done.recv_timeout(Duration::from_secs(30)).unwrap(), 1);
+}
+
+#[test]
+fn a_queued_execution_whose_executor_is_gone_says_why() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .build()
+        .unwrap();
+    let registry = Registry::builder()
+        .executor(runtime.handle().clone())
+        .build();
+    drop(runtime);
+    let cmd = Command::builder("NoExecutor")
+        .group("NoExecutor")
+        .build_in(&registry)
+        .unwrap();
+    let err = cmd
+        .run(|| Ok::<_, DependencyError>(1))
+        .queue()
+        .get()
+        .unwrap_err();
+    assert_eq!(err.failure_type(), FailureType::Cancelled);
+    assert_eq!(
+        err.to_string(),
+        "command NoExecutor was cancelled: the registry's executor stopped before it ended (the \
+         registry was shut down, or the runtime given as its executor is gone)"
+    );
+}

@@ -350,6 +350,9 @@ where
                 result: crate::command::ExecutionResult::empty(),
             };
         }
+        // Inside the executor's runtime, so a run using tokio's timers or I/O finds them.
+        let executor = self.command.state_arc().env.executor();
+        let _entered = executor.as_ref().map(tokio::runtime::Handle::enter);
         pipeline::block_on(self.execute_async_outcome())
     }
 }
@@ -420,15 +423,13 @@ where
     ///
     /// Dropping the handle detaches it: the execution goes on. Use `cancel()` to stop it.
     pub fn queue(self) -> QueuedExecution<R::Output, R::Error> {
-        let state = Arc::clone(self.command.state_arc());
-        let future = ExecuteAsyncOutcome::new(
-            StateRef::Owned(Arc::clone(&state)),
+        QueuedExecution::start(
+            Arc::clone(self.command.state_arc()),
             self.command.classifier().clone(),
             self.run,
             self.fallback,
             self.options,
-        );
-        QueuedExecution::start(&state, future)
+        )
     }
 
     /// Starts the execution now and returns a one-item stream of its response (Hystrix's

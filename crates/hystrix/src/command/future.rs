@@ -215,6 +215,7 @@ where
                             IsolationStrategy::Semaphore => {
                                 if state.execution_semaphore.try_take(props.semaphore_max) {
                                     *this.holds_permit = true;
+                                    state.counters.started(rec.start_ms, state.running());
                                     Ok(run.start_here(start))
                                 } else {
                                     Err(semaphore_rejected(state, rec, props.semaphore_max))

@@ -15,11 +15,12 @@ use pin_project_lite::pin_project;
 
 use crate::clock::Clock;
 use crate::command::execution::AsyncFallback;
-use crate::command::future::{ExecuteAsync, ExecuteAsyncOutcome};
+use crate::command::future::{ExecuteAsync, ExecuteAsyncOutcome, StateRef};
+use crate::command::pipeline::CallOptions;
 use crate::command::run::RunFn;
 use crate::command::{Classify, ExecutionResult, Outcome};
 use crate::config::{IsolationStrategy, ceil_millis};
-use crate::error::{Cause, FailureType, HystrixError};
+use crate::error::{Cause, Detail, FailureType, HystrixError};
 use crate::event::{EventCounts, EventType};
 use crate::key::CommandKey;
 use crate::registry::CommandState;
@@ -34,6 +35,8 @@ struct Slot<T, E> {
     outcome: Option<Outcome<T, E>>,
     done: bool,
     waker: Option<Waker>,
+    /// `cancel()` was called (a cancellation is then the caller's, not the executor's).
+    cancelled_by_caller: bool,
 }
 
 impl<T, E> Completion<T, E> {
@@ -43,6 +46,7 @@ impl<T, E> Completion<T, E> {
                 outcome: None,
                 done: false,
                 waker: None,
+                cancelled_by_caller: false,
             }),
             ready: Condvar::new(),
         }
@@ -74,16 +78,25 @@ struct CompleteOnDrop<T, E> {
 
 impl<T, E> Drop for CompleteOnDrop<T, E> {
     fn drop(&mut self) {
-        self.completion.complete(cancelled(self.key.clone()));
+        let by_caller = self.completion.slot.lock().cancelled_by_caller;
+        let reason = if by_caller {
+            "was cancelled"
+        } else {
+            "was cancelled: the registry's executor stopped before it ended (the registry was \
+             shut down, or the runtime given as its executor is gone)"
+        };
+        self.completion
+            .complete(cancelled(self.key.clone(), reason));
     }
 }
 
 /// The outcome of an execution that was cancelled before it ended.
-fn cancelled<T, E>(key: CommandKey) -> Outcome<T, E> {
+fn cancelled<T, E>(key: CommandKey, reason: &'static str) -> Outcome<T, E> {
     let mut events = EventCounts::new();
     events.add(EventType::Cancelled);
     Outcome {
-        response: Err(HystrixError::new(FailureType::Cancelled, key, Cause::None)),
+        response: Err(HystrixError::new(FailureType::Cancelled, key, Cause::None)
+            .with_detail(Detail::Message(reason.into()))),
         result: ExecutionResult {
             events,
             start_ms: 0,
@@ -92,6 +105,21 @@ fn cancelled<T, E>(key: CommandKey) -> Outcome<T, E> {
             isolation: IsolationStrategy::Semaphore,
             executed_in_thread: false,
         },
+    }
+}
+
+/// Runs a blocking wait: as is outside tokio, through `block_in_place` on a multi-threaded
+/// runtime, refused on a current-thread runtime.
+fn block_safely<R>(wait: impl FnOnce() -> R) -> Result<R, &'static str> {
+    match tokio::runtime::Handle::try_current() {
+        Err(_) => Ok(wait()),
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread => {
+            Err(
+                "was waited on with a blocking get() inside a current-thread tokio runtime, \
+                 which could not run anything meanwhile; await the handle instead",
+            )
+        }
+        Ok(_) => Ok(tokio::task::block_in_place(wait)),
     }
 }
 
@@ -106,6 +134,7 @@ pub struct QueuedExecution<T, E> {
     completion: Arc<Completion<T, E>>,
     task: Option<tokio::task::AbortHandle>,
     clock: Arc<dyn Clock>,
+    key: CommandKey,
 }
 
 impl<T, E> fmt::Debug for QueuedExecution<T, E> {
@@ -124,8 +153,11 @@ where
     /// Takes the execution's first steps on this thread; what is left runs on the registry's
     /// executor.
     pub(crate) fn start<K, R, FB>(
-        state: &Arc<CommandState>,
-        future: ExecuteAsyncOutcome<'static, K, R, FB>,
+        state: Arc<CommandState>,
+        classifier: K,
+        run: R,
+        fallback: FB,
+        options: CallOptions,
     ) -> Self
     where
         R: RunFn<Output = T, Error = E>,
@@ -134,10 +166,22 @@ where
         K: Classify<E> + Send + Sync + 'static,
     {
         let completion = Arc::new(Completion::new());
-        let mut future = Box::pin(future);
-        // Any waker registered here is replaced at the task's first poll.
+        let mut future = Box::pin(ExecuteAsyncOutcome::new(
+            StateRef::Owned(Arc::clone(&state)),
+            classifier,
+            run,
+            fallback,
+            options,
+        ));
+        // The first steps run here, inside the executor's runtime: timers and I/O a run
+        // registers belong to the runtime that goes on driving it. Any waker registered here is
+        // replaced at the task's first poll.
+        let executor = state.env.executor();
+        let entered = executor.as_ref().map(tokio::runtime::Handle::enter);
         let mut cx = Context::from_waker(Waker::noop());
-        let task = match future.as_mut().poll(&mut cx) {
+        let first = future.as_mut().poll(&mut cx);
+        drop(entered);
+        let task = match first {
             Poll::Ready(outcome) => {
                 completion.complete(outcome);
                 None
@@ -147,16 +191,20 @@ where
                     completion: Arc::clone(&completion),
                     key: state.key.clone(),
                 };
-                state.env.spawn(async move {
+                let in_flight = state.env.eager_started();
+                let task = async move {
                     let outcome = future.await;
                     guard.completion.complete(outcome);
-                })
+                    drop(in_flight);
+                };
+                executor.map(|handle| handle.spawn(task).abort_handle())
             }
         };
         QueuedExecution {
             completion,
             task,
             clock: Arc::clone(&state.env.clock),
+            key: state.key.clone(),
         }
     }
 }
@@ -177,14 +225,25 @@ impl<T, E> QueuedExecution<T, E> {
     }
 
     /// As [`get`](QueuedExecution::get), with the [`ExecutionResult`].
+    ///
+    /// Inside a multi-threaded tokio runtime the wait goes through `block_in_place`; inside a
+    /// current-thread runtime it is refused ([`FailureType::Misuse`]: that runtime could not run
+    /// anything meanwhile, maybe the execution itself); await the handle there.
     pub fn get_outcome(self) -> Outcome<T, E> {
-        let mut slot = self.completion.slot.lock();
-        loop {
-            if let Some(outcome) = slot.outcome.take() {
-                return outcome;
+        let completion = &self.completion;
+        let waited = block_safely(|| {
+            let mut slot = completion.slot.lock();
+            loop {
+                if let Some(outcome) = slot.outcome.take() {
+                    return outcome;
+                }
+                completion.ready.wait(&mut slot);
             }
-            self.completion.ready.wait(&mut slot);
-        }
+        });
+        waited.unwrap_or_else(|refused| Outcome {
+            response: Err(HystrixError::misuse(self.key.clone(), refused)),
+            result: ExecutionResult::empty(),
+        })
     }
 
     /// Cancels the execution if it has not ended (Hystrix's `Future.cancel`): its future is
@@ -195,6 +254,7 @@ impl<T, E> QueuedExecution<T, E> {
     pub fn cancel(&self) -> bool {
         match &self.task {
             Some(task) if !self.is_done() => {
+                self.completion.slot.lock().cancelled_by_caller = true;
                 task.abort();
                 true
             }
@@ -211,6 +271,14 @@ impl<T: Send + 'static, E: Send + 'static> QueuedExecution<T, E> {
     /// # Errors
     /// As [`get`](QueuedExecution::get), inside the `Some`.
     pub fn get_timeout(&mut self, timeout: Duration) -> Option<Result<T, HystrixError<E>>> {
+        let wait = || self.wait_timeout(timeout);
+        match block_safely(wait) {
+            Ok(response) => response,
+            Err(refused) => Some(Err(HystrixError::misuse(self.key.clone(), refused))),
+        }
+    }
+
+    fn wait_timeout(&self, timeout: Duration) -> Option<Result<T, HystrixError<E>>> {
         let expired = Arc::new(AtomicBool::new(false));
         let (flag, completion) = (Arc::clone(&expired), Arc::clone(&self.completion));
         let timer = self.clock.schedule(

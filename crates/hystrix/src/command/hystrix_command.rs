@@ -116,14 +116,13 @@ pub trait HystrixCommand: Sized + Send + Sync + 'static {
             let this = Arc::clone(&this);
             move || this.run()
         });
-        let future = ExecuteAsyncOutcome::new(
-            StateRef::Owned(Arc::clone(&state)),
+        QueuedExecution::start(
+            state,
             ByTrait(Arc::clone(&this)),
             run,
             ByTrait(this),
             options,
-        );
-        QueuedExecution::start(&state, future)
+        )
     }
 
     /// Starts it now and returns a one-item stream; see
@@ -174,6 +173,30 @@ pub trait HystrixAsyncCommand: Sized + Send + Sync + 'static {
         self,
     ) -> impl Future<Output = Result<Self::Response, HystrixError<Self::Error>>> + Send {
         async move { self.execute_async_outcome().await.into_response() }
+    }
+
+    /// Starts it now and returns a handle; see [`Execution::queue`](crate::Execution::queue).
+    fn queue(self) -> QueuedExecution<Self::Response, Self::Error> {
+        let options = CallOptions {
+            cache_key: self.cache_key(),
+            ..CallOptions::default()
+        };
+        let state = Arc::clone(self.command().state_arc());
+        let run = Async(self.run());
+        let this = Arc::new(self);
+        QueuedExecution::start(
+            state,
+            ByAsyncTrait(Arc::clone(&this)),
+            run,
+            ByAsyncTrait(this),
+            options,
+        )
+    }
+
+    /// Starts it now and returns a one-item stream; see
+    /// [`Execution::observe`](crate::Execution::observe).
+    fn observe(self) -> Observed<Self::Response, Self::Error> {
+        Observed::new(self.queue())
     }
 
     /// As [`execute_async`](HystrixAsyncCommand::execute_async), also returning the execution

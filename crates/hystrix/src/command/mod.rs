@@ -202,6 +202,11 @@ impl<C> Command<C> {
             .map(|pool| pool.metrics())
     }
 
+    /// The command key's circuit breaker, to look at and override by hand.
+    pub fn circuit_breaker(&self) -> crate::circuit::CircuitBreakerHandle {
+        crate::circuit::CircuitBreakerHandle::new(Arc::clone(&self.state))
+    }
+
     /// Whether the circuit is open now (Hystrix's `isCircuitBreakerOpen()`).
     pub fn is_circuit_breaker_open(&self) -> bool {
         self.state

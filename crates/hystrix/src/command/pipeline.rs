@@ -23,7 +23,7 @@ use std::task::{Context, Poll, Wake, Waker};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::circuit::Admission;
+use crate::circuit::{Admission, FailureKind, Ticket};
 use crate::clock::{Clock, TimerId};
 use crate::command::execution::BlockingFallback;
 use crate::command::run::BlockingFn;
@@ -72,6 +72,9 @@ where
             .try_acquire(props.semaphore_max)
             .ok_or_else(|| semaphore_rejected(state, &mut rec, props.semaphore_max))
     });
+    if admitted.is_ok() {
+        state.counters.started(rec.start_ms, state.running());
+    }
     let permit = match admitted {
         Ok(permit) => permit,
         Err(err) => {
@@ -184,8 +187,11 @@ pub(crate) fn check_breaker<E>(
     props: &HotSnapshot,
     rec: &mut Recorder,
 ) -> Result<(), HystrixError<E>> {
-    match state.breaker.attempt(props, rec.start_ms) {
-        Admission::Allowed => Ok(()),
+    match state.breaker.attempt(state, props, rec.start_ms) {
+        Admission::Allowed(ticket) => {
+            rec.ticket = ticket;
+            Ok(())
+        }
         Admission::Denied(cause) => {
             rec.event(state, EventType::ShortCircuited);
             Err(
@@ -203,6 +209,7 @@ pub(crate) fn semaphore_rejected<E>(
     limit: u32,
 ) -> HystrixError<E> {
     rec.event(state, EventType::SemaphoreRejected);
+    rec.settle_failure(state, FailureKind::SemaphoreRejected, rec.start_ms);
     HystrixError::new(
         FailureType::RejectedSemaphoreExecution,
         state.key.clone(),
@@ -219,7 +226,7 @@ pub(crate) fn pool_rejected<E>(
     rejection: Rejection,
 ) -> HystrixError<E> {
     rec.event(state, EventType::ThreadPoolRejected);
-    state.breaker.mark_non_success(rec.start_ms);
+    rec.settle_failure(state, FailureKind::ThreadPoolRejected, rec.start_ms);
     HystrixError::new(
         FailureType::RejectedThreadExecution,
         state.key.clone(),
@@ -274,7 +281,7 @@ pub(crate) fn decide<T, E, C: Classify<E> + ?Sized>(
     match ended {
         RunEnd::Returned(Ok(value)) => {
             rec.event(state, EventType::Success);
-            state.breaker.mark_success(now_ms);
+            rec.settle_success(state, now_ms);
             Decision::Value(value)
         }
         RunEnd::Returned(Err(error)) => {
@@ -295,19 +302,23 @@ pub(crate) fn decide<T, E, C: Classify<E> + ?Sized>(
             let err = HystrixError::new(failure_type, key(), Cause::Error(error));
             match class {
                 Class::Failure => {
-                    state.breaker.mark_non_success(now_ms);
+                    rec.settle_failure(state, FailureKind::Failure, now_ms);
                     Decision::Fallback(err)
                 }
-                Class::BadRequest => Decision::Error(err),
+                Class::BadRequest => {
+                    // Says nothing of the dependency's health: a trial gives its slot back.
+                    rec.settle_release(state);
+                    Decision::Error(err)
+                }
                 Class::Ignored => {
-                    state.breaker.mark_success(now_ms);
+                    rec.settle_success(state, now_ms);
                     Decision::Error(err)
                 }
             }
         }
         RunEnd::Panicked(message) => {
             rec.event(state, EventType::Failure);
-            state.breaker.mark_non_success(now_ms);
+            rec.settle_failure(state, FailureKind::Failure, now_ms);
             Decision::Fallback(HystrixError::new(
                 FailureType::CommandException,
                 key(),
@@ -316,7 +327,7 @@ pub(crate) fn decide<T, E, C: Classify<E> + ?Sized>(
         }
         RunEnd::TimedOut => {
             rec.event(state, EventType::Timeout);
-            state.breaker.mark_non_success(now_ms);
+            rec.settle_failure(state, FailureKind::Timeout, now_ms);
             Decision::Fallback(
                 HystrixError::new(FailureType::Timeout, key(), Cause::None)
                     .with_detail(Detail::TimeoutMs(timeout_ms.unwrap_or_default())),
@@ -461,6 +472,8 @@ pub(crate) struct Recorder {
     fallback_disabled: bool,
     /// Nothing (more) to report: not begun yet, or reported.
     finished: bool,
+    /// What the breaker must hear about this execution's end (told exactly once).
+    ticket: Ticket,
 }
 
 impl Recorder {
@@ -474,7 +487,30 @@ impl Recorder {
             started_run: false,
             fallback_disabled: false,
             finished: true,
+            ticket: Ticket::None,
         }
+    }
+
+    /// Tells the breaker the execution succeeded (or ended in an ignored error).
+    #[inline]
+    pub(crate) fn settle_success(&mut self, state: &CommandState, now_ms: u64) {
+        let ticket = std::mem::take(&mut self.ticket);
+        if ticket != Ticket::None {
+            state.breaker.on_success(state, ticket, now_ms);
+        }
+    }
+
+    /// Tells the breaker the execution failed (error, panic, timeout or bulkhead rejection).
+    #[inline]
+    pub(crate) fn settle_failure(&mut self, state: &CommandState, kind: FailureKind, now_ms: u64) {
+        let ticket = std::mem::take(&mut self.ticket);
+        state.breaker.on_failure(state, ticket, kind, now_ms);
+    }
+
+    /// Tells the breaker the execution said nothing of the dependency's health.
+    #[inline]
+    pub(crate) fn settle_release(&mut self, state: &CommandState) {
+        state.breaker.release(std::mem::take(&mut self.ticket));
     }
 
     /// The execution starts now: from here on it is reported exactly once.
@@ -507,6 +543,8 @@ impl Recorder {
 
     fn report(&mut self, state: &CommandState, now_ms: u64) -> ExecutionResult {
         self.finished = true;
+        // An outcome the breaker has not heard yet (cancelled) gives a trial slot back.
+        self.settle_release(state);
         let result = ExecutionResult {
             events: self.events,
             start_ms: self.start_ms,

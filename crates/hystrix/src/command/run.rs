@@ -305,7 +305,10 @@ impl<R: BlockingFn> Job for PoolTask<R> {
             return;
         };
         // The command's running-executions gauge counts user code on pool threads too.
-        let running = self.command.execution_semaphore.enter();
+        let running = self.command.pool_running.enter();
+        self.command
+            .counters
+            .started(self.command.env.clock.now_ms(), self.command.running());
         let token = self.token.clone();
         let ran = catch_unwind(AssertUnwindSafe(|| run.call(token))).map_err(panic_message);
         drop(running);
@@ -367,7 +370,10 @@ where
     Fut: Future<Output = Result<T, E>>,
 {
     let _slot = slot;
-    let _running = command.execution_semaphore.enter();
+    let _running = command.pool_running.enter();
+    command
+        .counters
+        .started(command.env.clock.now_ms(), command.running());
     let mut run = std::pin::pin!(run);
     std::future::poll_fn(|cx| poll_caught(run.as_mut(), cx)).await
 }

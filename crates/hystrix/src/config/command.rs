@@ -3,6 +3,14 @@
 use crate::config::{IsolationStrategy, at_least_one, no_check, property_table};
 use crate::error::ConfigError;
 
+fn trial_budget(v: &u32) -> Result<(), String> {
+    match *v {
+        0 => Err("must be at least 1".into()),
+        1..=65_535 => Ok(()),
+        _ => Err("must be at most 65535".into()),
+    }
+}
+
 fn percentage(v: &u32) -> Result<(), String> {
     if *v <= 100 {
         Ok(())
@@ -108,7 +116,7 @@ property_table! {
     /// `circuitBreaker.halfOpen.permittedRequests` (our extension, SPEC Part A 2): trial
     /// requests admitted per half-open period. Default 1 (Hystrix), at least 1. Dynamic.
     circuit_breaker_half_open_permitted_requests: u32 = 1;
-        "circuitBreaker.halfOpen.permittedRequests", Dynamic, Any, at_least_one;
+        "circuitBreaker.halfOpen.permittedRequests", Dynamic, Any, trial_budget;
     /// `circuitBreaker.halfOpen.successThreshold` (our extension, SPEC Part A 2): successful
     /// trials needed to close. Default 1, at least 1 and at most `permittedRequests`. Dynamic.
     circuit_breaker_half_open_success_threshold: u32 = 1;
@@ -228,6 +236,10 @@ pub(crate) struct HotCommandProperties {
     semaphore_max: std::sync::atomic::AtomicU32,
     fallback_semaphore_max: std::sync::atomic::AtomicU32,
     timeout_ms: std::sync::atomic::AtomicU64,
+    // Read only when the breaker is not CLOSED (not part of the per-call snapshot).
+    sleep_window_ms: std::sync::atomic::AtomicU64,
+    half_open_permitted: std::sync::atomic::AtomicU32,
+    half_open_success_threshold: std::sync::atomic::AtomicU32,
 }
 
 /// A copy of [`HotCommandProperties`], read once per execution.
@@ -251,6 +263,7 @@ const FALLBACK_ENABLED: u32 = 1 << 5;
 const INTERRUPT_ON_FUTURE_CANCEL: u32 = 1 << 6;
 const ISOLATION_SET: u32 = 1 << 7;
 const ISOLATION_THREAD: u32 = 1 << 8;
+const PERCENTILES_ENABLED: u32 = 1 << 9;
 
 impl HotCommandProperties {
     pub(crate) fn publish(&self, props: &CommandProperties) {
@@ -265,6 +278,10 @@ impl HotCommandProperties {
                 INTERRUPT_ON_TIMEOUT,
             )
             | flag(props.fallback_enabled, FALLBACK_ENABLED)
+            | flag(
+                props.metrics_rolling_percentile_enabled,
+                PERCENTILES_ENABLED,
+            )
             | flag(
                 props.execution_isolation_thread_interrupt_on_future_cancel,
                 INTERRUPT_ON_FUTURE_CANCEL,
@@ -284,7 +301,45 @@ impl HotCommandProperties {
         );
         self.timeout_ms
             .store(props.execution_timeout_in_milliseconds, Release);
+        self.sleep_window_ms
+            .store(props.circuit_breaker_sleep_window_in_milliseconds, Release);
+        self.half_open_permitted
+            .store(props.circuit_breaker_half_open_permitted_requests, Release);
+        self.half_open_success_threshold
+            .store(props.circuit_breaker_half_open_success_threshold, Release);
         self.flags.store(flags, Release);
+    }
+
+    /// `circuitBreaker.sleepWindowInMilliseconds`.
+    pub(crate) fn sleep_window_ms(&self) -> u64 {
+        self.sleep_window_ms
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// `circuitBreaker.halfOpen.permittedRequests` (at most 65535 by validation).
+    pub(crate) fn half_open_permitted_requests(&self) -> u16 {
+        let permitted = self
+            .half_open_permitted
+            .load(std::sync::atomic::Ordering::Acquire);
+        u16::try_from(permitted).unwrap_or(u16::MAX)
+    }
+
+    /// `circuitBreaker.halfOpen.successThreshold`.
+    pub(crate) fn half_open_success_threshold(&self) -> u16 {
+        let threshold = self
+            .half_open_success_threshold
+            .load(std::sync::atomic::Ordering::Acquire);
+        u16::try_from(threshold).unwrap_or(u16::MAX)
+    }
+
+    /// The execution timeout in ms, or 0 when `execution.timeout.enabled` is false.
+    pub(crate) fn timeout_ms_if_enabled(&self) -> u64 {
+        let snapshot = self.load();
+        if snapshot.timeout_enabled() {
+            snapshot.timeout_ms
+        } else {
+            0
+        }
     }
 
     #[inline]
@@ -334,6 +389,11 @@ impl HotSnapshot {
     #[inline]
     pub(crate) fn interrupt_on_future_cancel(&self) -> bool {
         self.flags & INTERRUPT_ON_FUTURE_CANCEL != 0
+    }
+    /// `metrics.rollingPercentile.enabled`.
+    #[inline]
+    pub(crate) fn percentiles_enabled(&self) -> bool {
+        self.flags & PERCENTILES_ENABLED != 0
     }
     /// `execution.isolation.strategy`, if set (unset: by run kind).
     #[inline]

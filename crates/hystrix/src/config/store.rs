@@ -292,7 +292,7 @@ impl<K: PropertyKind> Layers<K> {
 }
 
 impl<K: PropertyKind> PropertyCell<K> {
-    fn load_full(&self) -> Arc<K::Props> {
+    pub(crate) fn load_full(&self) -> Arc<K::Props> {
         self.live.load_full()
     }
 }
@@ -653,7 +653,7 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "property `hystrix.command.A.metrics.rollingStats.timeInMilliseconds` is fixed once \
-             its key is in use; it applies to keys created later (or after Registry::remove)"
+             its key is in use (a command defined with it); it applies to keys defined later"
         );
         // A global change applies to keys created later only.
         p.set(

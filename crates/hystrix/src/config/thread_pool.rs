@@ -43,7 +43,7 @@ property_table! {
     keep_alive_time_minutes: u32 = 1;
         "keepAliveTimeMinutes", Dynamic, Any, no_check;
     /// `maxQueueSize`: capacity of the pool's queue; 0 or less means no queue (hand-off: reject
-    /// when every thread is busy). Default -1. Fixed once the pool exists.
+    /// when every thread is busy). Default -1. Fixed once a command using the pool is defined.
     max_queue_size: i32 = -1;
         "maxQueueSize", Fixed, Any, no_check;
     /// `queueSizeRejectionThreshold`: reject when this many tasks are queued, even below

@@ -45,8 +45,7 @@ impl Semaphore {
         self.in_use.fetch_sub(1, Ordering::Release);
     }
 
-    /// Counts one more holder without a limit: THREAD-isolated runs count in the running-
-    /// executions gauge this way while their user code runs.
+    /// Counts one more holder without a limit (a gauge of THREAD-isolated runs).
     #[inline]
     pub(crate) fn enter(&self) -> Permit<'_> {
         self.in_use.fetch_add(1, Ordering::Acquire);

@@ -95,6 +95,11 @@ struct Shared {
     runtime: Mutex<Option<tokio::runtime::Runtime>>,
 }
 
+thread_local! {
+    /// The pool this thread belongs to (its `Shared`'s address), 0 for other threads.
+    static CURRENT_POOL: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// A thread pool (bulkhead) for one thread-pool key. Cheap to clone.
 #[derive(Clone)]
 #[doc(hidden)]
@@ -165,6 +170,10 @@ impl ThreadPool {
         let shared = &self.shared;
         let props = shared.properties.hot().load();
         let mut st = shared.state.lock();
+        if st.threads > props.core_size + st.busy {
+            // coreSize was lowered: idle threads above it start their keep-alive.
+            shared.work_ready.notify_all();
+        }
         shared.check_budget(
             &st,
             props.actual_maximum_size,
@@ -276,18 +285,25 @@ impl ThreadPool {
     pub(crate) fn shutdown(&self, bound: Duration) -> ShutdownReport {
         let shared = &self.shared;
         let until = Instant::now() + bound;
+        // Shut down from one of its own threads (its last user dropped there): never wait for,
+        // or join, that thread.
+        let own = CURRENT_POOL.with(|pool| pool.get()) == Arc::as_ptr(shared) as usize;
         let mut st = shared.state.lock();
         st.shutdown = true;
         shared.work_ready.notify_all();
-        while st.threads > 0 {
+        while st.threads > u32::from(own) {
             if shared.thread_left.wait_until(&mut st, until).timed_out() {
                 break;
             }
         }
-        let detached = st.threads as usize;
+        let detached = st.threads as usize - usize::from(own);
         drop(st);
         let mut joined = 0;
+        let me = std::thread::current().id();
         for handle in std::mem::take(&mut *shared.handles.lock()) {
+            if handle.thread().id() == me {
+                continue;
+            }
             if detached == 0 || handle.is_finished() {
                 // A thread that left the loop only has its return left to do.
                 let _ = handle.join();
@@ -371,6 +387,7 @@ impl Shared {
     /// A pool thread: runs its first task, then queued ones, until shutdown or, above
     /// `coreSize`, until it has been idle for `keepAliveTimeMinutes`.
     fn work(self: Arc<Self>, first: Arc<dyn Job>) {
+        CURRENT_POOL.with(|pool| pool.set(Arc::as_ptr(&self) as usize));
         let mut next = Some(first);
         while let Some(job) = next.take() {
             job.run();
@@ -380,6 +397,8 @@ impl Shared {
             self.publish_gauges(&st);
             drop(st);
             job.complete();
+            // Not kept while idle: a finished task may hold the last reference to its command.
+            drop(job);
             let mut st = self.state.lock();
             next = self.next_job(&mut st);
             if next.is_some() {
@@ -414,16 +433,19 @@ impl Shared {
                         let expired = Arc::new(AtomicBool::new(false));
                         let (flag, shared) = (Arc::clone(&expired), Arc::downgrade(self));
                         let deadline = self.clock.now_ms().saturating_add(props.keep_alive_ms);
-                        let id = self.clock.schedule(
-                            deadline,
-                            Box::new(move || {
-                                flag.store(true, Ordering::Release);
-                                if let Some(shared) = shared.upgrade() {
-                                    let _st = shared.state.lock();
-                                    shared.work_ready.notify_all();
-                                }
-                            }),
-                        );
+                        let task: crate::clock::TimerTask = Box::new(move || {
+                            flag.store(true, Ordering::Release);
+                            if let Some(shared) = shared.upgrade() {
+                                let _st = shared.state.lock();
+                                shared.work_ready.notify_all();
+                            }
+                        });
+                        // The lock is released while scheduling: a clock may run a timer that
+                        // is already due (keepAliveTimeMinutes 0) right there, and the timer
+                        // takes this lock.
+                        let id = parking_lot::MutexGuard::unlocked(st, || {
+                            self.clock.schedule(deadline, task)
+                        });
                         keep_alive = Some((id, expired));
                         continue;
                     }

@@ -1,64 +1,258 @@
-//! Command metrics: counters per event type and the number of executions running now.
+//! Command metrics: rolling and cumulative counts per event type, health counts for the circuit
+//! breaker, latency percentiles, and concurrency.
+//!
+//! Three windows per command key, all rolling lazily on access (buckets are retired as time
+//! passes, by whoever touches the window next; no timer thread):
+//! - events: `metrics.rollingStats.timeInMilliseconds` / `numBuckets` (10 000 ms / 10);
+//! - health: buckets of `metrics.healthSnapshot.intervalInMilliseconds` (500 ms) over the
+//!   rolling-stats window (20 buckets), as SPEC §2.3 and Part A 14;
+//! - latency: `metrics.rollingPercentile.timeInMilliseconds` / `numBuckets` (60 000 ms / 6).
+//!
+//! Rolling values cover the completed buckets of their window; cumulative values everything since
+//! the key's state was created.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+mod latency;
+pub(crate) mod rolling;
 
-use crate::event::{EventCounts, EventType, MULTIPLE_MASK, THROWS_MASK};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+pub use latency::LatencyPercentiles;
+use latency::RollingLatency;
+use rolling::RollingCounts;
+
+use crate::command::ExecutionResult;
+use crate::config::CommandProperties;
+use crate::event::{EventType, MULTIPLE_MASK, THROWS_MASK};
 use crate::key::CommandKey;
 
-/// The live counters of one command key.
-///
-/// There is no separate gauge of running executions: an execution holds its permit exactly
-/// while its user code runs (SPEC Part A 4), so the permits in use are that gauge, and the hot
-/// path pays for one counter instead of two.
-#[derive(Debug, Default)]
+const TOTAL: usize = 0;
+const ERRORS: usize = 1;
+
+/// Events that count as a request in health; the error ones count as errors too (SPEC §2.3,
+/// with IGNORED as a success, Part A 23).
+const HEALTH_OK: u32 = EventType::Success.bit() | EventType::Ignored.bit();
+const HEALTH_ERROR: u32 = EventType::Failure.bit()
+    | EventType::Timeout.bit()
+    | EventType::ThreadPoolRejected.bit()
+    | EventType::SemaphoreRejected.bit();
+
+/// The live metrics of one command key.
+#[derive(Debug)]
 pub(crate) struct CommandCounters {
-    cumulative: [AtomicU64; EventType::COUNT],
+    events: RollingCounts<{ EventType::COUNT }>,
+    health: RollingCounts<2>,
+    /// Health counts start at this health bucket (moved when the breaker closes).
+    health_from: AtomicU32,
+    execution_latency: RollingLatency,
+    total_latency: RollingLatency,
+}
+
+/// The breaker's view: requests and errors over the health window (SPEC §2.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HealthCounts {
+    /// Requests: SUCCESS, FAILURE, TIMEOUT, THREAD_POOL_REJECTED, SEMAPHORE_REJECTED and IGNORED.
+    pub total_requests: u64,
+    /// Errors: FAILURE, TIMEOUT, THREAD_POOL_REJECTED, SEMAPHORE_REJECTED.
+    pub error_count: u64,
+    /// `error_count * 100 / total_requests`, truncated (1 of 3 is 33); 0 with no requests.
+    pub error_percentage: u32,
+}
+
+impl HealthCounts {
+    fn new(total_requests: u64, error_count: u64) -> Self {
+        // Integer percent rounded down, as Hystrix's HealthCounts (1 of 3 is 33).
+        let error_percentage = (error_count * 100)
+            .checked_div(total_requests)
+            .map_or(0, |percent| percent as u32);
+        HealthCounts {
+            total_requests,
+            error_count,
+            error_percentage,
+        }
+    }
 }
 
 impl CommandCounters {
-    /// Counts every event of a finished execution, and EXCEPTION_THROWN if its caller got an
-    /// error from a bad request or a failed, rejected, missing or disabled fallback.
+    /// Windows sized by the key's (fixed) metrics properties.
+    pub(crate) fn new(props: &CommandProperties) -> Self {
+        let window_ms = props.metrics_rolling_stats_time_in_milliseconds;
+        let buckets = props.metrics_rolling_stats_num_buckets;
+        let health_ms = props.metrics_health_snapshot_interval_in_milliseconds;
+        let latency_ms = props.metrics_rolling_percentile_time_in_milliseconds;
+        let latency_buckets = props.metrics_rolling_percentile_num_buckets;
+        CommandCounters {
+            events: RollingCounts::new(window_ms / u64::from(buckets), buckets),
+            health: RollingCounts::new(health_ms, (window_ms / health_ms) as u32),
+            health_from: AtomicU32::new(0),
+            execution_latency: RollingLatency::new(
+                latency_ms / u64::from(latency_buckets),
+                latency_buckets,
+            ),
+            total_latency: RollingLatency::new(
+                latency_ms / u64::from(latency_buckets),
+                latency_buckets,
+            ),
+        }
+    }
+
+    /// Counts a finished execution at `now_ms`: its events, EXCEPTION_THROWN if its caller got
+    /// an error from a bad request or a failed, rejected, missing or disabled fallback, its
+    /// health, and (when `latencies`) its execution and total latency.
     #[inline]
-    pub(crate) fn record(&self, events: &EventCounts, fallback_disabled: bool) {
+    pub(crate) fn record(
+        &self,
+        now_ms: u64,
+        result: &ExecutionResult,
+        fallback_disabled: bool,
+        latencies: bool,
+    ) {
+        let events = result.events;
         let bits = events.bits();
         let mut once = bits & !MULTIPLE_MASK;
         while once != 0 {
             let index = once.trailing_zeros() as usize;
             once &= once - 1;
-            self.cumulative[index].fetch_add(1, Ordering::Relaxed);
+            self.events.add(now_ms, index, 1);
         }
         let mut multiple = bits & MULTIPLE_MASK;
         while multiple != 0 {
             let index = multiple.trailing_zeros() as usize;
             multiple &= multiple - 1;
-            let count = events.count(EventType::ALL[index]);
-            self.cumulative[index].fetch_add(u64::from(count), Ordering::Relaxed);
+            self.events
+                .add(now_ms, index, events.count(EventType::ALL[index]));
         }
         if fallback_disabled || bits & THROWS_MASK != 0 {
-            self.cumulative[EventType::ExceptionThrown.index()].fetch_add(1, Ordering::Relaxed);
+            self.events
+                .add(now_ms, EventType::ExceptionThrown.index(), 1);
+        }
+        if bits & (HEALTH_OK | HEALTH_ERROR) != 0 {
+            self.health.add(now_ms, TOTAL, 1);
+            if bits & HEALTH_ERROR != 0 {
+                self.health.add(now_ms, ERRORS, 1);
+            }
+        }
+        if latencies {
+            // Execution latency only if user code started; total latency unless refused
+            // before running (Hystrix: not for short-circuits and rejections).
+            if let Some(execution_ms) = result.execution_time_ms {
+                self.execution_latency.record(now_ms, execution_ms);
+            }
+            let refused = EventType::ShortCircuited.bit()
+                | EventType::SemaphoreRejected.bit()
+                | EventType::ThreadPoolRejected.bit();
+            if bits & refused == 0 {
+                self.total_latency.record(now_ms, result.total_time_ms);
+            }
         }
     }
 
-    /// A snapshot; `executing` is the number of executions whose user code runs now.
-    pub(crate) fn snapshot(&self, command_key: CommandKey, executing: u32) -> CommandMetrics {
-        let mut cumulative = [0u64; EventType::COUNT];
-        for (slot, counter) in cumulative.iter_mut().zip(&self.cumulative) {
-            *slot = counter.load(Ordering::Relaxed);
-        }
+    /// User code of an execution started with `concurrency` executions running (this one
+    /// included): feeds the rolling maximum.
+    #[inline]
+    pub(crate) fn started(&self, now_ms: u64, concurrency: u32) {
+        self.events.raise_max(now_ms, concurrency);
+    }
+
+    /// The health counts at `now_ms`: the completed health buckets of the window, since the
+    /// last restart.
+    pub(crate) fn health(&self, now_ms: u64) -> HealthCounts {
+        let from = self.health_from.load(Ordering::Acquire);
+        HealthCounts::new(
+            self.health.rolling_sum_since(now_ms, TOTAL, from),
+            self.health.rolling_sum_since(now_ms, ERRORS, from),
+        )
+    }
+
+    /// Restarts the health window from zero at `now_ms` (the breaker closed).
+    pub(crate) fn restart_health(&self, now_ms: u64) {
+        self.health.clear_current(now_ms);
+        self.health_from
+            .store(self.health.epoch(now_ms), Ordering::Release);
+    }
+
+    /// A snapshot at `now_ms`; `executing` is the number of executions running now.
+    pub(crate) fn snapshot(
+        &self,
+        command_key: CommandKey,
+        now_ms: u64,
+        executing: u32,
+        latencies: bool,
+    ) -> CommandMetrics {
+        let latency = |window: &RollingLatency| {
+            if latencies {
+                window.percentiles(now_ms)
+            } else {
+                LatencyPercentiles::DISABLED
+            }
+        };
         CommandMetrics {
             command_key,
-            cumulative,
+            rolling: std::array::from_fn(|i| self.events.rolling_sum(now_ms, i)),
+            cumulative: std::array::from_fn(|i| self.events.cumulative(i)),
+            health: self.health(now_ms),
             current_concurrent_execution_count: executing,
+            rolling_max_concurrent_execution_count: self.events.rolling_max(now_ms),
+            execution_latency: latency(&self.execution_latency),
+            total_latency: latency(&self.total_latency),
         }
+    }
+
+    /// Bytes this key's metrics take now (windows and the latency counters allocated so far).
+    pub(crate) fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.events.heap_bytes()
+            + self.health.heap_bytes()
+            + self.execution_latency.heap_bytes()
+            + self.total_latency.heap_bytes()
     }
 }
 
 /// A snapshot of one command key's metrics, read without stopping writers.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct CommandMetrics {
     command_key: CommandKey,
+    rolling: [u64; EventType::COUNT],
     cumulative: [u64; EventType::COUNT],
+    health: HealthCounts,
     current_concurrent_execution_count: u32,
+    rolling_max_concurrent_execution_count: u64,
+    execution_latency: LatencyPercentiles,
+    total_latency: LatencyPercentiles,
+}
+
+impl std::fmt::Debug for CommandMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        struct Named<'a>(&'a [u64; EventType::COUNT]);
+        impl std::fmt::Debug for Named<'_> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_map()
+                    .entries(
+                        EventType::ALL
+                            .iter()
+                            .zip(self.0)
+                            .filter(|(_, count)| **count > 0)
+                            .map(|(event, count)| (event.name(), count)),
+                    )
+                    .finish()
+            }
+        }
+        f.debug_struct("CommandMetrics")
+            .field("command_key", &self.command_key)
+            .field("rolling", &Named(&self.rolling))
+            .field("cumulative", &Named(&self.cumulative))
+            .field("health", &self.health)
+            .field(
+                "current_concurrent_execution_count",
+                &self.current_concurrent_execution_count,
+            )
+            .field(
+                "rolling_max_concurrent_execution_count",
+                &self.rolling_max_concurrent_execution_count,
+            )
+            .field("execution_latency", &self.execution_latency)
+            .field("total_latency", &self.total_latency)
+            .finish()
+    }
 }
 
 impl CommandMetrics {
@@ -67,18 +261,49 @@ impl CommandMetrics {
         &self.command_key
     }
 
-    /// How many times `event` happened since the key's state was created. `EXCEPTION_THROWN`
-    /// counts executions whose caller got an error from a bad request or from a failed,
-    /// rejected, missing or disabled fallback; `FALLBACK_DISABLED` itself is never counted (as
-    /// Hystrix, it is not an event of the execution).
+    /// How many times `event` happened in the completed buckets of the rolling window
+    /// (`metrics.rollingStats.*`, 10 × 1000 ms by default). `EXCEPTION_THROWN` counts executions
+    /// whose caller got an error from a bad request or a failed, rejected, missing or disabled
+    /// fallback; `FALLBACK_DISABLED` itself is never counted (as Hystrix, it is not an event of
+    /// the execution).
+    pub fn rolling_count(&self, event: EventType) -> u64 {
+        self.rolling[event.index()]
+    }
+
+    /// How many times `event` happened since the key's state was created (same rules as
+    /// [`rolling_count`](Self::rolling_count)). Never decreases.
     pub fn cumulative_count(&self, event: EventType) -> u64 {
         self.cumulative[event.index()]
     }
 
+    /// What the circuit breaker sees: requests, errors and the error percentage over the
+    /// completed health buckets (SPEC §2.3).
+    pub fn health_counts(&self) -> HealthCounts {
+        self.health
+    }
+
     /// Executions whose user code is running now (Hystrix's `currentConcurrentExecutionCount`):
-    /// under SEMAPHORE isolation, the execution permits in use. An attempt refused at that very
-    /// moment may show as one more for an instant.
+    /// execution permits held under SEMAPHORE isolation, runs on pool threads under THREAD. An
+    /// attempt refused at that very moment may show as one more for an instant.
     pub fn current_concurrent_execution_count(&self) -> u32 {
         self.current_concurrent_execution_count
+    }
+
+    /// The most executions running at once, sampled at each start, over the rolling window
+    /// (Hystrix's `rollingMaxConcurrentExecutionCount`).
+    pub fn rolling_max_concurrent_execution_count(&self) -> u64 {
+        self.rolling_max_concurrent_execution_count
+    }
+
+    /// Execution latency (from the start to the run's end or timeout, queue wait included) over
+    /// the percentile window (`metrics.rollingPercentile.*`, 6 × 10 s by default), in ms.
+    pub fn execution_latency(&self) -> LatencyPercentiles {
+        self.execution_latency
+    }
+
+    /// Total latency (what the caller waited, fallback included) over the percentile window, in
+    /// ms. Not recorded for short-circuits and rejections.
+    pub fn total_latency(&self) -> LatencyPercentiles {
+        self.total_latency
     }
 }
