@@ -39,11 +39,27 @@ fn execute(c: &mut Criterion) {
     let registry = Registry::new();
     let plain = semaphore_command(&registry, "Plain", false);
     let timed = semaphore_command(&registry, "Timed", true);
+    let unmeasured = semaphore_command(&registry, "Unmeasured", false);
+    registry
+        .properties()
+        .set(
+            "hystrix.command.Unmeasured.metrics.rollingPercentile.enabled",
+            false,
+        )
+        .unwrap();
     let open = semaphore_command(&registry, "Open", false);
     registry
         .properties()
         .set("hystrix.command.Open.circuitBreaker.forceOpen", true)
         .unwrap();
+    // Opened for real (state OPEN, an hour's sleep window), not by the forceOpen flag.
+    let tripped = Command::builder("Tripped")
+        .group("Bench")
+        .isolation(IsolationStrategy::Semaphore)
+        .circuit_breaker_sleep_window(Duration::from_secs(3600))
+        .build_in(&registry)
+        .unwrap();
+    tripped.circuit_breaker().force_open();
     let full = Command::builder("Full")
         .group("Bench")
         .isolation(IsolationStrategy::Semaphore)
@@ -56,6 +72,9 @@ fn execute(c: &mut Criterion) {
     group.bench_function("bare closure", |b| b.iter(bare));
     group.bench_function("execute, timeout off", |b| {
         b.iter(|| plain.run(|| Ok::<u64, Never>(black_box(7))).execute())
+    });
+    group.bench_function("execute, timeout off, no latency percentiles", |b| {
+        b.iter(|| unmeasured.run(|| Ok::<u64, Never>(black_box(7))).execute())
     });
     group.bench_function("execute, timeout 1 s", |b| {
         b.iter(|| timed.run(|| Ok::<u64, Never>(black_box(7))).execute())
@@ -95,10 +114,21 @@ fn execute(c: &mut Criterion) {
     group.finish();
 
     let mut group = c.benchmark_group("rejected");
-    group.bench_function("short-circuited, no fallback", |b| {
+    group.bench_function("circuit OPEN, no fallback", |b| {
+        b.iter(|| tripped.run(|| Ok::<u64, Never>(black_box(7))).execute())
+    });
+    group.bench_function("circuit OPEN, fallback", |b| {
+        b.iter(|| {
+            tripped
+                .run(|| Ok::<u64, Never>(black_box(7)))
+                .fallback(|_| Ok::<u64, Never>(0))
+                .execute()
+        })
+    });
+    group.bench_function("forceOpen flag, no fallback", |b| {
         b.iter(|| open.run(|| Ok::<u64, Never>(black_box(7))).execute())
     });
-    group.bench_function("short-circuited, fallback", |b| {
+    group.bench_function("forceOpen flag, fallback", |b| {
         b.iter(|| {
             open.run(|| Ok::<u64, Never>(black_box(7)))
                 .fallback(|_| Ok::<u64, Never>(0))

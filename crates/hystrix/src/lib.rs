@@ -52,6 +52,8 @@
 //!   [`HystrixCommand`] for Hystrix's subclass style.
 //! - [`HystrixError`], [`FailureType`]: what went wrong; [`ConfigError`] for bad definitions.
 //! - [`Registry`]: per-key state, properties ([`config`]), plugins; [`Registry::global`].
+//! - [`circuit`]: the circuit breaker ([`CircuitBreakerHandle`], [`CircuitBreakerListener`]);
+//!   [`metrics`]: rolling counts, health counts and latency percentiles ([`CommandMetrics`]).
 //! - [`clock`]: the time source; [`testing`]: a registry on a manual clock for your tests.
 
 #![deny(missing_docs)]

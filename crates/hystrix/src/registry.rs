@@ -20,7 +20,8 @@ use crate::circuit::{
 use crate::clock::{Clock, SystemClock};
 use crate::command::ExecutionResult;
 use crate::config::{
-    CommandKind, CommandLayer, CommandProperties, Properties, PropertyCell, ThreadPoolLayer,
+    CommandKind, CommandLayer, CommandProperties, IsolationStrategy, Properties, PropertyCell,
+    ThreadPoolLayer,
 };
 use crate::error::ConfigError;
 use crate::event::{EventNotifier, EventType};
@@ -305,13 +306,23 @@ impl CommandState {
         }
     }
 
-    /// Counts a finished execution and tells the notifier.
+    /// Counts a finished execution and tells the notifier; `health` is false for an execution
+    /// admitted by an older breaker generation (SPEC Part A 15).
     #[inline]
-    pub(crate) fn record(&self, result: &ExecutionResult, fallback_disabled: bool) {
+    pub(crate) fn record(&self, result: &ExecutionResult, fallback_disabled: bool, health: bool) {
         let now_ms = result.start_ms + result.total_time_ms;
         let latencies = self.properties.hot().load().percentiles_enabled();
         self.counters
-            .record(now_ms, result, fallback_disabled, latencies);
+            .record(now_ms, result, fallback_disabled, latencies, health);
+        if result.isolation == IsolationStrategy::Thread
+            && let Some(pool) = self.pool.get()
+        {
+            if result.executed_in_thread {
+                pool.mark_executed(now_ms);
+            } else if result.events.contains(EventType::ThreadPoolRejected) {
+                pool.mark_rejected(now_ms);
+            }
+        }
         if self.env.has_notifier() {
             self.env.notify(|n| {
                 n.mark_command_execution(
@@ -432,9 +443,7 @@ impl Registry {
     /// Whether a command key's circuit is open now (Hystrix's `isCircuitBreakerOpen()`); `None`
     /// if the key has no state here.
     pub fn is_circuit_breaker_open(&self, key: &str) -> Option<bool> {
-        let state = self.inner.commands.lock().get(key).cloned()?;
-        let open = state.breaker.is_open(&state.properties.hot().load());
-        Some(open)
+        self.circuit_breaker(key).map(|breaker| breaker.is_open())
     }
 
     /// A snapshot of a thread pool's gauges; `None` if no command has used the pool yet.

@@ -1,5 +1,6 @@
 //! The hot paths allocate nothing: a SEMAPHORE `execute()` and a ready `execute_async()` on the
-//! success path, with a fallback, and when short-circuited. Counted by a global allocator that
+//! success path, with a fallback, and when short-circuited (by the forceOpen flag, and by an
+//! OPEN breaker with and without a fallback). Counted by a global allocator that
 //! counts only the measuring thread's allocations.
 #![allow(clippy::unwrap_used, unsafe_code)]
 
@@ -88,6 +89,24 @@ fn hot_paths_allocate_nothing() {
             .execute();
         black_box(value).unwrap();
     });
+    let tripped = Command::builder("Tripped")
+        .group("Alloc")
+        .isolation(IsolationStrategy::Semaphore)
+        .circuit_breaker_sleep_window(std::time::Duration::from_secs(3600))
+        .build_in(&registry)
+        .unwrap();
+    tripped.circuit_breaker().force_open();
+    let open_state = allocations_per_call(|| {
+        let value = tripped
+            .run(|| Ok::<u64, Never>(7))
+            .fallback(|_| Ok::<u64, Never>(0))
+            .execute();
+        black_box(value).unwrap();
+    });
+    let open_state_no_fallback = allocations_per_call(|| {
+        let err = tripped.run(|| Ok::<u64, Never>(7)).execute().unwrap_err();
+        black_box(err);
+    });
     let execute_async = allocations_per_call(|| {
         let mut future = pin!(cmd.run_async(async { Ok::<u64, Never>(7) }).execute_async());
         let polled = future
@@ -96,7 +115,14 @@ fn hot_paths_allocate_nothing() {
         assert!(black_box(polled).is_ready());
     });
     assert_eq!(
-        (execute, with_fallback, short_circuited, execute_async),
-        (0, 0, 0, 0)
+        (
+            execute,
+            with_fallback,
+            short_circuited,
+            open_state,
+            open_state_no_fallback,
+            execute_async
+        ),
+        (0, 0, 0, 0, 0, 0)
     );
 }

@@ -48,6 +48,17 @@ pub(crate) enum Ticket {
     Trial(u32),
 }
 
+impl Ticket {
+    /// The breaker generation the execution was admitted in, if the breaker took part.
+    #[inline]
+    pub(crate) fn generation(self) -> Option<u32> {
+        match self {
+            Ticket::None => None,
+            Ticket::Closed(generation) | Ticket::Trial(generation) => Some(generation),
+        }
+    }
+}
+
 /// The breaker's answer to an attempt.
 #[derive(Debug)]
 pub(crate) enum Admission {
@@ -126,9 +137,7 @@ impl CircuitBreaker {
         if !flags.circuit_breaker_enabled() {
             return Admission::Allowed(Ticket::None);
         }
-        if now_ms >= self.next_check_ms.load(Ordering::Relaxed) {
-            self.check_health(command, now_ms);
-        }
+        self.refresh(command, now_ms);
         if flags.force_open() {
             return Admission::Denied(TripCause::ForcedOpen);
         }
@@ -139,6 +148,15 @@ impl CircuitBreaker {
         match word.status {
             Status::Closed => Admission::Allowed(Ticket::Closed(word.generation)),
             _ => self.attempt_open(command, now_ms),
+        }
+    }
+
+    /// Checks the health counts if a health bucket completed since the last check (any read of
+    /// the state brings it up to date, SPEC Part A 29).
+    #[inline]
+    fn refresh(&self, command: &CommandState, now_ms: u64) {
+        if now_ms >= self.next_check_ms.load(Ordering::Relaxed) {
+            self.check_health(command, now_ms);
         }
     }
 
@@ -254,6 +272,12 @@ impl CircuitBreaker {
     ) {
         self.last_failure.store(kind as u8, Ordering::Relaxed);
         if let Ticket::Trial(generation) = ticket {
+            // A stale trial must not touch the sleep window of a later opening. The time is
+            // stored before the state moves, so no attempt sees the new OPEN with an old time.
+            let word = self.state.load();
+            if word.status != Status::HalfOpen || word.generation != generation {
+                return;
+            }
             self.opened_at_ms.store(now_ms, Ordering::Release);
             if self.state.trial_failed(generation).is_some() {
                 let cause = TripCause::Message(
@@ -280,6 +304,12 @@ impl CircuitBreaker {
         if let Ticket::Trial(generation) = ticket {
             self.state.give_back(generation);
         }
+    }
+
+    /// The generation now: it changes at every transition.
+    #[inline]
+    pub(crate) fn generation(&self) -> u32 {
+        self.state.load().generation
     }
 
     /// The state now (ignoring the force flags).
@@ -354,6 +384,37 @@ fn trip_message(
 /// A command key's circuit breaker, to look at and to override by hand (SPEC Part A 22). Obtain
 /// it with [`Command::circuit_breaker`](crate::Command::circuit_breaker) or
 /// [`Registry::circuit_breaker`](crate::Registry::circuit_breaker). Cheap to clone.
+///
+/// ```
+/// use hystrix::testing::TestRegistry;
+/// use hystrix::{Command, FailureType, IsolationStrategy, Status};
+/// use std::time::Duration;
+///
+/// let test = TestRegistry::new(); // a registry on a manual clock
+/// let cmd = Command::builder("GetUser")
+///     .group("Users")
+///     .isolation(IsolationStrategy::Semaphore)
+///     .build_in(test.registry())?;
+/// let down = || Err::<u32, _>(std::io::Error::other("connection refused"));
+///
+/// // 20 requests (circuitBreaker.requestVolumeThreshold), all failed: at the end of their
+/// // 500 ms health bucket the breaker trips.
+/// for _ in 0..20 {
+///     assert!(cmd.run(down).execute().is_err());
+/// }
+/// test.advance(Duration::from_millis(500));
+/// let breaker = cmd.circuit_breaker();
+/// assert_eq!(breaker.status(), Status::Open);
+/// assert_eq!(breaker.health_counts().error_percentage, 100);
+/// let err = cmd.run(|| Ok::<_, std::io::Error>(1)).execute().unwrap_err();
+/// assert_eq!(err.failure_type(), FailureType::ShortCircuit);
+///
+/// // Strictly after the 5000 ms sleep window, one trial; its success closes the breaker.
+/// test.advance(Duration::from_millis(5001));
+/// assert_eq!(cmd.run(|| Ok::<_, std::io::Error>(1)).execute()?, 1);
+/// assert_eq!(breaker.status(), Status::Closed);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 pub struct CircuitBreakerHandle {
     command: Arc<CommandState>,
@@ -363,7 +424,7 @@ impl fmt::Debug for CircuitBreakerHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CircuitBreakerHandle")
             .field("command_key", &self.command.key)
-            .field("status", &self.status())
+            .field("status", &self.command.breaker.status())
             .finish()
     }
 }
@@ -378,17 +439,33 @@ impl CircuitBreakerHandle {
     }
 
     /// CLOSED, OPEN or HALF_OPEN now (the force flags aside; see
-    /// [`is_open`](Self::is_open)).
+    /// [`is_open`](Self::is_open)). Like an execution, the read first applies the health
+    /// counts of any health bucket completed since the last look, so it can trip the breaker;
+    /// the sleep window, though, is left to the next execution (OPEN stays OPEN until a trial
+    /// is attempted).
     pub fn status(&self) -> Status {
-        self.command.breaker.status()
+        let breaker = &self.command.breaker;
+        if self
+            .command
+            .properties
+            .hot()
+            .load()
+            .circuit_breaker_enabled()
+        {
+            breaker.refresh(&self.command, self.now());
+        }
+        breaker.status()
     }
 
     /// Whether the circuit is open now, as Hystrix's `isCircuitBreakerOpen()`: forceOpen, or
     /// (unless forceClosed) OPEN or HALF_OPEN; never when `circuitBreaker.enabled` is false.
+    /// Brings the health check up to date first, as [`status`](Self::status).
     pub fn is_open(&self) -> bool {
-        self.command
-            .breaker
-            .is_open(&self.command.properties.hot().load())
+        let flags = self.command.properties.hot().load();
+        if flags.circuit_breaker_enabled() {
+            self.command.breaker.refresh(&self.command, self.now());
+        }
+        self.command.breaker.is_open(&flags)
     }
 
     /// Opens it now for a new sleep window; it goes on as usual after that (HALF_OPEN past the

@@ -131,7 +131,7 @@ impl State {
     /// Takes a trial slot if HALF_OPEN with fewer than `permitted` taken; returns the generation.
     pub(crate) fn take_trial(&self, permitted: u16) -> Option<u32> {
         self.update(|word| {
-            (word.status == Status::HalfOpen && word.taken < permitted).then_some(Word {
+            (word.status == Status::HalfOpen && word.taken < permitted).then(|| Word {
                 taken: word.taken + 1,
                 ..word
             })
@@ -142,8 +142,9 @@ impl State {
     /// Gives back a trial slot of `generation` (cancelled, dropped, bad request).
     pub(crate) fn give_back(&self, generation: u32) {
         self.update(|word| {
+            // `then`, not `then_some`: the new word is computed only when it is valid.
             (word.status == Status::HalfOpen && word.generation == generation && word.taken > 0)
-                .then_some(Word {
+                .then(|| Word {
                     taken: word.taken - 1,
                     ..word
                 })

@@ -209,9 +209,7 @@ impl<C> Command<C> {
 
     /// Whether the circuit is open now (Hystrix's `isCircuitBreakerOpen()`).
     pub fn is_circuit_breaker_open(&self) -> bool {
-        self.state
-            .breaker
-            .is_open(&self.state.properties.hot().load())
+        self.circuit_breaker().is_open()
     }
 
     /// An execution of a blocking run function, consumed by a mode such as

@@ -190,6 +190,7 @@ pub(crate) fn check_breaker<E>(
     match state.breaker.attempt(state, props, rec.start_ms) {
         Admission::Allowed(ticket) => {
             rec.ticket = ticket;
+            rec.generation = ticket.generation();
             Ok(())
         }
         Admission::Denied(cause) => {
@@ -474,6 +475,9 @@ pub(crate) struct Recorder {
     finished: bool,
     /// What the breaker must hear about this execution's end (told exactly once).
     ticket: Ticket,
+    /// The breaker generation it was admitted in; `None` when the breaker took no part
+    /// (disabled, forced closed). Outcomes of an older generation stay out of the health counts.
+    generation: Option<u32>,
 }
 
 impl Recorder {
@@ -488,6 +492,7 @@ impl Recorder {
             fallback_disabled: false,
             finished: true,
             ticket: Ticket::None,
+            generation: None,
         }
     }
 
@@ -555,7 +560,10 @@ impl Recorder {
         };
         // A misused execution (refused before any step) has no events and is not counted.
         if !self.events.is_empty() {
-            state.record(&result, self.fallback_disabled);
+            let current = self
+                .generation
+                .is_none_or(|generation| state.breaker.generation() == generation);
+            state.record(&result, self.fallback_disabled, current);
         }
         result
     }

@@ -22,6 +22,11 @@ use parking_lot::{Condvar, Mutex};
 use crate::clock::{Clock, TimerId};
 use crate::config::{PropertyCell, ThreadPoolKind};
 use crate::key::ThreadPoolKey;
+use crate::metrics::rolling::RollingCounts;
+
+/// The pool's rolling counters.
+const EXECUTED: usize = 0;
+const REJECTED: usize = 1;
 
 /// Work run by a pool thread. Neither method may panic (the pipeline catches user panics).
 #[doc(hidden)]
@@ -90,6 +95,9 @@ struct Shared {
     pool_size: AtomicU32,
     largest: AtomicU32,
     completed: AtomicU64,
+    /// Rolling EXECUTED / REJECTED counts and the rolling max of active tasks, over the pool's
+    /// `metrics.rollingStats.*` window (fixed at creation).
+    counts: RollingCounts<2>,
     next_thread: AtomicU32,
     handles: Mutex<Vec<JoinHandle<()>>>,
     runtime: Mutex<Option<tokio::runtime::Runtime>>,
@@ -133,6 +141,13 @@ impl ThreadPool {
         max_queue_size: i32,
         clock: Arc<dyn Clock>,
     ) -> Self {
+        let (window_ms, buckets) = {
+            let props = properties.load();
+            (
+                props.metrics_rolling_stats_time_in_milliseconds,
+                props.metrics_rolling_stats_num_buckets,
+            )
+        };
         ThreadPool {
             shared: Arc::new(Shared {
                 key,
@@ -153,6 +168,7 @@ impl ThreadPool {
                 pool_size: AtomicU32::new(0),
                 largest: AtomicU32::new(0),
                 completed: AtomicU64::new(0),
+                counts: RollingCounts::new(window_ms / u64::from(buckets.max(1)), buckets),
                 next_thread: AtomicU32::new(0),
                 handles: Mutex::new(Vec::new()),
                 runtime: Mutex::new(None),
@@ -230,6 +246,7 @@ impl ThreadPool {
         )?;
         st.async_in_flight += 1;
         shared.publish_gauges(&st);
+        shared.task_started(&st);
         Ok(AsyncSlot {
             shared: Arc::clone(shared),
         })
@@ -261,9 +278,21 @@ impl ThreadPool {
     }
 
     /// The pool's gauges now.
+    /// Counts a command that ran on this pool (any end: success, failure, timeout, bad request,
+    /// cancellation after it started), at `now_ms`, as Hystrix's EXECUTED.
+    pub(crate) fn mark_executed(&self, now_ms: u64) {
+        self.shared.counts.add(now_ms, EXECUTED, 1);
+    }
+
+    /// Counts a command this pool refused, at `now_ms`, as Hystrix's REJECTED.
+    pub(crate) fn mark_rejected(&self, now_ms: u64) {
+        self.shared.counts.add(now_ms, REJECTED, 1);
+    }
+
     pub(crate) fn metrics(&self) -> ThreadPoolMetrics {
         let shared = &self.shared;
         let props = shared.properties.hot().load();
+        let now_ms = shared.clock.now_ms();
         let active = shared.active.load(Ordering::Acquire);
         let queue_size = shared.queue_size.load(Ordering::Acquire);
         let completed = shared.completed.load(Ordering::Acquire);
@@ -277,6 +306,11 @@ impl ThreadPool {
             current_task_count: completed + u64::from(active) + u64::from(queue_size),
             current_core_pool_size: props.core_size,
             current_maximum_pool_size: props.actual_maximum_size,
+            rolling_count_threads_executed: shared.counts.rolling_sum(now_ms, EXECUTED),
+            rolling_count_command_rejections: shared.counts.rolling_sum(now_ms, REJECTED),
+            cumulative_count_threads_executed: shared.counts.cumulative(EXECUTED),
+            cumulative_count_command_rejections: shared.counts.cumulative(REJECTED),
+            rolling_max_active_threads: shared.counts.rolling_max(now_ms),
         }
     }
 
@@ -357,6 +391,13 @@ impl Shared {
         self.largest.fetch_max(st.threads, Ordering::AcqRel);
     }
 
+    /// A task starts running: feeds the rolling max of active tasks (Hystrix samples it at the
+    /// start of each command run on the pool).
+    fn task_started(&self, st: &State) {
+        self.counts
+            .raise_max(self.clock.now_ms(), st.busy + st.async_in_flight);
+    }
+
     /// Starts a thread whose first task is `job`.
     fn spawn(self: &Arc<Self>, st: &mut State, job: Arc<dyn Job>) -> Result<(), Rejection> {
         let n = self.next_thread.fetch_add(1, Ordering::Relaxed) + 1;
@@ -369,6 +410,7 @@ impl Shared {
                 st.threads += 1;
                 st.busy += 1;
                 self.publish_gauges(st);
+                self.task_started(st);
                 let mut handles = self.handles.lock();
                 handles.retain(|h| !h.is_finished());
                 handles.push(handle);
@@ -403,6 +445,7 @@ impl Shared {
             next = self.next_job(&mut st);
             if next.is_some() {
                 st.busy += 1;
+                self.task_started(&st);
             } else {
                 st.threads -= 1;
                 self.thread_left.notify_all();
@@ -475,7 +518,10 @@ impl Drop for AsyncSlot {
     }
 }
 
-/// A snapshot of a thread pool's gauges (Hystrix's `HystrixThreadPoolMetrics` current values).
+/// A snapshot of a thread pool's gauges and rolling counts (Hystrix's
+/// `HystrixThreadPoolMetrics`). Rolling values cover the completed buckets of the pool's
+/// `metrics.rollingStats.timeInMilliseconds` / `numBuckets` window (10 000 ms / 10 by default;
+/// SPEC Part A 29); cumulative ones everything since the pool was created.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ThreadPoolMetrics {
@@ -497,6 +543,17 @@ pub struct ThreadPoolMetrics {
     pub current_core_pool_size: u32,
     /// `actualMaximumSize` now.
     pub current_maximum_pool_size: u32,
+    /// Commands that ran on the pool and ended in the rolling window (`rollingCountThreadsExecuted`).
+    pub rolling_count_threads_executed: u64,
+    /// Commands the pool refused in the rolling window (`rollingCountCommandRejections`).
+    pub rolling_count_command_rejections: u64,
+    /// Commands that ran on the pool and ended, since it was created.
+    pub cumulative_count_threads_executed: u64,
+    /// Commands the pool refused, since it was created.
+    pub cumulative_count_command_rejections: u64,
+    /// The most tasks active at the start of a task, over the rolling window
+    /// (`rollingMaxActiveThreads`).
+    pub rolling_max_active_threads: u64,
 }
 
 #[cfg(test)]

@@ -96,8 +96,8 @@ impl CommandCounters {
     }
 
     /// Counts a finished execution at `now_ms`: its events, EXCEPTION_THROWN if its caller got
-    /// an error from a bad request or a failed, rejected, missing or disabled fallback, its
-    /// health, and (when `latencies`) its execution and total latency.
+    /// an error from a bad request or a failed, rejected, missing or disabled fallback, (when
+    /// `health`) its health, and (when `latencies`) its execution and total latency.
     #[inline]
     pub(crate) fn record(
         &self,
@@ -105,6 +105,7 @@ impl CommandCounters {
         result: &ExecutionResult,
         fallback_disabled: bool,
         latencies: bool,
+        health: bool,
     ) {
         let events = result.events;
         let bits = events.bits();
@@ -125,7 +126,7 @@ impl CommandCounters {
             self.events
                 .add(now_ms, EventType::ExceptionThrown.index(), 1);
         }
-        if bits & (HEALTH_OK | HEALTH_ERROR) != 0 {
+        if health && bits & (HEALTH_OK | HEALTH_ERROR) != 0 {
             self.health.add(now_ms, TOTAL, 1);
             if bits & HEALTH_ERROR != 0 {
                 self.health.add(now_ms, ERRORS, 1);
@@ -207,7 +208,37 @@ impl CommandCounters {
     }
 }
 
-/// A snapshot of one command key's metrics, read without stopping writers.
+/// A snapshot of one command key's metrics, read without stopping writers (as Hystrix's
+/// `HystrixCommandMetrics`). Take one with [`Command::metrics`](crate::Command::metrics) or
+/// [`Registry::command_metrics`](crate::Registry::command_metrics).
+///
+/// ```
+/// use hystrix::testing::TestRegistry;
+/// use hystrix::{Command, EventType, IsolationStrategy};
+/// use std::time::Duration;
+///
+/// let test = TestRegistry::new();
+/// let cmd = Command::builder("GetUser")
+///     .group("Users")
+///     .isolation(IsolationStrategy::Semaphore)
+///     .build_in(test.registry())?;
+/// for ms in [10, 20, 30] {
+///     let clock = test.clone();
+///     // A run that takes `ms` on the manual clock.
+///     cmd.run(move || {
+///         clock.advance(Duration::from_millis(ms));
+///         Ok::<_, std::io::Error>(())
+///     })
+///     .execute()?;
+/// }
+/// // Rolling values cover completed buckets: 1000 ms for counts, 10 000 ms for latencies.
+/// test.advance(Duration::from_millis(10_000));
+/// let metrics = cmd.metrics();
+/// assert_eq!(metrics.rolling_count(EventType::Success), 3);
+/// assert_eq!(metrics.execution_latency().p50, 20);
+/// assert_eq!(metrics.execution_latency().p100, 30);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, PartialEq, Eq)]
 pub struct CommandMetrics {
     command_key: CommandKey,

@@ -1,0 +1,305 @@
+//! Command and thread-pool metrics with exact values on the manual clock (SPEC §5.1, Part A 24,
+//! 29, 34): rolling counts over completed 1000 ms buckets, cumulative counts, concurrency, and
+//! latency percentiles over completed 10 000 ms buckets.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::{DependencyError, builder, poll_once};
+use futures::channel::oneshot;
+use hystrix::clock::Clock;
+use hystrix::testing::TestRegistry;
+use hystrix::{Command, EventType, LatencyPercentiles};
+
+fn ok() -> Result<u32, DependencyError> {
+    Ok(1)
+}
+
+fn boom() -> Result<u32, DependencyError> {
+    Err(DependencyError("boom"))
+}
+
+fn advance_to(test: &TestRegistry, ms: u64) {
+    let now = test.clock().now_ms();
+    test.advance(Duration::from_millis(ms - now));
+}
+
+#[test]
+fn rolling_counts_cover_completed_buckets_and_forget_after_the_window() {
+    let test = TestRegistry::new();
+    let cmd = builder("Counted").build_in(test.registry()).unwrap();
+    for _ in 0..3 {
+        cmd.run(ok).execute().unwrap();
+    }
+    cmd.run(boom).execute().unwrap_err();
+    let metrics = cmd.metrics();
+    // The bucket still filling is not reported; cumulative counts are.
+    assert_eq!(metrics.rolling_count(EventType::Success), 0);
+    assert_eq!(metrics.cumulative_count(EventType::Success), 3);
+
+    advance_to(&test, 1000);
+    let metrics = cmd.metrics();
+    assert_eq!(metrics.rolling_count(EventType::Success), 3);
+    assert_eq!(metrics.rolling_count(EventType::Failure), 1);
+    // No fallback: the caller got an error.
+    assert_eq!(metrics.rolling_count(EventType::FallbackMissing), 1);
+    assert_eq!(metrics.rolling_count(EventType::ExceptionThrown), 1);
+
+    // The last completed bucket that still holds them ends at 10 000 ms.
+    advance_to(&test, 10_999);
+    assert_eq!(cmd.metrics().rolling_count(EventType::Success), 3);
+    advance_to(&test, 11_000);
+    let metrics = cmd.metrics();
+    assert_eq!(metrics.rolling_count(EventType::Success), 0);
+    assert_eq!(metrics.cumulative_count(EventType::Success), 3);
+
+    // A later execution reuses the ring slot of the first bucket: only it is counted.
+    cmd.run(ok).execute().unwrap();
+    advance_to(&test, 12_000);
+    let metrics = cmd.metrics();
+    assert_eq!(metrics.rolling_count(EventType::Success), 1);
+    assert_eq!(metrics.cumulative_count(EventType::Success), 4);
+    assert_eq!(metrics.cumulative_count(EventType::Failure), 1);
+}
+
+#[test]
+fn a_long_idle_time_leaves_no_stale_bucket() {
+    let test = TestRegistry::new();
+    let cmd = builder("Idle").build_in(test.registry()).unwrap();
+    for ms in [0, 1000, 2000, 3000] {
+        advance_to(&test, ms);
+        cmd.run(ok).execute().unwrap();
+    }
+    // 40 000 ms is 4 whole rings later: every slot has been "the current bucket" again.
+    advance_to(&test, 44_000);
+    assert_eq!(cmd.metrics().rolling_count(EventType::Success), 0);
+    cmd.run(ok).execute().unwrap();
+    advance_to(&test, 45_000);
+    assert_eq!(cmd.metrics().rolling_count(EventType::Success), 1);
+    assert_eq!(cmd.metrics().cumulative_count(EventType::Success), 5);
+}
+
+#[test]
+fn concurrency_now_and_its_rolling_maximum() {
+    let test = TestRegistry::new();
+    let cmd = builder("Concurrent")
+        .timeout_enabled(false)
+        .build_in(test.registry())
+        .unwrap();
+    let mut answers = Vec::new();
+    let mut executions = Vec::new();
+    for _ in 0..3 {
+        let (tx, rx) = oneshot::channel::<u32>();
+        let run = async move { rx.await.map_err(|_| DependencyError("dropped")) };
+        let mut execution = Box::pin(cmd.run_async(run).execute_async());
+        assert!(poll_once(execution.as_mut()).is_pending());
+        answers.push(tx);
+        executions.push(execution);
+    }
+    assert_eq!(cmd.metrics().current_concurrent_execution_count(), 3);
+    assert_eq!(cmd.metrics().rolling_max_concurrent_execution_count(), 0);
+    for (answer, mut execution) in answers.into_iter().zip(executions) {
+        answer.send(5).unwrap();
+        assert!(poll_once(execution.as_mut()).is_ready());
+    }
+    assert_eq!(cmd.metrics().current_concurrent_execution_count(), 0);
+    advance_to(&test, 1000);
+    assert_eq!(cmd.metrics().rolling_max_concurrent_execution_count(), 3);
+    cmd.run(ok).execute().unwrap();
+    advance_to(&test, 2000);
+    assert_eq!(cmd.metrics().rolling_max_concurrent_execution_count(), 3);
+    advance_to(&test, 11_000);
+    assert_eq!(cmd.metrics().rolling_max_concurrent_execution_count(), 1);
+}
+
+/// A run that takes `ms` of manual time (a SEMAPHORE run executes on the caller's thread).
+fn execute_taking(test: &TestRegistry, cmd: &Command, ms: u64) {
+    let clock = test.clone();
+    cmd.run(move || {
+        clock.advance(Duration::from_millis(ms));
+        ok()
+    })
+    .execute()
+    .unwrap();
+}
+
+#[test]
+fn latency_percentiles_of_a_known_set() {
+    let test = TestRegistry::new();
+    let cmd = builder("Latency").build_in(test.registry()).unwrap();
+    assert_eq!(
+        cmd.metrics().execution_latency(),
+        LatencyPercentiles::default()
+    );
+    // 1, 2, ..., 100 ms: 5050 ms in all, inside the first 10 000 ms bucket.
+    for ms in 1..=100 {
+        execute_taking(&test, &cmd, ms);
+    }
+    assert_eq!(
+        cmd.metrics().execution_latency(),
+        LatencyPercentiles::default()
+    );
+    advance_to(&test, 10_000);
+    let latency = cmd.metrics().execution_latency();
+    assert_eq!(
+        latency.named(),
+        [
+            ("0", 1),
+            ("25", 25),
+            ("50", 50),
+            ("75", 75),
+            ("90", 90),
+            ("95", 95),
+            ("99", 99),
+            ("99.5", 100),
+            ("100", 100)
+        ]
+    );
+    assert_eq!(latency.mean, 50);
+    // Total latency is the caller's time: the same here (no queue, no pool).
+    assert_eq!(cmd.metrics().total_latency(), latency);
+    // Six buckets of 10 s: the set is gone 60 s after its bucket ended.
+    advance_to(&test, 69_999);
+    assert_eq!(cmd.metrics().execution_latency().p100, 100);
+    advance_to(&test, 70_000);
+    assert_eq!(
+        cmd.metrics().execution_latency(),
+        LatencyPercentiles::default()
+    );
+}
+
+#[test]
+fn latencies_above_255_ms_keep_two_significant_digits() {
+    let test = TestRegistry::new();
+    let cmd = builder("Slow")
+        .timeout_enabled(false)
+        .build_in(test.registry())
+        .unwrap();
+    execute_taking(&test, &cmd, 1000);
+    execute_taking(&test, &cmd, 3000);
+    advance_to(&test, 10_000);
+    let latency = cmd.metrics().execution_latency();
+    // 1000 and 3000 share their counters with 1000..1003 and 2992..3007 (within 1 %).
+    assert_eq!((latency.p0, latency.p100), (1000, 3007));
+    assert!((latency.mean - 2000).abs() <= 20, "mean {}", latency.mean);
+}
+
+#[test]
+fn short_circuits_and_rejections_have_no_latency() {
+    let test = TestRegistry::new();
+    let cmd = builder("NoLatency").build_in(test.registry()).unwrap();
+    test.force_open("NoLatency").unwrap();
+    cmd.run(ok).execute().unwrap_err();
+    advance_to(&test, 10_000);
+    let metrics = cmd.metrics();
+    assert_eq!(metrics.rolling_count(EventType::ShortCircuited), 1);
+    assert_eq!(metrics.execution_latency(), LatencyPercentiles::default());
+    assert_eq!(metrics.total_latency(), LatencyPercentiles::default());
+}
+
+#[test]
+fn disabled_percentiles_read_minus_one() {
+    let test = TestRegistry::new();
+    let cmd = builder("Unmeasured")
+        .property("metrics.rollingPercentile.enabled", false)
+        .build_in(test.registry())
+        .unwrap();
+    execute_taking(&test, &cmd, 5);
+    advance_to(&test, 10_000);
+    assert_eq!(
+        cmd.metrics().execution_latency(),
+        LatencyPercentiles::DISABLED
+    );
+    assert_eq!(cmd.metrics().execution_latency().p50, -1);
+}
+
+#[test]
+fn thread_pool_rolling_counts_executed_rejected_and_max_active() {
+    let test = TestRegistry::new();
+    let cmd = Command::builder("Pooled")
+        .group("CountedPool")
+        .thread_pool_property("coreSize", "1")
+        .timeout_enabled(false)
+        .build_in(test.registry())
+        .unwrap();
+    let (started_tx, started) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel::<()>();
+    let held = cmd
+        .run(move || {
+            started_tx.send(()).unwrap();
+            release_rx.recv().unwrap();
+            ok()
+        })
+        .queue();
+    started.recv().unwrap();
+    let rejected = cmd.run(ok).execute().unwrap_err();
+    assert!(rejected.is_rejection());
+    release.send(()).unwrap();
+    assert_eq!(held.get().unwrap(), 1);
+    cmd.run(ok).execute().unwrap();
+
+    let pool = cmd.thread_pool_metrics().unwrap();
+    assert_eq!(pool.cumulative_count_threads_executed, 2);
+    assert_eq!(pool.cumulative_count_command_rejections, 1);
+    assert_eq!(pool.rolling_count_threads_executed, 0);
+    advance_to(&test, 1000);
+    let pool = cmd.thread_pool_metrics().unwrap();
+    assert_eq!(
+        (
+            pool.rolling_count_threads_executed,
+            pool.rolling_count_command_rejections,
+            pool.rolling_max_active_threads
+        ),
+        (2, 1, 1)
+    );
+    advance_to(&test, 11_000);
+    let pool = test.registry().thread_pool_metrics("CountedPool").unwrap();
+    assert_eq!(
+        (
+            pool.rolling_count_threads_executed,
+            pool.rolling_count_command_rejections,
+            pool.rolling_max_active_threads,
+            pool.cumulative_count_threads_executed
+        ),
+        (0, 0, 0, 2)
+    );
+}
+
+#[test]
+fn memory_per_command_key_stays_small_and_bounded() {
+    let test = TestRegistry::new();
+    let cmd = builder("Memory")
+        .timeout_enabled(false)
+        .build_in(test.registry())
+        .unwrap();
+    let fresh = test.registry().command_state_bytes("Memory").unwrap();
+    // Latencies of 0-255 ms need only the first latency segment (2 KiB per bucket and window).
+    for ms in [3, 40, 200] {
+        execute_taking(&test, &cmd, ms);
+    }
+    let typical = test.registry().command_state_bytes("Memory").unwrap();
+    // The worst case: latencies in every segment (0-255 ms, then [2^k, 2^(k+1)) for k = 8 to
+    // 30), each ending in every one of the ring's 7 slots of 10 s.
+    for slot in 0..7 {
+        for ms in std::iter::once(1).chain((8..=30).map(|k| 1u64 << k)) {
+            let now = test.clock().now_ms();
+            let mut epoch = (now + ms).div_ceil(10_000);
+            while epoch % 7 != slot {
+                epoch += 1;
+            }
+            advance_to(&test, epoch * 10_000 - ms);
+            execute_taking(&test, &cmd, ms);
+        }
+    }
+    let worst = test.registry().command_state_bytes("Memory").unwrap();
+    eprintln!("bytes per command key: fresh {fresh}, typical {typical}, worst {worst}");
+    assert!(fresh < 16 * 1024, "fresh {fresh}");
+    // Two latency windows (execution, total) of one first segment (256 counters of 8 bytes).
+    assert_eq!(typical - fresh, 2 * 256 * 8);
+    // 7 ring slots x 2 windows x (2 KiB + 23 x 1 KiB).
+    assert_eq!(worst - fresh, 7 * 2 * (256 + 23 * 128) * 8);
+}
