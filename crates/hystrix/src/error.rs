@@ -66,8 +66,9 @@ pub enum ConfigError {
     },
     /// A per-key change of a property that is fixed once the key is in use.
     #[error(
-        "property `{name}` is fixed once its key is in use (a command defined with it); it \
-         applies to keys defined later"
+        "property `{name}` is fixed once its key is in use (a command was defined with it), so \
+         it was not changed; set it before the key's first definition, or after \
+         `Registry::remove` of the key"
     )]
     FixedAfterFirstUse {
         /// The full property name.

@@ -4,6 +4,12 @@
 //! test says so, and timers (timeouts, sleep windows) fire exactly then. Its helpers force a
 //! command's circuit open or closed through the real properties.
 //!
+//! The breaker has no timer of its own: it looks at its health counts when an execution or a
+//! read (`status()`, `is_open()`) comes, at most once per health interval (500 ms). After the
+//! failures that should trip it, move the clock past the end of their health bucket and look
+//! (or execute) before moving on: a sleep window starts when the trip is seen, so jumping
+//! 5501 ms at once trips it at 5501 ms, not at 500 ms.
+//!
 //! ```
 //! use hystrix::testing::TestRegistry;
 //! use hystrix::{Command, FailureType, IsolationStrategy};
@@ -87,19 +93,19 @@ impl TestRegistry {
         self.set_flag(command_key, "circuitBreaker.forceClosed", true)
     }
 
-    /// Removes both force flags set for `command_key`.
+    /// Turns both force flags off for `command_key`: sets `circuitBreaker.forceOpen` and
+    /// `circuitBreaker.forceClosed` to false at run time, which also overrides flags given in
+    /// the command's definition or under `hystrix.command.default`.
     ///
     /// # Errors
     /// As [`force_open`](TestRegistry::force_open).
     pub fn clear_forced(&self, command_key: &str) -> Result<(), ConfigError> {
-        let properties = self.registry.properties();
-        properties.unset(&format!(
-            "hystrix.command.{command_key}.circuitBreaker.forceOpen"
-        ))?;
-        properties.unset(&format!(
-            "hystrix.command.{command_key}.circuitBreaker.forceClosed"
-        ))?;
-        Ok(())
+        crate::key::CommandKey::new(command_key)?;
+        let open = format!("hystrix.command.{command_key}.circuitBreaker.forceOpen");
+        let closed = format!("hystrix.command.{command_key}.circuitBreaker.forceClosed");
+        self.registry
+            .properties()
+            .set_all([(open.as_str(), false), (closed.as_str(), false)])
     }
 
     fn set_flag(&self, command_key: &str, name: &str, value: bool) -> Result<(), ConfigError> {

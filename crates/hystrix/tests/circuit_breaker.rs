@@ -655,3 +655,16 @@ fn a_panicking_listener_does_not_break_the_breaker() {
     clock.advance(Duration::from_millis(5001));
     a_trial_succeeds_and_closes(&cmd);
 }
+
+#[test]
+fn clear_forced_also_overrides_flags_from_the_definition() {
+    let test = TestRegistry::new();
+    let cmd = builder("DefinedOpen")
+        .property("circuitBreaker.forceOpen", true)
+        .build_in(test.registry())
+        .unwrap();
+    short_circuited(&cmd);
+    test.clear_forced("DefinedOpen").unwrap();
+    assert_eq!(cmd.run(ok).execute().unwrap(), 1);
+    assert!(test.clear_forced("default").is_err());
+}

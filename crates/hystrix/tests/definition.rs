@@ -71,8 +71,29 @@ fn invalid_builder_values_are_refused_with_the_full_property_name() {
         (
             builder("A").property("metrics.healthSnapshot.intervalInMilliseconds", 20_000),
             "invalid value `20000` for `hystrix.command.A.metrics.healthSnapshot.\
-             intervalInMilliseconds`: must not exceed metrics.rollingStats.timeInMilliseconds \
-             (10000 ms)",
+             intervalInMilliseconds`: must divide metrics.rollingStats.timeInMilliseconds \
+             (10000 ms) evenly into at most 1000 health buckets",
+        ),
+        (
+            // 3 s buckets would cover 9 s of a 10 s window.
+            builder("A").property("metrics.healthSnapshot.intervalInMilliseconds", 3000),
+            "invalid value `3000` for `hystrix.command.A.metrics.healthSnapshot.\
+             intervalInMilliseconds`: must divide metrics.rollingStats.timeInMilliseconds \
+             (10000 ms) evenly into at most 1000 health buckets",
+        ),
+        (
+            // A million health buckets would take gigabytes per key: refused, not allocated.
+            builder("A")
+                .property("metrics.rollingStats.timeInMilliseconds", 1_000_000_000)
+                .property("metrics.healthSnapshot.intervalInMilliseconds", 1000),
+            "invalid value `1000` for `hystrix.command.A.metrics.healthSnapshot.\
+             intervalInMilliseconds`: must divide metrics.rollingStats.timeInMilliseconds \
+             (1000000000 ms) evenly into at most 1000 health buckets",
+        ),
+        (
+            builder("A").property("metrics.rollingPercentile.numBuckets", 1_000_000),
+            "invalid value `1000000` for `hystrix.command.A.metrics.rollingPercentile.\
+             numBuckets`: must be at most 1000 (each bucket takes memory per command key)",
         ),
         (
             builder("A").property("execution.isolation.strategy", "FIBER"),
@@ -139,7 +160,8 @@ fn definitions_of_one_key_share_the_union_of_their_settings() {
     assert_eq!(
         err.to_string(),
         "property `hystrix.command.Shared.metrics.rollingStats.timeInMilliseconds` is fixed \
-         once its key is in use (a command defined with it); it applies to keys defined later"
+         once its key is in use (a command was defined with it), so it was not changed; set it \
+         before the key's first definition, or after `Registry::remove` of the key"
     );
     let err = Command::builder("Shared")
         .group("OtherGroup")
@@ -486,4 +508,87 @@ fn errors_convert_for_anyhow_and_boxed_error_users() {
     );
     let err = boxed(&cmd).unwrap_err();
     assert_eq!(err.cause().unwrap().to_string(), "typed");
+}
+
+#[test]
+fn properties_that_depend_on_each_other_change_together_and_errors_name_both() {
+    let test = TestRegistry::new();
+    let cmd = builder("Trials").build_in(test.registry()).unwrap();
+    let props = test.registry().properties();
+    let permitted = "hystrix.command.Trials.circuitBreaker.halfOpen.permittedRequests";
+    let threshold = "hystrix.command.Trials.circuitBreaker.halfOpen.successThreshold";
+    let err = props.set(threshold, 3).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid value `3` for `hystrix.command.Trials.circuitBreaker.halfOpen.\
+         successThreshold`: must not exceed circuitBreaker.halfOpen.permittedRequests (1)"
+    );
+    // Together, in either order.
+    props.set_all([(threshold, 3), (permitted, 3)]).unwrap();
+    let live = cmd.properties();
+    assert_eq!(
+        (
+            live.circuit_breaker_half_open_permitted_requests,
+            live.circuit_breaker_half_open_success_threshold
+        ),
+        (3, 3)
+    );
+    // Alone, a change that breaks the rule names itself and the property it conflicts with.
+    let conflict = "conflicts with `hystrix.command.Trials.circuitBreaker.halfOpen.\
+                    successThreshold` = 3, which must not exceed circuitBreaker.halfOpen.\
+                    permittedRequests (1) (change both at once with Properties::set_all)";
+    assert_eq!(
+        props.set(permitted, 1).unwrap_err().to_string(),
+        format!(
+            "invalid value `1` for `hystrix.command.Trials.circuitBreaker.halfOpen.\
+             permittedRequests`: {conflict}"
+        )
+    );
+    assert_eq!(
+        props.unset(permitted).unwrap_err().to_string(),
+        format!(
+            "invalid value `(unset)` for `hystrix.command.Trials.circuitBreaker.halfOpen.\
+             permittedRequests`: {conflict}"
+        )
+    );
+    // All or nothing: one bad value in a batch changes none.
+    let err = props
+        .set_all([
+            (permitted, 5),
+            (
+                "hystrix.command.Trials.circuitBreaker.errorThresholdPercentage",
+                101,
+            ),
+        ])
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("errorThresholdPercentage"),
+        "{err}"
+    );
+    assert_eq!(
+        cmd.properties()
+            .circuit_breaker_half_open_permitted_requests,
+        3
+    );
+    props.unset(threshold).unwrap();
+    props.unset(permitted).unwrap();
+    assert_eq!(
+        cmd.properties()
+            .circuit_breaker_half_open_permitted_requests,
+        1
+    );
+}
+
+#[test]
+fn a_fixed_property_refused_for_a_key_in_use_can_be_set_after_removing_the_key() {
+    let test = TestRegistry::new();
+    let registry = test.registry();
+    let name = "hystrix.command.Fixed.metrics.rollingStats.numBuckets";
+    builder("Fixed").build_in(registry).unwrap();
+    let err = registry.properties().set(name, 5).unwrap_err();
+    assert!(err.to_string().contains("so it was not changed"), "{err}");
+    assert!(registry.remove("Fixed"));
+    registry.properties().set(name, 5).unwrap();
+    let cmd = builder("Fixed").build_in(registry).unwrap();
+    assert_eq!(cmd.properties().metrics_rolling_stats_num_buckets, 5);
 }

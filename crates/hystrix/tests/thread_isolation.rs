@@ -907,3 +907,33 @@ fn a_queued_execution_whose_executor_is_gone_says_why() {
          registry was shut down, or the runtime given as its executor is gone)"
     );
 }
+
+#[test]
+fn an_abandoned_trial_keeps_its_slot_while_its_blocking_run_goes_on() {
+    let test = TestRegistry::new();
+    let cmd = pooled(&test, "AbandonedTrial", "TrialPool", &[("coreSize", "4")]);
+    let breaker = cmd.circuit_breaker();
+    breaker.force_open();
+    test.advance(Duration::from_millis(5001));
+    let (run, gate) = gated(1);
+    let mut trial = Box::pin(cmd.run(run).execute_async());
+    assert!(common::poll_once(trial.as_mut()).is_pending());
+    gate.started.recv().unwrap();
+    // The caller gives up (as a client timeout would); the run still calls the dependency.
+    drop(trial);
+    assert_eq!(breaker.status(), hystrix::Status::HalfOpen);
+    for _ in 0..3 {
+        let err = cmd
+            .run(|| Ok::<u32, DependencyError>(2))
+            .execute()
+            .unwrap_err();
+        assert_eq!(err.failure_type(), FailureType::ShortCircuit);
+    }
+    // When the run stops, its slot comes back and the next call is the trial.
+    gate.release.send(()).unwrap();
+    wait_until(|| cmd.run(|| Ok::<u32, DependencyError>(3)).execute().is_ok());
+    assert_eq!(breaker.status(), hystrix::Status::Closed);
+    let metrics = cmd.metrics();
+    assert_eq!(metrics.cumulative_count(EventType::Cancelled), 1);
+    assert_eq!(metrics.cumulative_count(EventType::Success), 1);
+}

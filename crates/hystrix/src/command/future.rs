@@ -124,10 +124,16 @@ pin_project! {
                 return;
             }
             let state: &CommandState = this.state;
-            if let PhaseProj::Running { running, .. } = this.phase.as_mut().project()
-                && state.properties.hot().load().interrupt_on_future_cancel()
-            {
-                running.interrupt();
+            if let PhaseProj::Running { mut running, .. } = this.phase.as_mut().project() {
+                if state.properties.hot().load().interrupt_on_future_cancel() {
+                    running.as_mut().interrupt();
+                }
+                // A trial whose blocking run goes on keeps its slot until the run stops.
+                if let Some(generation) = this.recorder.trial_generation()
+                    && running.hold_trial(generation)
+                {
+                    this.recorder.hand_over_trial();
+                }
             }
             // The run or fallback goes first, so its permit is free before CANCELLED is seen.
             this.phase.set(Phase::Done);

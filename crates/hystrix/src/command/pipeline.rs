@@ -512,6 +512,20 @@ impl Recorder {
         state.breaker.on_failure(state, ticket, kind, now_ms);
     }
 
+    /// The generation of the half-open trial this execution is, if it is one whose outcome the
+    /// breaker has not heard yet.
+    pub(crate) fn trial_generation(&self) -> Option<u32> {
+        match self.ticket {
+            Ticket::Trial(generation) => Some(generation),
+            _ => None,
+        }
+    }
+
+    /// The abandoned run goes on and gives its trial slot back itself when it stops.
+    pub(crate) fn hand_over_trial(&mut self) {
+        self.ticket = Ticket::None;
+    }
+
     /// Tells the breaker the execution said nothing of the dependency's health.
     #[inline]
     pub(crate) fn settle_release(&mut self, state: &CommandState) {

@@ -16,6 +16,7 @@ use parking_lot::Mutex;
 use pin_project_lite::pin_project;
 use tokio_util::sync::CancellationToken;
 
+use crate::circuit::Ticket;
 use crate::clock::TimerId;
 use crate::command::pipeline::{RunEnd, panic_message, poll_caught};
 use crate::isolation::thread_pool::{AsyncSlot, Job, Rejection, ThreadPool};
@@ -81,6 +82,16 @@ pub trait Interrupt {
     /// (a run polled in place is stopped by being dropped).
     #[doc(hidden)]
     fn interrupt(self: Pin<&mut Self>);
+
+    /// The caller abandons this run, a half-open trial of breaker generation `generation`.
+    /// Returns true if the run goes on working (a blocking run on a pool thread) and will give
+    /// the trial slot back itself when it stops, so no other trial starts while it still calls
+    /// the dependency (SPEC Part A 4). A run that stops when dropped returns false.
+    #[doc(hidden)]
+    fn hold_trial(self: Pin<&mut Self>, generation: u32) -> bool {
+        let _ = generation;
+        false
+    }
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -222,20 +233,31 @@ impl<R: BlockingFn> Interrupt for BlockingRunning<R> {
             token.cancel();
         }
     }
+
+    fn hold_trial(self: Pin<&mut Self>, generation: u32) -> bool {
+        let BlockingRunning::OnPool { task, pool } = self.get_mut() else {
+            return false; // a run called in place has ended by the time it can be dropped
+        };
+        if task.dequeue(pool) {
+            return false; // it never runs
+        }
+        // Under the lock `complete` takes it from: either the task sees the held trial when it
+        // completes, or it completed already and the caller gives the slot back.
+        let mut held = task.held_trial.lock();
+        if task.status.load(Ordering::Acquire) == RUNNING {
+            *held = Some(generation);
+            true
+        } else {
+            false
+        }
+    }
 }
 
 impl<R: BlockingFn> Drop for BlockingRunning<R> {
     fn drop(&mut self) {
         if let BlockingRunning::OnPool { task, pool } = self {
             // Abandoned while still queued: it never runs (SPEC §6, a queued task is removed).
-            if task
-                .status
-                .compare_exchange(QUEUED, CANCELLED, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            {
-                let job: Arc<dyn Job> = Arc::clone(task) as Arc<dyn Job>;
-                pool.remove_queued(&job);
-            }
+            task.dequeue(pool);
         }
     }
 }
@@ -254,6 +276,9 @@ pub struct PoolTask<R: BlockingFn> {
     token: Option<CancellationToken>,
     result: Mutex<Option<Ran<R::Output, R::Error>>>,
     waker: Mutex<Option<Waker>>,
+    /// The generation of a half-open trial its caller abandoned while it ran: its slot is given
+    /// back when the run stops.
+    held_trial: Mutex<Option<u32>>,
     command: Arc<CommandState>,
 }
 
@@ -269,10 +294,25 @@ impl<R: BlockingFn> PoolTask<R> {
             token: R::CANCELLABLE.then(CancellationToken::new),
             result: Mutex::new(None),
             waker: Mutex::new(None),
+            held_trial: Mutex::new(None),
             command: Arc::clone(command),
         });
         pool.submit(Arc::clone(&task) as Arc<dyn Job>)?;
         Ok(task)
+    }
+
+    /// Takes the task out of the pool's queue if it has not started; returns whether it was
+    /// still queued (it will never run).
+    fn dequeue(self: &Arc<Self>, pool: &ThreadPool) -> bool {
+        let queued = self
+            .status
+            .compare_exchange(QUEUED, CANCELLED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if queued {
+            let job: Arc<dyn Job> = Arc::clone(self) as Arc<dyn Job>;
+            pool.remove_queued(&job);
+        }
+        queued
     }
 
     fn poll_result(&self, cx: &mut Context<'_>) -> Poll<RunEnd<R::Output, R::Error>> {
@@ -318,6 +358,9 @@ impl<R: BlockingFn> Job for PoolTask<R> {
     fn complete(&self) {
         if self.status.swap(DONE, Ordering::AcqRel) != RUNNING {
             return;
+        }
+        if let Some(generation) = self.held_trial.lock().take() {
+            self.command.breaker.release(Ticket::Trial(generation));
         }
         if let Some(waker) = self.waker.lock().take() {
             waker.wake();

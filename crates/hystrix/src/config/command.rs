@@ -19,6 +19,20 @@ fn percentage(v: &u32) -> Result<(), String> {
     }
 }
 
+/// The most buckets a rolling window may have: its memory is per bucket, allocated up front.
+pub(crate) const MAX_BUCKETS: u32 = 1000;
+
+/// A number of buckets: 1 to [`MAX_BUCKETS`].
+pub(crate) fn bucket_count(v: &u32) -> Result<(), String> {
+    match *v {
+        0 => Err("must be at least 1".into()),
+        1..=MAX_BUCKETS => Ok(()),
+        _ => Err(format!(
+            "must be at most {MAX_BUCKETS} (each bucket takes memory per command key)"
+        )),
+    }
+}
+
 fn positive_ms(v: &u64) -> Result<(), String> {
     if *v >= 1 {
         Ok(())
@@ -126,9 +140,9 @@ property_table! {
     metrics_rolling_stats_time_in_milliseconds: u64 = 10_000;
         "metrics.rollingStats.timeInMilliseconds", Fixed, Any, positive_ms;
     /// `metrics.rollingStats.numBuckets`: buckets in the rolling counter window; must divide
-    /// the window evenly. Default 10. Fixed.
+    /// the window evenly; 1 to 1000. Default 10. Fixed.
     metrics_rolling_stats_num_buckets: u32 = 10;
-        "metrics.rollingStats.numBuckets", Fixed, Any, at_least_one;
+        "metrics.rollingStats.numBuckets", Fixed, Any, bucket_count;
     /// `metrics.rollingPercentile.enabled`: whether latencies are recorded (when false the
     /// percentiles read -1, SPEC Part A 34). Default true. Dynamic.
     metrics_rolling_percentile_enabled: bool = true;
@@ -138,16 +152,17 @@ property_table! {
     metrics_rolling_percentile_time_in_milliseconds: u64 = 60_000;
         "metrics.rollingPercentile.timeInMilliseconds", Fixed, Any, positive_ms;
     /// `metrics.rollingPercentile.numBuckets`: buckets in the latency window; must divide it
-    /// evenly. Default 6. Fixed.
+    /// evenly; 1 to 1000. Default 6. Fixed.
     metrics_rolling_percentile_num_buckets: u32 = 6;
-        "metrics.rollingPercentile.numBuckets", Fixed, Any, at_least_one;
+        "metrics.rollingPercentile.numBuckets", Fixed, Any, bucket_count;
     /// `metrics.rollingPercentile.bucketSize`: accepted for compatibility; unused, as in
     /// Hystrix 1.5 (latencies go to histograms without a sample cap). Default 100.
     metrics_rolling_percentile_bucket_size: u32 = 100;
         "metrics.rollingPercentile.bucketSize", Fixed, Any, at_least_one;
     /// `metrics.healthSnapshot.intervalInMilliseconds`: how often the error percentage is
-    /// recomputed, and the health bucket size, in ms; at most the rolling window. Default 500.
-    /// Fixed.
+    /// recomputed, and the health bucket size, in ms; it must divide
+    /// `metrics.rollingStats.timeInMilliseconds` evenly into at most 1000 buckets. Default 500
+    /// (20 buckets). Fixed.
     metrics_health_snapshot_interval_in_milliseconds: u64 = 500;
         "metrics.healthSnapshot.intervalInMilliseconds", Fixed, Any, positive_ms;
     /// `requestCache.enabled`: whether an execution with a cache key uses the request cache.
@@ -198,16 +213,15 @@ impl CommandProperties {
                 ),
             ));
         }
-        if self.metrics_health_snapshot_interval_in_milliseconds
-            > self.metrics_rolling_stats_time_in_milliseconds
-        {
+        let window_ms = self.metrics_rolling_stats_time_in_milliseconds;
+        let interval_ms = self.metrics_health_snapshot_interval_in_milliseconds;
+        if window_ms % interval_ms != 0 || window_ms / interval_ms > u64::from(MAX_BUCKETS) {
             return Err(invalid(
                 "metrics.healthSnapshot.intervalInMilliseconds",
-                self.metrics_health_snapshot_interval_in_milliseconds
-                    .to_string(),
+                interval_ms.to_string(),
                 format!(
-                    "must not exceed metrics.rollingStats.timeInMilliseconds ({} ms)",
-                    self.metrics_rolling_stats_time_in_milliseconds
+                    "must divide metrics.rollingStats.timeInMilliseconds ({window_ms} ms) evenly \
+                     into at most {MAX_BUCKETS} health buckets"
                 ),
             ));
         }

@@ -157,6 +157,19 @@ struct Layers<K: PropertyKind> {
     cells: HashMap<String, (K::Layer, Arc<PropertyCell<K>>)>,
 }
 
+/// Live cells and the snapshots to publish in them.
+type Updates<K> = Vec<(Arc<PropertyCell<K>>, <K as PropertyKind>::Props)>;
+
+impl<K: PropertyKind> Clone for Layers<K> {
+    fn clone(&self) -> Self {
+        Layers {
+            global: self.global.clone(),
+            instance: self.instance.clone(),
+            cells: self.cells.clone(),
+        }
+    }
+}
+
 impl<K: PropertyKind> Default for Layers<K> {
     fn default() -> Self {
         Layers {
@@ -190,65 +203,58 @@ impl<K: PropertyKind> Layers<K> {
         }
     }
 
-    /// Validates `candidate` as the new layer for `key` (`None`: the global default), then
-    /// stores it and publishes new snapshots. Nothing changes if any key would become invalid.
-    fn apply(
-        &mut self,
-        key: Option<&str>,
-        candidate: K::Layer,
-        full_name: &str,
-    ) -> Result<(), ConfigError> {
+    /// The layer a change of `key` edits (`None`: the global default).
+    fn layer_mut(&mut self, key: Option<&str>) -> &mut K::Layer {
+        match key {
+            Some(key) => self.instance.entry(key.to_owned()).or_default(),
+            None => &mut self.global,
+        }
+    }
+
+    /// Checks these layers after `changes` (each a layer, `None` for the global default, and a
+    /// property) were written into them: every key they affect must stay valid, and a fixed
+    /// property of a key in use cannot change per key. Returns the snapshots to publish.
+    fn check(&self, changes: &[(Option<&str>, &'static str)]) -> Result<Updates<K>, ConfigError> {
         let empty = K::Layer::default();
+        K::validate(
+            &K::resolve(&self.global, &empty, &empty),
+            &format!("{}default.", K::PREFIX),
+        )?;
+        for key in changes.iter().filter_map(|(key, _)| *key) {
+            if !self.cells.contains_key(key) {
+                let props = K::resolve(&self.global, &empty, &self.instance_layer(key));
+                K::validate(&props, &prefix_for::<K>(key))?;
+            }
+        }
         let mut updates = Vec::new();
-        match key {
-            Some(key) => {
-                let (builder, current) = match self.cells.get(key) {
-                    Some((builder, cell)) => (builder, Some(cell)),
-                    None => (&empty, None),
+        for (name, (builder, cell)) in &self.cells {
+            let mut next = K::resolve(&self.global, builder, &self.instance_layer(name));
+            let live = cell.load_full();
+            for fixed in K::keep_fixed(&mut next, &live) {
+                let changed = |layer: Option<&str>| {
+                    changes
+                        .iter()
+                        .any(|(key, property)| *key == layer && *property == fixed)
                 };
-                let mut next = K::resolve(&self.global, builder, &candidate);
-                if let Some(cell) = current {
-                    let live = cell.load_full();
-                    if !K::keep_fixed(&mut next, &live).is_empty() {
-                        return Err(ConfigError::FixedAfterFirstUse {
-                            name: full_name.to_owned(),
-                        });
-                    }
-                    updates.push((Arc::clone(cell), next.clone()));
+                if changed(Some(name)) {
+                    return Err(ConfigError::FixedAfterFirstUse {
+                        name: format!("{}{name}.{fixed}", K::PREFIX),
+                    });
                 }
-                K::validate(&next, &prefix_for::<K>(key))?;
-            }
-            None => {
-                K::validate(
-                    &K::resolve(&candidate, &empty, &empty),
-                    &format!("{}default.", K::PREFIX),
-                )?;
-                for (name, (builder, cell)) in &self.cells {
-                    let mut next = K::resolve(&candidate, builder, &self.instance_layer(name));
-                    let kept = K::keep_fixed(&mut next, &cell.load_full());
-                    if !kept.is_empty() {
-                        tracing::warn!(
-                            "hystrix: {full_name} is fixed once a key is in use; `{name}` keeps \
-                             its value, keys created later use the new one"
-                        );
-                    }
-                    K::validate(&next, &prefix_for::<K>(name))?;
-                    updates.push((Arc::clone(cell), next));
+                if changed(None) {
+                    tracing::warn!(
+                        "hystrix: {}default.{fixed} is fixed once a key is in use; `{name}` keeps \
+                         its value, keys created later use the new one",
+                        K::PREFIX
+                    );
                 }
             }
-        }
-        match key {
-            Some(key) => {
-                self.instance.insert(key.to_owned(), candidate);
-            }
-            None => self.global = candidate,
-        }
-        for (cell, next) in updates {
-            if **cell.live.load() != next {
-                cell.store(next);
+            K::validate(&next, &prefix_for::<K>(name))?;
+            if *live != next {
+                updates.push((Arc::clone(cell), next));
             }
         }
-        Ok(())
+        Ok(updates)
     }
 
     /// Adds a definition's builder values for `key` (the union of all definitions' values
@@ -331,7 +337,7 @@ struct Target<'a> {
     property: &'static str,
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum TargetKind {
     Command,
     ThreadPool,
@@ -408,19 +414,63 @@ impl Properties {
     /// # Errors
     /// - [`ConfigError::UnknownProperty`] if the name is not a command or thread-pool property;
     /// - [`ConfigError::InvalidValue`] if the value does not parse, is out of range, or breaks a
-    ///   rule tying properties together for any key it affects (the error names the property);
+    ///   rule tying properties together for any key it affects (the error names this property
+    ///   and the one it conflicts with; change both at once with
+    ///   [`set_all`](Properties::set_all));
     /// - [`ConfigError::FixedAfterFirstUse`] for a per-key change of a fixed property of a key in
     ///   use.
     ///
     /// On error nothing changes.
     pub fn set(&self, full_name: &str, value: impl Into<PropertyValue>) -> Result<(), ConfigError> {
         let value = value.into();
-        let target = parse_name(full_name)?;
+        let shown = value.to_string();
+        self.set_all([(full_name, value)])
+            .map_err(|err| name_the_change(err, full_name, &shown))
+    }
+
+    /// Sets several properties at once: all of them apply, or (on any error) none. The rules
+    /// tying properties together are checked on the result, so values that are only valid
+    /// together can be set together, in any order:
+    ///
+    /// ```
+    /// let registry = hystrix::Registry::new();
+    /// registry.properties().set_all([
+    ///     ("hystrix.command.GetUser.circuitBreaker.halfOpen.successThreshold", 3),
+    ///     ("hystrix.command.GetUser.circuitBreaker.halfOpen.permittedRequests", 5),
+    /// ])?;
+    /// # Ok::<(), hystrix::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`set`](Properties::set), for the first value or rule that fails.
+    pub fn set_all<'a, V: Into<PropertyValue>>(
+        &self,
+        values: impl IntoIterator<Item = (&'a str, V)>,
+    ) -> Result<(), ConfigError> {
+        let targets = values
+            .into_iter()
+            .map(|(full_name, value)| Ok((parse_name(full_name)?, full_name, value.into())))
+            .collect::<Result<Vec<_>, ConfigError>>()?;
         let mut state = self.state.lock();
-        match target.kind {
-            TargetKind::Command => set_in(&mut state.command, &target, &value, full_name),
-            TargetKind::ThreadPool => set_in(&mut state.thread_pool, &target, &value, full_name),
-        }
+        let StoreState {
+            command,
+            thread_pool,
+        } = &mut *state;
+        // Each kind is checked on its own: no rule ties a command property to a pool's.
+        let of_kind = |kind: TargetKind| {
+            targets
+                .iter()
+                .filter(move |(target, _, _)| target.kind == kind)
+        };
+        let mut next_command = command.clone();
+        let mut next_pool = thread_pool.clone();
+        let command_updates = set_checked(&mut next_command, of_kind(TargetKind::Command))?;
+        let pool_updates = set_checked(&mut next_pool, of_kind(TargetKind::ThreadPool))?;
+        *command = next_command;
+        *thread_pool = next_pool;
+        publish(command_updates);
+        publish(pool_updates);
+        Ok(())
     }
 
     /// Removes a dynamic property set with [`set`](Properties::set); lower layers apply again
@@ -436,6 +486,7 @@ impl Properties {
             TargetKind::Command => unset_in(&mut state.command, &target, full_name),
             TargetKind::ThreadPool => unset_in(&mut state.thread_pool, &target, full_name),
         }
+        .map_err(|err| name_the_change(err, full_name, "(unset)"))
     }
 
     /// The effective value of a property by its full name: for a key in use its live value,
@@ -495,19 +546,26 @@ impl Properties {
     }
 }
 
-fn set_in<K: PropertyKind>(
+/// Writes `targets` into `layers` and checks the result; returns the snapshots to publish.
+fn set_checked<'t, K: PropertyKind>(
     layers: &mut Layers<K>,
-    target: &Target<'_>,
-    value: &PropertyValue,
-    full_name: &str,
-) -> Result<(), ConfigError> {
-    let mut candidate = match target.key {
-        Some(key) => layers.instance_layer(key),
-        None => layers.global.clone(),
-    };
-    K::set(&mut candidate, target.property, value, target.key.is_some())
+    targets: impl Iterator<Item = &'t (Target<'t>, &'t str, PropertyValue)>,
+) -> Result<Updates<K>, ConfigError> {
+    let mut changes = Vec::new();
+    for (target, full_name, value) in targets {
+        K::set(
+            layers.layer_mut(target.key),
+            target.property,
+            value,
+            target.key.is_some(),
+        )
         .map_err(|e| layer_error(e, full_name, value))?;
-    layers.apply(target.key, candidate, full_name)
+        changes.push((target.key, target.property));
+    }
+    if changes.is_empty() {
+        return Ok(Vec::new());
+    }
+    layers.check(&changes)
 }
 
 fn unset_in<K: PropertyKind>(
@@ -515,16 +573,42 @@ fn unset_in<K: PropertyKind>(
     target: &Target<'_>,
     full_name: &str,
 ) -> Result<bool, ConfigError> {
-    let mut candidate = match target.key {
-        Some(key) => layers.instance_layer(key),
-        None => layers.global.clone(),
-    };
-    let removed = K::unset(&mut candidate, target.property)
+    let mut next = layers.clone();
+    let removed = K::unset(next.layer_mut(target.key), target.property)
         .map_err(|e| layer_error(e, full_name, &PropertyValue::Str(String::new())))?;
     if removed {
-        layers.apply(target.key, candidate, full_name)?;
+        let updates = next.check(&[(target.key, target.property)])?;
+        *layers = next;
+        publish(updates);
     }
     Ok(removed)
+}
+
+/// Stores new snapshots in their live cells.
+fn publish<K: PropertyKind>(updates: Updates<K>) {
+    for (cell, props) in updates {
+        cell.store(props);
+    }
+}
+
+/// A change of `full_name` (to `value`) broke a rule through another property: the error names
+/// the property changed, and the one it conflicts with.
+fn name_the_change(err: ConfigError, full_name: &str, value: &str) -> ConfigError {
+    match err {
+        ConfigError::InvalidValue {
+            name,
+            value: other_value,
+            reason,
+        } if name != full_name => ConfigError::InvalidValue {
+            name: full_name.to_owned(),
+            value: value.to_owned(),
+            reason: format!(
+                "conflicts with `{name}` = {other_value}, which {reason} (change both at once \
+                 with Properties::set_all)"
+            ),
+        },
+        other => other,
+    }
 }
 
 #[cfg(test)]
@@ -653,7 +737,8 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "property `hystrix.command.A.metrics.rollingStats.timeInMilliseconds` is fixed once \
-             its key is in use (a command defined with it); it applies to keys defined later"
+             its key is in use (a command was defined with it), so it was not changed; set it \
+             before the key's first definition, or after `Registry::remove` of the key"
         );
         // A global change applies to keys created later only.
         p.set(

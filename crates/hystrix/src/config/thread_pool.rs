@@ -54,10 +54,10 @@ property_table! {
     /// Default 10000. Fixed.
     metrics_rolling_stats_time_in_milliseconds: u64 = 10_000;
         "metrics.rollingStats.timeInMilliseconds", Fixed, Any, positive_ms;
-    /// `metrics.rollingStats.numBuckets`: buckets in that window; must divide it evenly.
-    /// Default 10. Fixed.
+    /// `metrics.rollingStats.numBuckets`: buckets in that window; must divide it evenly; 1 to
+    /// 1000. Default 10. Fixed.
     metrics_rolling_stats_num_buckets: u32 = 10;
-        "metrics.rollingStats.numBuckets", Fixed, Any, crate::config::at_least_one;
+        "metrics.rollingStats.numBuckets", Fixed, Any, crate::config::command::bucket_count;
 }
 
 impl ThreadPoolProperties {

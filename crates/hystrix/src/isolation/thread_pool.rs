@@ -543,11 +543,14 @@ pub struct ThreadPoolMetrics {
     pub current_core_pool_size: u32,
     /// `actualMaximumSize` now.
     pub current_maximum_pool_size: u32,
-    /// Commands that ran on the pool and ended in the rolling window (`rollingCountThreadsExecuted`).
+    /// Commands that started on the pool and whose execution ended in the rolling window
+    /// (`rollingCountThreadsExecuted`): success, failure, timeout, bad request or cancellation.
+    /// As in Hystrix it counts when the caller is answered, so a timed-out or abandoned run may
+    /// still hold its thread (see `current_active_count`).
     pub rolling_count_threads_executed: u64,
     /// Commands the pool refused in the rolling window (`rollingCountCommandRejections`).
     pub rolling_count_command_rejections: u64,
-    /// Commands that ran on the pool and ended, since it was created.
+    /// As `rolling_count_threads_executed`, since the pool was created.
     pub cumulative_count_threads_executed: u64,
     /// Commands the pool refused, since it was created.
     pub cumulative_count_command_rejections: u64,

@@ -60,6 +60,10 @@ pub(crate) struct RollingLatency {
 
 /// Percentiles of a latency distribution, in whole ms; all 0 with no data, all -1 when
 /// `metrics.rollingPercentile.enabled` is false (nothing was measured; SPEC Part A 34).
+///
+/// Values up to 255 ms are exact. Above, values share a counter with their neighbours within
+/// 1 %, and a percentile reads as the highest value of its counter, as HdrHistogram (and so
+/// Hystrix) reports them: a run of 1000 ms reads as 1003, never as less than it took.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct LatencyPercentiles {
