@@ -68,9 +68,12 @@ pub mod error;
 pub mod event;
 mod isolation;
 pub mod key;
+mod keyed;
 pub mod metrics;
 pub mod registry;
 pub mod testing;
+#[cfg(feature = "tower")]
+pub mod tower;
 
 pub use circuit::{CircuitBreakerEvent, CircuitBreakerHandle, CircuitBreakerListener, Status};
 pub use command::{

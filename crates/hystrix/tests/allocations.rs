@@ -126,3 +126,28 @@ fn hot_paths_allocate_nothing() {
         (0, 0, 0, 0, 0, 0)
     );
 }
+
+#[cfg(feature = "tower")]
+#[test]
+fn a_call_through_the_tower_layer_allocates_nothing() {
+    use tower::{Layer, Service, service_fn};
+
+    let registry = Registry::new();
+    let cmd = Command::builder("Layered")
+        .group("Alloc")
+        .isolation(IsolationStrategy::Semaphore)
+        .build_in(&registry)
+        .unwrap();
+    let mut svc = hystrix::tower::HystrixLayer::new(cmd)
+        .fallback_value(0u64)
+        .layer(service_fn(|request: u64| {
+            std::future::ready(Ok::<u64, Never>(request))
+        }));
+    let per_call = allocations_per_call(|| {
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(svc.poll_ready(&mut cx).is_ready());
+        let polled = pin!(svc.call(black_box(7))).poll(&mut cx);
+        assert!(black_box(polled).is_ready());
+    });
+    assert_eq!(per_call, 0);
+}

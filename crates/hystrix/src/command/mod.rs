@@ -35,6 +35,7 @@ mod execution;
 mod future;
 mod handle;
 mod hystrix_command;
+mod keyed;
 mod outcome;
 mod pipeline;
 mod run;
@@ -46,12 +47,17 @@ use std::time::Duration;
 pub use execution::{
     AsyncFallback, BlockingFallback, Execution, FallbackAsyncFn, FallbackFn, NoFallback,
 };
+#[cfg(feature = "tower")]
+pub(crate) use future::StateRef;
 pub use future::{ExecuteAsync, ExecuteAsyncOutcome};
 pub use handle::{Observed, QueuedExecution, ToObservable};
 pub use hystrix_command::{HystrixAsyncCommand, HystrixCommand};
+pub use keyed::{KeyedCommands, KeyedCommandsBuilder};
 pub use outcome::{ExecutionResult, Outcome};
 pub(crate) use pipeline::panic_message;
 pub use run::{Async, Blocking, Cancellable, Interrupt, RunFn};
+#[cfg(feature = "tower")]
+pub(crate) use {pipeline::CallOptions, run::sealed::Sealed};
 
 use crate::config::{
     CommandLayer, CommandProperties, IsolationStrategy, LayerError, PropertyValue, ThreadPoolLayer,
@@ -265,6 +271,12 @@ impl<C> Command<C> {
 
     pub(crate) fn classifier(&self) -> &C {
         &self.classifier
+    }
+
+    /// The shared state and the classifier, for an execution that owns them.
+    #[cfg(feature = "tower")]
+    pub(crate) fn into_parts(self) -> (Arc<CommandState>, C) {
+        (self.state, self.classifier)
     }
 }
 

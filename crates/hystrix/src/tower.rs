@@ -1,0 +1,479 @@
+//! Commands as tower middleware (feature `tower`, on by default).
+//!
+//! [`HystrixLayer`] wraps any [`Service`] so that each call is an execution of a command: the
+//! circuit breaker, the bulkhead (the command's semaphore, or under THREAD isolation its pool's
+//! runtime), the timeout, the fallback, metrics and events all apply, as for
+//! [`Command::run_async`](crate::Command::run_async). The command is one for the whole layer
+//! ([`HystrixLayer::new`]) or one per request key ([`HystrixLayer::keyed`], e.g. per host or
+//! route, each key with its own breaker).
+//!
+//! Readiness: [`poll_ready`](Service::poll_ready) is always ready and holds nothing; the inner
+//! service's readiness is awaited inside the execution, within its permit and its timeout. An
+//! open breaker or a full bulkhead refuses the call at once (the future is ready at its first
+//! poll) with a typed error, so load is shed as with tower's `LoadShed`.
+//!
+//! The error is [`HystrixError<E>`] over the inner service's error `E`: match
+//! [`failure_type`](HystrixError::failure_type) (short-circuit, rejection, timeout, ...) and
+//! read the inner error with [`cause`](HystrixError::cause). It converts into tower's
+//! `BoxError` with `?` or `Into`.
+//!
+//! ```
+//! use hystrix::tower::HystrixLayer;
+//! use hystrix::{Command, FailureType, IsolationStrategy, Registry};
+//! use tower::{Service, ServiceExt, service_fn};
+//!
+//! # futures::executor::block_on(async {
+//! let registry = Registry::new();
+//! let command = Command::builder("Echo")
+//!     .group("Echo")
+//!     .isolation(IsolationStrategy::Semaphore)
+//!     .build_in(&registry)?;
+//! let echo = service_fn(|name: String| async move {
+//!     if name.is_empty() { Err(std::io::Error::other("no name")) } else { Ok(name) }
+//! });
+//! let mut svc = tower::ServiceBuilder::new()
+//!     .layer(HystrixLayer::new(command).fallback_value("anonymous".to_string()))
+//!     .service(echo);
+//!
+//! assert_eq!(svc.ready().await?.call("ada".into()).await?, "ada");
+//! // The inner error goes to the fallback.
+//! assert_eq!(svc.ready().await?.call(String::new()).await?, "anonymous");
+//! # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+//! # }).unwrap();
+//! ```
+
+use std::fmt;
+use std::future::{Future, Ready, ready};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use pin_project_lite::pin_project;
+use tower::util::Oneshot;
+use tower::{Layer, Service};
+
+use crate::command::{
+    Async, AsyncFallback, CallOptions, Classify, Command, ExecuteAsync, ExecuteAsyncOutcome,
+    KeyedCommands, NoFallback, RunFn, Sealed, StateRef,
+};
+use crate::error::{BoxError, HystrixError};
+use crate::key::CommandKey;
+
+/// Middleware that runs every call of the wrapped service as an execution of a command.
+///
+/// `Src` is where the command comes from ([`Command`] or [`ByKey`]); `FB` the fallback
+/// ([`NoFallback`], [`FallbackValue`], [`FallbackFn`] or [`FallbackService`]).
+#[derive(Clone)]
+pub struct HystrixLayer<Src, FB = NoFallback> {
+    source: Src,
+    fallback: FB,
+}
+
+impl<Src, FB> fmt::Debug for HystrixLayer<Src, FB> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HystrixLayer").finish_non_exhaustive()
+    }
+}
+
+impl<C> HystrixLayer<Command<C>> {
+    /// Every call is an execution of `command`.
+    pub fn new(command: Command<C>) -> Self {
+        HystrixLayer {
+            source: command,
+            fallback: NoFallback,
+        }
+    }
+}
+
+impl<C, F> HystrixLayer<ByKey<C, F>> {
+    /// Every call is an execution of the command of its request's key: `key_fn` names the key
+    /// (a host, a route) and `commands` makes and keeps one definition per key, so each key has
+    /// its own breaker, bulkhead and metrics. A key that cannot be built (e.g. an empty name)
+    /// ends the call in a [`FailureType::Misuse`](crate::FailureType::Misuse) error.
+    pub fn keyed(commands: KeyedCommands<C>, key_fn: F) -> Self {
+        HystrixLayer {
+            source: ByKey { commands, key_fn },
+            fallback: NoFallback,
+        }
+    }
+}
+
+impl<Src, FB> HystrixLayer<Src, FB> {
+    /// On failure (error, timeout, short-circuit, rejection) answer with a clone of `value`.
+    pub fn fallback_value<T: Clone>(self, value: T) -> HystrixLayer<Src, FallbackValue<T>> {
+        HystrixLayer {
+            source: self.source,
+            fallback: FallbackValue(value),
+        }
+    }
+
+    /// On failure answer with `f(&error)`; its error becomes the call's FALLBACK_FAILURE.
+    pub fn fallback_fn<F>(self, f: F) -> HystrixLayer<Src, FallbackFn<F>> {
+        HystrixLayer {
+            source: self.source,
+            fallback: FallbackFn(Arc::new(f)),
+        }
+    }
+
+    /// On failure send the same request to `service` (a secondary backend, a cache); needs
+    /// the request to be `Clone` (it is cloned before each call). Its readiness is awaited
+    /// within the fallback.
+    pub fn fallback_service<S2>(self, service: S2) -> HystrixLayer<Src, FallbackService<S2>> {
+        HystrixLayer {
+            source: self.source,
+            fallback: FallbackService(service),
+        }
+    }
+}
+
+impl<S, Src: Clone, FB: Clone> Layer<S> for HystrixLayer<Src, FB> {
+    type Service = HystrixService<S, Src, FB>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        HystrixService {
+            inner,
+            source: self.source.clone(),
+            fallback: self.fallback.clone(),
+        }
+    }
+}
+
+/// A service whose calls are executions of a command; made by [`HystrixLayer`].
+#[derive(Clone)]
+pub struct HystrixService<S, Src, FB = NoFallback> {
+    inner: S,
+    source: Src,
+    fallback: FB,
+}
+
+impl<S, Src, FB> fmt::Debug for HystrixService<S, Src, FB> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HystrixService").finish_non_exhaustive()
+    }
+}
+
+/// Where a call's command comes from.
+pub trait CommandSource<Req>: Clone {
+    /// The command's error classifier.
+    type Classifier;
+
+    /// The command for `request`.
+    ///
+    /// # Errors
+    /// The key's text and why no command could be made for it.
+    #[doc(hidden)]
+    fn command_for(&self, request: &Req) -> Result<Command<Self::Classifier>, (String, String)>;
+}
+
+impl<C: Clone, Req> CommandSource<Req> for Command<C> {
+    type Classifier = C;
+
+    #[inline]
+    fn command_for(&self, _request: &Req) -> Result<Command<C>, (String, String)> {
+        Ok(self.clone())
+    }
+}
+
+/// A command per request key (see [`HystrixLayer::keyed`]).
+pub struct ByKey<C, F> {
+    commands: KeyedCommands<C>,
+    key_fn: F,
+}
+
+impl<C, F: Clone> Clone for ByKey<C, F> {
+    fn clone(&self) -> Self {
+        ByKey {
+            commands: self.commands.clone(),
+            key_fn: self.key_fn.clone(),
+        }
+    }
+}
+
+impl<C, F> fmt::Debug for ByKey<C, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ByKey")
+            .field("commands", &self.commands)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C, F, K, Req> CommandSource<Req> for ByKey<C, F>
+where
+    C: Clone,
+    F: Fn(&Req) -> K + Clone,
+    K: AsRef<str>,
+{
+    type Classifier = C;
+
+    fn command_for(&self, request: &Req) -> Result<Command<C>, (String, String)> {
+        let key = (self.key_fn)(request);
+        let key = key.as_ref();
+        self.commands
+            .get(key)
+            .map_err(|err| (key.to_owned(), err.to_string()))
+    }
+}
+
+/// How a layer answers when a call fails.
+pub trait LayerFallback<Req, T, E>: Clone {
+    /// The fallback of one call.
+    #[doc(hidden)]
+    type Call: AsyncFallback<T, E>;
+
+    /// The fallback for the call of `request` (taken before the request goes to the service).
+    #[doc(hidden)]
+    fn for_request(&self, request: &Req) -> Self::Call;
+}
+
+impl<Req, T, E> LayerFallback<Req, T, E> for NoFallback {
+    type Call = NoFallback;
+
+    #[inline]
+    fn for_request(&self, _request: &Req) -> NoFallback {
+        NoFallback
+    }
+}
+
+/// A fallback value, cloned for each failed call ([`HystrixLayer::fallback_value`]).
+#[derive(Debug, Clone)]
+pub struct FallbackValue<T>(T);
+
+impl<T> Sealed for FallbackValue<T> {}
+
+impl<T, E> AsyncFallback<T, E> for FallbackValue<T> {
+    type Error = BoxError;
+    type Future = Ready<Result<T, BoxError>>;
+
+    fn is_present(&self) -> bool {
+        true
+    }
+
+    fn call(self, _error: &HystrixError<E>) -> Option<Self::Future> {
+        Some(ready(Ok(self.0)))
+    }
+}
+
+impl<Req, T: Clone, E> LayerFallback<Req, T, E> for FallbackValue<T> {
+    type Call = FallbackValue<T>;
+
+    fn for_request(&self, _request: &Req) -> FallbackValue<T> {
+        self.clone()
+    }
+}
+
+/// A fallback function of the error ([`HystrixLayer::fallback_fn`]).
+pub struct FallbackFn<F>(Arc<F>);
+
+impl<F> Clone for FallbackFn<F> {
+    fn clone(&self) -> Self {
+        FallbackFn(Arc::clone(&self.0))
+    }
+}
+
+impl<F> fmt::Debug for FallbackFn<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("FallbackFn(..)")
+    }
+}
+
+impl<F> Sealed for FallbackFn<F> {}
+
+impl<F, T, E, FE> AsyncFallback<T, E> for FallbackFn<F>
+where
+    F: Fn(&HystrixError<E>) -> Result<T, FE>,
+    FE: Into<BoxError>,
+{
+    type Error = FE;
+    type Future = Ready<Result<T, FE>>;
+
+    fn is_present(&self) -> bool {
+        true
+    }
+
+    fn call(self, error: &HystrixError<E>) -> Option<Self::Future> {
+        Some(ready((self.0)(error)))
+    }
+}
+
+impl<F, Req, T, E, FE> LayerFallback<Req, T, E> for FallbackFn<F>
+where
+    F: Fn(&HystrixError<E>) -> Result<T, FE>,
+    FE: Into<BoxError>,
+{
+    type Call = FallbackFn<F>;
+
+    fn for_request(&self, _request: &Req) -> FallbackFn<F> {
+        self.clone()
+    }
+}
+
+/// A fallback service, called with a clone of the request ([`HystrixLayer::fallback_service`]).
+#[derive(Debug, Clone)]
+pub struct FallbackService<S>(S);
+
+/// The fallback service and the request of one call.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct FallbackServiceCall<S, Req> {
+    service: S,
+    request: Req,
+}
+
+impl<S, Req> Sealed for FallbackServiceCall<S, Req> {}
+
+impl<S, Req, T, E> AsyncFallback<T, E> for FallbackServiceCall<S, Req>
+where
+    S: Service<Req, Response = T>,
+    S::Error: Into<BoxError>,
+{
+    type Error = S::Error;
+    type Future = Oneshot<S, Req>;
+
+    fn is_present(&self) -> bool {
+        true
+    }
+
+    fn call(self, _error: &HystrixError<E>) -> Option<Self::Future> {
+        Some(Oneshot::new(self.service, self.request))
+    }
+}
+
+impl<S, Req, T, E> LayerFallback<Req, T, E> for FallbackService<S>
+where
+    S: Service<Req, Response = T> + Clone,
+    S::Error: Into<BoxError>,
+    Req: Clone,
+{
+    type Call = FallbackServiceCall<S, Req>;
+
+    fn for_request(&self, request: &Req) -> Self::Call {
+        FallbackServiceCall {
+            service: self.0.clone(),
+            request: request.clone(),
+        }
+    }
+}
+
+impl<S, Req, Src, FB> Service<Req> for HystrixService<S, Src, FB>
+where
+    S: Service<Req> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Response: Send + 'static,
+    S::Error: Send + 'static,
+    Req: Send + 'static,
+    Src: CommandSource<Req>,
+    Src::Classifier: Classify<S::Error>,
+    FB: LayerFallback<Req, S::Response, S::Error>,
+{
+    type Response = S::Response;
+    type Error = HystrixError<S::Error>;
+    type Future = ResponseFuture<Src::Classifier, Async<Oneshot<S, Req>>, FB::Call>;
+
+    /// Always ready: permits are taken when a call executes, and the inner service's readiness
+    /// is awaited inside the execution.
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Req) -> Self::Future {
+        let command = match self.source.command_for(&request) {
+            Ok(command) => command,
+            Err((key, reason)) => return ResponseFuture::refused(&key, &reason),
+        };
+        let fallback = self.fallback.for_request(&request);
+        // The clone serves this call: its readiness is awaited by the execution (tower's
+        // pattern for services that call their inner service from their future).
+        let run = Async(Oneshot::new(self.inner.clone(), request));
+        let (state, classifier) = command.into_parts();
+        ResponseFuture {
+            state: ResponseState::Running {
+                execution: ExecuteAsync::new(ExecuteAsyncOutcome::new(
+                    StateRef::Owned(state),
+                    classifier,
+                    run,
+                    fallback,
+                    CallOptions::default(),
+                )),
+            },
+        }
+    }
+}
+
+pin_project! {
+    /// The future of a [`HystrixService`] call: the execution, cold until polled, cancelled
+    /// when dropped (permits released, CANCELLED recorded).
+    #[must_use = "futures do nothing unless polled"]
+    pub struct ResponseFuture<C, R, FB>
+    where
+        R: RunFn,
+        FB: AsyncFallback<R::Output, R::Error>,
+    {
+        #[pin]
+        state: ResponseState<C, R, FB>,
+    }
+}
+
+pin_project! {
+    #[project = ResponseStateProj]
+    enum ResponseState<C, R, FB>
+    where
+        R: RunFn,
+        FB: AsyncFallback<R::Output, R::Error>,
+    {
+        Running {
+            #[pin]
+            execution: ExecuteAsync<'static, C, R, FB>,
+        },
+        Refused {
+            error: Option<HystrixError<R::Error>>,
+        },
+    }
+}
+
+impl<C, R, FB> ResponseFuture<C, R, FB>
+where
+    R: RunFn,
+    FB: AsyncFallback<R::Output, R::Error>,
+{
+    /// No command could be made for the request's key.
+    fn refused(key: &str, reason: &str) -> Self {
+        let command_key = CommandKey::new(key)
+            .or_else(|_| CommandKey::new("(invalid key)"))
+            .unwrap_or_else(|_| unreachable!("a valid placeholder key"));
+        let message = format!("could not be made for request key `{key}`: {reason}");
+        ResponseFuture {
+            state: ResponseState::Refused {
+                error: Some(HystrixError::misuse(command_key, message)),
+            },
+        }
+    }
+}
+
+impl<C, R, FB> fmt::Debug for ResponseFuture<C, R, FB>
+where
+    R: RunFn,
+    FB: AsyncFallback<R::Output, R::Error>,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
+
+impl<C, R, FB> Future for ResponseFuture<C, R, FB>
+where
+    R: RunFn,
+    FB: AsyncFallback<R::Output, R::Error>,
+    C: Classify<R::Error>,
+{
+    type Output = Result<R::Output, HystrixError<R::Error>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().state.project() {
+            ResponseStateProj::Running { execution } => execution.poll(cx),
+            ResponseStateProj::Refused { error } => match error.take() {
+                Some(error) => Poll::Ready(Err(error)),
+                None => Poll::Pending, // polled after completion
+            },
+        }
+    }
+}

@@ -1,0 +1,344 @@
+//! The tower layer against `tower-test` mock services, on the manual clock: each call is an
+//! execution (breaker, bulkhead, timeout, fallback, metrics), readiness holds nothing, refusals
+//! are immediate, cancellation frees permits, and keyed layers give each key its own breaker.
+#![cfg(feature = "tower")]
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::future::Future;
+use std::num::NonZeroUsize;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use common::{builder, poll_once};
+use futures::executor::block_on;
+use hystrix::command::KeyedCommands;
+use hystrix::testing::TestRegistry;
+use hystrix::tower::HystrixLayer;
+use hystrix::{BoxError, Command, EventType, FailureType, HystrixError, IsolationStrategy};
+use tower::{Layer, Service, ServiceExt, service_fn};
+use tower_test::mock;
+
+type Error = HystrixError<BoxError>;
+type Call = Pin<Box<dyn Future<Output = Result<String, Error>>>>;
+
+/// A SEMAPHORE command in `test`'s registry (timeout 1000 ms on the manual clock).
+fn command(test: &TestRegistry, key: &str) -> Command {
+    builder(key).build_in(test.registry()).unwrap()
+}
+
+/// Calls `svc` (ready at once) and polls the call once.
+fn start<S>(svc: &mut S, request: &str) -> (Call, Poll<Result<String, Error>>)
+where
+    S: Service<String, Response = String, Error = Error>,
+    S::Future: 'static,
+{
+    let waker = futures::task::noop_waker();
+    assert!(
+        svc.poll_ready(&mut Context::from_waker(&waker)).is_ready(),
+        "always ready"
+    );
+    let mut call: Call = Box::pin(svc.call(request.to_owned()));
+    let first = poll_once(call.as_mut());
+    (call, first)
+}
+
+/// A finished call as comparable text: `Some(Ok(value))` or `Some(Err(message))`.
+fn done(poll: Poll<Result<String, Error>>) -> Option<Result<String, String>> {
+    match poll {
+        Poll::Ready(result) => Some(result.map_err(|err| err.to_string())),
+        Poll::Pending => None,
+    }
+}
+
+fn io_error(message: &str) -> BoxError {
+    Box::new(std::io::Error::other(message.to_owned()))
+}
+
+#[test]
+fn a_call_is_an_execution_and_the_inner_error_stays_typed() {
+    let test = TestRegistry::new();
+    let cmd = command(&test, "Mocked");
+    let (inner, mut handle) = mock::pair::<String, String>();
+    let mut svc = HystrixLayer::new(cmd.clone()).layer(inner);
+
+    let (mut call, first) = start(&mut svc, "hello");
+    assert!(first.is_pending());
+    let (request, reply) = block_on(handle.next_request()).unwrap();
+    assert_eq!(request, "hello");
+    reply.send_response("world".to_owned());
+    assert_eq!(done(poll_once(call.as_mut())), Some(Ok("world".to_owned())));
+
+    let (mut call, _) = start(&mut svc, "again");
+    let (_, reply) = block_on(handle.next_request()).unwrap();
+    reply.send_error(io_error("backend down"));
+    let Poll::Ready(Err(err)) = poll_once(call.as_mut()) else {
+        panic!("the inner error ends the call");
+    };
+    assert_eq!(err.failure_type(), FailureType::CommandException);
+    let cause = err.cause().unwrap();
+    assert_eq!(cause.to_string(), "backend down");
+    assert!(cause.downcast_ref::<std::io::Error>().is_some());
+    // Into tower's BoxError, and back.
+    let boxed: BoxError = err.into();
+    let back = boxed.downcast_ref::<Error>().unwrap();
+    assert_eq!(back.command_key().as_str(), "Mocked");
+
+    let metrics = cmd.metrics();
+    assert_eq!(metrics.cumulative_count(EventType::Success), 1);
+    assert_eq!(metrics.cumulative_count(EventType::Failure), 1);
+}
+
+#[test]
+fn an_open_breaker_refuses_at_once_without_calling_the_service() {
+    let test = TestRegistry::new();
+    let (inner, mut handle) = mock::pair::<String, String>();
+    let mut svc = HystrixLayer::new(command(&test, "Open")).layer(inner);
+    test.force_open("Open").unwrap();
+    let (_, first) = start(&mut svc, "hello");
+    let Poll::Ready(Err(err)) = first else {
+        panic!("refused at the first poll");
+    };
+    assert_eq!(err.failure_type(), FailureType::ShortCircuit);
+    assert!(
+        handle.poll_request().is_pending(),
+        "the service saw nothing"
+    );
+}
+
+#[test]
+fn readiness_holds_no_permit_and_a_full_bulkhead_refuses_at_once() {
+    let test = TestRegistry::new();
+    let cmd = builder("Bulkhead")
+        .semaphore_max_concurrent_requests(1)
+        .build_in(test.registry())
+        .unwrap();
+    let (inner, mut handle) = mock::pair::<String, String>();
+    let mut first_svc = HystrixLayer::new(cmd.clone()).layer(inner);
+    let mut second_svc = first_svc.clone();
+    let waker = futures::task::noop_waker();
+    for _ in 0..100 {
+        assert!(
+            second_svc
+                .poll_ready(&mut Context::from_waker(&waker))
+                .is_ready()
+        );
+    }
+    assert_eq!(cmd.metrics().current_concurrent_execution_count(), 0);
+
+    let (mut held, first) = start(&mut first_svc, "one");
+    assert!(first.is_pending());
+    let (_, refused) = start(&mut second_svc, "two");
+    let Poll::Ready(Err(err)) = refused else {
+        panic!("refused at the first poll");
+    };
+    assert_eq!(err.failure_type(), FailureType::RejectedSemaphoreExecution);
+
+    let (_, reply) = block_on(handle.next_request()).unwrap();
+    reply.send_response("done".to_owned());
+    assert!(poll_once(held.as_mut()).is_ready());
+    assert_eq!(cmd.metrics().current_concurrent_execution_count(), 0);
+}
+
+#[test]
+fn the_timeout_covers_waiting_for_the_inner_services_readiness() {
+    let test = TestRegistry::new();
+    let cmd = command(&test, "NotReady");
+    let (inner, mut handle) = mock::pair::<String, String>();
+    handle.allow(0);
+    let mut svc = HystrixLayer::new(cmd.clone()).layer(inner);
+    let (mut call, first) = start(&mut svc, "waits");
+    assert!(first.is_pending());
+    assert_eq!(cmd.metrics().current_concurrent_execution_count(), 1);
+    test.advance(Duration::from_millis(1000));
+    let Poll::Ready(Err(err)) = poll_once(call.as_mut()) else {
+        panic!("timed out");
+    };
+    assert!(err.is_timeout());
+    assert_eq!(cmd.metrics().current_concurrent_execution_count(), 0);
+    assert!(
+        handle.poll_request().is_pending(),
+        "the request was never sent"
+    );
+}
+
+#[test]
+fn dropping_a_call_cancels_it_and_frees_its_permit() {
+    let test = TestRegistry::new();
+    let cmd = builder("Dropped")
+        .semaphore_max_concurrent_requests(1)
+        .build_in(test.registry())
+        .unwrap();
+    let (inner, mut handle) = mock::pair::<String, String>();
+    let mut svc = HystrixLayer::new(cmd.clone()).layer(inner);
+    let (call, _) = start(&mut svc, "abandoned");
+    let (_, reply) = block_on(handle.next_request()).unwrap();
+    drop(call);
+    assert_eq!(cmd.metrics().current_concurrent_execution_count(), 0);
+    assert_eq!(cmd.metrics().cumulative_count(EventType::Cancelled), 1);
+    drop(reply);
+    // The permit is free: the next call runs.
+    let (mut next, _) = start(&mut svc, "next");
+    let (_, reply) = block_on(handle.next_request()).unwrap();
+    reply.send_response("ok".to_owned());
+    assert_eq!(done(poll_once(next.as_mut())), Some(Ok("ok".to_owned())));
+}
+
+#[test]
+fn fallbacks_a_value_a_function_of_the_error_or_another_service() {
+    let test = TestRegistry::new();
+    let failing = service_fn(|_: String| async { Err::<String, BoxError>(io_error("down")) });
+
+    let mut by_value = HystrixLayer::new(command(&test, "ByValue"))
+        .fallback_value("cached".to_owned())
+        .layer(failing);
+    assert_eq!(
+        done(start(&mut by_value, "x").1),
+        Some(Ok("cached".to_owned()))
+    );
+
+    let mut by_fn = HystrixLayer::new(command(&test, "ByFn"))
+        .fallback_fn(|err: &Error| {
+            Ok::<_, BoxError>(format!("{} ({})", err.failure_type(), err.cause().unwrap()))
+        })
+        .layer(failing);
+    assert_eq!(
+        done(start(&mut by_fn, "x").1),
+        Some(Ok("COMMAND_EXCEPTION (down)".to_owned()))
+    );
+
+    let (secondary, mut handle) = mock::pair::<String, String>();
+    let mut by_service = HystrixLayer::new(command(&test, "ByService"))
+        .fallback_service(secondary)
+        .layer(failing);
+    let (mut call, first) = start(&mut by_service, "same request");
+    assert!(first.is_pending());
+    let (request, reply) = block_on(handle.next_request()).unwrap();
+    assert_eq!(request, "same request");
+    reply.send_response("from the secondary".to_owned());
+    assert_eq!(
+        done(poll_once(call.as_mut())),
+        Some(Ok("from the secondary".to_owned()))
+    );
+    let metrics = test.registry().command_metrics("ByService").unwrap();
+    assert_eq!(metrics.cumulative_count(EventType::FallbackSuccess), 1);
+}
+
+/// A request to a host.
+#[derive(Debug, Clone)]
+struct Get {
+    host: &'static str,
+}
+
+fn per_host(test: &TestRegistry, max_keys: usize) -> KeyedCommands {
+    KeyedCommands::builder(|host| {
+        Command::builder(format!("Get-{host}"))
+            .group("Hosts")
+            .isolation(IsolationStrategy::Semaphore)
+    })
+    .registry(test.registry())
+    .max_keys(NonZeroUsize::new(max_keys).unwrap())
+    .idle_timeout(Some(Duration::from_secs(60)))
+    .build()
+}
+
+#[test]
+fn a_keyed_layer_gives_each_key_its_own_breaker() {
+    let test = TestRegistry::new();
+    let inner = service_fn(|get: Get| async move {
+        match get.host {
+            "down.example" => Err::<&str, BoxError>(io_error("503")),
+            host => Ok(host),
+        }
+    });
+    let mut svc = HystrixLayer::keyed(per_host(&test, 10), |get: &Get| get.host).layer(inner);
+    let mut call =
+        |host: &'static str| block_on(async { svc.ready().await?.call(Get { host }).await });
+    for _ in 0..20 {
+        let err = call("down.example").unwrap_err();
+        assert_eq!(err.failure_type(), FailureType::CommandException);
+    }
+    assert_eq!(call("up.example").unwrap(), "up.example");
+    test.advance(Duration::from_millis(500));
+    let err = call("down.example").unwrap_err();
+    assert_eq!(err.failure_type(), FailureType::ShortCircuit);
+    assert_eq!(err.command_key().as_str(), "Get-down.example");
+    assert_eq!(call("up.example").unwrap(), "up.example");
+    let registry = test.registry();
+    assert_eq!(
+        registry.is_circuit_breaker_open("Get-down.example"),
+        Some(true)
+    );
+    assert_eq!(
+        registry.is_circuit_breaker_open("Get-up.example"),
+        Some(false)
+    );
+}
+
+#[test]
+fn a_keyed_layer_keeps_a_bounded_number_of_keys() {
+    let test = TestRegistry::new();
+    let commands = per_host(&test, 2);
+    let inner = service_fn(|get: Get| async move { Ok::<_, BoxError>(get.host) });
+    let mut svc = HystrixLayer::keyed(commands.clone(), |get: &Get| get.host).layer(inner);
+    let mut call =
+        |host: &'static str| block_on(async { svc.ready().await?.call(Get { host }).await });
+    call("a").unwrap();
+    call("b").unwrap();
+    call("a").unwrap();
+    call("c").unwrap();
+    // b was the least recently used: its definition and its state are gone.
+    assert_eq!(commands.keys(), ["c", "a"]);
+    let mut keys: Vec<String> = test
+        .registry()
+        .command_keys()
+        .iter()
+        .map(|k| k.to_string())
+        .collect();
+    keys.sort();
+    assert_eq!(keys, ["Get-a", "Get-c"]);
+    // Idle for more than a minute: evicted at the next use of any key.
+    test.advance(Duration::from_secs(61));
+    call("c").unwrap();
+    assert_eq!(commands.keys(), ["c"]);
+}
+
+#[test]
+fn a_request_key_that_makes_no_command_is_a_misuse_error() {
+    let test = TestRegistry::new();
+    let inner = service_fn(|get: Get| async move { Ok::<_, BoxError>(get.host) });
+    // A factory that takes the key as the command key as is: an empty key is refused.
+    let as_is = KeyedCommands::builder(|host| Command::builder(host).group("Hosts"))
+        .registry(test.registry())
+        .build();
+    let mut svc = HystrixLayer::keyed(as_is, |get: &Get| get.host).layer(inner);
+    let mut call =
+        |host: &'static str| block_on(async { svc.ready().await?.call(Get { host }).await });
+    let err = call("").unwrap_err();
+    assert_eq!(err.failure_type(), FailureType::Misuse);
+    assert_eq!(
+        err.to_string(),
+        "command (invalid key) could not be made for request key ``: invalid command key ``: \
+         must not be empty"
+    );
+    assert_eq!(call("x").unwrap(), "x");
+}
+
+#[test]
+fn under_thread_isolation_the_inner_future_runs_on_the_pool_runtime() {
+    let test = TestRegistry::new();
+    let cmd = Command::builder("OnPool")
+        .group("LayerPool")
+        .isolation(IsolationStrategy::Thread)
+        .timeout_enabled(false)
+        .build_in(test.registry())
+        .unwrap();
+    let inner = service_fn(|_: ()| async {
+        Ok::<_, BoxError>(std::thread::current().name().unwrap_or("").to_owned())
+    });
+    let mut svc = HystrixLayer::new(cmd).layer(inner);
+    let thread = block_on(async { svc.ready().await?.call(()).await }).unwrap();
+    assert!(thread.starts_with("hystrix-LayerPool-async-"), "{thread}");
+}
