@@ -6,6 +6,7 @@
 
 #![allow(missing_docs, clippy::unwrap_used)]
 
+use std::borrow::Cow;
 use std::convert::Infallible;
 use std::future::{Future, Ready, ready};
 use std::hint::black_box;
@@ -60,10 +61,9 @@ fn layer(c: &mut Criterion) {
     .registry(&registry)
     .max_keys(NonZeroUsize::new(100).unwrap())
     .build();
-    let mut by_key = HystrixLayer::keyed(
-        keyed,
-        |request: &u64| if request % 2 == 0 { "even" } else { "odd" },
-    )
+    let mut by_key = HystrixLayer::keyed(keyed, |request: &u64| {
+        Cow::Borrowed(if request % 2 == 0 { "even" } else { "odd" })
+    })
     .layer(service_fn(echo));
 
     let mut group = c.benchmark_group("tower_call");

@@ -51,9 +51,10 @@ impl<V> KeyedMap<V> {
 }
 
 impl<V: Clone> KeyedMap<V> {
-    /// The value for `key`, marked as used now; made with `make` (under the map's lock, so once
-    /// per key) if absent. Entries evicted to make room or for idleness are handed to `evicted`
-    /// after the lock is released.
+    /// The value for `key`, marked as used now; made with `make` if absent. Entries evicted to
+    /// make room or for idleness are handed to `evicted`. Both run under the map's lock (so a
+    /// key is made once, and its eviction's clean-up ends before the key can be made again);
+    /// they must not use this map.
     pub(crate) fn get_or_try_insert<E>(
         &self,
         key: &str,
@@ -62,8 +63,8 @@ impl<V: Clone> KeyedMap<V> {
     ) -> Result<V, E> {
         let now_ms = self.clock.now_ms();
         let mut gone = Vec::new();
+        let mut entries = self.entries.lock();
         let value = {
-            let mut entries = self.entries.lock();
             let value = match entries.get_mut(key) {
                 Some(entry) => {
                     entry.last_used_ms = now_ms;
@@ -96,6 +97,7 @@ impl<V: Clone> KeyedMap<V> {
         for (key, entry) in gone {
             evicted(&key, entry.value);
         }
+        drop(entries);
         Ok(value)
     }
 }

@@ -484,14 +484,40 @@ impl Registry {
     /// Drops a command key's state (breaker, semaphores, metrics, live properties) so memory
     /// does not grow with keys no longer used (SPEC Part A 35). Returns whether there was state.
     ///
-    /// Definitions built before keep working on the old state, detached from the registry; a
-    /// definition built afterwards starts fresh. Dynamic per-key property values stay.
+    /// Its thread pool goes too when no other command key here uses it: the pool stops taking
+    /// work, its idle threads end at once and busy ones when their task returns (queued tasks
+    /// still run). Definitions built before keep working on the old state, detached from the
+    /// registry, except that THREAD executions through a removed pool are rejected
+    /// (THREAD_POOL_REJECTED); a definition built afterwards starts fresh, with a new pool.
+    /// Dynamic per-key property values stay.
     pub fn remove(&self, key: &str) -> bool {
-        let removed = self.inner.commands.lock().remove(key);
-        if let Some(state) = &removed {
-            self.inner.env.properties.remove_command(&state.key);
+        let env = &self.inner.env;
+        let (state, pool) = {
+            let mut commands = self.inner.commands.lock();
+            let Some(state) = commands.remove(key) else {
+                return false;
+            };
+            let pool_key = &state.thread_pool_key;
+            // Under the commands lock: a key defined from now on gets a new pool.
+            let pool = if commands
+                .values()
+                .any(|other| other.thread_pool_key == *pool_key)
+            {
+                None
+            } else {
+                let pool = env.pools.lock().remove(pool_key);
+                if pool.is_some() {
+                    env.properties.remove_thread_pool(pool_key);
+                }
+                pool
+            };
+            (state, pool)
+        };
+        env.properties.remove_command(&state.key);
+        if let Some(pool) = pool {
+            pool.shutdown(Duration::ZERO);
         }
-        removed.is_some()
+        true
     }
 
     /// Returns the key's state, creating it on first definition. Later definitions must name the

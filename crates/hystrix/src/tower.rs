@@ -42,19 +42,20 @@
 //! # }).unwrap();
 //! ```
 
+use std::borrow::Cow;
 use std::fmt;
 use std::future::{Future, Ready, ready};
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
-use tower::util::Oneshot;
 use tower::{Layer, Service};
 
 use crate::command::{
-    Async, AsyncFallback, CallOptions, Classify, Command, ExecuteAsync, ExecuteAsyncOutcome,
-    KeyedCommands, NoFallback, RunFn, Sealed, StateRef,
+    Async, AsyncFallback, CallOptions, Classify, Command, ExecuteAsync, ExecutionFuture,
+    KeyedCommands, NoFallback, OutcomeResponse, Sealed, StateRef,
 };
 use crate::error::{BoxError, HystrixError};
 use crate::key::CommandKey;
@@ -85,14 +86,22 @@ impl<C> HystrixLayer<Command<C>> {
     }
 }
 
-impl<C, F> HystrixLayer<ByKey<C, F>> {
+impl<C, F, Req> HystrixLayer<ByKey<C, F, Req>>
+where
+    F: for<'r> Fn(&'r Req) -> Cow<'r, str>,
+{
     /// Every call is an execution of the command of its request's key: `key_fn` names the key
-    /// (a host, a route) and `commands` makes and keeps one definition per key, so each key has
-    /// its own breaker, bulkhead and metrics. A key that cannot be built (e.g. an empty name)
-    /// ends the call in a [`FailureType::Misuse`](crate::FailureType::Misuse) error.
+    /// (a host, a route), borrowed from the request or owned (`host.into()`,
+    /// `format!(..).into()`), and `commands` makes and keeps one definition per key, so each
+    /// key has its own breaker, bulkhead and metrics. A key that cannot be built (e.g. an empty
+    /// name) ends the call in a [`FailureType::Misuse`](crate::FailureType::Misuse) error.
     pub fn keyed(commands: KeyedCommands<C>, key_fn: F) -> Self {
         HystrixLayer {
-            source: ByKey { commands, key_fn },
+            source: ByKey {
+                commands,
+                key_fn,
+                _request: PhantomData,
+            },
             fallback: NoFallback,
         }
     }
@@ -175,21 +184,23 @@ impl<C: Clone, Req> CommandSource<Req> for Command<C> {
 }
 
 /// A command per request key (see [`HystrixLayer::keyed`]).
-pub struct ByKey<C, F> {
+pub struct ByKey<C, F, Req> {
     commands: KeyedCommands<C>,
     key_fn: F,
+    _request: PhantomData<fn(&Req)>,
 }
 
-impl<C, F: Clone> Clone for ByKey<C, F> {
+impl<C, F: Clone, Req> Clone for ByKey<C, F, Req> {
     fn clone(&self) -> Self {
         ByKey {
             commands: self.commands.clone(),
             key_fn: self.key_fn.clone(),
+            _request: PhantomData,
         }
     }
 }
 
-impl<C, F> fmt::Debug for ByKey<C, F> {
+impl<C, F, Req> fmt::Debug for ByKey<C, F, Req> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ByKey")
             .field("commands", &self.commands)
@@ -197,20 +208,18 @@ impl<C, F> fmt::Debug for ByKey<C, F> {
     }
 }
 
-impl<C, F, K, Req> CommandSource<Req> for ByKey<C, F>
+impl<C, F, Req> CommandSource<Req> for ByKey<C, F, Req>
 where
     C: Clone,
-    F: Fn(&Req) -> K + Clone,
-    K: AsRef<str>,
+    F: for<'r> Fn(&'r Req) -> Cow<'r, str> + Clone,
 {
     type Classifier = C;
 
     fn command_for(&self, request: &Req) -> Result<Command<C>, (String, String)> {
         let key = (self.key_fn)(request);
-        let key = key.as_ref();
         self.commands
-            .get(key)
-            .map_err(|err| (key.to_owned(), err.to_string()))
+            .get(&key)
+            .map_err(|err| (key.into_owned(), err.to_string()))
     }
 }
 
@@ -327,14 +336,14 @@ where
     S::Error: Into<BoxError>,
 {
     type Error = S::Error;
-    type Future = Oneshot<S, Req>;
+    type Future = ServiceCall<S, Req, S::Future>;
 
     fn is_present(&self) -> bool {
         true
     }
 
     fn call(self, _error: &HystrixError<E>) -> Option<Self::Future> {
-        Some(Oneshot::new(self.service, self.request))
+        Some(ServiceCall::new(self.service, self.request))
     }
 }
 
@@ -367,7 +376,10 @@ where
 {
     type Response = S::Response;
     type Error = HystrixError<S::Error>;
-    type Future = ResponseFuture<Src::Classifier, Async<Oneshot<S, Req>>, FB::Call>;
+    type Future = ResponseFuture<
+        ExecuteAsync<'static, Src::Classifier, Async<ServiceCall<S, Req, S::Future>>, FB::Call>,
+        S::Error,
+    >;
 
     /// Always ready: permits are taken when a call executes, and the inner service's readiness
     /// is awaited inside the execution.
@@ -383,11 +395,11 @@ where
         let fallback = self.fallback.for_request(&request);
         // The clone serves this call: its readiness is awaited by the execution (tower's
         // pattern for services that call their inner service from their future).
-        let run = Async(Oneshot::new(self.inner.clone(), request));
+        let run = Async(ServiceCall::new(self.inner.clone(), request));
         let (state, classifier) = command.into_parts();
         ResponseFuture {
             state: ResponseState::Running {
-                execution: ExecuteAsync::new(ExecuteAsyncOutcome::new(
+                execution: OutcomeResponse::new(ExecutionFuture::new(
                     StateRef::Owned(state),
                     classifier,
                     run,
@@ -400,41 +412,84 @@ where
 }
 
 pin_project! {
+    /// One call of a service: waits for it to be ready, then calls it and awaits the response.
+    /// Tower's `Oneshot`, but with the service's future as a plain parameter: `Oneshot`'s
+    /// `S: Service<Req>` bound on the type would make the compiler prove that service's bounds
+    /// again, lifetimes erased, for every `async` block that awaits a call, which fails for
+    /// `BoxError`-producing services (see the `command::future` module).
+    #[project = ServiceCallProj]
+    #[doc(hidden)]
+    pub enum ServiceCall<S, Req, Fut> {
+        Waiting { service: S, request: Option<Req> },
+        Calling { #[pin] future: Fut },
+    }
+}
+
+impl<S, Req, Fut> ServiceCall<S, Req, Fut> {
+    fn new(service: S, request: Req) -> Self {
+        ServiceCall::Waiting {
+            service,
+            request: Some(request),
+        }
+    }
+}
+
+impl<S, Req, Fut> fmt::Debug for ServiceCall<S, Req, Fut> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServiceCall").finish_non_exhaustive()
+    }
+}
+
+impl<S, Req, Fut> Future for ServiceCall<S, Req, Fut>
+where
+    S: Service<Req, Future = Fut>,
+    Fut: Future<Output = Result<S::Response, S::Error>>,
+{
+    type Output = Result<S::Response, S::Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        loop {
+            match self.as_mut().project() {
+                ServiceCallProj::Waiting { service, request } => {
+                    if let Err(err) = std::task::ready!(service.poll_ready(cx)) {
+                        return Poll::Ready(Err(err));
+                    }
+                    let Some(request) = request.take() else {
+                        unreachable!("a call leaves Waiting when it takes its request")
+                    };
+                    let future = service.call(request);
+                    self.set(ServiceCall::Calling { future });
+                }
+                ServiceCallProj::Calling { future } => return future.poll(cx),
+            }
+        }
+    }
+}
+
+pin_project! {
     /// The future of a [`HystrixService`] call: the execution, cold until polled, cancelled
     /// when dropped (permits released, CANCELLED recorded).
     #[must_use = "futures do nothing unless polled"]
-    pub struct ResponseFuture<C, R, FB>
-    where
-        R: RunFn,
-        FB: AsyncFallback<R::Output, R::Error>,
-    {
+    pub struct ResponseFuture<F, E> {
         #[pin]
-        state: ResponseState<C, R, FB>,
+        state: ResponseState<F, E>,
     }
 }
 
 pin_project! {
     #[project = ResponseStateProj]
-    enum ResponseState<C, R, FB>
-    where
-        R: RunFn,
-        FB: AsyncFallback<R::Output, R::Error>,
-    {
+    enum ResponseState<F, E> {
         Running {
             #[pin]
-            execution: ExecuteAsync<'static, C, R, FB>,
+            execution: F,
         },
         Refused {
-            error: Option<HystrixError<R::Error>>,
+            error: Option<HystrixError<E>>,
         },
     }
 }
 
-impl<C, R, FB> ResponseFuture<C, R, FB>
-where
-    R: RunFn,
-    FB: AsyncFallback<R::Output, R::Error>,
-{
+impl<F, E> ResponseFuture<F, E> {
     /// No command could be made for the request's key.
     fn refused(key: &str, reason: &str) -> Self {
         let command_key = CommandKey::new(key)
@@ -449,23 +504,17 @@ where
     }
 }
 
-impl<C, R, FB> fmt::Debug for ResponseFuture<C, R, FB>
-where
-    R: RunFn,
-    FB: AsyncFallback<R::Output, R::Error>,
-{
+impl<F, E> fmt::Debug for ResponseFuture<F, E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ResponseFuture").finish_non_exhaustive()
     }
 }
 
-impl<C, R, FB> Future for ResponseFuture<C, R, FB>
+impl<F, T, E> Future for ResponseFuture<F, E>
 where
-    R: RunFn,
-    FB: AsyncFallback<R::Output, R::Error>,
-    C: Classify<R::Error>,
+    F: Future<Output = Result<T, HystrixError<E>>>,
 {
-    type Output = Result<R::Output, HystrixError<R::Error>>;
+    type Output = Result<T, HystrixError<E>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().state.project() {

@@ -253,7 +253,8 @@ fn a_keyed_layer_gives_each_key_its_own_breaker() {
             host => Ok(host),
         }
     });
-    let mut svc = HystrixLayer::keyed(per_host(&test, 10), |get: &Get| get.host).layer(inner);
+    let mut svc =
+        HystrixLayer::keyed(per_host(&test, 10), |get: &Get| get.host.into()).layer(inner);
     let mut call =
         |host: &'static str| block_on(async { svc.ready().await?.call(Get { host }).await });
     for _ in 0..20 {
@@ -282,7 +283,7 @@ fn a_keyed_layer_keeps_a_bounded_number_of_keys() {
     let test = TestRegistry::new();
     let commands = per_host(&test, 2);
     let inner = service_fn(|get: Get| async move { Ok::<_, BoxError>(get.host) });
-    let mut svc = HystrixLayer::keyed(commands.clone(), |get: &Get| get.host).layer(inner);
+    let mut svc = HystrixLayer::keyed(commands.clone(), |get: &Get| get.host.into()).layer(inner);
     let mut call =
         |host: &'static str| block_on(async { svc.ready().await?.call(Get { host }).await });
     call("a").unwrap();
@@ -313,7 +314,7 @@ fn a_request_key_that_makes_no_command_is_a_misuse_error() {
     let as_is = KeyedCommands::builder(|host| Command::builder(host).group("Hosts"))
         .registry(test.registry())
         .build();
-    let mut svc = HystrixLayer::keyed(as_is, |get: &Get| get.host).layer(inner);
+    let mut svc = HystrixLayer::keyed(as_is, |get: &Get| get.host.into()).layer(inner);
     let mut call =
         |host: &'static str| block_on(async { svc.ready().await?.call(Get { host }).await });
     let err = call("").unwrap_err();

@@ -400,7 +400,7 @@ where
     /// A cold one-item stream of the response (Hystrix's `toObservable()`): nothing runs until it
     /// is polled; it yields the value or the error, then ends. Dropping it cancels, as
     /// [`execute_async`](Execution::execute_async).
-    pub fn to_observable(self) -> ToObservable<'c, &'c C, R, FB> {
+    pub fn to_observable(self) -> ToObservable<ExecuteAsync<'c, &'c C, R, FB>> {
         ToObservable::new(self.execute_async())
     }
 }

@@ -3,6 +3,12 @@
 //! A hand-written state machine rather than an `async fn`: it stays small (the run, its timer
 //! and, later, the fallback share one slot), it has a name a `tower::Service` can return, and
 //! its drop behaviour is spelled out in one place ([`PinnedDrop`] below).
+//!
+//! The types carry their parts as plain parameters (the run in progress, the fallback's
+//! future, the error) instead of trait projections with `where` clauses: the compiler proves
+//! `Send` of a future that awaits them from their fields alone, which a `where R: RunFn` would
+//! turn into a proof of `'static` bounds it cannot make inside an `async` block (for errors
+//! such as tower's `BoxError`). The `ExecuteAsync*` names are aliases that fill them in.
 
 use std::future::Future;
 use std::ops::Deref;
@@ -53,17 +59,13 @@ pin_project! {
     /// Where an execution is.
     #[project = PhaseProj]
     #[project_replace = PhaseOwned]
-    enum Phase<R, FB>
-    where
-        R: RunFn,
-        FB: AsyncFallback<R::Output, R::Error>,
-    {
+    enum Phase<R, FB, Running, FFut, E> {
         /// Not polled yet: nothing has happened.
         Start { run: R, fallback: FB },
         /// The run is executing, raced against its deadline.
         Running {
             #[pin]
-            running: R::Running,
+            running: Running,
             sleep: Option<Sleep>,
             deadline_ms: Option<u64>,
             timeout_ms: Option<u64>,
@@ -72,8 +74,8 @@ pin_project! {
         /// The fallback is executing.
         Fallback {
             #[pin]
-            future: FB::Future,
-            error: HystrixError<R::Error>,
+            future: FFut,
+            error: HystrixError<E>,
         },
         /// The outcome was returned.
         Done,
@@ -95,14 +97,16 @@ pin_project! {
     /// it holds, removes a still-queued pool task (a running one keeps its thread until it
     /// returns; its token is cancelled if `execution.isolation.thread.interruptOnFutureCancel`),
     /// and, if it had been polled, records CANCELLED.
+    ///
+    /// Usually named [`ExecuteAsyncOutcome`], which fills in `Running`, `FFut` and `E` from the
+    /// run `R` and the fallback `FB`.
     #[must_use = "futures do nothing unless polled"]
-    pub struct ExecuteAsyncOutcome<'c, K, R, FB>
+    pub struct ExecutionFuture<'c, K, R, FB, Running, FFut, E>
     where
-        R: RunFn,
-        FB: AsyncFallback<R::Output, R::Error>,
+        Running: Interrupt,
     {
         #[pin]
-        phase: Phase<R, FB>,
+        phase: Phase<R, FB, Running, FFut, E>,
         state: StateRef<'c>,
         classifier: K,
         options: CallOptions,
@@ -112,10 +116,9 @@ pin_project! {
         holds_fallback_permit: bool,
     }
 
-    impl<'c, K, R, FB> PinnedDrop for ExecuteAsyncOutcome<'c, K, R, FB>
+    impl<'c, K, R, FB, Running, FFut, E> PinnedDrop for ExecutionFuture<'c, K, R, FB, Running, FFut, E>
     where
-        R: RunFn,
-        FB: AsyncFallback<R::Output, R::Error>,
+        Running: Interrupt,
     {
         fn drop(this: Pin<&mut Self>) {
             let mut this = this.project();
@@ -143,6 +146,19 @@ pin_project! {
     }
 }
 
+/// The future of an execution that resolves to its [`Outcome`]: what
+/// [`Execution::execute_async_outcome`](crate::Execution::execute_async_outcome) returns (see
+/// [`ExecutionFuture`]).
+pub type ExecuteAsyncOutcome<'c, K, R, FB> = ExecutionFuture<
+    'c,
+    K,
+    R,
+    FB,
+    <R as RunFn>::Running,
+    <FB as AsyncFallback<<R as RunFn>::Output, <R as RunFn>::Error>>::Future,
+    <R as RunFn>::Error,
+>;
+
 fn release_permits(state: &CommandState, permit: &mut bool, fallback_permit: &mut bool) {
     if std::mem::take(permit) {
         state.execution_semaphore.give_back();
@@ -152,10 +168,11 @@ fn release_permits(state: &CommandState, permit: &mut bool, fallback_permit: &mu
     }
 }
 
-impl<'c, K, R, FB> ExecuteAsyncOutcome<'c, K, R, FB>
+impl<'c, K, R, FB, Running, FFut, E> ExecutionFuture<'c, K, R, FB, Running, FFut, E>
 where
-    R: RunFn,
-    FB: AsyncFallback<R::Output, R::Error>,
+    R: RunFn<Running = Running, Error = E>,
+    FB: AsyncFallback<R::Output, E, Future = FFut>,
+    Running: Interrupt,
 {
     pub(crate) fn new(
         state: StateRef<'c>,
@@ -164,7 +181,7 @@ where
         fallback: FB,
         options: CallOptions,
     ) -> Self {
-        ExecuteAsyncOutcome {
+        ExecutionFuture {
             phase: Phase::Start { run, fallback },
             state,
             classifier,
@@ -176,13 +193,15 @@ where
     }
 }
 
-impl<K, R, FB> Future for ExecuteAsyncOutcome<'_, K, R, FB>
+impl<K, R, FB, Running, FFut, E> Future for ExecutionFuture<'_, K, R, FB, Running, FFut, E>
 where
-    R: RunFn,
-    FB: AsyncFallback<R::Output, R::Error>,
-    K: Classify<R::Error>,
+    R: RunFn<Running = Running, Error = E>,
+    FB: AsyncFallback<R::Output, E, Future = FFut>,
+    K: Classify<E>,
+    Running: Interrupt + Future<Output = RunEnd<R::Output, E>>,
+    FFut: Future<Output = Result<R::Output, FB::Error>>,
 {
-    type Output = Outcome<R::Output, R::Error>;
+    type Output = Outcome<R::Output, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
@@ -345,37 +364,31 @@ where
 }
 
 pin_project! {
-    /// The future of an execution that resolves to its value or error: what
-    /// [`Execution::execute_async`](crate::Execution::execute_async) returns. Cold; dropping it
-    /// cancels, as [`ExecuteAsyncOutcome`].
+    /// A future that resolves to the response (value or error) of an outcome future: what
+    /// [`Execution::execute_async`](crate::Execution::execute_async) returns, as
+    /// [`ExecuteAsync`]. Cold; dropping it cancels, as [`ExecutionFuture`].
     #[must_use = "futures do nothing unless polled"]
-    pub struct ExecuteAsync<'c, K, R, FB>
-    where
-        R: RunFn,
-        FB: AsyncFallback<R::Output, R::Error>,
-    {
+    pub struct OutcomeResponse<F> {
         #[pin]
-        inner: ExecuteAsyncOutcome<'c, K, R, FB>,
+        inner: F,
     }
 }
 
-impl<'c, K, R, FB> ExecuteAsync<'c, K, R, FB>
-where
-    R: RunFn,
-    FB: AsyncFallback<R::Output, R::Error>,
-{
-    pub(crate) fn new(inner: ExecuteAsyncOutcome<'c, K, R, FB>) -> Self {
-        ExecuteAsync { inner }
+/// The future of an execution that resolves to its value or error: what
+/// [`Execution::execute_async`](crate::Execution::execute_async) returns.
+pub type ExecuteAsync<'c, K, R, FB> = OutcomeResponse<ExecuteAsyncOutcome<'c, K, R, FB>>;
+
+impl<F> OutcomeResponse<F> {
+    pub(crate) fn new(inner: F) -> Self {
+        OutcomeResponse { inner }
     }
 }
 
-impl<K, R, FB> Future for ExecuteAsync<'_, K, R, FB>
+impl<F, T, E> Future for OutcomeResponse<F>
 where
-    R: RunFn,
-    FB: AsyncFallback<R::Output, R::Error>,
-    K: Classify<R::Error>,
+    F: Future<Output = Outcome<T, E>>,
 {
-    type Output = Result<R::Output, HystrixError<R::Error>>;
+    type Output = Result<T, HystrixError<E>>;
 
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {

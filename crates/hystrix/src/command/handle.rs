@@ -15,7 +15,7 @@ use pin_project_lite::pin_project;
 
 use crate::clock::Clock;
 use crate::command::execution::AsyncFallback;
-use crate::command::future::{ExecuteAsync, ExecuteAsyncOutcome, StateRef};
+use crate::command::future::{ExecuteAsyncOutcome, StateRef};
 use crate::command::pipeline::CallOptions;
 use crate::command::run::RunFn;
 use crate::command::{Classify, ExecutionResult, Outcome};
@@ -366,23 +366,15 @@ pin_project! {
     /// polled; it yields the response once, then ends. Dropping it cancels, as
     /// [`ExecuteAsync`].
     #[must_use = "streams do nothing unless polled"]
-    pub struct ToObservable<'c, K, R, FB>
-    where
-        R: RunFn,
-        FB: AsyncFallback<R::Output, R::Error>,
-    {
+    pub struct ToObservable<F> {
         #[pin]
-        execution: ExecuteAsync<'c, K, R, FB>,
+        execution: F,
         done: bool,
     }
 }
 
-impl<'c, K, R, FB> ToObservable<'c, K, R, FB>
-where
-    R: RunFn,
-    FB: AsyncFallback<R::Output, R::Error>,
-{
-    pub(crate) fn new(execution: ExecuteAsync<'c, K, R, FB>) -> Self {
+impl<F> ToObservable<F> {
+    pub(crate) fn new(execution: F) -> Self {
         ToObservable {
             execution,
             done: false,
@@ -390,13 +382,11 @@ where
     }
 }
 
-impl<K, R, FB> Stream for ToObservable<'_, K, R, FB>
+impl<F, T, E> Stream for ToObservable<F>
 where
-    R: RunFn,
-    FB: AsyncFallback<R::Output, R::Error>,
-    K: Classify<R::Error>,
+    F: Future<Output = Result<T, HystrixError<E>>>,
 {
-    type Item = Result<R::Output, HystrixError<R::Error>>;
+    type Item = Result<T, HystrixError<E>>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.project();

@@ -1,13 +1,17 @@
 //! Command definitions made per key on demand (per host, route, tenant...), in a bounded map.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
+
 use crate::command::{AllFailures, Command, CommandBuilder};
 use crate::config::ceil_millis;
 use crate::error::ConfigError;
+use crate::key::CommandKey;
 use crate::keyed::KeyedMap;
 use crate::registry::Registry;
 
@@ -17,9 +21,11 @@ type Factory<C> = dyn Fn(&str) -> CommandBuilder<C> + Send + Sync;
 /// (SPEC Part A 35): at most [`max_keys`](KeyedCommandsBuilder::max_keys) keys, the least
 /// recently used evicted first, and keys unused for longer than
 /// [`idle_timeout`](KeyedCommandsBuilder::idle_timeout) evicted. An evicted key's state
-/// (breaker, metrics, semaphores) is removed from the registry with [`Registry::remove`]:
-/// executions in flight finish on it, and the key's next use starts afresh. The keys a
-/// `KeyedCommands` makes are its own; do not define them elsewhere in the same registry.
+/// (breaker, metrics, semaphores, and its thread pool if no other key uses it) is removed from
+/// the registry with [`Registry::remove`]: executions in flight finish on it, and the key's
+/// next use starts afresh. Two names the factory maps to one command key share its state,
+/// which is removed when the last of them is evicted. The command keys a `KeyedCommands` makes
+/// are its own; do not define them elsewhere in the same registry.
 ///
 /// Cheap to clone (clones share the map). Used by the tower layer for a key per request
 /// ([`HystrixLayer::keyed`](crate::tower::HystrixLayer::keyed)).
@@ -55,6 +61,9 @@ struct Inner<C> {
     factory: Box<Factory<C>>,
     registry: Registry,
     map: KeyedMap<Command<C>>,
+    /// Names held per command key (a factory may map several names to one key); changed only
+    /// under the map's lock.
+    names_per_key: Mutex<HashMap<CommandKey, usize>>,
 }
 
 impl<C> Clone for KeyedCommands<C> {
@@ -143,6 +152,7 @@ impl<C> KeyedCommandsBuilder<C> {
                 factory: self.factory,
                 map: KeyedMap::new(self.max_keys, self.idle_timeout.map(ceil_millis), clock),
                 registry,
+                names_per_key: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -158,9 +168,28 @@ impl<C: Clone> KeyedCommands<C> {
         let inner = &*self.inner;
         inner.map.get_or_try_insert(
             key,
-            || (inner.factory)(key).build_in(&inner.registry),
+            || {
+                let command = (inner.factory)(key).build_in(&inner.registry)?;
+                *inner
+                    .names_per_key
+                    .lock()
+                    .entry(command.key().clone())
+                    .or_insert(0) += 1;
+                Ok(command)
+            },
             |_, evicted| {
-                inner.registry.remove(evicted.key().as_str());
+                let mut names = inner.names_per_key.lock();
+                let last = match names.get_mut(evicted.key()) {
+                    Some(count) if *count > 1 => {
+                        *count -= 1;
+                        false
+                    }
+                    _ => true,
+                };
+                if last {
+                    names.remove(evicted.key());
+                    inner.registry.remove(evicted.key().as_str());
+                }
             },
         )
     }

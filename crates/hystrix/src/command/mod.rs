@@ -49,7 +49,7 @@ pub use execution::{
 };
 #[cfg(feature = "tower")]
 pub(crate) use future::StateRef;
-pub use future::{ExecuteAsync, ExecuteAsyncOutcome};
+pub use future::{ExecuteAsync, ExecuteAsyncOutcome, ExecutionFuture, OutcomeResponse};
 pub use handle::{Observed, QueuedExecution, ToObservable};
 pub use hystrix_command::{HystrixAsyncCommand, HystrixCommand};
 pub use keyed::{KeyedCommands, KeyedCommandsBuilder};

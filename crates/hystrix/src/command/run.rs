@@ -146,7 +146,7 @@ macro_rules! blocking_run_fn {
         {
             type Output = <Self as BlockingFn>::Output;
             type Error = <Self as BlockingFn>::Error;
-            type Running = BlockingRunning<Self>;
+            type Running = BlockingRunning<Self, Self::Output, Self::Error>;
             const BLOCKING: bool = true;
 
             fn start_here(self, start: Start<'_>) -> Self::Running {
@@ -162,9 +162,12 @@ macro_rules! blocking_run_fn {
                 start: Start<'_>,
                 pool: &ThreadPool,
             ) -> Result<Self::Running, Rejection> {
-                PoolTask::submit(self, start.state, pool).map(|task| BlockingRunning::OnPool {
-                    task,
-                    pool: pool.clone(),
+                PoolTask::submit(self, start.state, pool).map(|(task, job)| {
+                    BlockingRunning::OnPool {
+                        task,
+                        job,
+                        pool: pool.clone(),
+                    }
                 })
             }
         }
@@ -173,9 +176,11 @@ macro_rules! blocking_run_fn {
 blocking_run_fn!(Blocking);
 blocking_run_fn!(Cancellable);
 
-/// A blocking run in progress: called in place on its first poll, or a task on a pool.
+/// A blocking run in progress: called in place on its first poll, or a task on a pool. Its
+/// parameters are plain (`T`, `E` are the run's output and error), so its auto traits need no
+/// bound (see the `future` module).
 #[doc(hidden)]
-pub enum BlockingRunning<R: BlockingFn> {
+pub enum BlockingRunning<R, T, E> {
     /// SEMAPHORE: the run has not been called yet; it is called on the next poll.
     Here {
         run: Option<R>,
@@ -185,15 +190,20 @@ pub enum BlockingRunning<R: BlockingFn> {
     },
     /// THREAD: a task on a pool thread (or in its queue).
     OnPool {
-        task: Arc<PoolTask<R>>,
+        task: Arc<PoolTask<R, T, E>>,
+        /// The same task, as the pool holds it.
+        job: Arc<dyn Job>,
         pool: ThreadPool,
     },
 }
 
-impl<R: BlockingFn> Unpin for BlockingRunning<R> {}
+impl<R, T, E> Unpin for BlockingRunning<R, T, E> {}
 
-impl<R: BlockingFn> Future for BlockingRunning<R> {
-    type Output = RunEnd<R::Output, R::Error>;
+impl<R, T, E> Future for BlockingRunning<R, T, E>
+where
+    R: BlockingFn<Output = T, Error = E>,
+{
+    type Output = RunEnd<T, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.get_mut() {
@@ -225,7 +235,7 @@ impl<R: BlockingFn> Future for BlockingRunning<R> {
     }
 }
 
-impl<R: BlockingFn> Interrupt for BlockingRunning<R> {
+impl<R, T, E> Interrupt for BlockingRunning<R, T, E> {
     fn interrupt(self: Pin<&mut Self>) {
         if let BlockingRunning::OnPool { task, .. } = self.get_mut()
             && let Some(token) = &task.token
@@ -235,10 +245,10 @@ impl<R: BlockingFn> Interrupt for BlockingRunning<R> {
     }
 
     fn hold_trial(self: Pin<&mut Self>, generation: u32) -> bool {
-        let BlockingRunning::OnPool { task, pool } = self.get_mut() else {
+        let BlockingRunning::OnPool { task, job, pool } = self.get_mut() else {
             return false; // a run called in place has ended by the time it can be dropped
         };
-        if task.dequeue(pool) {
+        if task.dequeue(job, pool) {
             return false; // it never runs
         }
         // Under the lock `complete` takes it from: either the task sees the held trial when it
@@ -253,11 +263,11 @@ impl<R: BlockingFn> Interrupt for BlockingRunning<R> {
     }
 }
 
-impl<R: BlockingFn> Drop for BlockingRunning<R> {
+impl<R, T, E> Drop for BlockingRunning<R, T, E> {
     fn drop(&mut self) {
-        if let BlockingRunning::OnPool { task, pool } = self {
+        if let BlockingRunning::OnPool { task, job, pool } = self {
             // Abandoned while still queued: it never runs (SPEC §6, a queued task is removed).
-            task.dequeue(pool);
+            task.dequeue(job, pool);
         }
     }
 }
@@ -269,12 +279,12 @@ const CANCELLED: u8 = 3;
 
 /// A blocking run as a task on a pool: its function until it runs, then its result.
 #[doc(hidden)]
-pub struct PoolTask<R: BlockingFn> {
+pub struct PoolTask<R, T, E> {
     status: AtomicU8,
     run: Mutex<Option<R>>,
     /// Only cancellable runs have one.
     token: Option<CancellationToken>,
-    result: Mutex<Option<Ran<R::Output, R::Error>>>,
+    result: Mutex<Option<Ran<T, E>>>,
     waker: Mutex<Option<Waker>>,
     /// The generation of a half-open trial its caller abandoned while it ran: its slot is given
     /// back when the run stops.
@@ -282,12 +292,19 @@ pub struct PoolTask<R: BlockingFn> {
     command: Arc<CommandState>,
 }
 
-impl<R: BlockingFn> PoolTask<R> {
+impl<R, T, E> PoolTask<R, T, E>
+where
+    R: BlockingFn<Output = T, Error = E>,
+    T: Send + 'static,
+    E: Send + 'static,
+{
+    /// Queues `run` on `pool`; returns the task, and the same task as the pool holds it.
+    #[allow(clippy::type_complexity)]
     fn submit(
         run: R,
         command: &Arc<CommandState>,
         pool: &ThreadPool,
-    ) -> Result<Arc<Self>, Rejection> {
+    ) -> Result<(Arc<Self>, Arc<dyn Job>), Rejection> {
         let task = Arc::new(PoolTask {
             status: AtomicU8::new(QUEUED),
             run: Mutex::new(Some(run)),
@@ -297,25 +314,27 @@ impl<R: BlockingFn> PoolTask<R> {
             held_trial: Mutex::new(None),
             command: Arc::clone(command),
         });
-        pool.submit(Arc::clone(&task) as Arc<dyn Job>)?;
-        Ok(task)
+        let job: Arc<dyn Job> = Arc::clone(&task) as Arc<dyn Job>;
+        pool.submit(Arc::clone(&job))?;
+        Ok((task, job))
     }
+}
 
-    /// Takes the task out of the pool's queue if it has not started; returns whether it was
-    /// still queued (it will never run).
-    fn dequeue(self: &Arc<Self>, pool: &ThreadPool) -> bool {
+impl<R, T, E> PoolTask<R, T, E> {
+    /// Takes the task (`job`, as the pool holds it) out of the pool's queue if it has not
+    /// started; returns whether it was still queued (it will never run).
+    fn dequeue(&self, job: &Arc<dyn Job>, pool: &ThreadPool) -> bool {
         let queued = self
             .status
             .compare_exchange(QUEUED, CANCELLED, Ordering::AcqRel, Ordering::Acquire)
             .is_ok();
         if queued {
-            let job: Arc<dyn Job> = Arc::clone(self) as Arc<dyn Job>;
-            pool.remove_queued(&job);
+            pool.remove_queued(job);
         }
         queued
     }
 
-    fn poll_result(&self, cx: &mut Context<'_>) -> Poll<RunEnd<R::Output, R::Error>> {
+    fn poll_result(&self, cx: &mut Context<'_>) -> Poll<RunEnd<T, E>> {
         let take = || match self.status.load(Ordering::Acquire) {
             DONE => self.result.lock().take(),
             _ => None,
@@ -332,7 +351,12 @@ impl<R: BlockingFn> PoolTask<R> {
     }
 }
 
-impl<R: BlockingFn> Job for PoolTask<R> {
+impl<R, T, E> Job for PoolTask<R, T, E>
+where
+    R: BlockingFn<Output = T, Error = E>,
+    T: Send + 'static,
+    E: Send + 'static,
+{
     fn run(&self) {
         if self
             .status

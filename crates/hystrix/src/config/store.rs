@@ -544,6 +544,11 @@ impl Properties {
     pub(crate) fn remove_command(&self, key: &CommandKey) {
         self.state.lock().command.cells.remove(key.as_str());
     }
+
+    /// Forgets a thread-pool key's live cell (its dynamic per-key values stay).
+    pub(crate) fn remove_thread_pool(&self, key: &ThreadPoolKey) {
+        self.state.lock().thread_pool.cells.remove(key.as_str());
+    }
 }
 
 /// Writes `targets` into `layers` and checks the result; returns the snapshots to publish.

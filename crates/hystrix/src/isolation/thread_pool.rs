@@ -531,9 +531,12 @@ pub struct ThreadPoolMetrics {
     pub current_active_count: u32,
     /// Tasks waiting in the queue.
     pub current_queue_size: u32,
-    /// Pool threads alive.
+    /// Pool threads alive: the threads that run blocking runs. Async runs (and so every call
+    /// through the tower layer under THREAD isolation) run on the pool's own runtime, whose
+    /// `coreSize` workers are not counted here; they show in `current_active_count` and
+    /// `rolling_max_active_threads`.
     pub current_pool_size: u32,
-    /// The most pool threads alive at once.
+    /// The most pool threads (for blocking runs) alive at once.
     pub current_largest_pool_size: u32,
     /// Tasks finished since the pool was created.
     pub current_completed_task_count: u64,
