@@ -7,22 +7,13 @@ mod common;
 use std::num::NonZeroUsize;
 use std::time::{Duration, Instant};
 
-use common::DependencyError;
+use common::{DependencyError, threads_named};
 use hystrix::command::KeyedCommands;
 use hystrix::testing::TestRegistry;
 use hystrix::{Command, IsolationStrategy};
 
 fn ok() -> Result<u32, DependencyError> {
     Ok(1)
-}
-
-/// Threads of this process whose name starts with `prefix` (Linux).
-fn threads_named(prefix: &str) -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
-        .filter(|name| name.trim_end().starts_with(prefix))
-        .count()
 }
 
 /// Waits until `count()` is `expected`; the bound turns a leak into a failure, not a hang.

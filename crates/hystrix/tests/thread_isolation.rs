@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::DependencyError;
+use common::{DependencyError, threads_named};
 use hystrix::testing::TestRegistry;
 use hystrix::{
     CancellationToken, Command, EventType, FailureType, HystrixError, IsolationStrategy, Registry,
@@ -74,15 +74,6 @@ fn wait_for_no_threads_named(prefix: &str) {
         );
         std::thread::yield_now();
     }
-}
-
-/// Names of this process's threads whose name starts with `prefix` (Linux).
-fn threads_named(prefix: &str) -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
-        .filter(|name| name.trim_end().starts_with(prefix))
-        .count()
 }
 
 #[test]

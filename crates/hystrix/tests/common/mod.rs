@@ -71,3 +71,12 @@ impl EventNotifier for RecordingNotifier {
         ));
     }
 }
+
+/// Threads of this process whose name starts with `prefix` (Linux: /proc/self/task).
+pub fn threads_named(prefix: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|name| name.trim_end().starts_with(prefix))
+        .count()
+}
