@@ -1,14 +1,15 @@
 //! The breaker's state as one atomic word, so that every transition and every trial admission is
-//! a single compare-and-swap (and can be model-checked with loom: `RUSTFLAGS="--cfg loom"`).
+//! a single compare-and-swap (and can be model-checked with loom: `RUSTFLAGS="--cfg
+//! hystrix_loom"`, a private cfg, so dependencies such as tokio keep their normal build).
 //!
 //! Layout: status (2 bits) | generation (30 bits) | trial slots taken (16 bits) | trial
 //! successes (16 bits). The generation grows on every transition; an outcome carries the
 //! generation it was admitted in and moves the breaker only if it is still current (SPEC
 //! Part A 1, 15).
 
-#[cfg(loom)]
+#[cfg(hystrix_loom)]
 use loom::sync::atomic::{AtomicU64, Ordering};
-#[cfg(not(loom))]
+#[cfg(not(hystrix_loom))]
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// CLOSED, OPEN or HALF_OPEN.
@@ -180,7 +181,7 @@ impl State {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(hystrix_loom)))]
 mod tests {
     use super::*;
 
@@ -225,7 +226,7 @@ mod tests {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, hystrix_loom))]
 mod loom_tests {
     use super::*;
     use loom::sync::Arc;
