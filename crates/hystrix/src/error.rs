@@ -241,6 +241,7 @@ pub(crate) enum Detail {
 }
 
 impl<E> HystrixError<E> {
+    #[inline]
     pub(crate) fn new(failure_type: FailureType, command_key: CommandKey, cause: Cause<E>) -> Self {
         HystrixError {
             failure_type,
@@ -251,6 +252,7 @@ impl<E> HystrixError<E> {
         }
     }
 
+    #[inline]
     pub(crate) fn with_detail(mut self, detail: Detail) -> Self {
         self.detail = detail;
         self

@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 
 use hdrhistogram::Histogram;
 
-use crate::metrics::rolling::EpochCounter;
+use crate::metrics::rolling::{EpochCounter, ring_index, ring_len};
 
 /// Counters per segment: 256 for segment 0, 128 for each later one.
 const HALF: usize = 128;
@@ -127,7 +127,7 @@ impl RollingLatency {
         RollingLatency {
             bucket_ms: bucket_ms.max(1),
             buckets: buckets.max(1),
-            slots: (0..=buckets.max(1)).map(|_| Slot::default()).collect(),
+            slots: (0..ring_len(buckets)).map(|_| Slot::default()).collect(),
         }
     }
 
@@ -135,7 +135,7 @@ impl RollingLatency {
     #[inline]
     pub(crate) fn record(&self, now_ms: u64, value_ms: u64) {
         let epoch = (now_ms / self.bucket_ms) as u32;
-        let slot = &self.slots[epoch as usize % self.slots.len()];
+        let slot = &self.slots[ring_index(epoch, self.slots.len())];
         let (segment, index) = locate(value_ms);
         let counters = slot.segments[segment].get_or_init(|| {
             let len = if segment == 0 { 2 * HALF } else { HALF };
@@ -152,7 +152,7 @@ impl RollingLatency {
         };
         for back in 1..=self.buckets {
             let epoch = current.wrapping_sub(back);
-            let slot = &self.slots[epoch as usize % self.slots.len()];
+            let slot = &self.slots[ring_index(epoch, self.slots.len())];
             for (segment, counters) in slot.segments.iter().enumerate() {
                 let Some(counters) = counters.get() else {
                     continue;

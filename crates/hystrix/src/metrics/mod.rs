@@ -122,7 +122,9 @@ impl CommandCounters {
             self.events
                 .add(now_ms, index, events.count(EventType::ALL[index]));
         }
-        if fallback_disabled || bits & THROWS_MASK != 0 {
+        // EXCEPTION_THROWN is derived when read (as Hystrix's aggregation does): its counter
+        // only holds the errors no event shows, those of a disabled fallback.
+        if fallback_disabled {
             self.events
                 .add(now_ms, EventType::ExceptionThrown.index(), 1);
         }
@@ -188,8 +190,10 @@ impl CommandCounters {
         };
         CommandMetrics {
             command_key,
-            rolling: std::array::from_fn(|i| self.events.rolling_sum(now_ms, i)),
-            cumulative: std::array::from_fn(|i| self.events.cumulative(i)),
+            rolling: with_exceptions_thrown(std::array::from_fn(|i| {
+                self.events.rolling_sum(now_ms, i)
+            })),
+            cumulative: with_exceptions_thrown(std::array::from_fn(|i| self.events.cumulative(i))),
             health: self.health(now_ms),
             current_concurrent_execution_count: executing,
             rolling_max_concurrent_execution_count: self.events.rolling_max(now_ms),
@@ -206,6 +210,18 @@ impl CommandCounters {
             + self.execution_latency.heap_bytes()
             + self.total_latency.heap_bytes()
     }
+}
+
+/// Adds to EXCEPTION_THROWN the executions whose caller got an error shown by an event: a bad
+/// request, or a failed, missing or rejected fallback (one per execution at most).
+fn with_exceptions_thrown(mut counts: [u64; EventType::COUNT]) -> [u64; EventType::COUNT] {
+    let mut throws = THROWS_MASK;
+    while throws != 0 {
+        let index = throws.trailing_zeros() as usize;
+        throws &= throws - 1;
+        counts[EventType::ExceptionThrown.index()] += counts[index];
+    }
+    counts
 }
 
 /// A snapshot of one command key's metrics, read without stopping writers (as Hystrix's

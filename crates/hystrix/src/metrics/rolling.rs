@@ -97,6 +97,19 @@ impl EpochCounter {
     }
 }
 
+/// Slots in a ring for a window of `buckets` buckets: one more than the window (the bucket
+/// filling), rounded up to a power of two so a bucket's slot is found with a mask, not a
+/// division.
+pub(crate) fn ring_len(buckets: u32) -> usize {
+    (buckets.max(1) as usize + 1).next_power_of_two()
+}
+
+/// The slot of bucket `epoch` in a ring of `len` slots (a power of two).
+#[inline]
+pub(crate) fn ring_index(epoch: u32, len: usize) -> usize {
+    epoch as usize & (len - 1)
+}
+
 /// One slot of a ring: `N` counters and a rolling maximum.
 #[derive(Debug)]
 struct Slot<const N: usize> {
@@ -132,7 +145,7 @@ impl<const N: usize> RollingCounts<N> {
         RollingCounts {
             bucket_ms: bucket_ms.max(1),
             buckets: buckets.max(1),
-            slots: (0..=buckets.max(1)).map(|_| Slot::default()).collect(),
+            slots: (0..ring_len(buckets)).map(|_| Slot::default()).collect(),
             retired: std::array::from_fn(|_| AtomicU64::new(0)),
             reported: Mutex::new([0; N]),
         }
@@ -146,7 +159,7 @@ impl<const N: usize> RollingCounts<N> {
 
     #[inline]
     fn slot(&self, epoch: u32) -> &Slot<N> {
-        &self.slots[epoch as usize % self.slots.len()]
+        &self.slots[ring_index(epoch, self.slots.len())]
     }
 
     /// Adds `n` to counter `index` at `now_ms`.
