@@ -91,6 +91,17 @@ fn invalid_builder_values_are_refused_with_the_full_property_name() {
              (1000000000 ms) evenly into at most 1000 health buckets",
         ),
         (
+            // Buckets of 1000 ms and health buckets of 999 ms share only 1 ms buckets.
+            builder("A")
+                .property("metrics.rollingStats.timeInMilliseconds", 999_000)
+                .property("metrics.rollingStats.numBuckets", 999)
+                .property("metrics.healthSnapshot.intervalInMilliseconds", 999),
+            "invalid value `999` for `hystrix.command.A.metrics.healthSnapshot.\
+             intervalInMilliseconds`: with rolling-stats buckets of 1000 ms, events would be \
+             counted in buckets of 1 ms (their greatest common divisor): 999000 in the window, \
+             more than 1000; use an interval that divides the bucket size or is a multiple of it",
+        ),
+        (
             builder("A").property("metrics.rollingPercentile.numBuckets", 1_000_000),
             "invalid value `1000000` for `hystrix.command.A.metrics.rollingPercentile.\
              numBuckets`: must be at most 1000 (each bucket takes memory per command key)",

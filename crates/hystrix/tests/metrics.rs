@@ -277,7 +277,7 @@ fn memory_per_command_key_stays_small_and_bounded() {
         .build_in(test.registry())
         .unwrap();
     let fresh = test.registry().command_state_bytes("Memory").unwrap();
-    // Latencies of 0-255 ms need only the first latency segment (2 KiB per bucket and window).
+    // Latencies of 0-255 ms need only the first latency segment (2 KiB per bucket).
     for ms in [3, 40, 200] {
         execute_taking(&test, &cmd, ms);
     }
@@ -298,9 +298,58 @@ fn memory_per_command_key_stays_small_and_bounded() {
     }
     let worst = test.registry().command_state_bytes("Memory").unwrap();
     eprintln!("bytes per command key: fresh {fresh}, typical {typical}, worst {worst}");
-    assert!(fresh < 16 * 1024, "fresh {fresh}");
-    // Two latency windows (execution, total) of one first segment (256 counters of 8 bytes).
-    assert_eq!(typical - fresh, 2 * 256 * 8);
-    // 8 ring slots x 2 windows x (2 KiB + 23 x 1 KiB).
-    assert_eq!(worst - fresh, 8 * 2 * (256 + 23 * 128) * 8);
+    assert!(fresh < 24 * 1024, "fresh {fresh}");
+    // Execution and total latency are equal here (no queue, no fallback): they are recorded
+    // once, in one window. Its first segment: 256 counters of 8 bytes.
+    assert_eq!(typical - fresh, 256 * 8);
+    // 8 ring slots x (2 KiB + 23 x 1 KiB).
+    assert_eq!(worst - fresh, 8 * (256 + 23 * 128) * 8);
+}
+
+#[test]
+fn rolling_counts_and_health_read_one_ring_whatever_their_bucket_sizes() {
+    let test = TestRegistry::new();
+    // Rolling-stats buckets of 100 ms, health buckets of 500 ms: events in 100 ms buckets.
+    let cmd = builder("FineBuckets")
+        .property("metrics.rollingStats.numBuckets", 100)
+        .build_in(test.registry())
+        .unwrap();
+    let fail = || Err::<u32, _>(DependencyError("boom"));
+    for _ in 0..3 {
+        cmd.run(ok).execute().unwrap();
+    }
+    cmd.run(fail).execute().unwrap_err();
+
+    advance_to(&test, 100);
+    let metrics = cmd.metrics();
+    assert_eq!(metrics.rolling_count(EventType::Success), 3);
+    assert_eq!(metrics.rolling_count(EventType::Failure), 1);
+    assert_eq!(metrics.health_counts().total_requests, 0);
+
+    advance_to(&test, 250);
+    cmd.run(fail).execute().unwrap_err();
+    cmd.run(fail).execute().unwrap_err();
+    advance_to(&test, 500);
+    let metrics = cmd.metrics();
+    assert_eq!(metrics.rolling_count(EventType::Failure), 3);
+    let health = metrics.health_counts();
+    assert_eq!(
+        (
+            health.total_requests,
+            health.error_count,
+            health.error_percentage
+        ),
+        (6, 3, 50)
+    );
+
+    // The rolling window has moved past the events at 0 ms; the health window keeps its
+    // first bucket (0-500 ms) until 10 500 ms.
+    advance_to(&test, 10_100);
+    let metrics = cmd.metrics();
+    assert_eq!(metrics.rolling_count(EventType::Success), 0);
+    assert_eq!(metrics.rolling_count(EventType::Failure), 2);
+    assert_eq!(metrics.health_counts().total_requests, 6);
+    advance_to(&test, 10_500);
+    assert_eq!(cmd.metrics().health_counts().total_requests, 0);
+    assert_eq!(cmd.metrics().cumulative_count(EventType::Failure), 3);
 }

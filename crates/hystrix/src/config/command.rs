@@ -225,6 +225,22 @@ impl CommandProperties {
                 ),
             ));
         }
+        let bucket_ms = window_ms / u64::from(self.metrics_rolling_stats_num_buckets);
+        // Events are counted in buckets of gcd(rolling-stats bucket, health interval).
+        let shared = crate::metrics::rolling::gcd(bucket_ms, interval_ms);
+        if window_ms / shared > u64::from(MAX_BUCKETS) {
+            return Err(invalid(
+                "metrics.healthSnapshot.intervalInMilliseconds",
+                interval_ms.to_string(),
+                format!(
+                    "with rolling-stats buckets of {bucket_ms} ms, events would be counted in \
+                     buckets of {shared} ms (their greatest common divisor): {} in the window, \
+                     more than {MAX_BUCKETS}; use an interval that divides the bucket size or is \
+                     a multiple of it",
+                    window_ms / shared
+                ),
+            ));
+        }
         if self.circuit_breaker_half_open_success_threshold
             > self.circuit_breaker_half_open_permitted_requests
         {

@@ -22,7 +22,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::clock::{Clock, TimerId};
 use crate::config::{PropertyCell, ThreadPoolKind};
 use crate::key::ThreadPoolKey;
-use crate::metrics::rolling::RollingCounts;
+use crate::metrics::rolling::{RollingCounts, View};
 
 /// The pool's rolling counters.
 const EXECUTED: usize = 0;
@@ -98,6 +98,8 @@ struct Shared {
     /// Rolling EXECUTED / REJECTED counts and the rolling max of active tasks, over the pool's
     /// `metrics.rollingStats.*` window (fixed at creation).
     counts: RollingCounts<2>,
+    /// The window `counts` is read through.
+    window: View,
     next_thread: AtomicU32,
     handles: Mutex<Vec<JoinHandle<()>>>,
     runtime: Mutex<Option<tokio::runtime::Runtime>>,
@@ -148,6 +150,8 @@ impl ThreadPool {
                 props.metrics_rolling_stats_num_buckets,
             )
         };
+        let bucket_ms = window_ms / u64::from(buckets.max(1));
+        let window = View::new(bucket_ms, bucket_ms, buckets);
         ThreadPool {
             shared: Arc::new(Shared {
                 key,
@@ -168,7 +172,8 @@ impl ThreadPool {
                 pool_size: AtomicU32::new(0),
                 largest: AtomicU32::new(0),
                 completed: AtomicU64::new(0),
-                counts: RollingCounts::new(window_ms / u64::from(buckets.max(1)), buckets),
+                counts: RollingCounts::new(bucket_ms, window.fine_buckets_kept()),
+                window,
                 next_thread: AtomicU32::new(0),
                 handles: Mutex::new(Vec::new()),
                 runtime: Mutex::new(None),
@@ -306,11 +311,19 @@ impl ThreadPool {
             current_task_count: completed + u64::from(active) + u64::from(queue_size),
             current_core_pool_size: props.core_size,
             current_maximum_pool_size: props.actual_maximum_size,
-            rolling_count_threads_executed: shared.counts.rolling_sum(now_ms, EXECUTED),
-            rolling_count_command_rejections: shared.counts.rolling_sum(now_ms, REJECTED),
+            rolling_count_threads_executed: shared.counts.rolling_sum(
+                &shared.window,
+                now_ms,
+                EXECUTED,
+            ),
+            rolling_count_command_rejections: shared.counts.rolling_sum(
+                &shared.window,
+                now_ms,
+                REJECTED,
+            ),
             cumulative_count_threads_executed: shared.counts.cumulative(EXECUTED),
             cumulative_count_command_rejections: shared.counts.cumulative(REJECTED),
-            rolling_max_active_threads: shared.counts.rolling_max(now_ms),
+            rolling_max_active_threads: shared.counts.rolling_max(&shared.window, now_ms),
         }
     }
 

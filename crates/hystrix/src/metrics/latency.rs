@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 
 use hdrhistogram::Histogram;
 
-use crate::metrics::rolling::{EpochCounter, ring_index, ring_len};
+use crate::metrics::rolling::{Divisor, EpochCounter, ring_index, ring_len};
 
 /// Counters per segment: 256 for segment 0, 128 for each later one.
 const HALF: usize = 128;
@@ -53,7 +53,7 @@ struct Slot {
 /// Latencies in ms over a rolling window of `buckets` buckets of `bucket_ms`.
 #[derive(Debug)]
 pub(crate) struct RollingLatency {
-    bucket_ms: u64,
+    bucket_ms: Divisor,
     buckets: u32,
     slots: Box<[Slot]>,
 }
@@ -125,7 +125,7 @@ impl RollingLatency {
     /// A window of `buckets` buckets of `bucket_ms` ms (both at least 1).
     pub(crate) fn new(bucket_ms: u64, buckets: u32) -> Self {
         RollingLatency {
-            bucket_ms: bucket_ms.max(1),
+            bucket_ms: Divisor::new(bucket_ms),
             buckets: buckets.max(1),
             slots: (0..ring_len(buckets)).map(|_| Slot::default()).collect(),
         }
@@ -134,7 +134,7 @@ impl RollingLatency {
     /// Records one latency of `value_ms` at `now_ms`.
     #[inline]
     pub(crate) fn record(&self, now_ms: u64, value_ms: u64) {
-        let epoch = (now_ms / self.bucket_ms) as u32;
+        let epoch = self.bucket_ms.divide(now_ms) as u32;
         let slot = &self.slots[ring_index(epoch, self.slots.len())];
         let (segment, index) = locate(value_ms);
         let counters = slot.segments[segment].get_or_init(|| {
@@ -145,11 +145,14 @@ impl RollingLatency {
     }
 
     /// The distribution of the completed buckets of the window at `now_ms`.
+    #[cfg(test)]
     pub(crate) fn percentiles(&self, now_ms: u64) -> LatencyPercentiles {
-        let current = (now_ms / self.bucket_ms) as u32;
-        let Ok(mut histogram) = Histogram::<u64>::new_with_bounds(1, MAX_VALUE, 2) else {
-            return LatencyPercentiles::default();
-        };
+        percentiles_of(&[self], now_ms)
+    }
+
+    /// Adds the completed buckets of the window at `now_ms` to `histogram`.
+    fn add_to(&self, histogram: &mut Histogram<u64>, now_ms: u64) {
+        let current = self.bucket_ms.divide(now_ms) as u32;
         for back in 1..=self.buckets {
             let epoch = current.wrapping_sub(back);
             let slot = &self.slots[ring_index(epoch, self.slots.len())];
@@ -165,7 +168,6 @@ impl RollingLatency {
                 }
             }
         }
-        summarize(&histogram)
     }
 
     /// Bytes on the heap: the ring, and the counters allocated so far.
@@ -179,6 +181,18 @@ impl RollingLatency {
             .sum();
         self.slots.len() * std::mem::size_of::<Slot>() + counters
     }
+}
+
+/// The distribution of the completed buckets of several windows together (same bucket size) at
+/// `now_ms`.
+pub(crate) fn percentiles_of(windows: &[&RollingLatency], now_ms: u64) -> LatencyPercentiles {
+    let Ok(mut histogram) = Histogram::<u64>::new_with_bounds(1, MAX_VALUE, 2) else {
+        return LatencyPercentiles::default();
+    };
+    for window in windows {
+        window.add_to(&mut histogram, now_ms);
+    }
+    summarize(&histogram)
 }
 
 /// Mean and percentiles in whole ms (truncated, as Hystrix's ints).

@@ -8,23 +8,28 @@
 //!   rolling-stats window (20 buckets), as SPEC §2.3 and Part A 14;
 //! - latency: `metrics.rollingPercentile.timeInMilliseconds` / `numBuckets` (60 000 ms / 6).
 //!
+//! The first two are read from one ring of event counters in buckets of the greatest common
+//! divisor of their bucket sizes (500 ms by default): an execution's outcome is counted once,
+//! and the health counts are the sums of its health events.
+//!
 //! Rolling values cover the completed buckets of their window; cumulative values everything since
 //! the key's state was created.
 
 mod latency;
 pub(crate) mod rolling;
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use latency::LatencyPercentiles;
 use latency::RollingLatency;
-use rolling::RollingCounts;
+use rolling::{RollingCounts, View, gcd};
 
 use crate::command::ExecutionResult;
 use crate::config::CommandProperties;
 use crate::event::{EventType, MULTIPLE_MASK, THROWS_MASK};
 use crate::key::CommandKey;
 
+/// The health counters of outcomes taken out of health (see `CommandCounters::stale`).
 const TOTAL: usize = 0;
 const ERRORS: usize = 1;
 
@@ -39,12 +44,26 @@ const HEALTH_ERROR: u32 = EventType::Failure.bit()
 /// The live metrics of one command key.
 #[derive(Debug)]
 pub(crate) struct CommandCounters {
+    /// Per event type, in fine buckets (see the module docs).
     events: RollingCounts<{ EventType::COUNT }>,
-    health: RollingCounts<2>,
+    /// The rolling-stats window over `events`.
+    rolling: View,
+    /// The health window over `events`.
+    health: View,
+    /// Health outcomes of executions admitted before the breaker's latest transition: they
+    /// count in `events` but not in health (SPEC Part A 15), so health subtracts them.
+    stale: RollingCounts<2>,
     /// Health counts start at this health bucket (moved when the breaker closes).
-    health_from: AtomicU32,
+    health_from: AtomicU64,
+    /// What that bucket held (requests, errors) when health restarted: not counted.
+    health_baseline: [AtomicU64; 2],
+    /// Execution latencies of executions whose total latency differed.
     execution_latency: RollingLatency,
+    /// Total latencies of executions whose execution latency differed (or had none).
     total_latency: RollingLatency,
+    /// Latencies of executions whose execution and total latency were equal (the common case
+    /// in whole ms): recorded once, read as part of both distributions.
+    same_latency: RollingLatency,
 }
 
 /// The breaker's view: requests and errors over the health window (SPEC §2.3).
@@ -80,10 +99,18 @@ impl CommandCounters {
         let health_ms = props.metrics_health_snapshot_interval_in_milliseconds;
         let latency_ms = props.metrics_rolling_percentile_time_in_milliseconds;
         let latency_buckets = props.metrics_rolling_percentile_num_buckets;
+        let bucket_ms = window_ms / u64::from(buckets);
+        let fine_ms = gcd(bucket_ms, health_ms);
+        let rolling = View::new(bucket_ms, fine_ms, buckets);
+        let health = View::new(health_ms, fine_ms, (window_ms / health_ms) as u32);
+        let kept = rolling.fine_buckets_kept().max(health.fine_buckets_kept());
         CommandCounters {
-            events: RollingCounts::new(window_ms / u64::from(buckets), buckets),
-            health: RollingCounts::new(health_ms, (window_ms / health_ms) as u32),
-            health_from: AtomicU32::new(0),
+            events: RollingCounts::new(fine_ms, kept),
+            rolling,
+            health,
+            stale: RollingCounts::new(fine_ms, kept),
+            health_from: AtomicU64::new(0),
+            health_baseline: [AtomicU64::new(0), AtomicU64::new(0)],
             execution_latency: RollingLatency::new(
                 latency_ms / u64::from(latency_buckets),
                 latency_buckets,
@@ -92,12 +119,16 @@ impl CommandCounters {
                 latency_ms / u64::from(latency_buckets),
                 latency_buckets,
             ),
+            same_latency: RollingLatency::new(
+                latency_ms / u64::from(latency_buckets),
+                latency_buckets,
+            ),
         }
     }
 
     /// Counts a finished execution at `now_ms`: its events, EXCEPTION_THROWN if its caller got
-    /// an error from a bad request or a failed, rejected, missing or disabled fallback, (when
-    /// `health`) its health, and (when `latencies`) its execution and total latency.
+    /// an error from a disabled fallback, and (when `latencies`) its execution and total
+    /// latency. When not `health`, its health outcome is taken out of the health counts.
     #[inline]
     pub(crate) fn record(
         &self,
@@ -128,23 +159,32 @@ impl CommandCounters {
             self.events
                 .add(now_ms, EventType::ExceptionThrown.index(), 1);
         }
-        if health && bits & (HEALTH_OK | HEALTH_ERROR) != 0 {
-            self.health.add(now_ms, TOTAL, 1);
+        if !health && bits & (HEALTH_OK | HEALTH_ERROR) != 0 {
+            self.stale.add(now_ms, TOTAL, 1);
             if bits & HEALTH_ERROR != 0 {
-                self.health.add(now_ms, ERRORS, 1);
+                self.stale.add(now_ms, ERRORS, 1);
             }
         }
         if latencies {
             // Execution latency only if user code started; total latency unless refused
             // before running (Hystrix: not for short-circuits and rejections).
-            if let Some(execution_ms) = result.execution_time_ms {
-                self.execution_latency.record(now_ms, execution_ms);
-            }
             let refused = EventType::ShortCircuited.bit()
                 | EventType::SemaphoreRejected.bit()
                 | EventType::ThreadPoolRejected.bit();
-            if bits & refused == 0 {
-                self.total_latency.record(now_ms, result.total_time_ms);
+            let total_ms = (bits & refused == 0).then_some(result.total_time_ms);
+            match (result.execution_time_ms, total_ms) {
+                // One counter instead of two for the usual execution.
+                (Some(execution_ms), Some(total_ms)) if execution_ms == total_ms => {
+                    self.same_latency.record(now_ms, execution_ms);
+                }
+                (execution_ms, total_ms) => {
+                    if let Some(execution_ms) = execution_ms {
+                        self.execution_latency.record(now_ms, execution_ms);
+                    }
+                    if let Some(total_ms) = total_ms {
+                        self.total_latency.record(now_ms, total_ms);
+                    }
+                }
             }
         }
     }
@@ -160,15 +200,48 @@ impl CommandCounters {
     /// last restart.
     pub(crate) fn health(&self, now_ms: u64) -> HealthCounts {
         let from = self.health_from.load(Ordering::Acquire);
-        HealthCounts::new(
-            self.health.rolling_sum_since(now_ms, TOTAL, from),
-            self.health.rolling_sum_since(now_ms, ERRORS, from),
+        let (mut total, mut errors) = self.health_in(self.health.completed(now_ms, from));
+        // The restart bucket is in the window: what it held at the restart does not count.
+        if self.health.is_completed(now_ms, from) {
+            total = total.saturating_sub(self.health_baseline[TOTAL].load(Ordering::Relaxed));
+            errors = errors.saturating_sub(self.health_baseline[ERRORS].load(Ordering::Relaxed));
+        }
+        HealthCounts::new(total, errors)
+    }
+
+    /// (requests, errors) of the health events in the fine buckets `range`, less the stale.
+    fn health_in(&self, range: std::ops::Range<u64>) -> (u64, u64) {
+        let sum = |mask: u32| {
+            self.events.sum_by(range.clone(), |counters, tag| {
+                let mut bits = mask;
+                let mut sum = 0;
+                while bits != 0 {
+                    let index = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    sum += u64::from(counters[index].get(tag));
+                }
+                sum
+            })
+        };
+        let stale = |index: usize| {
+            self.stale.sum_by(range.clone(), |counters, tag| {
+                u64::from(counters[index].get(tag))
+            })
+        };
+        let errors = sum(HEALTH_ERROR);
+        let total = errors + sum(HEALTH_OK);
+        (
+            total.saturating_sub(stale(TOTAL)),
+            errors.saturating_sub(stale(ERRORS)),
         )
     }
 
-    /// Restarts the health window from zero at `now_ms` (the breaker closed).
+    /// Restarts the health window from zero at `now_ms` (the breaker closed): the health
+    /// bucket filling counts from now on.
     pub(crate) fn restart_health(&self, now_ms: u64) {
-        self.health.clear_current(now_ms);
+        let (total, errors) = self.health_in(self.events.filling(&self.health, now_ms));
+        self.health_baseline[TOTAL].store(total, Ordering::Relaxed);
+        self.health_baseline[ERRORS].store(errors, Ordering::Relaxed);
         self.health_from
             .store(self.health.epoch(now_ms), Ordering::Release);
     }
@@ -183,7 +256,7 @@ impl CommandCounters {
     ) -> CommandMetrics {
         let latency = |window: &RollingLatency| {
             if latencies {
-                window.percentiles(now_ms)
+                latency::percentiles_of(&[window, &self.same_latency], now_ms)
             } else {
                 LatencyPercentiles::DISABLED
             }
@@ -191,12 +264,12 @@ impl CommandCounters {
         CommandMetrics {
             command_key,
             rolling: with_exceptions_thrown(std::array::from_fn(|i| {
-                self.events.rolling_sum(now_ms, i)
+                self.events.rolling_sum(&self.rolling, now_ms, i)
             })),
             cumulative: with_exceptions_thrown(std::array::from_fn(|i| self.events.cumulative(i))),
             health: self.health(now_ms),
             current_concurrent_execution_count: executing,
-            rolling_max_concurrent_execution_count: self.events.rolling_max(now_ms),
+            rolling_max_concurrent_execution_count: self.events.rolling_max(&self.rolling, now_ms),
             execution_latency: latency(&self.execution_latency),
             total_latency: latency(&self.total_latency),
         }
@@ -206,9 +279,10 @@ impl CommandCounters {
     pub(crate) fn memory_bytes(&self) -> usize {
         std::mem::size_of::<Self>()
             + self.events.heap_bytes()
-            + self.health.heap_bytes()
+            + self.stale.heap_bytes()
             + self.execution_latency.heap_bytes()
             + self.total_latency.heap_bytes()
+            + self.same_latency.heap_bytes()
     }
 }
 

@@ -90,11 +90,52 @@ impl EpochCounter {
     pub(crate) fn count(&self) -> u32 {
         unpack(self.0.load(Ordering::Relaxed)).1
     }
+}
 
-    /// Empties the counter for bucket `epoch`.
-    pub(crate) fn clear(&self, epoch: u32) {
-        self.0.store(pack(epoch, 0), Ordering::Relaxed);
+/// Division by a bucket size fixed at creation, with a multiplication instead of a `div`
+/// (which costs tens of cycles, several times per execution). With `m = ceil(2^64 / d)`,
+/// `floor(n * m / 2^64) = floor(n / d)` whenever `n * d < 2^64` (the error `n * (m - 2^64/d) /
+/// 2^64` then stays below `1/d`, the smallest gap to the next multiple); past that, and for
+/// `d = 1`, it divides.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Divisor {
+    d: u64,
+    m: u64,
+    /// The largest `n` the multiplication is exact for.
+    limit: u64,
+}
+
+impl Divisor {
+    /// Division by `d` (at least 1).
+    pub(crate) fn new(d: u64) -> Self {
+        let d = d.max(1);
+        if d == 1 {
+            return Divisor { d, m: 0, limit: 0 };
+        }
+        Divisor {
+            d,
+            m: u64::MAX / d + 1,
+            limit: u64::MAX / d,
+        }
     }
+
+    /// `n / d`, rounded down.
+    #[inline]
+    pub(crate) fn divide(self, n: u64) -> u64 {
+        if n <= self.limit {
+            ((u128::from(n) * u128::from(self.m)) >> 64) as u64
+        } else {
+            n / self.d
+        }
+    }
+}
+
+/// The greatest common divisor of two bucket sizes (at least 1).
+pub(crate) fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a.max(1)
 }
 
 /// Slots in a ring for a window of `buckets` buckets: one more than the window (the bucket
@@ -126,12 +167,60 @@ impl<const N: usize> Default for Slot<N> {
     }
 }
 
-/// `N` counters (and a maximum) over a rolling window of `buckets` buckets of `bucket_ms`, with
-/// cumulative totals since creation.
+/// A window read over a ring of fine buckets: `buckets` buckets of `group` fine buckets each
+/// (the rolling-stats window and the health window of a command share one ring).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct View {
+    bucket_ms: Divisor,
+    /// Fine buckets per bucket of this window.
+    group: u64,
+    /// Buckets in this window.
+    buckets: u64,
+}
+
+impl View {
+    /// A window of `buckets` buckets of `bucket_ms` over fine buckets of `fine_ms` (which must
+    /// divide `bucket_ms`).
+    pub(crate) fn new(bucket_ms: u64, fine_ms: u64, buckets: u32) -> Self {
+        let fine_ms = fine_ms.max(1);
+        View {
+            bucket_ms: Divisor::new(bucket_ms),
+            group: (bucket_ms / fine_ms).max(1),
+            buckets: u64::from(buckets.max(1)),
+        }
+    }
+
+    /// The bucket of this window `now_ms` falls in.
+    #[inline]
+    pub(crate) fn epoch(&self, now_ms: u64) -> u64 {
+        self.bucket_ms.divide(now_ms)
+    }
+
+    /// Fine buckets a ring must keep for this window: the window and the bucket filling.
+    pub(crate) fn fine_buckets_kept(&self) -> u64 {
+        (self.buckets + 1) * self.group
+    }
+
+    /// Whether its bucket `epoch` is one of the completed buckets of the window at `now_ms`.
+    pub(crate) fn is_completed(&self, now_ms: u64, epoch: u64) -> bool {
+        let current = self.epoch(now_ms);
+        epoch < current && epoch >= current.saturating_sub(self.buckets)
+    }
+
+    /// The fine buckets of this window's completed buckets at `now_ms`, from its bucket
+    /// `from` on.
+    pub(crate) fn completed(&self, now_ms: u64, from: u64) -> std::ops::Range<u64> {
+        let current = self.epoch(now_ms);
+        let first = current.saturating_sub(self.buckets).max(from);
+        first.min(current) * self.group..current * self.group
+    }
+}
+
+/// `N` counters (and a maximum) per fine bucket of `fine_ms`, in a ring read through
+/// [`View`]s, with cumulative totals since creation.
 #[derive(Debug)]
 pub(crate) struct RollingCounts<const N: usize> {
-    bucket_ms: u64,
-    buckets: u32,
+    fine_ms: Divisor,
     slots: Box<[Slot<N>]>,
     /// Counts folded in from counters reset for a later bucket.
     retired: [AtomicU64; N],
@@ -140,74 +229,80 @@ pub(crate) struct RollingCounts<const N: usize> {
 }
 
 impl<const N: usize> RollingCounts<N> {
-    /// A window of `buckets` buckets of `bucket_ms` ms (both at least 1).
-    pub(crate) fn new(bucket_ms: u64, buckets: u32) -> Self {
+    /// A ring of buckets of `fine_ms` ms (at least 1) keeping the last `kept` of them (see
+    /// [`View::fine_buckets_kept`]).
+    pub(crate) fn new(fine_ms: u64, kept: u64) -> Self {
+        let len = (kept.max(2) as usize).next_power_of_two();
         RollingCounts {
-            bucket_ms: bucket_ms.max(1),
-            buckets: buckets.max(1),
-            slots: (0..ring_len(buckets)).map(|_| Slot::default()).collect(),
+            fine_ms: Divisor::new(fine_ms),
+            slots: (0..len).map(|_| Slot::default()).collect(),
             retired: std::array::from_fn(|_| AtomicU64::new(0)),
             reported: Mutex::new([0; N]),
         }
     }
 
-    /// The bucket `now_ms` falls in.
+    /// The fine bucket `now_ms` falls in, as the tag its counters carry (it wraps at 2^32).
     #[inline]
-    pub(crate) fn epoch(&self, now_ms: u64) -> u32 {
-        (now_ms / self.bucket_ms) as u32
+    fn tag(&self, now_ms: u64) -> u32 {
+        self.fine_ms.divide(now_ms) as u32
     }
 
     #[inline]
-    fn slot(&self, epoch: u32) -> &Slot<N> {
-        &self.slots[ring_index(epoch, self.slots.len())]
+    fn slot(&self, tag: u32) -> &Slot<N> {
+        &self.slots[ring_index(tag, self.slots.len())]
     }
 
     /// Adds `n` to counter `index` at `now_ms`.
     #[inline]
     pub(crate) fn add(&self, now_ms: u64, index: usize, n: u32) {
-        let epoch = self.epoch(now_ms);
-        let retired = self.slot(epoch).counters[index].add(epoch, n);
+        let tag = self.tag(now_ms);
+        let retired = self.slot(tag).counters[index].add(tag, n);
         if retired > 0 {
             self.retired[index].fetch_add(u64::from(retired), Ordering::Relaxed);
         }
     }
 
-    /// Raises the rolling maximum of the bucket at `now_ms` to `value`.
+    /// Raises the maximum of the fine bucket at `now_ms` to `value`.
     #[inline]
     pub(crate) fn raise_max(&self, now_ms: u64, value: u32) {
-        let epoch = self.epoch(now_ms);
-        self.slot(epoch).max.raise(epoch, value);
+        let tag = self.tag(now_ms);
+        self.slot(tag).max.raise(tag, value);
     }
 
-    /// The completed buckets of the window at `now_ms`, oldest first, not before `from_epoch`.
-    fn completed(&self, now_ms: u64, from_epoch: u32) -> impl Iterator<Item = u32> + use<N> {
-        let current = self.epoch(now_ms);
-        let first = current.wrapping_sub(self.buckets);
-        let first = if later(from_epoch, first) {
-            from_epoch
-        } else {
-            first
-        };
-        let len = current.wrapping_sub(first);
-        (0..len.min(self.buckets)).map(move |i| first.wrapping_add(i))
-    }
-
-    /// The sum of counter `index` over the completed buckets of the window at `now_ms`.
-    pub(crate) fn rolling_sum(&self, now_ms: u64, index: usize) -> u64 {
-        self.rolling_sum_since(now_ms, index, 0)
-    }
-
-    /// As [`rolling_sum`](Self::rolling_sum), counting only buckets from `from_epoch` on.
-    pub(crate) fn rolling_sum_since(&self, now_ms: u64, index: usize, from_epoch: u32) -> u64 {
-        self.completed(now_ms, from_epoch)
-            .map(|epoch| u64::from(self.slot(epoch).counters[index].get(epoch)))
+    /// `f(counters, tag)` summed over the fine buckets `range`.
+    pub(crate) fn sum_by(
+        &self,
+        range: std::ops::Range<u64>,
+        f: impl Fn(&[EpochCounter; N], u32) -> u64,
+    ) -> u64 {
+        range
+            .map(|fine| {
+                let tag = fine as u32;
+                f(&self.slot(tag).counters, tag)
+            })
             .sum()
     }
 
-    /// The largest maximum over the completed buckets of the window at `now_ms`.
-    pub(crate) fn rolling_max(&self, now_ms: u64) -> u64 {
-        self.completed(now_ms, 0)
-            .map(|epoch| u64::from(self.slot(epoch).max.get(epoch)))
+    /// The fine buckets from the start of `view`'s bucket filling at `now_ms` to `now_ms`.
+    pub(crate) fn filling(&self, view: &View, now_ms: u64) -> std::ops::Range<u64> {
+        let start = view.epoch(now_ms) * view.group;
+        start..u64::from(self.tag(now_ms)).max(start) + 1
+    }
+
+    /// The sum of counter `index` over the completed buckets of `view` at `now_ms`.
+    pub(crate) fn rolling_sum(&self, view: &View, now_ms: u64, index: usize) -> u64 {
+        self.sum_by(view.completed(now_ms, 0), |counters, tag| {
+            u64::from(counters[index].get(tag))
+        })
+    }
+
+    /// The largest maximum over the completed buckets of `view` at `now_ms`.
+    pub(crate) fn rolling_max(&self, view: &View, now_ms: u64) -> u64 {
+        view.completed(now_ms, 0)
+            .map(|fine| {
+                let tag = fine as u32;
+                u64::from(self.slot(tag).max.get(tag))
+            })
             .max()
             .unwrap_or(0)
     }
@@ -231,73 +326,119 @@ impl<const N: usize> RollingCounts<N> {
     pub(crate) fn heap_bytes(&self) -> usize {
         self.slots.len() * std::mem::size_of::<Slot<N>>()
     }
-
-    /// Empties the bucket filling at `now_ms`, so a window restarted from it begins empty (the
-    /// cumulative totals keep its counts).
-    pub(crate) fn clear_current(&self, now_ms: u64) {
-        let epoch = self.epoch(now_ms);
-        for (counter, retired) in self.slot(epoch).counters.iter().zip(&self.retired) {
-            retired.fetch_add(u64::from(counter.count()), Ordering::Relaxed);
-            counter.clear(epoch);
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn a_divisor_divides_exactly(n in any::<u64>(), d in 1u64..=u64::MAX) {
+            prop_assert_eq!(Divisor::new(d).divide(n), n / d);
+        }
+
+        #[test]
+        fn a_divisor_is_exact_next_to_multiples(q in 0u64..(1 << 44), d in 1u64..(1 << 24)) {
+            let divisor = Divisor::new(d);
+            let n = q.saturating_mul(d);
+            for n in [n.saturating_sub(1), n, n.saturating_add(1)] {
+                prop_assert_eq!(divisor.divide(n), n / d);
+            }
+        }
+    }
+
+    #[test]
+    fn a_divisor_handles_the_edges() {
+        for d in [1, 2, 3, 500, 1000, 10_000, u64::MAX / 2, u64::MAX] {
+            let divisor = Divisor::new(d);
+            for n in [
+                0,
+                1,
+                d - 1,
+                d,
+                d.saturating_add(1),
+                u64::MAX / d,
+                u64::MAX - 1,
+                u64::MAX,
+            ] {
+                assert_eq!(divisor.divide(n), n / d, "{n} / {d}");
+            }
+        }
+    }
+
+    /// A window of 10 buckets of 1000 ms over fine buckets of 1000 ms.
+    fn window() -> View {
+        View::new(1000, 1000, 10)
+    }
+
+    fn counts<const N: usize>() -> RollingCounts<N> {
+        RollingCounts::new(1000, window().fine_buckets_kept())
+    }
 
     #[test]
     fn counts_land_in_their_bucket_and_only_completed_buckets_are_summed() {
-        let counts = RollingCounts::<2>::new(1000, 10);
+        let (counts, w) = (counts::<2>(), window());
         counts.add(0, 0, 1);
         counts.add(999, 0, 2);
         counts.add(1000, 0, 4);
         // At 1500 ms only bucket 0 (0..999) is complete.
-        assert_eq!(counts.rolling_sum(1500, 0), 3);
-        assert_eq!(counts.rolling_sum(2000, 0), 7);
-        assert_eq!(counts.rolling_sum(2000, 1), 0);
+        assert_eq!(counts.rolling_sum(&w, 1500, 0), 3);
+        assert_eq!(counts.rolling_sum(&w, 2000, 0), 7);
+        assert_eq!(counts.rolling_sum(&w, 2000, 1), 0);
         // Bucket 0 leaves the window once bucket 10 completes (at 11000 ms).
-        assert_eq!(counts.rolling_sum(10_999, 0), 7);
-        assert_eq!(counts.rolling_sum(11_000, 0), 4);
-        assert_eq!(counts.rolling_sum(12_000, 0), 0);
+        assert_eq!(counts.rolling_sum(&w, 10_999, 0), 7);
+        assert_eq!(counts.rolling_sum(&w, 11_000, 0), 4);
+        assert_eq!(counts.rolling_sum(&w, 12_000, 0), 0);
         assert_eq!(counts.cumulative(0), 7);
     }
 
     #[test]
     fn a_stale_bucket_is_never_counted_after_idle() {
-        let counts = RollingCounts::<1>::new(1000, 10);
+        let (counts, w) = (counts::<1>(), window());
         counts.add(5_000, 0, 9);
-        // The same ring slot comes round again 11 buckets later; its old count is not summed.
-        assert_eq!(counts.rolling_sum(16_500, 0), 0);
-        assert_eq!(counts.rolling_sum(1_000_000, 0), 0);
-        counts.add(16_000, 0, 1);
-        assert_eq!(counts.rolling_sum(17_000, 0), 1);
+        // The same ring slot comes round again 16 buckets later; its old count is not summed.
+        assert_eq!(counts.rolling_sum(&w, 16_500, 0), 0);
+        assert_eq!(counts.rolling_sum(&w, 1_000_000, 0), 0);
+        counts.add(21_000, 0, 1);
+        assert_eq!(counts.rolling_sum(&w, 22_000, 0), 1);
         // Cumulative keeps everything: the reset moved 9 into the folded total.
         assert_eq!(counts.cumulative(0), 10);
     }
 
     #[test]
     fn rolling_max_takes_the_largest_completed_bucket() {
-        let counts = RollingCounts::<1>::new(1000, 10);
+        let (counts, w) = (counts::<1>(), window());
         counts.raise_max(100, 3);
         counts.raise_max(200, 2);
         counts.raise_max(1100, 5);
-        assert_eq!(counts.rolling_max(1500), 3);
-        assert_eq!(counts.rolling_max(2000), 5);
-        assert_eq!(counts.rolling_max(20_000), 0);
+        assert_eq!(counts.rolling_max(&w, 1500), 3);
+        assert_eq!(counts.rolling_max(&w, 2000), 5);
+        assert_eq!(counts.rolling_max(&w, 20_000), 0);
     }
 
     #[test]
-    fn sums_can_start_at_a_later_bucket() {
-        let counts = RollingCounts::<1>::new(500, 20);
+    fn two_windows_read_one_ring_of_fine_buckets() {
+        // Rolling stats: 10 x 1000 ms; health: 20 x 500 ms; fine buckets of 500 ms.
+        let (rolling, health) = (View::new(1000, 500, 10), View::new(500, 500, 20));
+        let kept = rolling.fine_buckets_kept().max(health.fine_buckets_kept());
+        let counts = RollingCounts::<1>::new(500, kept);
         counts.add(100, 0, 5);
         counts.add(600, 0, 7);
-        assert_eq!(counts.rolling_sum(1000, 0), 12);
-        assert_eq!(counts.rolling_sum_since(1000, 0, 1), 7);
-        counts.clear_current(1000);
-        counts.add(1200, 0, 1);
-        assert_eq!(counts.rolling_sum_since(1500, 0, 2), 1);
+        counts.add(1100, 0, 1);
+        let sum = |view: &View, now, from| {
+            counts.sum_by(view.completed(now, from), |c, tag| u64::from(c[0].get(tag)))
+        };
+        // At 1000 ms: one health bucket of 500 ms complete, and the whole first second.
+        assert_eq!(sum(&health, 999, 0), 5);
+        assert_eq!(sum(&rolling, 999, 0), 0);
+        assert_eq!(sum(&rolling, 1000, 0), 12);
+        assert_eq!(sum(&health, 1000, 0), 12);
+        // From health bucket 1 on.
+        assert_eq!(sum(&health, 1500, 1), 8);
+        assert_eq!(counts.filling(&rolling, 1200), 2..3);
+        assert_eq!(counts.filling(&health, 1700), 3..4);
     }
 
     #[test]
@@ -312,7 +453,7 @@ mod tests {
 
     #[test]
     fn concurrent_writes_are_all_counted() {
-        let counts = RollingCounts::<1>::new(1000, 10);
+        let (counts, w) = (counts::<1>(), window());
         std::thread::scope(|s| {
             for _ in 0..4 {
                 s.spawn(|| {
@@ -323,6 +464,6 @@ mod tests {
             }
         });
         assert_eq!(counts.cumulative(0), 40_000);
-        assert_eq!(counts.rolling_sum(3000, 0), 40_000);
+        assert_eq!(counts.rolling_sum(&w, 3000, 0), 40_000);
     }
 }
