@@ -40,6 +40,13 @@ fn execute(c: &mut Criterion) {
     let plain = semaphore_command(&registry, "Plain", false);
     let timed = semaphore_command(&registry, "Timed", true);
     let unmeasured = semaphore_command(&registry, "Unmeasured", false);
+    let unguarded = Command::builder("Unguarded")
+        .group("Bench")
+        .isolation(IsolationStrategy::Semaphore)
+        .timeout_enabled(false)
+        .circuit_breaker_enabled(false)
+        .build_in(&registry)
+        .unwrap();
     registry
         .properties()
         .set(
@@ -75,6 +82,9 @@ fn execute(c: &mut Criterion) {
     });
     group.bench_function("execute, timeout off, no latency percentiles", |b| {
         b.iter(|| unmeasured.run(|| Ok::<u64, Never>(black_box(7))).execute())
+    });
+    group.bench_function("execute, timeout off, breaker disabled", |b| {
+        b.iter(|| unguarded.run(|| Ok::<u64, Never>(black_box(7))).execute())
     });
     group.bench_function("execute, timeout 1 s", |b| {
         b.iter(|| timed.run(|| Ok::<u64, Never>(black_box(7))).execute())
