@@ -51,14 +51,15 @@ impl<V> KeyedMap<V> {
 }
 
 impl<V: Clone> KeyedMap<V> {
-    /// The value for `key`, marked as used now; made with `make` if absent. Entries evicted to
+    /// The value for `key`, marked as used now; made with `make` (given the key as the map
+    /// keeps it, to share) if absent. Entries evicted to
     /// make room or for idleness are handed to `evicted`. Both run under the map's lock (so a
     /// key is made once, and its eviction's clean-up ends before the key can be made again);
     /// they must not use this map.
     pub(crate) fn get_or_try_insert<E>(
         &self,
         key: &str,
-        make: impl FnOnce() -> Result<V, E>,
+        make: impl FnOnce(&Arc<str>) -> Result<V, E>,
         mut evicted: impl FnMut(&str, V),
     ) -> Result<V, E> {
         let now_ms = self.clock.now_ms();
@@ -71,12 +72,13 @@ impl<V: Clone> KeyedMap<V> {
                     entry.value.clone()
                 }
                 None => {
-                    let value = make()?;
+                    let key: Arc<str> = Arc::from(key);
+                    let value = make(&key)?;
                     let entry = Entry {
                         value: value.clone(),
                         last_used_ms: now_ms,
                     };
-                    entries.put(Arc::from(key), entry);
+                    entries.put(key, entry);
                     while entries.len() > self.capacity.get() {
                         gone.extend(entries.pop_lru());
                     }
@@ -124,7 +126,7 @@ mod tests {
         let got = map
             .get_or_try_insert(
                 key,
-                || Ok::<_, Infallible>(value),
+                |_| Ok::<_, Infallible>(value),
                 |key, _| evicted.push(key.to_owned()),
             )
             .unwrap();
@@ -161,7 +163,7 @@ mod tests {
     #[test]
     fn a_failed_make_inserts_nothing() {
         let (map, _) = map(2, None);
-        let err = map.get_or_try_insert("a", || Err("bad"), |_, _| {});
+        let err = map.get_or_try_insert("a", |_| Err("bad"), |_, _| {});
         assert_eq!(err, Err("bad"));
         assert_eq!(map.len(), 0);
     }

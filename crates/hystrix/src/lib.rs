@@ -66,6 +66,7 @@ pub mod command;
 pub mod config;
 pub mod error;
 pub mod event;
+pub mod http;
 mod isolation;
 pub mod key;
 mod keyed;

@@ -9,13 +9,17 @@ use std::collections::HashMap;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, LazyLock, OnceLock};
+use std::sync::{Arc, LazyLock, OnceLock, Weak};
 use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use crate::circuit::journal::{Journal, JournalEvent};
+use crate::circuit::store::StateStore;
 use crate::circuit::{
-    CircuitBreaker, CircuitBreakerEvent, CircuitBreakerHandle, CircuitBreakerListener,
+    BreakerEventKind, BreakerExtras, BreakerSpec, CircuitBreaker, CircuitBreakerEvent,
+    CircuitBreakerHandle, CircuitBreakerListener, KeyedBreakers, ProbeState, SharedLink, Site,
+    StateStoreStatus, Status, StoreEnv,
 };
 use crate::clock::{Clock, SystemClock};
 use crate::command::ExecutionResult;
@@ -45,6 +49,11 @@ pub(crate) struct Env {
     notifier_panicked: AtomicBool,
     breaker_listener: Option<Arc<dyn CircuitBreakerListener>>,
     breaker_listener_panicked: AtomicBool,
+    /// The shared state store, if any (SPEC Part A 28), and the sync interval in ms (`None`:
+    /// rounds only on demand).
+    store: Option<Arc<StoreEnv>>,
+    store_interval_ms: Option<u64>,
+    store_rounds_started: AtomicBool,
 }
 
 /// An eager execution in flight on the executor (see [`Env::eager_started`]).
@@ -204,19 +213,26 @@ impl Env {
     /// Logs a circuit-breaker change and tells the listener, if any (a panic in it is caught
     /// and logged once).
     fn breaker_event(&self, event: &CircuitBreakerEvent) {
-        match event {
-            CircuitBreakerEvent::Opened {
-                command_key,
+        let command = &event.command_key;
+        let breaker_key = event.breaker_key.as_deref().unwrap_or("");
+        match &event.kind {
+            BreakerEventKind::Opened {
                 cause,
-                sleep_window_ms,
+                trigger,
+                open_duration_ms,
             } => tracing::warn!(
-                command = %command_key,
+                command = %command,
+                breaker_key,
                 cause = %cause,
-                sleep_window_ms,
+                ?trigger,
+                open_duration_ms,
                 "hystrix: circuit opened"
             ),
-            other => {
-                tracing::info!(command = %other.command_key(), event = ?other, "hystrix: circuit changed")
+            kind if event.is_transition() => {
+                tracing::info!(command = %command, breaker_key, event = ?kind, "hystrix: circuit changed")
+            }
+            kind => {
+                tracing::debug!(command = %command, breaker_key, event = ?kind, "hystrix: journal")
             }
         }
         let Some(listener) = &self.breaker_listener else {
@@ -254,6 +270,10 @@ pub(crate) struct CommandState {
     pub(crate) env: Arc<Env>,
     pool: OnceLock<ThreadPool>,
     classifier_panicked: AtomicBool,
+    /// The breaker's extras (backoff, probe, journal, shared store, keyed breakers).
+    pub(crate) extras: BreakerExtras,
+    /// This state, for timers and tasks that must not keep it alive.
+    pub(crate) me: Weak<CommandState>,
 }
 
 impl CommandState {
@@ -275,13 +295,17 @@ impl CommandState {
     }
 
     pub(crate) fn metrics(&self) -> CommandMetrics {
-        let latencies = self.properties.hot().load().percentiles_enabled();
-        self.counters.snapshot(
-            self.key.clone(),
-            self.env.clock.now_ms(),
-            self.running(),
-            latencies,
-        )
+        let hot = self.properties.hot();
+        let open_duration_ms = (self.breaker.status() != Status::Closed)
+            .then(|| self.breaker.open_duration_ms(hot.sleep_window_ms()));
+        self.counters
+            .snapshot(
+                self.key.clone(),
+                self.env.clock.now_ms(),
+                self.running(),
+                hot.load().percentiles_enabled(),
+            )
+            .with_open_duration(open_duration_ms)
     }
 
     /// Executions of this key whose user code runs now: SEMAPHORE permits held plus runs on pool
@@ -293,6 +317,26 @@ impl CommandState {
     /// A circuit-breaker change of this key: logged and told to the registry's listener.
     pub(crate) fn breaker_event(&self, event: CircuitBreakerEvent) {
         self.env.breaker_event(&event);
+    }
+
+    /// The breaker closed: the journal's short-circuited requests go to the replay function,
+    /// on the executor, while it stays closed.
+    pub(crate) fn start_replay(&self, journal: &Arc<Journal>) {
+        let Some(executor) = self.env.executor() else {
+            return;
+        };
+        let weak = self.me.clone();
+        let keep_going = Arc::new(move || {
+            weak.upgrade()
+                .is_some_and(|command| command.breaker.status() == Status::Closed)
+        });
+        let weak = self.me.clone();
+        let on_event = Arc::new(move |event: JournalEvent| {
+            if let (Some(command), JournalEvent::Replayed(entry)) = (weak.upgrade(), event) {
+                Site::command(&command).emit(BreakerEventKind::Replayed(entry));
+            }
+        });
+        journal.start_replay(&executor, Arc::clone(&self.env.clock), keep_going, on_event);
     }
 
     /// The classifier of a definition of this key panicked: logged once per key.
@@ -446,6 +490,36 @@ impl Registry {
         self.circuit_breaker(key).map(|breaker| breaker.is_open())
     }
 
+    /// The keyed breaker `breaker_key` of command `key` (made CLOSED if it does not exist yet;
+    /// see [`CommandBuilder::breaker_per_key`](crate::command::CommandBuilder::breaker_per_key));
+    /// `None` if the command is not defined here or has no keyed breakers.
+    pub fn keyed_circuit_breaker(
+        &self,
+        key: &str,
+        breaker_key: &str,
+    ) -> Option<CircuitBreakerHandle> {
+        let state = self.inner.commands.lock().get(key).cloned()?;
+        let keyed = state.extras.keyed.as_ref()?.get(breaker_key);
+        Some(CircuitBreakerHandle::keyed(state, keyed))
+    }
+
+    /// One sync round with the shared state store now (see
+    /// [`RegistryBuilder::state_store`]): publish counts, trips and closes, fetch the shared
+    /// views, ask for probe permits. Rounds also run every
+    /// [`state_store_sync_interval`](RegistryBuilder::state_store_sync_interval) on the
+    /// executor; this one is for tests and for a round at a moment of your choosing. Returns
+    /// at once without a store, or while another round runs.
+    pub async fn sync_state_store(&self) {
+        if let Some(store) = &self.inner.env.store {
+            store.round().await;
+        }
+    }
+
+    /// How the shared state store is doing; `None` without one.
+    pub fn state_store_status(&self) -> Option<StateStoreStatus> {
+        self.inner.env.store.as_ref().map(|store| store.status())
+    }
+
     /// A snapshot of a thread pool's gauges; `None` if no command has used the pool yet.
     pub fn thread_pool_metrics(&self, key: &str) -> Option<ThreadPoolMetrics> {
         let pools = self.inner.env.pools.lock();
@@ -530,6 +604,7 @@ impl Registry {
         thread_pool_key: Option<ThreadPoolKey>,
         layer: CommandLayer,
         pool_layer: ThreadPoolLayer,
+        spec: BreakerSpec,
     ) -> Result<Arc<CommandState>, ConfigError> {
         let mut commands = self.inner.commands.lock();
         if let Some(existing) = commands.get(&key) {
@@ -575,7 +650,14 @@ impl Registry {
             self.inner.env.properties.remove_command(&key);
             return Err(err);
         }
-        let state = Arc::new(CommandState {
+        let extras = match self.breaker_extras(&key, &resolved_props, spec) {
+            Ok(extras) => extras,
+            Err(err) => {
+                self.inner.env.properties.remove_command(&key);
+                return Err(err);
+            }
+        };
+        let state = Arc::new_cyclic(|me| CommandState {
             key: key.clone(),
             group,
             thread_pool_key: resolved_pool,
@@ -590,9 +672,68 @@ impl Registry {
             env: Arc::clone(&self.inner.env),
             pool: OnceLock::new(),
             classifier_panicked: AtomicBool::new(false),
+            extras,
+            me: me.clone(),
         });
+        if state.extras.shared.is_some() {
+            self.start_store_rounds(&state);
+        }
         commands.insert(key, Arc::clone(&state));
         Ok(state)
+    }
+
+    /// The breaker extras a definition asked for, checked against this registry.
+    fn breaker_extras(
+        &self,
+        key: &CommandKey,
+        props: &CommandProperties,
+        spec: BreakerSpec,
+    ) -> Result<BreakerExtras, ConfigError> {
+        let env = &self.inner.env;
+        let shared = match (&env.store, spec.shared) {
+            (_, false) => None,
+            (Some(store), true) => Some(SharedLink::new(Arc::clone(store))),
+            (None, true) => {
+                return Err(ConfigError::InvalidValue {
+                    name: format!("hystrix.command.{key}.sharedState"),
+                    value: "true".into(),
+                    reason: "the registry has no state store; give it one with \
+                             RegistryBuilder::state_store"
+                        .into(),
+                });
+            }
+        };
+        Ok(BreakerExtras {
+            backoff: spec.backoff,
+            probe: spec.probe.map(ProbeState::new),
+            journal: spec.journal.map(|config| Arc::new(Journal::new(config))),
+            shared,
+            keyed: spec.keyed.map(|(max_keys, idle_ms)| {
+                KeyedBreakers::new(max_keys, idle_ms, Arc::clone(&env.clock), props)
+            }),
+        })
+    }
+
+    /// Registers a command with the store, and starts the periodic rounds on first use.
+    fn start_store_rounds(&self, state: &Arc<CommandState>) {
+        let env = &self.inner.env;
+        let Some(store) = &env.store else {
+            return;
+        };
+        store.register(Arc::downgrade(state));
+        let Some(interval_ms) = env.store_interval_ms else {
+            return;
+        };
+        if env.store_rounds_started.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if let Some(executor) = env.executor() {
+            executor.spawn(crate::circuit::run_rounds(
+                Arc::downgrade(store),
+                Arc::clone(&env.clock),
+                interval_ms,
+            ));
+        }
     }
 }
 
@@ -617,6 +758,10 @@ pub struct RegistryBuilder {
     breaker_listener: Option<Arc<dyn CircuitBreakerListener>>,
     shutdown_timeout: Option<Duration>,
     executor: Option<tokio::runtime::Handle>,
+    store: Option<Arc<dyn StateStore>>,
+    store_interval: Option<Option<Duration>>,
+    store_timeout: Option<Duration>,
+    instance_id: Option<Arc<str>>,
 }
 
 impl fmt::Debug for RegistryBuilder {
@@ -627,6 +772,9 @@ impl fmt::Debug for RegistryBuilder {
             .field("breaker_listener", &self.breaker_listener.is_some())
             .field("shutdown_timeout", &self.shutdown_timeout)
             .field("executor", &self.executor.is_some())
+            .field("state_store", &self.store.is_some())
+            .field("state_store_sync_interval", &self.store_interval)
+            .field("instance_id", &self.instance_id)
             .finish()
     }
 }
@@ -666,12 +814,61 @@ impl RegistryBuilder {
         self
     }
 
+    /// Shares breaker state with other instances (or other registries in this process)
+    /// through `store` (SPEC Part A 28): commands that opt in with
+    /// [`CommandBuilder::shared_state`](crate::command::CommandBuilder::shared_state) take part.
+    /// The local breaker always decides and never waits on the store; see
+    /// [`Registry::sync_state_store`] for what a sync round does. None by default.
+    pub fn state_store(mut self, store: impl StateStore) -> Self {
+        self.store = Some(Arc::new(store));
+        self
+    }
+
+    /// How often sync rounds with the state store run, on the registry's clock (default
+    /// 500 ms); `None`: only when [`Registry::sync_state_store`] is called.
+    pub fn state_store_sync_interval(mut self, interval: Option<Duration>) -> Self {
+        self.store_interval = Some(interval);
+        self
+    }
+
+    /// How long one state store call may take before it counts as an error (default 50 ms, on
+    /// the registry's clock).
+    pub fn state_store_timeout(mut self, timeout: Duration) -> Self {
+        self.store_timeout = Some(timeout);
+        self
+    }
+
+    /// This instance's name in the state store (who reports counts and holds probe permits);
+    /// default `pid-<process id>-<n>`.
+    pub fn instance_id(mut self, id: impl Into<Arc<str>>) -> Self {
+        self.instance_id = Some(id.into());
+        self
+    }
+
     /// Builds the registry.
     pub fn build(self) -> Registry {
+        static REGISTRIES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
+        let store = self.store.map(|store| {
+            let instance = self.instance_id.unwrap_or_else(|| {
+                let n = REGISTRIES.fetch_add(1, Ordering::Relaxed);
+                format!("pid-{}-{n}", std::process::id()).into()
+            });
+            StoreEnv::new(
+                store,
+                instance,
+                self.store_timeout.unwrap_or(Duration::from_millis(50)),
+                Arc::clone(&clock),
+            )
+        });
+        let store_interval_ms = self
+            .store_interval
+            .unwrap_or(Some(Duration::from_millis(500)))
+            .map(|interval| crate::config::ceil_millis(interval).max(1));
         Registry {
             inner: Arc::new(RegistryInner {
                 env: Arc::new(Env {
-                    clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
+                    clock,
                     properties: Properties::new(),
                     pools: Mutex::new(HashMap::new()),
                     shut_down: AtomicBool::new(false),
@@ -683,6 +880,9 @@ impl RegistryBuilder {
                     notifier_panicked: AtomicBool::new(false),
                     breaker_listener: self.breaker_listener,
                     breaker_listener_panicked: AtomicBool::new(false),
+                    store,
+                    store_interval_ms,
+                    store_rounds_started: AtomicBool::new(false),
                 }),
                 commands: Mutex::new(HashMap::new()),
             }),

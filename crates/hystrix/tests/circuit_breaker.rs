@@ -12,11 +12,11 @@ mod common;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+
 use std::task::Poll;
 use std::time::Duration;
 
-use common::{DependencyError, builder, names, poll_once};
+use common::{BreakerEvents as Events, DependencyError, builder, names, poll_once};
 use futures::channel::oneshot;
 use hystrix::testing::TestRegistry;
 use hystrix::{
@@ -540,39 +540,6 @@ fn health_checks_once_per_interval_and_a_later_read_catches_up() {
     // A registry read of an unused key is None; of this key, open.
     assert_eq!(test.registry().is_circuit_breaker_open("Nope"), None);
     assert_eq!(test.registry().is_circuit_breaker_open("Lazy"), Some(true));
-}
-
-/// Records every breaker event as text.
-#[derive(Clone, Default)]
-struct Events(Arc<Mutex<Vec<String>>>);
-
-impl CircuitBreakerListener for Events {
-    fn on_event(&self, event: &CircuitBreakerEvent) {
-        let text = match event {
-            CircuitBreakerEvent::Opened {
-                command_key,
-                cause,
-                sleep_window_ms,
-            } => format!("{command_key} opened for {sleep_window_ms} ms: {cause}"),
-            CircuitBreakerEvent::HalfOpened { command_key } => format!("{command_key} half-open"),
-            CircuitBreakerEvent::Closed { command_key } => format!("{command_key} closed"),
-            CircuitBreakerEvent::ForcedOpen { command_key } => {
-                format!("{command_key} forced open")
-            }
-            CircuitBreakerEvent::ForcedClosed { command_key } => {
-                format!("{command_key} forced closed")
-            }
-            CircuitBreakerEvent::Reset { command_key } => format!("{command_key} reset"),
-            other => format!("{other:?}"),
-        };
-        self.0.lock().unwrap().push(text);
-    }
-}
-
-impl Events {
-    fn take(&self) -> Vec<String> {
-        std::mem::take(&mut *self.0.lock().unwrap())
-    }
 }
 
 #[test]

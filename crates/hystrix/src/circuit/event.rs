@@ -1,68 +1,83 @@
-//! Circuit-breaker state changes, for monitoring (SPEC Part A 23, Part C "events").
+//! Circuit-breaker state changes and journal records, for monitoring (SPEC Part A 23, Part C
+//! "events").
 
+use std::sync::Arc;
+
+use super::backoff::OpenTrigger;
+use super::journal::JournalEntry;
 use crate::error::TripCause;
 use crate::key::CommandKey;
 
-/// A change of a command key's circuit breaker. Each one is also logged with `tracing` (at
+/// Something that happened to a circuit breaker: a state change, or a request journalled,
+/// replayed or dropped from the journal. Each state change is also logged with `tracing` (at
 /// `warn` for openings, `info` otherwise).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub enum CircuitBreakerEvent {
-    /// CLOSED or HALF_OPEN → OPEN: health tripped it or a trial failed.
+pub struct CircuitBreakerEvent {
+    /// The command key.
+    pub command_key: CommandKey,
+    /// For a keyed breaker (one per host, shard or tenant of the command, see
+    /// [`CommandBuilder::breaker_per_key`](crate::command::CommandBuilder::breaker_per_key)),
+    /// its key; `None` for the command's own breaker.
+    pub breaker_key: Option<Arc<str>>,
+    /// What happened.
+    pub kind: BreakerEventKind,
+}
+
+/// What happened to a breaker (see [`CircuitBreakerEvent`]).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum BreakerEventKind {
+    /// CLOSED or HALF_OPEN → OPEN.
     Opened {
-        /// The command key.
-        command_key: CommandKey,
         /// Why.
         cause: TripCause,
-        /// How long it stays open before a trial, in ms
-        /// (`circuitBreaker.sleepWindowInMilliseconds` then).
-        sleep_window_ms: u64,
+        /// What opened it.
+        trigger: OpenTrigger,
+        /// How long it stays open before a trial, in ms: the backoff policy's duration, or a
+        /// trip-now minimum if longer.
+        open_duration_ms: u64,
     },
-    /// OPEN → HALF_OPEN: the sleep window passed; trials are admitted.
+    /// OPEN → HALF_OPEN: trials are admitted.
     HalfOpened {
-        /// The command key.
-        command_key: CommandKey,
+        /// A healthy health probe moved it, before the open duration ended.
+        by_probe: bool,
     },
-    /// HALF_OPEN → CLOSED: enough trials succeeded; health restarts from zero.
+    /// HALF_OPEN (or OPEN past its open duration) → CLOSED; health restarts from zero.
     Closed {
-        /// The command key.
-        command_key: CommandKey,
+        /// Another instance's successful trial closed it, through the shared state store.
+        by_store: bool,
     },
     /// Opened by hand ([`CircuitBreakerHandle::force_open`](super::CircuitBreakerHandle::force_open)).
-    ForcedOpen {
-        /// The command key.
-        command_key: CommandKey,
-    },
+    ForcedOpen,
     /// Closed by hand ([`CircuitBreakerHandle::force_close`](super::CircuitBreakerHandle::force_close)).
-    ForcedClosed {
-        /// The command key.
-        command_key: CommandKey,
-    },
+    ForcedClosed,
     /// Reset by hand ([`CircuitBreakerHandle::reset`](super::CircuitBreakerHandle::reset)).
-    Reset {
-        /// The command key.
-        command_key: CommandKey,
-    },
+    Reset,
+    /// A short-circuited request was journalled.
+    Journalled(JournalEntry),
+    /// A journalled request was handed to the replay function.
+    Replayed(JournalEntry),
+    /// The journal was full: its oldest request was dropped.
+    JournalDropped(JournalEntry),
 }
 
 impl CircuitBreakerEvent {
-    /// The command key whose breaker changed.
-    pub fn command_key(&self) -> &CommandKey {
-        match self {
-            CircuitBreakerEvent::Opened { command_key, .. }
-            | CircuitBreakerEvent::HalfOpened { command_key }
-            | CircuitBreakerEvent::Closed { command_key }
-            | CircuitBreakerEvent::ForcedOpen { command_key }
-            | CircuitBreakerEvent::ForcedClosed { command_key }
-            | CircuitBreakerEvent::Reset { command_key } => command_key,
-        }
+    /// Whether the breaker's state changed (not a journal record).
+    pub fn is_transition(&self) -> bool {
+        !matches!(
+            self.kind,
+            BreakerEventKind::Journalled(_)
+                | BreakerEventKind::Replayed(_)
+                | BreakerEventKind::JournalDropped(_)
+        )
     }
 }
 
-/// Hears every circuit-breaker change of a registry, synchronously, on the thread that made it
+/// Hears every circuit-breaker event of a registry, synchronously, on the thread that made it
 /// (registered with [`RegistryBuilder::circuit_breaker_listener`](crate::RegistryBuilder::circuit_breaker_listener)).
 /// Must be fast; a panic inside it is caught and logged once.
 pub trait CircuitBreakerListener: Send + Sync + 'static {
-    /// Called for each change.
+    /// Called for each event.
     fn on_event(&self, event: &CircuitBreakerEvent);
 }

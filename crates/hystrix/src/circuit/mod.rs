@@ -18,22 +18,37 @@
 //! all: an execution admitted before the latest transition never does (its events still count in
 //! the rolling metrics). The force flags and `circuitBreaker.enabled` are read at every attempt.
 
+mod backoff;
 mod event;
+pub mod journal;
+mod keyed;
+mod probe;
+mod shared;
 mod state;
+pub mod store;
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 
 use arc_swap::ArcSwapOption;
+use parking_lot::Mutex;
 
-pub use event::{CircuitBreakerEvent, CircuitBreakerListener};
+pub use backoff::{Backoff, OpenContext, OpenTrigger};
+pub use event::{BreakerEventKind, CircuitBreakerEvent, CircuitBreakerListener};
+pub use probe::HealthProbe;
+pub use shared::StateStoreStatus;
 pub use state::Status;
-use state::{State, TrialSuccess};
+
+pub(crate) use keyed::{KeyedBreaker, KeyedBreakers};
+pub(crate) use probe::ProbeState;
+pub(crate) use shared::{SharedLink, StoreEnv, run_rounds};
+use state::{State, TrialSuccess, Word};
 
 use crate::config::HotSnapshot;
 use crate::error::TripCause;
 use crate::metrics::HealthCounts;
+use crate::metrics::health_ring::HealthRing;
 use crate::registry::CommandState;
 
 /// What an admitted execution must tell the breaker about its end.
@@ -77,6 +92,7 @@ pub(crate) enum FailureKind {
     Timeout,
     SemaphoreRejected,
     ThreadPoolRejected,
+    TripNow,
 }
 
 impl FailureKind {
@@ -87,6 +103,7 @@ impl FailureKind {
             FailureKind::Timeout => Some("TIMEOUT"),
             FailureKind::SemaphoreRejected => Some("SEMAPHORE_REJECTED"),
             FailureKind::ThreadPoolRejected => Some("THREAD_POOL_REJECTED"),
+            FailureKind::TripNow => Some("FAILURE (trip now)"),
         }
     }
 
@@ -96,23 +113,162 @@ impl FailureKind {
             2 => FailureKind::Timeout,
             3 => FailureKind::SemaphoreRejected,
             4 => FailureKind::ThreadPoolRejected,
+            5 => FailureKind::TripNow,
             _ => FailureKind::None,
         }
     }
 }
 
-/// A command key's circuit breaker.
+/// The breaker extras a command definition asks for (from its builder).
+#[derive(Clone, Default)]
+pub(crate) struct BreakerSpec {
+    pub(crate) backoff: Backoff,
+    pub(crate) probe: Option<HealthProbe>,
+    pub(crate) journal: Option<journal::JournalConfig>,
+    pub(crate) shared: bool,
+    /// Keyed breakers: at most this many keys, evicted after this many idle ms.
+    pub(crate) keyed: Option<(std::num::NonZeroUsize, Option<u64>)>,
+}
+
+impl fmt::Debug for BreakerSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BreakerSpec")
+            .field("backoff", &self.backoff)
+            .field("probe", &self.probe)
+            .field("journal", &self.journal)
+            .field("shared", &self.shared)
+            .field("keyed", &self.keyed)
+            .finish()
+    }
+}
+
+/// What a command's breaker has beyond Hystrix's (SPEC Part C), fixed at the key's first
+/// definition: the open-duration backoff, a health probe, the journal, the shared state store
+/// link and the keyed breakers.
+#[derive(Default)]
+pub(crate) struct BreakerExtras {
+    pub(crate) backoff: Backoff,
+    pub(crate) probe: Option<ProbeState>,
+    pub(crate) journal: Option<Arc<journal::Journal>>,
+    pub(crate) shared: Option<SharedLink>,
+    pub(crate) keyed: Option<KeyedBreakers>,
+}
+
+impl fmt::Debug for BreakerExtras {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BreakerExtras")
+            .field("backoff", &self.backoff)
+            .field("probe", &self.probe.is_some())
+            .field("journal", &self.journal.is_some())
+            .field("shared", &self.shared.is_some())
+            .field("keyed", &self.keyed.is_some())
+            .finish()
+    }
+}
+
+/// Where a breaker lives: its command, and the health window it decides on. A command's own
+/// breaker reads the command's counters; a keyed breaker its own compact window.
+#[derive(Clone, Copy)]
+pub(crate) struct Site<'a> {
+    pub(crate) command: &'a CommandState,
+    keyed: Option<&'a KeyedBreaker>,
+}
+
+impl<'a> Site<'a> {
+    /// The command's own breaker.
+    #[inline]
+    pub(crate) fn command(command: &'a CommandState) -> Self {
+        Site {
+            command,
+            keyed: None,
+        }
+    }
+
+    /// A keyed breaker of the command.
+    #[inline]
+    pub(crate) fn keyed(command: &'a CommandState, keyed: &'a KeyedBreaker) -> Self {
+        Site {
+            command,
+            keyed: Some(keyed),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn breaker(&self) -> &'a CircuitBreaker {
+        match self.keyed {
+            Some(keyed) => &keyed.breaker,
+            None => &self.command.breaker,
+        }
+    }
+
+    fn health(&self, now_ms: u64) -> HealthCounts {
+        match self.keyed {
+            Some(keyed) => keyed.health.health(now_ms),
+            None => self.command.counters.health(now_ms),
+        }
+    }
+
+    fn restart_health(&self, now_ms: u64) {
+        match self.keyed {
+            Some(keyed) => keyed.health.restart(now_ms),
+            None => self.command.counters.restart_health(now_ms),
+        }
+    }
+
+    /// The keyed breaker's health window, if this is one.
+    #[inline]
+    pub(crate) fn keyed_health(&self) -> Option<&'a HealthRing> {
+        self.keyed.map(|keyed| &keyed.health)
+    }
+
+    /// The extras that apply: the command's own breaker has them all; a keyed breaker only the
+    /// backoff.
+    fn extras(&self) -> Option<&'a BreakerExtras> {
+        self.keyed.is_none().then_some(&self.command.extras)
+    }
+
+    pub(crate) fn emit(&self, kind: BreakerEventKind) {
+        self.command.breaker_event(CircuitBreakerEvent {
+            command_key: self.command.key.clone(),
+            breaker_key: self.keyed.map(|keyed| Arc::clone(&keyed.key)),
+            kind,
+        });
+    }
+
+    /// Whether an OPEN breaker past its open duration may go HALF_OPEN by itself: not when only
+    /// a probe may move it, nor, with a shared state store, without the store's probe permit.
+    fn may_half_open(&self) -> bool {
+        let Some(extras) = self.extras() else {
+            return true;
+        };
+        if extras.probe.as_ref().is_some_and(ProbeState::only_probe) {
+            return false;
+        }
+        extras.shared.as_ref().is_none_or(SharedLink::may_probe)
+    }
+}
+
+/// A circuit breaker's state: the command's own, or one keyed breaker's.
 #[derive(Default)]
 pub(crate) struct CircuitBreaker {
     state: State,
     /// When it last opened, in ms on the registry's clock (meaningful while OPEN).
     opened_at_ms: AtomicU64,
+    /// The open duration the backoff decided at the latest opening, in ms; 0: the sleep window
+    /// as it is now (constant backoff).
+    open_for_ms: AtomicU64,
+    /// The minimum open time a trip-now asked for at the latest opening, in ms (0: none).
+    min_open_ms: AtomicU64,
+    /// Re-opens since it last closed.
+    reopens: AtomicU32,
     /// The start of the next health bucket: health is checked at most once per bucket.
     next_check_ms: AtomicU64,
     /// When the latest trial was admitted (for hung trials).
     trial_admitted_ms: AtomicU64,
     trip_cause: ArcSwapOption<TripCause>,
     last_failure: AtomicU8,
+    /// Openings one at a time (rare; attempts never take it).
+    opening: Mutex<()>,
 }
 
 impl fmt::Debug for CircuitBreaker {
@@ -123,21 +279,25 @@ impl fmt::Debug for CircuitBreaker {
     }
 }
 
+/// Where an opening comes from.
+#[derive(Debug, Clone, Copy)]
+enum OpenFrom {
+    /// CLOSED in this generation.
+    Closed(u32),
+    /// A HALF_OPEN trial of this generation failed (a re-open).
+    Trial(u32),
+}
+
 impl CircuitBreaker {
     /// Hystrix's `attemptExecution()`: a disabled breaker allows, forceOpen refuses, forceClosed
-    /// allows, otherwise the state decides (moving OPEN → HALF_OPEN past the sleep window and
+    /// allows, otherwise the state decides (moving OPEN → HALF_OPEN past the open duration and
     /// taking a trial slot).
     #[inline]
-    pub(crate) fn attempt(
-        &self,
-        command: &CommandState,
-        flags: &HotSnapshot,
-        now_ms: u64,
-    ) -> Admission {
+    pub(crate) fn attempt(&self, site: Site<'_>, flags: &HotSnapshot, now_ms: u64) -> Admission {
         if !flags.circuit_breaker_enabled() {
             return Admission::Allowed(Ticket::None);
         }
-        self.refresh(command, now_ms);
+        self.refresh(site, now_ms);
         if flags.force_open() {
             return Admission::Denied(TripCause::ForcedOpen);
         }
@@ -147,38 +307,50 @@ impl CircuitBreaker {
         let word = self.state.load();
         match word.status {
             Status::Closed => Admission::Allowed(Ticket::Closed(word.generation)),
-            _ => self.attempt_open(command, now_ms),
+            _ => self.attempt_open(site, now_ms),
         }
     }
 
     /// Checks the health counts if a health bucket completed since the last check (any read of
     /// the state brings it up to date, SPEC Part A 29).
     #[inline]
-    fn refresh(&self, command: &CommandState, now_ms: u64) {
+    pub(crate) fn refresh(&self, site: Site<'_>, now_ms: u64) {
         if now_ms >= self.next_check_ms.load(Ordering::Relaxed) {
-            self.check_health(command, now_ms);
+            self.check_health(site, now_ms);
         }
     }
 
-    /// OPEN or HALF_OPEN: wait out the sleep window, then admit trials up to the budget.
+    /// How long the current (or latest) opening lasts, in ms: the backoff's duration (the
+    /// sleep window now, for a constant backoff), or a trip-now minimum if longer.
+    pub(crate) fn open_duration_ms(&self, sleep_window_ms: u64) -> u64 {
+        let decided = match self.open_for_ms.load(Ordering::Acquire) {
+            0 => sleep_window_ms,
+            ms => ms,
+        };
+        decided.max(self.min_open_ms.load(Ordering::Acquire))
+    }
+
+    /// When the current opening ends, in ms on the registry's clock.
+    pub(crate) fn open_until_ms(&self, sleep_window_ms: u64) -> u64 {
+        self.opened_at_ms
+            .load(Ordering::Acquire)
+            .saturating_add(self.open_duration_ms(sleep_window_ms))
+    }
+
+    /// OPEN or HALF_OPEN: wait out the open duration, then admit trials up to the budget.
     #[cold]
-    fn attempt_open(&self, command: &CommandState, now_ms: u64) -> Admission {
-        let hot = command.properties.hot();
+    fn attempt_open(&self, site: Site<'_>, now_ms: u64) -> Admission {
+        let hot = site.command.properties.hot();
         loop {
             let word = self.state.load();
             match word.status {
                 Status::Closed => return Admission::Allowed(Ticket::Closed(word.generation)),
                 Status::Open => {
-                    let opened = self.opened_at_ms.load(Ordering::Acquire);
-                    if now_ms <= opened.saturating_add(hot.sleep_window_ms()) {
+                    if now_ms <= self.open_until_ms(hot.sleep_window_ms()) || !site.may_half_open()
+                    {
                         return Admission::Denied(self.cause());
                     }
-                    if self.state.transition(word, Status::HalfOpen).is_some() {
-                        self.trial_admitted_ms.store(now_ms, Ordering::Release);
-                        command.breaker_event(CircuitBreakerEvent::HalfOpened {
-                            command_key: command.key.clone(),
-                        });
-                    }
+                    self.half_open(site, word, now_ms, false);
                 }
                 Status::HalfOpen => {
                     let permitted = hot.half_open_permitted_requests();
@@ -201,11 +373,27 @@ impl CircuitBreaker {
         }
     }
 
+    /// OPEN (exactly `word`) → HALF_OPEN; whether this call moved it.
+    pub(crate) fn half_open(
+        &self,
+        site: Site<'_>,
+        word: Word,
+        now_ms: u64,
+        by_probe: bool,
+    ) -> bool {
+        if self.state.transition(word, Status::HalfOpen).is_none() {
+            return false;
+        }
+        self.trial_admitted_ms.store(now_ms, Ordering::Release);
+        site.emit(BreakerEventKind::HalfOpened { by_probe });
+        true
+    }
+
     /// Trips CLOSED → OPEN if the health counts say so; called at most once per health bucket.
     #[cold]
-    fn check_health(&self, command: &CommandState, now_ms: u64) {
+    fn check_health(&self, site: Site<'_>, now_ms: u64) {
         let due = self.next_check_ms.load(Ordering::Relaxed);
-        let interval = command.health_interval_ms;
+        let interval = site.command.health_interval_ms;
         let next = (now_ms / interval + 1) * interval;
         if now_ms < due
             || self
@@ -219,24 +407,85 @@ impl CircuitBreaker {
         if word.status != Status::Closed {
             return;
         }
-        let health = command.counters.health(now_ms);
-        let props = command.properties.load();
+        let health = site.health(now_ms);
+        let props = site.command.properties.load();
         if health.total_requests < u64::from(props.circuit_breaker_request_volume_threshold)
             || health.error_percentage < props.circuit_breaker_error_threshold_percentage
         {
             return;
         }
-        self.opened_at_ms.store(now_ms, Ordering::Release);
-        if self.state.trip(word.generation).is_some() {
-            let last = FailureKind::from_u8(self.last_failure.load(Ordering::Relaxed));
-            let cause = TripCause::Message(trip_message(&health, &props, last).into());
-            self.trip_cause.store(Some(Arc::new(cause.clone())));
-            command.breaker_event(CircuitBreakerEvent::Opened {
-                command_key: command.key.clone(),
-                cause,
-                sleep_window_ms: props.circuit_breaker_sleep_window_in_milliseconds,
-            });
+        let last = FailureKind::from_u8(self.last_failure.load(Ordering::Relaxed));
+        let cause = TripCause::Message(trip_message(&health, &props, last).into());
+        self.open(
+            site,
+            OpenFrom::Closed(word.generation),
+            OpenTrigger::Health,
+            cause,
+            0,
+            now_ms,
+        );
+    }
+
+    /// Opens the breaker from `from` (if it is still there), for the backoff's duration or
+    /// `min_open_ms` if longer; returns whether this call opened it.
+    fn open(
+        &self,
+        site: Site<'_>,
+        from: OpenFrom,
+        trigger: OpenTrigger,
+        cause: TripCause,
+        min_open_ms: u64,
+        now_ms: u64,
+    ) -> bool {
+        let _one_at_a_time = self.opening.lock();
+        let word = self.state.load();
+        let (status, generation, reopens) = match from {
+            OpenFrom::Closed(generation) => (Status::Closed, generation, 0),
+            OpenFrom::Trial(generation) => (
+                Status::HalfOpen,
+                generation,
+                self.reopens.load(Ordering::Relaxed).saturating_add(1),
+            ),
+        };
+        if word.status != status || word.generation != generation {
+            return false; // stale: it moved on
         }
+        let hot = site.command.properties.hot();
+        let backoff = &site.command.extras.backoff;
+        let open_for_ms = if backoff.is_constant() {
+            0
+        } else {
+            backoff.open_duration_ms(hot.sleep_window_ms(), reopens, trigger)
+        };
+        // Stored before the state moves, so no attempt sees the new OPEN with old values (no
+        // other opening runs meanwhile; a failed move leaves a state that does not read them).
+        self.opened_at_ms.store(now_ms, Ordering::Release);
+        self.open_for_ms.store(open_for_ms, Ordering::Release);
+        self.min_open_ms.store(min_open_ms, Ordering::Release);
+        let moved = match from {
+            OpenFrom::Closed(generation) => self.state.trip(generation),
+            OpenFrom::Trial(generation) => self.state.trial_failed(generation),
+        };
+        let Some(opened) = moved else {
+            return false;
+        };
+        self.reopens.store(reopens, Ordering::Relaxed);
+        self.trip_cause.store(Some(Arc::new(cause.clone())));
+        let open_duration_ms = self.open_duration_ms(hot.sleep_window_ms());
+        site.emit(BreakerEventKind::Opened {
+            cause,
+            trigger,
+            open_duration_ms,
+        });
+        if let Some(extras) = site.extras() {
+            if let Some(probe) = &extras.probe {
+                probe.schedule(site.command, opened.generation, now_ms);
+            }
+            if let Some(shared) = &extras.shared {
+                shared.opened(trigger, open_duration_ms);
+            }
+        }
+        true
     }
 
     fn cause(&self) -> TripCause {
@@ -249,15 +498,28 @@ impl CircuitBreaker {
 
     /// An admitted execution succeeded (or ended in an ignored error).
     #[inline]
-    pub(crate) fn on_success(&self, command: &CommandState, ticket: Ticket, now_ms: u64) {
+    pub(crate) fn on_success(&self, site: Site<'_>, ticket: Ticket, now_ms: u64) {
         if let Ticket::Trial(generation) = ticket {
-            let threshold = command.properties.hot().half_open_success_threshold();
+            let threshold = site.command.properties.hot().half_open_success_threshold();
             if let TrialSuccess::Closed(_) = self.state.trial_succeeded(generation, threshold) {
-                command.counters.restart_health(now_ms);
-                command.breaker_event(CircuitBreakerEvent::Closed {
-                    command_key: command.key.clone(),
-                });
+                self.closed(site, now_ms, false);
             }
+        }
+    }
+
+    /// It closed (a trial's success, or a close published through the shared store).
+    fn closed(&self, site: Site<'_>, now_ms: u64, by_store: bool) {
+        site.restart_health(now_ms);
+        self.reopens.store(0, Ordering::Relaxed);
+        site.emit(BreakerEventKind::Closed { by_store });
+        let Some(extras) = site.extras() else {
+            return;
+        };
+        if let Some(shared) = &extras.shared {
+            shared.closed(by_store);
+        }
+        if let Some(journal) = &extras.journal {
+            site.command.start_replay(journal);
         }
     }
 
@@ -265,36 +527,93 @@ impl CircuitBreaker {
     #[inline]
     pub(crate) fn on_failure(
         &self,
-        command: &CommandState,
+        site: Site<'_>,
         ticket: Ticket,
         kind: FailureKind,
         now_ms: u64,
     ) {
         self.last_failure.store(kind as u8, Ordering::Relaxed);
         if let Ticket::Trial(generation) = ticket {
-            // A stale trial must not touch the sleep window of a later opening. The time is
-            // stored before the state moves, so no attempt sees the new OPEN with an old time.
-            let word = self.state.load();
-            if word.status != Status::HalfOpen || word.generation != generation {
-                return;
-            }
-            self.opened_at_ms.store(now_ms, Ordering::Release);
-            if self.state.trial_failed(generation).is_some() {
-                let cause = TripCause::Message(
-                    format!(
-                        "the half-open trial ended in {}",
-                        kind.name().unwrap_or("FAILURE")
-                    )
-                    .into(),
-                );
-                self.trip_cause.store(Some(Arc::new(cause.clone())));
-                command.breaker_event(CircuitBreakerEvent::Opened {
-                    command_key: command.key.clone(),
-                    cause,
-                    sleep_window_ms: command.properties.hot().sleep_window_ms(),
-                });
-            }
+            let cause = TripCause::Message(
+                format!(
+                    "the half-open trial ended in {}",
+                    kind.name().unwrap_or("FAILURE")
+                )
+                .into(),
+            );
+            self.open(
+                site,
+                OpenFrom::Trial(generation),
+                OpenTrigger::TrialFailed,
+                cause,
+                0,
+                now_ms,
+            );
         }
+    }
+
+    /// An admitted execution's error was classified TRIP_NOW: a failure, and the breaker opens
+    /// now (from CLOSED or from its trial) for at least `min_open_ms`. An execution admitted
+    /// before the latest transition, or while the breaker took no part, moves nothing.
+    #[cold]
+    pub(crate) fn on_trip_now(
+        &self,
+        site: Site<'_>,
+        ticket: Ticket,
+        min_open_ms: u64,
+        now_ms: u64,
+    ) {
+        self.last_failure
+            .store(FailureKind::TripNow as u8, Ordering::Relaxed);
+        let from = match ticket {
+            Ticket::None => return,
+            Ticket::Closed(generation) => OpenFrom::Closed(generation),
+            Ticket::Trial(generation) => OpenFrom::Trial(generation),
+        };
+        let cause = TripCause::Message(if min_open_ms > 0 {
+            format!("the error asked to trip now and stay open at least {min_open_ms} ms").into()
+        } else {
+            "the error asked to trip now".into()
+        });
+        self.open(site, from, OpenTrigger::TripNow, cause, min_open_ms, now_ms);
+    }
+
+    /// Opens a CLOSED breaker because the shared state store reports the dependency open, for
+    /// at least `min_open_ms` (what the store's open period has left).
+    pub(crate) fn open_from_store(&self, site: Site<'_>, min_open_ms: u64, now_ms: u64) -> bool {
+        let word = self.state.load();
+        if word.status != Status::Closed {
+            return false;
+        }
+        let cause = TripCause::Message(
+            "the shared state store reports the circuit open (another instance tripped it)".into(),
+        );
+        self.open(
+            site,
+            OpenFrom::Closed(word.generation),
+            OpenTrigger::StateStore,
+            cause,
+            min_open_ms,
+            now_ms,
+        )
+    }
+
+    /// Another instance's trial closed the shared state: closes this breaker if it is OPEN
+    /// past its own open duration or HALF_OPEN (never within its own open duration, SPEC Part
+    /// A 28); returns whether it closed.
+    pub(crate) fn close_from_store(&self, site: Site<'_>, now_ms: u64) -> bool {
+        let word = self.state.load();
+        let sleep_window_ms = site.command.properties.hot().sleep_window_ms();
+        let may_close = match word.status {
+            Status::Closed => false,
+            Status::Open => now_ms > self.open_until_ms(sleep_window_ms),
+            Status::HalfOpen => true,
+        };
+        if !may_close || self.state.transition(word, Status::Closed).is_none() {
+            return false;
+        }
+        self.closed(site, now_ms, true);
+        true
     }
 
     /// An admitted execution ended without saying anything of the dependency's health
@@ -312,9 +631,19 @@ impl CircuitBreaker {
         self.state.load().generation
     }
 
+    /// The state word now.
+    pub(crate) fn word(&self) -> Word {
+        self.state.load()
+    }
+
     /// The state now (ignoring the force flags).
     pub(crate) fn status(&self) -> Status {
         self.state.load().status
+    }
+
+    /// Re-opens since it last closed.
+    pub(crate) fn reopens(&self) -> u32 {
+        self.reopens.load(Ordering::Relaxed)
     }
 
     /// Hystrix's command-level `isCircuitBreakerOpen()`: forceOpen, or (unless forceClosed) OPEN
@@ -325,34 +654,38 @@ impl CircuitBreaker {
     }
 
     /// `force_open()`: OPEN now, for a new sleep window (SPEC Part A 22).
-    pub(crate) fn force_open(&self, command: &CommandState, now_ms: u64) {
-        self.opened_at_ms.store(now_ms, Ordering::Release);
-        self.state.force(Status::Open);
+    pub(crate) fn force_open(&self, site: Site<'_>, now_ms: u64) {
+        let opened = {
+            let _one_at_a_time = self.opening.lock();
+            self.opened_at_ms.store(now_ms, Ordering::Release);
+            self.open_for_ms.store(0, Ordering::Release);
+            self.min_open_ms.store(0, Ordering::Release);
+            self.state.force(Status::Open)
+        };
         self.trip_cause.store(Some(Arc::new(TripCause::ForcedOpen)));
-        command.breaker_event(CircuitBreakerEvent::ForcedOpen {
-            command_key: command.key.clone(),
-        });
+        site.emit(BreakerEventKind::ForcedOpen);
+        if let Some(probe) = site.extras().and_then(|extras| extras.probe.as_ref()) {
+            probe.schedule(site.command, opened.generation, now_ms);
+        }
     }
 
     /// `force_close()`: CLOSED now, with the health counts restarted from zero.
-    pub(crate) fn force_close(&self, command: &CommandState, now_ms: u64) {
+    pub(crate) fn force_close(&self, site: Site<'_>, now_ms: u64) {
         self.state.force(Status::Closed);
-        command.counters.restart_health(now_ms);
-        command.breaker_event(CircuitBreakerEvent::ForcedClosed {
-            command_key: command.key.clone(),
-        });
+        site.restart_health(now_ms);
+        self.reopens.store(0, Ordering::Relaxed);
+        site.emit(BreakerEventKind::ForcedClosed);
     }
 
     /// `reset()`: CLOSED, health restarted, trip cause and last failure forgotten.
-    pub(crate) fn reset(&self, command: &CommandState, now_ms: u64) {
+    pub(crate) fn reset(&self, site: Site<'_>, now_ms: u64) {
         self.state.force(Status::Closed);
-        command.counters.restart_health(now_ms);
+        site.restart_health(now_ms);
+        self.reopens.store(0, Ordering::Relaxed);
         self.trip_cause.store(None);
         self.last_failure
             .store(FailureKind::None as u8, Ordering::Relaxed);
-        command.breaker_event(CircuitBreakerEvent::Reset {
-            command_key: command.key.clone(),
-        });
+        site.emit(BreakerEventKind::Reset);
     }
 
     /// Why it opened last, if it is or was open.
@@ -418,80 +751,118 @@ fn trip_message(
 #[derive(Clone)]
 pub struct CircuitBreakerHandle {
     command: Arc<CommandState>,
+    keyed: Option<Arc<KeyedBreaker>>,
 }
 
 impl fmt::Debug for CircuitBreakerHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CircuitBreakerHandle")
             .field("command_key", &self.command.key)
-            .field("status", &self.command.breaker.status())
+            .field("breaker_key", &self.breaker_key())
+            .field("status", &self.site().breaker().status())
             .finish()
     }
 }
 
 impl CircuitBreakerHandle {
     pub(crate) fn new(command: Arc<CommandState>) -> Self {
-        CircuitBreakerHandle { command }
+        CircuitBreakerHandle {
+            command,
+            keyed: None,
+        }
+    }
+
+    pub(crate) fn keyed(command: Arc<CommandState>, keyed: Arc<KeyedBreaker>) -> Self {
+        CircuitBreakerHandle {
+            command,
+            keyed: Some(keyed),
+        }
+    }
+
+    fn site(&self) -> Site<'_> {
+        match &self.keyed {
+            Some(keyed) => Site::keyed(&self.command, keyed),
+            None => Site::command(&self.command),
+        }
     }
 
     fn now(&self) -> u64 {
         self.command.env.clock.now_ms()
     }
 
+    /// Applies the health counts of any health bucket completed since the last look.
+    fn refresh(&self) -> HotSnapshot {
+        let flags = self.command.properties.hot().load();
+        if flags.circuit_breaker_enabled() {
+            self.site().breaker().refresh(self.site(), self.now());
+        }
+        flags
+    }
+
+    /// The key of this keyed breaker (see
+    /// [`CommandBuilder::breaker_per_key`](crate::command::CommandBuilder::breaker_per_key));
+    /// `None` for a command's own breaker.
+    pub fn breaker_key(&self) -> Option<&str> {
+        self.keyed.as_deref().map(|keyed| &*keyed.key)
+    }
+
     /// CLOSED, OPEN or HALF_OPEN now (the force flags aside; see
     /// [`is_open`](Self::is_open)). Like an execution, the read first applies the health
     /// counts of any health bucket completed since the last look, so it can trip the breaker;
-    /// the sleep window, though, is left to the next execution (OPEN stays OPEN until a trial
+    /// the open duration, though, is left to the next execution (OPEN stays OPEN until a trial
     /// is attempted).
     pub fn status(&self) -> Status {
-        let breaker = &self.command.breaker;
-        if self
-            .command
-            .properties
-            .hot()
-            .load()
-            .circuit_breaker_enabled()
-        {
-            breaker.refresh(&self.command, self.now());
-        }
-        breaker.status()
+        self.refresh();
+        self.site().breaker().status()
     }
 
     /// Whether the circuit is open now, as Hystrix's `isCircuitBreakerOpen()`: forceOpen, or
     /// (unless forceClosed) OPEN or HALF_OPEN; never when `circuitBreaker.enabled` is false.
     /// Brings the health check up to date first, as [`status`](Self::status).
     pub fn is_open(&self) -> bool {
-        let flags = self.command.properties.hot().load();
-        if flags.circuit_breaker_enabled() {
-            self.command.breaker.refresh(&self.command, self.now());
-        }
-        self.command.breaker.is_open(&flags)
+        let flags = self.refresh();
+        self.site().breaker().is_open(&flags)
+    }
+
+    /// How long the current opening lasts, in ms, while OPEN or HALF_OPEN (`None` when
+    /// CLOSED): the sleep window (`circuitBreaker.sleepWindowInMilliseconds`, 5000 by default)
+    /// grown by the [`Backoff`] policy, or the minimum a
+    /// [`TripNow`](crate::command::Class::TripNow) error asked for if longer.
+    pub fn open_duration_ms(&self) -> Option<u64> {
+        let sleep_window_ms = self.command.properties.hot().sleep_window_ms();
+        (self.status() != Status::Closed)
+            .then(|| self.site().breaker().open_duration_ms(sleep_window_ms))
+    }
+
+    /// Re-opens (failed trials) since it last closed; 0 while CLOSED and for a first opening.
+    pub fn reopens(&self) -> u32 {
+        self.site().breaker().reopens()
     }
 
     /// Opens it now for a new sleep window; it goes on as usual after that (HALF_OPEN past the
     /// window). Unlike the sticky `circuitBreaker.forceOpen` property, this is a one-time trip.
     pub fn force_open(&self) {
-        self.command.breaker.force_open(&self.command, self.now());
+        self.site().breaker().force_open(self.site(), self.now());
     }
 
     /// Closes it now, with the health counts restarted from zero.
     pub fn force_close(&self) {
-        self.command.breaker.force_close(&self.command, self.now());
+        self.site().breaker().force_close(self.site(), self.now());
     }
 
     /// Closes it, restarts the health counts and forgets why it last opened.
     pub fn reset(&self) {
-        self.command.breaker.reset(&self.command, self.now());
+        self.site().breaker().reset(self.site(), self.now());
     }
 
-    /// Why it opened last: the error percentage and the last failure's kind, a failed trial, or
-    /// a forced open.
+    /// Why it opened last: the error percentage and the last failure's kind, a failed trial, a
+    /// trip-now error, the shared state store, or a forced open.
     pub fn trip_cause(&self) -> Option<TripCause> {
-        self.command.breaker.trip_cause()
+        self.site().breaker().trip_cause()
     }
 
     /// The health counts it decides on now.
     pub fn health_counts(&self) -> HealthCounts {
-        self.command.counters.health(self.now())
+        self.site().health(self.now())
     }
 }

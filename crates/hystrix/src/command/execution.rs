@@ -237,6 +237,24 @@ impl<C, R, FB> Execution<'_, C, R, FB> {
         self.options.cache_key = Some(key.into());
         self
     }
+
+    /// Goes through the keyed breaker of `key` (a host, shard or tenant) instead of the
+    /// command's own breaker; the command must have keyed breakers
+    /// ([`CommandBuilder::breaker_per_key`](crate::command::CommandBuilder::breaker_per_key)),
+    /// otherwise the execution fails at once with a misuse error.
+    pub fn breaker_key(mut self, key: impl Into<std::sync::Arc<str>>) -> Self {
+        self.options.breaker_key = Some(key.into());
+        self
+    }
+
+    /// What to journal if this call is short-circuited (with the command key and the time),
+    /// for the command's replay function
+    /// ([`CommandBuilder::journal`](crate::command::CommandBuilder::journal)); e.g. the request
+    /// serialised as JSON. Ignored if the command keeps no journal.
+    pub fn journal(mut self, description: impl Into<String>) -> Self {
+        self.options.journal = Some(description.into());
+        self
+    }
 }
 
 /// Runs a blocking execution on this thread: in place under SEMAPHORE (the fast path), or on the

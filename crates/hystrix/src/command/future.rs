@@ -226,7 +226,7 @@ where
                     if let Err(err) = check_options(state, this.options) {
                         return Poll::Ready(rec.finish_now(state, Err(err)));
                     }
-                    if let Err(err) = check_breaker(state, &props, rec) {
+                    if let Err(err) = check_breaker(state, &props, rec, this.options) {
                         (err, fallback)
                     } else {
                         let timeout_ms = timeout_ms(&props, this.options);

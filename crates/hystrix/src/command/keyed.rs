@@ -168,7 +168,7 @@ impl<C: Clone> KeyedCommands<C> {
         let inner = &*self.inner;
         inner.map.get_or_try_insert(
             key,
-            || {
+            |_| {
                 let command = (inner.factory)(key).build_in(&inner.registry)?;
                 *inner
                     .names_per_key

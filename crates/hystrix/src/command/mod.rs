@@ -54,11 +54,13 @@ pub use handle::{Observed, QueuedExecution, ToObservable};
 pub use hystrix_command::{HystrixAsyncCommand, HystrixCommand};
 pub use keyed::{KeyedCommands, KeyedCommandsBuilder};
 pub use outcome::{ExecutionResult, Outcome};
-pub(crate) use pipeline::panic_message;
+pub(crate) use pipeline::{panic_message, poll_caught};
 pub use run::{Async, Blocking, Cancellable, Interrupt, RunFn};
 #[cfg(feature = "tower")]
 pub(crate) use {pipeline::CallOptions, run::sealed::Sealed};
 
+use crate::circuit::journal::JournalConfig;
+use crate::circuit::{Backoff, BreakerSpec, HealthProbe};
 use crate::config::{
     CommandLayer, CommandProperties, IsolationStrategy, LayerError, PropertyValue, ThreadPoolLayer,
 };
@@ -79,6 +81,16 @@ pub enum Class {
     /// A business error from a healthy dependency (e.g. "not found"): IGNORED, counts as a
     /// success for health, no fallback, the error is returned as is.
     Ignored,
+    /// A failure that also opens the breaker at once (accelerated tripping, SPEC Part A 8), for
+    /// at least `min_open` if given, e.g. an HTTP 503 with `Retry-After` (see
+    /// [`http::retry_after`](crate::http::retry_after)). FAILURE, the fallback runs; the breaker
+    /// stays open for the larger of `min_open` and its usual open duration (the sleep window,
+    /// or the [`Backoff`]'s). Only an execution admitted by the
+    /// breaker's current state trips it (a trial re-opens it).
+    TripNow {
+        /// The least time to stay open (rounded up to whole ms); `None`: the usual duration.
+        min_open: Option<std::time::Duration>,
+    },
 }
 
 /// Decides the [`Class`] of a run's error of type `E`.
@@ -169,6 +181,7 @@ impl Command {
             pool_layer: ThreadPoolLayer::default(),
             error: None,
             classifier: AllFailures,
+            breaker: BreakerSpec::default(),
         }
     }
 }
@@ -211,6 +224,49 @@ impl<C> Command<C> {
     /// The command key's circuit breaker, to look at and override by hand.
     pub fn circuit_breaker(&self) -> crate::circuit::CircuitBreakerHandle {
         crate::circuit::CircuitBreakerHandle::new(Arc::clone(&self.state))
+    }
+
+    /// The keyed breaker of `breaker_key` (made CLOSED if new); `None` if the command has no
+    /// keyed breakers ([`CommandBuilder::breaker_per_key`]).
+    pub fn keyed_circuit_breaker(
+        &self,
+        breaker_key: &str,
+    ) -> Option<crate::circuit::CircuitBreakerHandle> {
+        let keyed = self.state.extras.keyed.as_ref()?.get(breaker_key);
+        Some(crate::circuit::CircuitBreakerHandle::keyed(
+            Arc::clone(&self.state),
+            keyed,
+        ))
+    }
+
+    /// The keys of the keyed breakers kept now, most recently used first (empty without
+    /// [`CommandBuilder::breaker_per_key`]).
+    pub fn keyed_circuit_breaker_keys(&self) -> Vec<Arc<str>> {
+        self.state
+            .extras
+            .keyed
+            .as_ref()
+            .map_or_else(Vec::new, |keyed| keyed.keys())
+    }
+
+    /// The number of keyed breakers kept now (0 without
+    /// [`CommandBuilder::breaker_per_key`]).
+    pub fn keyed_circuit_breaker_count(&self) -> usize {
+        self.state
+            .extras
+            .keyed
+            .as_ref()
+            .map_or(0, |keyed| keyed.len())
+    }
+
+    /// The journal's counts (journalled, replayed, dropped, pending); `None` without
+    /// [`CommandBuilder::journal`].
+    pub fn journal_counts(&self) -> Option<crate::circuit::journal::JournalCounts> {
+        self.state
+            .extras
+            .journal
+            .as_ref()
+            .map(|journal| journal.counts())
     }
 
     /// Whether the circuit is open now (Hystrix's `isCircuitBreakerOpen()`).
@@ -295,6 +351,7 @@ pub struct CommandBuilder<C = AllFailures> {
     pool_layer: ThreadPoolLayer,
     error: Option<ConfigError>,
     classifier: C,
+    breaker: BreakerSpec,
 }
 
 impl<C> fmt::Debug for CommandBuilder<C> {
@@ -443,6 +500,57 @@ impl<C> CommandBuilder<C> {
         self.property("circuitBreaker.sleepWindowInMilliseconds", window)
     }
 
+    /// How long the breaker stays open at each opening (default [`Backoff::constant`]: the
+    /// sleep window, as Hystrix). Like the extras below, it is fixed by the key's first
+    /// definition in a registry; later definitions of the key keep the first one's.
+    pub fn open_backoff(mut self, backoff: Backoff) -> Self {
+        self.breaker.backoff = backoff;
+        self
+    }
+
+    /// A health probe the open breaker calls at an interval; a healthy answer moves it to
+    /// HALF_OPEN at once (see [`HealthProbe`]). None by default.
+    pub fn health_probe(mut self, probe: HealthProbe) -> Self {
+        self.breaker.probe = Some(probe);
+        self
+    }
+
+    /// Journals short-circuited calls that carry a description
+    /// ([`Execution::journal`](crate::Execution::journal)) and hands them to the replay
+    /// function after the breaker closes, oldest first, at a bounded rate (see
+    /// [`JournalConfig`]). Off by default.
+    pub fn journal(mut self, journal: JournalConfig) -> Self {
+        self.breaker.journal = Some(journal);
+        self
+    }
+
+    /// Takes part in the registry's shared state store (SPEC Part A 28; see
+    /// [`RegistryBuilder::state_store`](crate::RegistryBuilder::state_store)). Off by default;
+    /// building fails with [`ConfigError::InvalidValue`] if the registry has no store.
+    pub fn shared_state(mut self, shared: bool) -> Self {
+        self.breaker.shared = shared;
+        self
+    }
+
+    /// One breaker per key (host, shard, tenant...) besides the command's own: a call that
+    /// names a key with [`Execution::breaker_key`](crate::Execution::breaker_key) is admitted
+    /// and judged by that key's breaker alone, made CLOSED on first use, with its own health
+    /// window (as the command's: `metrics.rollingStats.timeInMilliseconds` in buckets of
+    /// `metrics.healthSnapshot.intervalInMilliseconds`) and the command's breaker properties
+    /// and backoff. At most `max_keys` keys are kept, the least recently used evicted first,
+    /// and keys unused for longer than `idle` evicted (an evicted key starts CLOSED again).
+    /// Metrics, bulkhead, timeout and fallback stay the command's. An idle keyed breaker takes
+    /// under 512 bytes. Probes, the journal and the shared store apply to the command's own
+    /// breaker only.
+    pub fn breaker_per_key(
+        mut self,
+        max_keys: std::num::NonZeroUsize,
+        idle: Option<Duration>,
+    ) -> Self {
+        self.breaker.keyed = Some((max_keys, idle.map(crate::config::ceil_millis)));
+        self
+    }
+
     /// Sets how the run's errors of type `E` count (SPEC Part A 8): [`Class::Failure`] (the
     /// default), [`Class::BadRequest`] or [`Class::Ignored`]. Runs of the built command must
     /// then return `Result<_, E>`.
@@ -475,6 +583,7 @@ impl<C> CommandBuilder<C> {
             pool_layer: self.pool_layer,
             error: self.error,
             classifier: Classifier(Arc::new(classify)),
+            breaker: self.breaker,
         }
     }
 
@@ -509,8 +618,14 @@ impl<C> CommandBuilder<C> {
             }
         };
         let thread_pool_key = self.thread_pool_key.map(ThreadPoolKey::new).transpose()?;
-        let state =
-            registry.command_state(key, group, thread_pool_key, self.layer, self.pool_layer)?;
+        let state = registry.command_state(
+            key,
+            group,
+            thread_pool_key,
+            self.layer,
+            self.pool_layer,
+            self.breaker,
+        )?;
         Ok(Command {
             state,
             classifier: self.classifier,

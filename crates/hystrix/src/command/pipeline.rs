@@ -23,7 +23,8 @@ use std::task::{Context, Poll, Wake, Waker};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::circuit::{Admission, FailureKind, Ticket};
+use crate::circuit::journal::JournalEntry;
+use crate::circuit::{Admission, BreakerEventKind, FailureKind, KeyedBreaker, Site, Ticket};
 use crate::clock::{Clock, TimerId};
 use crate::command::execution::BlockingFallback;
 use crate::command::run::BlockingFn;
@@ -41,6 +42,10 @@ pub(crate) struct CallOptions {
     pub(crate) timeout_ms: Option<u64>,
     /// Hystrix's `getCacheKey()` for this call.
     pub(crate) cache_key: Option<String>,
+    /// The keyed breaker this call goes through (the command's own when `None`).
+    pub(crate) breaker_key: Option<Arc<str>>,
+    /// What to journal if this call is short-circuited.
+    pub(crate) journal: Option<String>,
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -66,7 +71,7 @@ where
     if let Err(err) = check_options(state, options) {
         return rec.finish_now(state, Err(err));
     }
-    let admitted = check_breaker(state, &props, &mut rec).and_then(|()| {
+    let admitted = check_breaker(state, &props, &mut rec, options).and_then(|()| {
         state
             .execution_semaphore
             .try_acquire(props.semaphore_max)
@@ -180,27 +185,78 @@ pub(crate) fn timeout_ms(props: &HotSnapshot, options: &CallOptions) -> Option<u
         .then(|| options.timeout_ms.unwrap_or(props.timeout_ms))
 }
 
-/// Step 1: the breaker.
+/// Step 1: the breaker (the command's own, or the keyed breaker the call names). Denied in
+/// dry-run mode (`circuitBreaker.dryRun`), the execution goes on with WOULD_SHORT_CIRCUIT and
+/// tells the breaker nothing; denied otherwise, it is SHORT_CIRCUITED (and journalled, when
+/// the command keeps a journal and the call gave a description).
 #[inline]
 pub(crate) fn check_breaker<E>(
     state: &CommandState,
     props: &HotSnapshot,
     rec: &mut Recorder,
+    options: &CallOptions,
 ) -> Result<(), HystrixError<E>> {
-    match state.breaker.attempt(state, props, rec.start_ms) {
+    if let Some(key) = &options.breaker_key {
+        let Some(keyed) = &state.extras.keyed else {
+            return Err(HystrixError::misuse(
+                state.key.clone(),
+                "was given a breaker key, but its command has no keyed breakers; build it with \
+                 CommandBuilder::breaker_per_key",
+            ));
+        };
+        rec.keyed = Some(keyed.get(key));
+    }
+    let admission = match &rec.keyed {
+        Some(keyed) => keyed
+            .breaker
+            .attempt(Site::keyed(state, keyed), props, rec.start_ms),
+        None => state
+            .breaker
+            .attempt(Site::command(state), props, rec.start_ms),
+    };
+    match admission {
         Admission::Allowed(ticket) => {
             rec.ticket = ticket;
             rec.generation = ticket.generation();
             Ok(())
         }
+        Admission::Denied(_) if props.dry_run() => {
+            rec.event(state, EventType::WouldShortCircuit);
+            Ok(())
+        }
         Admission::Denied(cause) => {
             rec.event(state, EventType::ShortCircuited);
+            if let (Some(journal), Some(description)) = (&state.extras.journal, &options.journal) {
+                journal_short_circuit(state, journal, rec.keyed.as_deref(), description);
+            }
             Err(
                 HystrixError::new(FailureType::ShortCircuit, state.key.clone(), Cause::None)
                     .with_detail(Detail::ShortCircuit(Some(cause))),
             )
         }
     }
+}
+
+#[cold]
+fn journal_short_circuit(
+    state: &CommandState,
+    journal: &crate::circuit::journal::Journal,
+    keyed: Option<&KeyedBreaker>,
+    description: &str,
+) {
+    let site = match keyed {
+        Some(keyed) => Site::keyed(state, keyed),
+        None => Site::command(state),
+    };
+    let entry = JournalEntry {
+        command_key: state.key.clone(),
+        description: description.to_owned(),
+        at_epoch_ms: state.env.clock.epoch_ms(),
+    };
+    if let Some(dropped) = journal.push(entry.clone()) {
+        site.emit(BreakerEventKind::JournalDropped(dropped));
+    }
+    site.emit(BreakerEventKind::Journalled(entry));
 }
 
 /// Step 3, SEMAPHORE: no permit was free.
@@ -295,7 +351,9 @@ pub(crate) fn decide<T, E, C: Classify<E> + ?Sized>(
                 }
             };
             let (event, failure_type) = match class {
-                Class::Failure => (EventType::Failure, FailureType::CommandException),
+                Class::Failure | Class::TripNow { .. } => {
+                    (EventType::Failure, FailureType::CommandException)
+                }
                 Class::BadRequest => (EventType::BadRequest, FailureType::BadRequest),
                 Class::Ignored => (EventType::Ignored, FailureType::Ignored),
             };
@@ -304,6 +362,10 @@ pub(crate) fn decide<T, E, C: Classify<E> + ?Sized>(
             match class {
                 Class::Failure => {
                     rec.settle_failure(state, FailureKind::Failure, now_ms);
+                    Decision::Fallback(err)
+                }
+                Class::TripNow { min_open } => {
+                    rec.settle_trip_now(state, min_open, now_ms);
                     Decision::Fallback(err)
                 }
                 Class::BadRequest => {
@@ -478,6 +540,8 @@ pub(crate) struct Recorder {
     /// The breaker generation it was admitted in; `None` when the breaker took no part
     /// (disabled, forced closed). Outcomes of an older generation stay out of the health counts.
     generation: Option<u32>,
+    /// The keyed breaker the execution went through, if it named one.
+    keyed: Option<Arc<KeyedBreaker>>,
 }
 
 impl Recorder {
@@ -493,28 +557,77 @@ impl Recorder {
             finished: true,
             ticket: Ticket::None,
             generation: None,
+            keyed: None,
+        }
+    }
+
+    /// The breaker this execution went through.
+    #[inline]
+    fn site<'a>(&'a self, state: &'a CommandState) -> Site<'a> {
+        match &self.keyed {
+            Some(keyed) => Site::keyed(state, keyed),
+            None => Site::command(state),
+        }
+    }
+
+    /// A keyed breaker keeps its own health window: an outcome of the current generation
+    /// counts there.
+    #[inline]
+    fn count_keyed(&self, state: &CommandState, now_ms: u64, error: bool) {
+        if let Some(health) = self.site(state).keyed_health() {
+            let breaker = self.site(state).breaker();
+            if self
+                .generation
+                .is_none_or(|generation| breaker.generation() == generation)
+            {
+                health.record(now_ms, error);
+            }
         }
     }
 
     /// Tells the breaker the execution succeeded (or ended in an ignored error).
     #[inline]
     pub(crate) fn settle_success(&mut self, state: &CommandState, now_ms: u64) {
+        self.count_keyed(state, now_ms, false);
         let ticket = std::mem::take(&mut self.ticket);
         if ticket != Ticket::None {
-            state.breaker.on_success(state, ticket, now_ms);
+            let site = self.site(state);
+            site.breaker().on_success(site, ticket, now_ms);
         }
     }
 
     /// Tells the breaker the execution failed (error, panic, timeout or bulkhead rejection).
     #[inline]
     pub(crate) fn settle_failure(&mut self, state: &CommandState, kind: FailureKind, now_ms: u64) {
+        self.count_keyed(state, now_ms, true);
         let ticket = std::mem::take(&mut self.ticket);
-        state.breaker.on_failure(state, ticket, kind, now_ms);
+        let site = self.site(state);
+        site.breaker().on_failure(site, ticket, kind, now_ms);
+    }
+
+    /// Tells the breaker the error asked to trip now (for at least `min_open`).
+    #[cold]
+    pub(crate) fn settle_trip_now(
+        &mut self,
+        state: &CommandState,
+        min_open: Option<std::time::Duration>,
+        now_ms: u64,
+    ) {
+        self.count_keyed(state, now_ms, true);
+        let ticket = std::mem::take(&mut self.ticket);
+        let site = self.site(state);
+        let min_open_ms = min_open.map_or(0, crate::config::ceil_millis);
+        site.breaker()
+            .on_trip_now(site, ticket, min_open_ms, now_ms);
     }
 
     /// The generation of the half-open trial this execution is, if it is one whose outcome the
     /// breaker has not heard yet.
+    /// (A keyed breaker's trial gives its slot back at once.)
     pub(crate) fn trial_generation(&self) -> Option<u32> {
+        if self.keyed.is_some() {
+            return None;
+        }
         match self.ticket {
             Ticket::Trial(generation) => Some(generation),
             _ => None,
@@ -529,7 +642,10 @@ impl Recorder {
     /// Tells the breaker the execution said nothing of the dependency's health.
     #[inline]
     pub(crate) fn settle_release(&mut self, state: &CommandState) {
-        state.breaker.release(std::mem::take(&mut self.ticket));
+        let ticket = std::mem::take(&mut self.ticket);
+        if ticket != Ticket::None {
+            self.site(state).breaker().release(ticket);
+        }
     }
 
     /// The execution starts now: from here on it is reported exactly once.
@@ -574,9 +690,12 @@ impl Recorder {
         };
         // A misused execution (refused before any step) has no events and is not counted.
         if !self.events.is_empty() {
-            let current = self
-                .generation
-                .is_none_or(|generation| state.breaker.generation() == generation);
+            // Each breaker judges the calls it admitted: an execution through a keyed breaker
+            // counts in that breaker's health window, not in the command's.
+            let current = self.keyed.is_none()
+                && self
+                    .generation
+                    .is_none_or(|generation| state.breaker.generation() == generation);
             state.record(&result, self.fallback_disabled, current);
         }
         result

@@ -127,6 +127,12 @@ property_table! {
     /// Dynamic.
     circuit_breaker_force_closed: bool = false;
         "circuitBreaker.forceClosed", Dynamic, Any, no_check;
+    /// `circuitBreaker.dryRun` (our extension, SPEC Part A 23): the breaker decides and reports
+    /// as usual, but admits every call; a call it would have short-circuited records
+    /// WOULD_SHORT_CIRCUIT instead (for calibrating thresholds in production). Default false.
+    /// Dynamic.
+    circuit_breaker_dry_run: bool = false;
+        "circuitBreaker.dryRun", Dynamic, Any, no_check;
     /// `circuitBreaker.halfOpen.permittedRequests` (our extension, SPEC Part A 2): trial
     /// requests admitted per half-open period. Default 1 (Hystrix), at least 1. Dynamic.
     circuit_breaker_half_open_permitted_requests: u32 = 1;
@@ -294,6 +300,7 @@ const INTERRUPT_ON_FUTURE_CANCEL: u32 = 1 << 6;
 const ISOLATION_SET: u32 = 1 << 7;
 const ISOLATION_THREAD: u32 = 1 << 8;
 const PERCENTILES_ENABLED: u32 = 1 << 9;
+const DRY_RUN: u32 = 1 << 10;
 
 impl HotCommandProperties {
     pub(crate) fn publish(&self, props: &CommandProperties) {
@@ -302,6 +309,7 @@ impl HotCommandProperties {
         let flags = flag(props.circuit_breaker_enabled, BREAKER_ENABLED)
             | flag(props.circuit_breaker_force_open, FORCE_OPEN)
             | flag(props.circuit_breaker_force_closed, FORCE_CLOSED)
+            | flag(props.circuit_breaker_dry_run, DRY_RUN)
             | flag(props.execution_timeout_enabled, TIMEOUT_ENABLED)
             | flag(
                 props.execution_isolation_thread_interrupt_on_timeout,
@@ -399,6 +407,11 @@ impl HotSnapshot {
     #[inline]
     pub(crate) fn force_closed(&self) -> bool {
         self.flags & FORCE_CLOSED != 0
+    }
+    /// `circuitBreaker.dryRun`.
+    #[inline]
+    pub(crate) fn dry_run(&self) -> bool {
+        self.flags & DRY_RUN != 0
     }
     /// `execution.timeout.enabled`.
     #[inline]

@@ -15,6 +15,7 @@
 //! Rolling values cover the completed buckets of their window; cumulative values everything since
 //! the key's state was created.
 
+pub(crate) mod health_ring;
 mod latency;
 pub(crate) mod rolling;
 
@@ -246,6 +247,23 @@ impl CommandCounters {
             .store(self.health.epoch(now_ms), Ordering::Release);
     }
 
+    /// (requests, errors) counted for health since creation, stale outcomes included (what a
+    /// shared state store aggregates across instances).
+    pub(crate) fn cumulative_health(&self) -> (u64, u64) {
+        let sum = |mask: u32| {
+            let mut bits = mask;
+            let mut sum = 0;
+            while bits != 0 {
+                let index = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                sum += self.events.cumulative(index);
+            }
+            sum
+        };
+        let errors = sum(HEALTH_ERROR);
+        (errors + sum(HEALTH_OK), errors)
+    }
+
     /// A snapshot at `now_ms`; `executing` is the number of executions running now.
     pub(crate) fn snapshot(
         &self,
@@ -272,6 +290,7 @@ impl CommandCounters {
             rolling_max_concurrent_execution_count: self.events.rolling_max(&self.rolling, now_ms),
             execution_latency: latency(&self.execution_latency),
             total_latency: latency(&self.total_latency),
+            circuit_open_duration_ms: None,
         }
     }
 
@@ -339,6 +358,7 @@ pub struct CommandMetrics {
     rolling_max_concurrent_execution_count: u64,
     execution_latency: LatencyPercentiles,
     total_latency: LatencyPercentiles,
+    circuit_open_duration_ms: Option<u64>,
 }
 
 impl std::fmt::Debug for CommandMetrics {
@@ -372,6 +392,7 @@ impl std::fmt::Debug for CommandMetrics {
             )
             .field("execution_latency", &self.execution_latency)
             .field("total_latency", &self.total_latency)
+            .field("circuit_open_duration_ms", &self.circuit_open_duration_ms)
             .finish()
     }
 }
@@ -395,6 +416,19 @@ impl CommandMetrics {
     /// [`rolling_count`](Self::rolling_count)). Never decreases.
     pub fn cumulative_count(&self, event: EventType) -> u64 {
         self.cumulative[event.index()]
+    }
+
+    /// How long the command's breaker stays open this time, in ms, while it is OPEN or
+    /// HALF_OPEN (`None` when CLOSED): the sleep window grown by the open-duration
+    /// [`Backoff`](crate::circuit::Backoff), or a trip-now minimum if longer.
+    pub fn circuit_open_duration_ms(&self) -> Option<u64> {
+        self.circuit_open_duration_ms
+    }
+
+    /// With the breaker's open duration (see [`circuit_open_duration_ms`](Self::circuit_open_duration_ms)).
+    pub(crate) fn with_open_duration(mut self, open_duration_ms: Option<u64>) -> Self {
+        self.circuit_open_duration_ms = open_duration_ms;
+        self
     }
 
     /// What the circuit breaker sees: requests, errors and the error percentage over the

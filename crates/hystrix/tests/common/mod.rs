@@ -80,3 +80,43 @@ pub fn threads_named(prefix: &str) -> usize {
         .filter(|name| name.trim_end().starts_with(prefix))
         .count()
 }
+
+/// Records every circuit-breaker event as a line of text (`Key[/breaker key] what`).
+#[derive(Clone, Default)]
+pub struct BreakerEvents(pub Arc<Mutex<Vec<String>>>);
+
+impl hystrix::CircuitBreakerListener for BreakerEvents {
+    fn on_event(&self, event: &hystrix::CircuitBreakerEvent) {
+        use hystrix::circuit::BreakerEventKind as Kind;
+        let who = match &event.breaker_key {
+            Some(key) => format!("{}/{key}", event.command_key),
+            None => event.command_key.to_string(),
+        };
+        let what = match &event.kind {
+            Kind::Opened {
+                cause,
+                open_duration_ms,
+                ..
+            } => format!("opened for {open_duration_ms} ms: {cause}"),
+            Kind::HalfOpened { by_probe: false } => "half-open".to_owned(),
+            Kind::HalfOpened { by_probe: true } => "half-open by probe".to_owned(),
+            Kind::Closed { by_store: false } => "closed".to_owned(),
+            Kind::Closed { by_store: true } => "closed by store".to_owned(),
+            Kind::ForcedOpen => "forced open".to_owned(),
+            Kind::ForcedClosed => "forced closed".to_owned(),
+            Kind::Reset => "reset".to_owned(),
+            Kind::Journalled(entry) => format!("journalled {}", entry.description),
+            Kind::Replayed(entry) => format!("replayed {}", entry.description),
+            Kind::JournalDropped(entry) => format!("journal dropped {}", entry.description),
+            other => format!("{other:?}"),
+        };
+        self.0.lock().unwrap().push(format!("{who} {what}"));
+    }
+}
+
+impl BreakerEvents {
+    /// The events recorded since the last call.
+    pub fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}

@@ -1,0 +1,371 @@
+//! The link between a command's breaker and the registry's shared state store (SPEC Part A 28,
+//! Part C; DISTRIBUTED.md §5.3).
+//!
+//! The local breaker always decides, and the hot path never waits on the store: a sync round
+//! (every `state_store_sync_interval` on the registry's executor, or on demand with
+//! [`Registry::sync_state_store`](crate::Registry::sync_state_store)) does all the I/O, one
+//! command after the other:
+//!
+//! 1. publishes the health counts (requests, errors) each command gathered since the last
+//!    round;
+//! 2. publishes the local trips (with the generation last seen, so a race is lost, not
+//!    doubled) and the local closes since the last round;
+//! 3. fetches the shared view: shared OPEN opens a CLOSED local breaker for what is left of
+//!    the shared open period; a close published by another instance closes a local breaker
+//!    only once it is past its own open duration; shared state never closes a breaker within
+//!    it;
+//! 4. asks for the probe permit for a breaker that is past its open duration: a local
+//!    half-open trial needs it, so that one instance probes, not all of them.
+//!
+//! Every store call is time-boxed (`state_store_timeout`, 50 ms by default, on the registry's
+//! clock). A failed or late call is counted in [`StateStoreStatus::errors_total`] and sets
+//! `degraded` until a round succeeds; while degraded, breakers work on local state alone (no
+//! permit needed).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::Weak;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use super::store::{HealthDelta, SharedStatus, SharedView, StateStore, StateStoreError};
+use super::{OpenTrigger, Site, Status};
+use crate::clock::{Clock, Sleep};
+use crate::registry::CommandState;
+
+/// How a registry's shared state store is doing (see
+/// [`Registry::state_store_status`](crate::Registry::state_store_status)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct StateStoreStatus {
+    /// Store calls that failed or took longer than the store timeout, since the registry was
+    /// built (`hystrix_state_store_errors_total`).
+    pub errors_total: u64,
+    /// Whether the latest round had an error: breakers then decide on local state alone.
+    pub degraded: bool,
+    /// Sync rounds run.
+    pub rounds: u64,
+}
+
+/// A registry's store, and what its rounds need.
+pub(crate) struct StoreEnv {
+    store: Arc<dyn StateStore>,
+    instance: Arc<str>,
+    timeout_ms: u64,
+    clock: Arc<dyn Clock>,
+    errors: AtomicU64,
+    degraded: AtomicBool,
+    rounds: AtomicU64,
+    round_running: AtomicBool,
+    commands: Mutex<Vec<Weak<CommandState>>>,
+}
+
+impl StoreEnv {
+    pub(crate) fn new(
+        store: Arc<dyn StateStore>,
+        instance: Arc<str>,
+        timeout: Duration,
+        clock: Arc<dyn Clock>,
+    ) -> Arc<Self> {
+        Arc::new(StoreEnv {
+            store,
+            instance,
+            timeout_ms: crate::config::ceil_millis(timeout).max(1),
+            clock,
+            errors: AtomicU64::new(0),
+            degraded: AtomicBool::new(false),
+            rounds: AtomicU64::new(0),
+            round_running: AtomicBool::new(false),
+            commands: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub(crate) fn status(&self) -> StateStoreStatus {
+        StateStoreStatus {
+            errors_total: self.errors.load(Ordering::Relaxed),
+            degraded: self.degraded.load(Ordering::Relaxed),
+            rounds: self.rounds.load(Ordering::Relaxed),
+        }
+    }
+
+    /// A command opted in: its state takes part in the rounds from now on.
+    pub(crate) fn register(&self, command: Weak<CommandState>) {
+        let mut commands = self.commands.lock();
+        commands.retain(|command| command.strong_count() > 0);
+        commands.push(command);
+    }
+
+    /// One store call, time-boxed; a failure is counted.
+    async fn call<T>(
+        &self,
+        call: impl Future<Output = Result<T, StateStoreError>>,
+        failed: &mut bool,
+    ) -> Option<T> {
+        let deadline = Sleep::until(
+            Arc::clone(&self.clock),
+            self.clock.now_ms().saturating_add(self.timeout_ms),
+        );
+        let result = match super::probe::race(call, deadline).await {
+            Some(result) => result,
+            None => Err(StateStoreError::Timeout(self.timeout_ms)),
+        };
+        match result {
+            Ok(value) => Some(value),
+            Err(err) => {
+                if !*failed {
+                    tracing::warn!(error = %err, "hystrix: state store call failed; local state only until a round succeeds");
+                }
+                self.errors.fetch_add(1, Ordering::Relaxed);
+                *failed = true;
+                None
+            }
+        }
+    }
+
+    /// One sync round (see the module docs); a round already running makes this a no-op.
+    pub(crate) async fn round(&self) {
+        if self.round_running.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        struct Done<'a>(&'a AtomicBool);
+        impl Drop for Done<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::Release);
+            }
+        }
+        let _done = Done(&self.round_running);
+        let commands: Vec<Arc<CommandState>> = self
+            .commands
+            .lock()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        let mut failed = false;
+        self.publish_counts(&commands, &mut failed).await;
+        for command in &commands {
+            if let Some(link) = &command.extras.shared {
+                self.sync_command(command, link, &mut failed).await;
+            }
+        }
+        self.degraded.store(failed, Ordering::Relaxed);
+        self.rounds.fetch_add(1, Ordering::Relaxed);
+    }
+
+    async fn publish_counts(&self, commands: &[Arc<CommandState>], failed: &mut bool) {
+        let mut deltas = Vec::new();
+        let mut totals = Vec::new();
+        for command in commands {
+            let Some(link) = &command.extras.shared else {
+                continue;
+            };
+            let (requests, errors) = command.counters.cumulative_health();
+            let published = *link.published.lock();
+            if requests > published.0 {
+                deltas.push(HealthDelta {
+                    command_key: command.key.clone(),
+                    instance: Arc::clone(&self.instance),
+                    requests: requests - published.0,
+                    errors: errors.saturating_sub(published.1),
+                });
+            }
+            totals.push((link, (requests, errors)));
+        }
+        if deltas.is_empty() {
+            return;
+        }
+        if self
+            .call(self.store.publish(&deltas), failed)
+            .await
+            .is_some()
+        {
+            for (link, total) in totals {
+                *link.published.lock() = total;
+            }
+        }
+    }
+
+    async fn sync_command(
+        &self,
+        command: &Arc<CommandState>,
+        link: &SharedLink,
+        failed: &mut bool,
+    ) {
+        let key = &command.key;
+        let trip_ms = link.pending_trip_ms.load(Ordering::Acquire);
+        if trip_ms > 0 {
+            let generation = link.seen_generation.load(Ordering::Acquire);
+            if let Some(tripped) = self
+                .call(self.store.try_trip(key, generation, trip_ms), failed)
+                .await
+            {
+                let _ = link.pending_trip_ms.compare_exchange(
+                    trip_ms,
+                    0,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                );
+                if let Some(generation) = tripped {
+                    link.saw(
+                        generation,
+                        SharedStatus::Open {
+                            remaining_ms: trip_ms,
+                        },
+                    );
+                }
+            }
+        }
+        if link.pending_close.load(Ordering::Acquire) {
+            let generation = link.seen_generation.load(Ordering::Acquire);
+            if let Some(closed) = self.call(self.store.close(key, generation), failed).await {
+                link.pending_close.store(false, Ordering::Release);
+                if let Some(generation) = closed {
+                    link.saw(generation, SharedStatus::Closed);
+                }
+            }
+        }
+        let Some(view) = self.call(self.store.fetch(key), failed).await else {
+            return;
+        };
+        self.apply(command, link, &view);
+        self.ask_permit(command, link, failed).await;
+    }
+
+    /// Applies a fetched view to the local breaker (SPEC Part A 28).
+    fn apply(&self, command: &CommandState, link: &SharedLink, view: &SharedView) {
+        let site = Site::command(command);
+        let now_ms = self.clock.now_ms();
+        let seen_before = link.seen_status.load(Ordering::Acquire);
+        let generation_before = link.seen_generation.load(Ordering::Acquire);
+        match view.status {
+            SharedStatus::Open { remaining_ms } => {
+                command.breaker.open_from_store(site, remaining_ms, now_ms);
+            }
+            SharedStatus::Closed
+                if seen_before != CLOSED && view.generation != generation_before =>
+            {
+                // Another instance's trial closed it.
+                command.breaker.close_from_store(site, now_ms);
+            }
+            SharedStatus::Closed | SharedStatus::HalfOpen => {}
+        }
+        link.saw(view.generation, view.status);
+    }
+
+    /// A local breaker past its open duration asks for the permit to send trials.
+    async fn ask_permit(&self, command: &CommandState, link: &SharedLink, failed: &mut bool) {
+        if link.probe_permit.load(Ordering::Acquire) {
+            return;
+        }
+        let hot = command.properties.hot();
+        let now_ms = self.clock.now_ms();
+        let due = match command.breaker.status() {
+            Status::Closed => false,
+            Status::Open => now_ms > command.breaker.open_until_ms(hot.sleep_window_ms()),
+            Status::HalfOpen => true,
+        };
+        if !due {
+            return;
+        }
+        let ttl_ms = hot
+            .sleep_window_ms()
+            .max(hot.timeout_ms_if_enabled())
+            .max(1);
+        if let Some(true) = self
+            .call(
+                self.store
+                    .try_acquire_probe(&command.key, &self.instance, ttl_ms),
+                failed,
+            )
+            .await
+        {
+            link.probe_permit.store(true, Ordering::Release);
+        }
+    }
+}
+
+/// Runs a round every `interval_ms` on the registry's clock while the registry lives.
+pub(crate) async fn run_rounds(store: Weak<StoreEnv>, clock: Arc<dyn Clock>, interval_ms: u64) {
+    loop {
+        Sleep::until(
+            Arc::clone(&clock),
+            clock.now_ms().saturating_add(interval_ms),
+        )
+        .await;
+        let Some(store) = store.upgrade() else {
+            return;
+        };
+        store.round().await;
+    }
+}
+
+const CLOSED: u8 = 0;
+const OPEN: u8 = 1;
+const HALF_OPEN: u8 = 2;
+
+/// A command's link to the store.
+pub(crate) struct SharedLink {
+    store: Arc<StoreEnv>,
+    /// The store generation last seen.
+    seen_generation: AtomicU64,
+    /// The store status last seen (CLOSED, OPEN, HALF_OPEN).
+    seen_status: AtomicU8,
+    /// This instance holds the store's probe permit for the current opening.
+    probe_permit: AtomicBool,
+    /// A local trip to publish: its open duration in ms (0: none).
+    pending_trip_ms: AtomicU64,
+    /// A local close to publish.
+    pending_close: AtomicBool,
+    /// The cumulative (requests, errors) published so far.
+    published: Mutex<(u64, u64)>,
+}
+
+impl SharedLink {
+    pub(crate) fn new(store: Arc<StoreEnv>) -> Self {
+        SharedLink {
+            store,
+            seen_generation: AtomicU64::new(0),
+            seen_status: AtomicU8::new(CLOSED),
+            probe_permit: AtomicBool::new(false),
+            pending_trip_ms: AtomicU64::new(0),
+            pending_close: AtomicBool::new(false),
+            published: Mutex::new((0, 0)),
+        }
+    }
+
+    fn saw(&self, generation: u64, status: SharedStatus) {
+        self.seen_generation.store(generation, Ordering::Release);
+        let status = match status {
+            SharedStatus::Closed => CLOSED,
+            SharedStatus::Open { .. } => OPEN,
+            SharedStatus::HalfOpen => HALF_OPEN,
+        };
+        self.seen_status.store(status, Ordering::Release);
+    }
+
+    /// Whether a breaker past its open duration may send trials: with the store's permit, or
+    /// when the store is degraded (local state only).
+    pub(crate) fn may_probe(&self) -> bool {
+        self.probe_permit.load(Ordering::Acquire) || self.store.degraded.load(Ordering::Relaxed)
+    }
+
+    /// The local breaker opened: a new opening needs a new permit; a local trip is published.
+    pub(crate) fn opened(&self, trigger: OpenTrigger, open_duration_ms: u64) {
+        self.probe_permit.store(false, Ordering::Release);
+        if trigger != OpenTrigger::StateStore {
+            self.pending_trip_ms
+                .store(open_duration_ms.max(1), Ordering::Release);
+        }
+    }
+
+    /// The local breaker closed: after its own trials the close is published; closed by the
+    /// store, there is nothing to tell.
+    pub(crate) fn closed(&self, by_store: bool) {
+        self.probe_permit.store(false, Ordering::Release);
+        self.pending_trip_ms.store(0, Ordering::Release);
+        if !by_store {
+            self.pending_close.store(true, Ordering::Release);
+        }
+    }
+}

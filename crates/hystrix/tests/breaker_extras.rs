@@ -1,0 +1,800 @@
+//! The cloud circuit-breaker pattern on top of Hystrix's breaker (SPEC Part A 8, 23, 28, Part
+//! C), with exact values on the manual clock: trip-now with a minimum open time (Retry-After),
+//! open-duration backoff, health probes, the shared state store, keyed breakers, the journal
+//! and replay, and dry-run mode.
+//!
+//! Defaults unless a test says otherwise: health buckets of 500 ms, 20 requests, 50 %, a
+//! 5000 ms sleep window, one trial. Work that runs on the registry's executor (probes, replay)
+//! is awaited by its observable effect, with a real-time bound only as a safety net.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::num::{NonZeroU32, NonZeroUsize};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use common::{BreakerEvents, DependencyError, builder, names};
+use futures::executor::block_on;
+use hystrix::circuit::journal::{JournalConfig, JournalCounts};
+use hystrix::circuit::store::{InMemoryStateStore, SharedStatus};
+use hystrix::circuit::{Backoff, HealthProbe};
+use hystrix::clock::{Clock, ManualClock};
+use hystrix::{Class, Command, EventType, FailureType, HystrixError, Registry, Status};
+
+fn ok() -> Result<u32, DependencyError> {
+    Ok(1)
+}
+
+fn boom() -> Result<u32, DependencyError> {
+    Err(DependencyError("boom"))
+}
+
+/// A registry on its own manual clock, with its breaker events recorded.
+fn registry() -> (Registry, ManualClock, BreakerEvents) {
+    let clock = ManualClock::new();
+    let events = BreakerEvents::default();
+    let registry = Registry::builder()
+        .clock(clock.clone())
+        .circuit_breaker_listener(events.clone())
+        .build();
+    (registry, clock, events)
+}
+
+/// 20 failures now, then the end of their health bucket: the breaker trips.
+fn trip(cmd: &Command, clock: &ManualClock) {
+    for _ in 0..20 {
+        cmd.run(boom).execute().unwrap_err();
+    }
+    let now = clock.now_ms();
+    clock.advance_ms(500 - now % 500);
+    assert_eq!(cmd.circuit_breaker().status(), Status::Open);
+}
+
+fn advance_to(clock: &ManualClock, ms: u64) {
+    let now = clock.now_ms();
+    assert!(ms >= now, "time goes forward only");
+    clock.advance_ms(ms - now);
+}
+
+fn short_circuited(cmd: &Command) -> bool {
+    cmd.run(ok).execute().unwrap_err().failure_type() == FailureType::ShortCircuit
+}
+
+/// Waits (up to 5 s of real time, as a safety net) for work on the executor to show.
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let until = Instant::now() + Duration::from_secs(5);
+    while !done() {
+        assert!(Instant::now() < until, "timed out waiting for {what}");
+        std::thread::yield_now();
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Trip now (accelerated tripping)
+
+/// An HTTP error as a client would return it.
+#[derive(Debug)]
+struct HttpError {
+    status: u16,
+    retry_after: Option<&'static str>,
+}
+
+impl std::fmt::Display for HttpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HTTP {}", self.status)
+    }
+}
+
+impl std::error::Error for HttpError {}
+
+fn classify_http(err: &HttpError) -> Class {
+    match (err.status, err.retry_after) {
+        (404, _) => Class::Ignored,
+        (400, _) => Class::BadRequest,
+        (503, Some(value)) => Class::TripNow {
+            min_open: hystrix::http::retry_after(value, SystemTime::now()),
+        },
+        _ => Class::Failure,
+    }
+}
+
+#[test]
+fn a_503_with_retry_after_30_s_keeps_the_breaker_open_30_s_despite_a_5_s_sleep_window() {
+    let (registry, clock, events) = registry();
+    let cmd = builder("Catalog")
+        .classify(classify_http)
+        .build_in(&registry)
+        .unwrap();
+    let unavailable = || {
+        Err::<u32, _>(HttpError {
+            status: 503,
+            retry_after: Some("30"),
+        })
+    };
+    let outcome = cmd.run(unavailable).execute_outcome();
+    assert_eq!(
+        names(outcome.execution_result().execution_events()),
+        ["FAILURE", "FALLBACK_MISSING"]
+    );
+    let err = outcome.response().as_ref().unwrap_err();
+    assert_eq!(err.failure_type(), FailureType::CommandException);
+    // One error opened it at once, with no request volume and no health bucket.
+    let breaker = cmd.circuit_breaker();
+    assert_eq!(breaker.status(), Status::Open);
+    assert_eq!(breaker.open_duration_ms(), Some(30_000));
+    assert_eq!(
+        events.take(),
+        [
+            "Catalog opened for 30000 ms: the error asked to trip now and stay open at least 30000 ms"
+        ]
+    );
+    let ok = || Ok::<u32, HttpError>(7);
+    advance_to(&clock, 5001);
+    assert_eq!(
+        cmd.run(ok).execute().unwrap_err().failure_type(),
+        FailureType::ShortCircuit
+    );
+    advance_to(&clock, 30_000);
+    assert_eq!(
+        cmd.run(ok).execute().unwrap_err().failure_type(),
+        FailureType::ShortCircuit
+    );
+    // Strictly after 30 s: the trial, whose success closes it.
+    advance_to(&clock, 30_001);
+    assert_eq!(cmd.run(ok).execute().unwrap(), 7);
+    assert_eq!(breaker.status(), Status::Closed);
+    assert_eq!(breaker.open_duration_ms(), None);
+    assert_eq!(events.take(), ["Catalog half-open", "Catalog closed"]);
+}
+
+#[test]
+fn a_trip_now_without_a_time_opens_for_the_sleep_window_and_a_failed_trial_can_trip_now_again() {
+    let (registry, clock, events) = registry();
+    let cmd = builder("Search")
+        .classify(|_: &HttpError| Class::TripNow { min_open: None })
+        .build_in(&registry)
+        .unwrap();
+    let fail = || {
+        Err::<u32, _>(HttpError {
+            status: 503,
+            retry_after: None,
+        })
+    };
+    cmd.run(fail).execute().unwrap_err();
+    assert_eq!(cmd.circuit_breaker().open_duration_ms(), Some(5000));
+    advance_to(&clock, 5001);
+    cmd.run(fail).execute().unwrap_err();
+    assert_eq!(cmd.circuit_breaker().status(), Status::Open);
+    assert_eq!(cmd.circuit_breaker().reopens(), 1);
+    assert_eq!(
+        events.take(),
+        [
+            "Search opened for 5000 ms: the error asked to trip now",
+            "Search half-open",
+            "Search opened for 5000 ms: the error asked to trip now",
+        ]
+    );
+}
+
+#[test]
+fn every_class_has_its_event_and_shows_in_the_metrics() {
+    let (registry, clock, _) = registry();
+    let cmd = builder("Classes")
+        .classify(classify_http)
+        .build_in(&registry)
+        .unwrap();
+    let with = |status, retry_after| {
+        move || {
+            Err::<u32, _>(HttpError {
+                status,
+                retry_after,
+            })
+        }
+    };
+    assert_eq!(
+        cmd.run(with(404, None))
+            .execute()
+            .unwrap_err()
+            .failure_type(),
+        FailureType::Ignored
+    );
+    assert_eq!(
+        cmd.run(with(400, None))
+            .execute()
+            .unwrap_err()
+            .failure_type(),
+        FailureType::BadRequest
+    );
+    assert_eq!(
+        cmd.run(with(500, None))
+            .execute()
+            .unwrap_err()
+            .failure_type(),
+        FailureType::CommandException
+    );
+    assert_eq!(
+        cmd.run(with(503, Some("2")))
+            .execute()
+            .unwrap_err()
+            .failure_type(),
+        FailureType::CommandException
+    );
+    clock.advance_ms(1000);
+    let metrics = cmd.metrics();
+    assert_eq!(metrics.rolling_count(EventType::Ignored), 1);
+    assert_eq!(metrics.rolling_count(EventType::BadRequest), 1);
+    // TRIP_NOW is a FAILURE plus the trip (SPEC Part A 23).
+    assert_eq!(metrics.rolling_count(EventType::Failure), 2);
+    assert_eq!(metrics.circuit_open_duration_ms(), Some(5000));
+}
+
+// ------------------------------------------------------------------------------------------------
+// Open-duration backoff
+
+#[test]
+fn exponential_backoff_grows_with_each_reopen_up_to_its_cap_and_resets_when_closed() {
+    let (registry, clock, events) = registry();
+    let cmd = builder("Backoff")
+        .open_backoff(Backoff::exponential(2.0, Duration::from_secs(20)).unwrap())
+        .build_in(&registry)
+        .unwrap();
+    trip(&cmd, &clock);
+    let breaker = cmd.circuit_breaker();
+    let mut durations = vec![breaker.open_duration_ms().unwrap()];
+    // Each failed trial re-opens it for twice as long, up to 20 s.
+    for _ in 0..4 {
+        let until = clock.now_ms() + breaker.open_duration_ms().unwrap();
+        advance_to(&clock, until);
+        assert!(
+            short_circuited(&cmd),
+            "still open at the end of its duration"
+        );
+        clock.advance_ms(1);
+        cmd.run(boom).execute().unwrap_err();
+        durations.push(breaker.open_duration_ms().unwrap());
+    }
+    assert_eq!(durations, [5000, 10_000, 20_000, 20_000, 20_000]);
+    assert_eq!(breaker.reopens(), 4);
+    assert_eq!(cmd.metrics().circuit_open_duration_ms(), Some(20_000));
+    // A successful trial closes it; the next opening starts from the sleep window again.
+    clock.advance_ms(20_001);
+    cmd.run(ok).execute().unwrap();
+    assert_eq!(breaker.status(), Status::Closed);
+    assert_eq!(breaker.reopens(), 0);
+    trip(&cmd, &clock);
+    assert_eq!(breaker.open_duration_ms(), Some(5000));
+    let opened: Vec<String> = events
+        .take()
+        .into_iter()
+        .filter(|event| event.contains("opened for"))
+        .map(|event| event.split(':').next().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        opened,
+        [
+            "Backoff opened for 5000 ms",
+            "Backoff opened for 10000 ms",
+            "Backoff opened for 20000 ms",
+            "Backoff opened for 20000 ms",
+            "Backoff opened for 20000 ms",
+            "Backoff opened for 5000 ms",
+        ]
+    );
+}
+
+#[test]
+fn a_custom_backoff_sees_the_reopens_and_the_trigger() {
+    let (registry, clock, _) = registry();
+    let cmd = builder("Custom")
+        .open_backoff(Backoff::custom(|ctx| {
+            Duration::from_millis(1000 * (u64::from(ctx.reopens) + 1))
+        }))
+        .build_in(&registry)
+        .unwrap();
+    trip(&cmd, &clock);
+    assert_eq!(cmd.circuit_breaker().open_duration_ms(), Some(1000));
+    clock.advance_ms(1001);
+    cmd.run(boom).execute().unwrap_err();
+    assert_eq!(cmd.circuit_breaker().open_duration_ms(), Some(2000));
+}
+
+// ------------------------------------------------------------------------------------------------
+// Health probes
+
+#[test]
+fn a_healthy_probe_moves_the_breaker_to_half_open_before_the_sleep_window_ends() {
+    let (registry, clock, events) = registry();
+    let healthy = Arc::new(AtomicBool::new(false));
+    let probe = {
+        let healthy = Arc::clone(&healthy);
+        HealthProbe::blocking(
+            move || healthy.load(Ordering::SeqCst),
+            Duration::from_secs(1),
+        )
+        .unwrap()
+        .timeout(Duration::from_millis(300))
+        .unwrap()
+    };
+    let cmd = builder("Probed")
+        .health_probe(probe)
+        .build_in(&registry)
+        .unwrap();
+    trip(&cmd, &clock); // opened at 500 ms
+    events.take();
+    // At 1500 ms the probe runs (its timeout at 1800 ms) and answers unhealthy: the next one
+    // is due at 2500 ms.
+    advance_to(&clock, 1500);
+    wait_for("the second probe to be scheduled", || {
+        clock.next_timer_deadline_ms() == Some(2500)
+    });
+    assert_eq!(cmd.circuit_breaker().status(), Status::Open);
+    healthy.store(true, Ordering::SeqCst);
+    advance_to(&clock, 2500);
+    wait_for("the probe to half-open the breaker", || {
+        cmd.circuit_breaker().status() == Status::HalfOpen
+    });
+    assert_eq!(events.take(), ["Probed half-open by probe"]);
+    // 2000 ms after opening, well within the 5000 ms sleep window: a trial is admitted.
+    assert_eq!(cmd.run(ok).execute().unwrap(), 1);
+    assert_eq!(cmd.circuit_breaker().status(), Status::Closed);
+}
+
+#[test]
+fn a_probe_that_hangs_past_its_timeout_counts_as_unhealthy_and_only_the_probe_may_half_open() {
+    let (registry, clock, _) = registry();
+    let answer = Arc::new(AtomicBool::new(false));
+    let hang = Arc::new(AtomicBool::new(true));
+    let probe = {
+        let (answer, hang) = (Arc::clone(&answer), Arc::clone(&hang));
+        HealthProbe::new_async(
+            move || {
+                let (answer, hang) = (Arc::clone(&answer), Arc::clone(&hang));
+                async move {
+                    if hang.load(Ordering::SeqCst) {
+                        std::future::pending::<()>().await;
+                    }
+                    answer.load(Ordering::SeqCst)
+                }
+            },
+            Duration::from_secs(1),
+        )
+        .unwrap()
+        .timeout(Duration::from_millis(200))
+        .unwrap()
+        .max_concurrent(NonZeroU32::new(1).unwrap())
+        .instead_of_sleep_window()
+    };
+    let cmd = builder("Hanging")
+        .health_probe(probe)
+        .build_in(&registry)
+        .unwrap();
+    trip(&cmd, &clock); // opened at 500 ms
+    advance_to(&clock, 1500); // the probe starts and hangs
+    wait_for("the probe's timeout timer", || {
+        clock.next_timer_deadline_ms() == Some(1700)
+    });
+    advance_to(&clock, 1700); // its timeout: unhealthy, the next probe at 2700 ms
+    wait_for("the next probe", || {
+        clock.next_timer_deadline_ms() == Some(2700)
+    });
+    // From now on the probe answers at once, unhealthy: one probe a second.
+    hang.store(false, Ordering::SeqCst);
+    for due in [2700, 3700, 4700, 5700] {
+        advance_to(&clock, due);
+        wait_for("the next probe", || {
+            clock.next_timer_deadline_ms() == Some(due + 1000)
+        });
+    }
+    // Past the sleep window (5500 ms) the breaker stays OPEN: only a probe may move it.
+    assert!(short_circuited(&cmd));
+    assert_eq!(cmd.circuit_breaker().status(), Status::Open);
+    answer.store(true, Ordering::SeqCst);
+    advance_to(&clock, 6700);
+    wait_for("a healthy probe", || {
+        cmd.circuit_breaker().status() == Status::HalfOpen
+    });
+}
+
+// ------------------------------------------------------------------------------------------------
+// Shared state store
+
+/// Two instances (registries) sharing one in-memory store and one manual clock; rounds run
+/// only when the test asks.
+fn two_instances() -> (
+    Registry,
+    Registry,
+    InMemoryStateStore,
+    ManualClock,
+    BreakerEvents,
+) {
+    let clock = ManualClock::new();
+    let store = InMemoryStateStore::new(Arc::new(clock.clone()));
+    let events = BreakerEvents::default();
+    let instance = |name: &str| {
+        Registry::builder()
+            .clock(clock.clone())
+            .state_store(store.clone())
+            .state_store_sync_interval(None)
+            .instance_id(name)
+            .circuit_breaker_listener(events.clone())
+            .build()
+    };
+    (instance("a"), instance("b"), store, clock, events)
+}
+
+fn shared(registry: &Registry) -> Command {
+    builder("Shared")
+        .shared_state(true)
+        .build_in(registry)
+        .unwrap()
+}
+
+#[test]
+fn a_trip_on_one_instance_opens_the_others_but_their_views_never_close_a_local_trip() {
+    let (a, b, store, clock, events) = two_instances();
+    let (cmd_a, cmd_b) = (shared(&a), shared(&b));
+    trip(&cmd_a, &clock); // A opened at 500 ms
+    block_on(a.sync_state_store());
+    assert_eq!(
+        store.view_now("Shared").status,
+        SharedStatus::Open { remaining_ms: 5000 }
+    );
+    assert_eq!(cmd_b.circuit_breaker().status(), Status::Closed);
+    block_on(b.sync_state_store());
+    assert_eq!(cmd_b.circuit_breaker().status(), Status::Open);
+    assert!(short_circuited(&cmd_b));
+    assert_eq!(cmd_b.circuit_breaker().open_duration_ms(), Some(5000));
+    let trip_cause = cmd_b.circuit_breaker().trip_cause().unwrap().to_string();
+    assert!(trip_cause.contains("shared state store"), "{trip_cause}");
+    events.take();
+
+    // The shared view of a closed dependency never closes a breaker that tripped locally.
+    let c = {
+        let clock = clock.clone();
+        Registry::builder()
+            .clock(clock)
+            .state_store(store.clone())
+            .state_store_sync_interval(None)
+            .instance_id("c")
+            .build()
+    };
+    let other = builder("Other").shared_state(true).build_in(&c).unwrap();
+    trip(&other, &clock);
+    // Its trip is not published yet; the store says Closed.
+    assert_eq!(store.view_now("Other").status, SharedStatus::Closed);
+    let before = store.calls();
+    block_on(c.sync_state_store());
+    assert!(store.calls() > before);
+    assert_eq!(other.circuit_breaker().status(), Status::Open);
+    assert!(matches!(
+        store.view_now("Other").status,
+        SharedStatus::Open { .. }
+    ));
+}
+
+#[test]
+fn a_published_close_closes_only_breakers_past_their_own_open_duration() {
+    let (a, b, store, clock, events) = two_instances();
+    let (cmd_a, cmd_b) = (shared(&a), shared(&b));
+    trip(&cmd_a, &clock); // A opened at 500 ms, until 5500
+    block_on(a.sync_state_store());
+    advance_to(&clock, 3500);
+    trip(&cmd_b, &clock); // B tripped on its own at 4000 ms, until 9000
+    block_on(b.sync_state_store());
+    events.take();
+
+    // Past A's window, A's round gets the probe permit; its trial closes it; the close is
+    // published.
+    advance_to(&clock, 5501);
+    assert!(
+        short_circuited(&cmd_a),
+        "no trial without the store's permit"
+    );
+    block_on(a.sync_state_store());
+    assert_eq!(cmd_a.run(ok).execute().unwrap(), 1);
+    assert_eq!(cmd_a.circuit_breaker().status(), Status::Closed);
+    block_on(a.sync_state_store());
+    assert_eq!(store.view_now("Shared").status, SharedStatus::Closed);
+    // B is within its own window (until 9000 ms): the published close does not close it.
+    block_on(b.sync_state_store());
+    assert_eq!(cmd_b.circuit_breaker().status(), Status::Open);
+    assert!(short_circuited(&cmd_b));
+    // Past its window, B asks for the permit and sends its own trial.
+    advance_to(&clock, 9001);
+    block_on(b.sync_state_store());
+    assert_eq!(cmd_b.run(ok).execute().unwrap(), 1);
+    assert_eq!(cmd_b.circuit_breaker().status(), Status::Closed);
+    assert_eq!(
+        events.take(),
+        [
+            "Shared half-open",
+            "Shared closed",
+            "Shared half-open",
+            "Shared closed"
+        ]
+    );
+}
+
+#[test]
+fn a_published_close_closes_a_breaker_whose_own_window_has_passed() {
+    let (a, b, _store, clock, events) = two_instances();
+    let (cmd_a, cmd_b) = (shared(&a), shared(&b));
+    trip(&cmd_a, &clock); // opened at 500 ms
+    block_on(a.sync_state_store());
+    block_on(b.sync_state_store()); // B opened from the store, until 5500 ms
+    advance_to(&clock, 5501);
+    block_on(a.sync_state_store()); // A has the permit
+    block_on(b.sync_state_store()); // B does not
+    assert!(
+        short_circuited(&cmd_b),
+        "B is past its window but has no permit"
+    );
+    cmd_a.run(ok).execute().unwrap();
+    block_on(a.sync_state_store());
+    events.take();
+    block_on(b.sync_state_store());
+    assert_eq!(cmd_b.circuit_breaker().status(), Status::Closed);
+    assert_eq!(events.take(), ["Shared closed by store"]);
+    assert_eq!(cmd_b.run(ok).execute().unwrap(), 1);
+}
+
+#[test]
+fn store_errors_are_counted_and_the_breaker_goes_on_with_local_state() {
+    let (a, _b, store, clock, _) = two_instances();
+    let cmd = shared(&a);
+    store.set_unavailable(true);
+    trip(&cmd, &clock);
+    block_on(a.sync_state_store());
+    let status = a.state_store_status().unwrap();
+    assert!(status.errors_total >= 1, "{status:?}");
+    assert!(status.degraded);
+    assert_eq!(status.rounds, 1);
+    // Degraded: past the sleep window the trial goes ahead without the store's permit.
+    advance_to(&clock, 5501);
+    assert_eq!(cmd.run(ok).execute().unwrap(), 1);
+    assert_eq!(cmd.circuit_breaker().status(), Status::Closed);
+    // The store comes back: the next round succeeds and clears the flag.
+    store.set_unavailable(false);
+    block_on(a.sync_state_store());
+    let status = a.state_store_status().unwrap();
+    assert!(!status.degraded);
+    assert_eq!(status.rounds, 2);
+}
+
+#[test]
+fn counts_are_published_and_a_command_without_a_store_is_refused() {
+    let (a, _b, store, _clock, _) = two_instances();
+    let cmd = shared(&a);
+    for _ in 0..3 {
+        cmd.run(ok).execute().unwrap();
+    }
+    cmd.run(boom).execute().unwrap_err();
+    block_on(a.sync_state_store());
+    let view = store.view_now("Shared");
+    assert_eq!((view.requests, view.errors, view.reporters), (4, 1, 1));
+    // Nothing new: nothing published twice.
+    block_on(a.sync_state_store());
+    assert_eq!(store.view_now("Shared").requests, 4);
+
+    let err = builder("Lonely")
+        .shared_state(true)
+        .build_in(&Registry::new())
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("hystrix.command.Lonely.sharedState"),
+        "{err}"
+    );
+}
+
+// ------------------------------------------------------------------------------------------------
+// Keyed breakers
+
+#[test]
+fn keyed_breakers_trip_one_key_alone() {
+    let (registry, clock, events) = registry();
+    let cmd = builder("PerHost")
+        .breaker_per_key(NonZeroUsize::new(100).unwrap(), None)
+        .build_in(&registry)
+        .unwrap();
+    for _ in 0..20 {
+        cmd.run(boom)
+            .breaker_key("down.example")
+            .execute()
+            .unwrap_err();
+        cmd.run(ok).breaker_key("up.example").execute().unwrap();
+    }
+    clock.advance_ms(500);
+    let down = cmd.keyed_circuit_breaker("down.example").unwrap();
+    assert_eq!(down.status(), Status::Open);
+    assert_eq!(down.breaker_key(), Some("down.example"));
+    assert_eq!(down.health_counts().error_percentage, 100);
+    let err = cmd
+        .run(ok)
+        .breaker_key("down.example")
+        .execute()
+        .unwrap_err();
+    assert_eq!(err.failure_type(), FailureType::ShortCircuit);
+    assert_eq!(cmd.run(ok).breaker_key("up.example").execute().unwrap(), 1);
+    // The command's own breaker judges only the calls it admits (none so far: keyed calls
+    // stay out of its health window), while its metrics count every call.
+    assert_eq!(cmd.circuit_breaker().status(), Status::Closed);
+    assert_eq!(cmd.run(ok).execute().unwrap(), 1);
+    clock.advance_ms(1000);
+    assert_eq!(cmd.metrics().rolling_count(EventType::ShortCircuited), 1);
+    assert_eq!(
+        events.take(),
+        [
+            "PerHost/down.example opened for 5000 ms: 100% of 20 requests failed in the last 10000 ms (circuitBreaker.errorThresholdPercentage 50%); last failure: FAILURE"
+        ]
+    );
+    // Its trial, after the sleep window, closes it.
+    clock.advance_ms(5000);
+    cmd.run(ok).breaker_key("down.example").execute().unwrap();
+    assert_eq!(down.status(), Status::Closed);
+}
+
+#[test]
+fn keyed_breakers_stay_bounded_under_100_000_keys_and_evict_idle_ones() {
+    let (registry, clock, _) = registry();
+    let cmd = builder("Tenants")
+        .breaker_per_key(
+            NonZeroUsize::new(1000).unwrap(),
+            Some(Duration::from_secs(60)),
+        )
+        .build_in(&registry)
+        .unwrap();
+    for tenant in 0..100_000 {
+        cmd.run(ok)
+            .breaker_key(format!("tenant-{tenant}"))
+            .execute()
+            .unwrap();
+    }
+    assert_eq!(cmd.keyed_circuit_breaker_count(), 1000);
+    let keys = cmd.keyed_circuit_breaker_keys();
+    assert_eq!(&*keys[0], "tenant-99999");
+    assert_eq!(&*keys[999], "tenant-99000");
+    // Idle for more than a minute: the next use evicts the others.
+    clock.advance_ms(60_001);
+    cmd.run(ok).breaker_key("fresh").execute().unwrap();
+    assert_eq!(cmd.keyed_circuit_breaker_count(), 1);
+}
+
+#[test]
+fn a_breaker_key_on_a_command_without_keyed_breakers_is_a_clear_error() {
+    let (registry, _, _) = registry();
+    let cmd = builder("Plain").build_in(&registry).unwrap();
+    let err: HystrixError<DependencyError> = cmd.run(ok).breaker_key("x").execute().unwrap_err();
+    assert!(err.to_string().contains("breaker_per_key"), "{err}");
+}
+
+// ------------------------------------------------------------------------------------------------
+// Journal and replay
+
+#[test]
+fn short_circuited_requests_are_journalled_bounded_and_replayed_oldest_first_after_close() {
+    let (registry, clock, events) = registry();
+    let (replayed_tx, replayed) = std::sync::mpsc::channel();
+    let replayed_tx = std::sync::Mutex::new(replayed_tx);
+    let journal = JournalConfig::new(move |entry| {
+        replayed_tx.lock().unwrap().send(entry).unwrap();
+    })
+    .capacity(NonZeroUsize::new(3).unwrap())
+    .replay_per_second(NonZeroU32::new(10).unwrap());
+    let cmd = builder("Orders")
+        .journal(journal)
+        .build_in(&registry)
+        .unwrap();
+    trip(&cmd, &clock);
+    events.take();
+    for order in 1..=5 {
+        let err = cmd
+            .run(ok)
+            .journal(format!("order-{order}"))
+            .execute()
+            .unwrap_err();
+        assert_eq!(err.failure_type(), FailureType::ShortCircuit);
+    }
+    // A call without a description is not journalled.
+    assert!(short_circuited(&cmd));
+    assert_eq!(
+        events.take(),
+        [
+            "Orders journalled order-1",
+            "Orders journalled order-2",
+            "Orders journalled order-3",
+            "Orders journal dropped order-1",
+            "Orders journalled order-4",
+            "Orders journal dropped order-2",
+            "Orders journalled order-5",
+        ]
+    );
+    assert_eq!(
+        cmd.journal_counts(),
+        Some(JournalCounts {
+            journalled: 5,
+            replayed: 0,
+            dropped: 2,
+            pending: 3
+        })
+    );
+    let entry_time = clock.epoch_ms();
+    // The trial closes the breaker; replay starts at once, then one every 100 ms.
+    clock.advance_ms(5001);
+    cmd.run(ok).execute().unwrap();
+    let recv = || replayed.recv_timeout(Duration::from_secs(5)).unwrap();
+    let first = recv();
+    assert_eq!(first.description, "order-3");
+    assert_eq!(first.command_key.as_str(), "Orders");
+    assert_eq!(first.at_epoch_ms, entry_time);
+    assert!(replayed.try_recv().is_err(), "the next only after 100 ms");
+    clock.advance_ms(100);
+    assert_eq!(recv().description, "order-4");
+    clock.advance_ms(100);
+    assert_eq!(recv().description, "order-5");
+    wait_for("the replay counts", || {
+        cmd.journal_counts().unwrap().replayed == 3
+    });
+    assert_eq!(cmd.journal_counts().unwrap().pending, 0);
+    let replay_events: Vec<String> = events
+        .take()
+        .into_iter()
+        .filter(|event| event.contains("replayed"))
+        .collect();
+    assert_eq!(
+        replay_events,
+        [
+            "Orders replayed order-3",
+            "Orders replayed order-4",
+            "Orders replayed order-5"
+        ]
+    );
+}
+
+// ------------------------------------------------------------------------------------------------
+// Dry run
+
+#[test]
+fn dry_run_never_rejects_yet_counts_would_short_circuit() {
+    let (registry, clock, events) = registry();
+    let cmd = builder("Calibrating")
+        .property("circuitBreaker.dryRun", true)
+        .build_in(&registry)
+        .unwrap();
+    trip(&cmd, &clock);
+    assert!(cmd.circuit_breaker().is_open());
+    for _ in 0..10 {
+        let outcome = cmd.run(ok).execute_outcome();
+        assert_eq!(
+            names(outcome.execution_result().execution_events()),
+            ["SUCCESS", "WOULD_SHORT_CIRCUIT"]
+        );
+        assert_eq!(*outcome.response().as_ref().unwrap(), 1);
+    }
+    // What it would do is reported as usual: OPEN, then HALF_OPEN and closed by a trial.
+    assert_eq!(cmd.circuit_breaker().status(), Status::Open);
+    clock.advance_ms(1000);
+    let metrics = cmd.metrics();
+    assert_eq!(metrics.rolling_count(EventType::WouldShortCircuit), 10);
+    assert_eq!(metrics.rolling_count(EventType::ShortCircuited), 0);
+    assert_eq!(metrics.rolling_count(EventType::Success), 10);
+    clock.advance_ms(4001);
+    cmd.run(ok).execute().unwrap();
+    assert_eq!(cmd.circuit_breaker().status(), Status::Closed);
+    let kinds: Vec<String> = events
+        .take()
+        .into_iter()
+        .map(|event| event.split(':').next().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "Calibrating opened for 5000 ms",
+            "Calibrating half-open",
+            "Calibrating closed"
+        ]
+    );
+}
