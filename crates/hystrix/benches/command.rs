@@ -149,6 +149,48 @@ fn execute(c: &mut Criterion) {
         b.iter(|| full.run(|| Ok::<u64, Never>(black_box(7))).execute())
     });
     group.finish();
+    keyed(c);
+}
+
+/// Keyed breakers (one per host/tenant): a call through an existing key's breaker, and the
+/// first call of a new key (a breaker made in the bounded map, evicting the least recently
+/// used of 10 000).
+fn keyed(c: &mut Criterion) {
+    let registry = Registry::new();
+    let per_key = Command::builder("PerKey")
+        .group("Bench")
+        .isolation(IsolationStrategy::Semaphore)
+        .timeout_enabled(false)
+        .breaker_per_key(std::num::NonZeroUsize::new(10_000).unwrap(), None)
+        .build_in(&registry)
+        .unwrap();
+    let host: std::sync::Arc<str> = "api.example".into();
+    let fresh: Vec<std::sync::Arc<str>> = (0..1_000_000)
+        .map(|n| format!("tenant-{n}").into())
+        .collect();
+    let mut next = 0;
+    let mut group = c.benchmark_group("keyed_breakers");
+    group.bench_function("execute via a keyed breaker, key known", |b| {
+        b.iter(|| {
+            per_key
+                .run(|| Ok::<u64, Never>(black_box(7)))
+                .breaker_key(std::sync::Arc::clone(&host))
+                .execute()
+        })
+    });
+    group.bench_function(
+        "execute via a keyed breaker, new key (map of 10 000)",
+        |b| {
+            b.iter(|| {
+                next = (next + 1) % fresh.len();
+                per_key
+                    .run(|| Ok::<u64, Never>(black_box(7)))
+                    .breaker_key(std::sync::Arc::clone(&fresh[next]))
+                    .execute()
+            })
+        },
+    );
+    group.finish();
 }
 
 criterion_group! {

@@ -52,7 +52,11 @@
 //!   [`HystrixCommand`] for Hystrix's subclass style.
 //! - [`HystrixError`], [`FailureType`]: what went wrong; [`ConfigError`] for bad definitions.
 //! - [`Registry`]: per-key state, properties ([`config`]), plugins; [`Registry::global`].
-//! - [`circuit`]: the circuit breaker ([`CircuitBreakerHandle`], [`CircuitBreakerListener`]);
+//! - [`circuit`]: the circuit breaker ([`CircuitBreakerHandle`], [`CircuitBreakerListener`])
+//!   and the cloud pattern's extras: [`Class::TripNow`] with [`http::retry_after`],
+//!   [`circuit::Backoff`], [`circuit::HealthProbe`], the [`circuit::store`] for state shared
+//!   across instances, keyed breakers ([`CommandBuilder::breaker_per_key`]), the
+//!   [`circuit::journal`] and `circuitBreaker.dryRun`;
 //!   [`metrics`]: rolling counts, health counts and latency percentiles ([`CommandMetrics`]).
 //! - [`clock`]: the time source; [`testing`]: a registry on a manual clock for your tests.
 

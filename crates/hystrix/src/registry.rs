@@ -731,6 +731,7 @@ impl Registry {
             executor.spawn(crate::circuit::run_rounds(
                 Arc::downgrade(store),
                 Arc::clone(&env.clock),
+                env.clock.now_ms().saturating_add(interval_ms),
                 interval_ms,
             ));
         }
@@ -849,6 +850,10 @@ impl RegistryBuilder {
     pub fn build(self) -> Registry {
         static REGISTRIES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
+        let store_interval_ms = self
+            .store_interval
+            .unwrap_or(Some(Duration::from_millis(500)))
+            .map(|interval| crate::config::ceil_millis(interval).max(1));
         let store = self.store.map(|store| {
             let instance = self.instance_id.unwrap_or_else(|| {
                 let n = REGISTRIES.fetch_add(1, Ordering::Relaxed);
@@ -858,13 +863,10 @@ impl RegistryBuilder {
                 store,
                 instance,
                 self.store_timeout.unwrap_or(Duration::from_millis(50)),
+                store_interval_ms,
                 Arc::clone(&clock),
             )
         });
-        let store_interval_ms = self
-            .store_interval
-            .unwrap_or(Some(Duration::from_millis(500)))
-            .map(|interval| crate::config::ceil_millis(interval).max(1));
         Registry {
             inner: Arc::new(RegistryInner {
                 env: Arc::new(Env {

@@ -107,6 +107,28 @@ where
     }
 }
 
+impl<C, FB> HystrixLayer<Command<C>, FB> {
+    /// Each call goes through the keyed breaker that `key_fn` names for its request (a host, a
+    /// shard, a tenant; borrowed or owned), so one failing host opens its own breaker while
+    /// the others' calls go on; the command must have keyed breakers
+    /// ([`CommandBuilder::breaker_per_key`](crate::command::CommandBuilder::breaker_per_key)),
+    /// otherwise every call ends in a misuse error. Metrics, bulkhead, timeout and fallback
+    /// stay the command's.
+    pub fn breaker_key<F, Req>(self, key_fn: F) -> HystrixLayer<BreakerByKey<C, F, Req>, FB>
+    where
+        F: for<'r> Fn(&'r Req) -> Cow<'r, str>,
+    {
+        HystrixLayer {
+            source: BreakerByKey {
+                command: self.source,
+                key_fn,
+                _request: PhantomData,
+            },
+            fallback: self.fallback,
+        }
+    }
+}
+
 impl<Src, FB> HystrixLayer<Src, FB> {
     /// On failure (error, timeout, short-circuit, rejection) answer with a clone of `value`.
     pub fn fallback_value<T: Clone>(self, value: T) -> HystrixLayer<Src, FallbackValue<T>> {
@@ -172,6 +194,13 @@ pub trait CommandSource<Req>: Clone {
     /// The key's text and why no command could be made for it.
     #[doc(hidden)]
     fn command_for(&self, request: &Req) -> Result<Command<Self::Classifier>, (String, String)>;
+
+    /// The keyed breaker the call of `request` goes through, if any.
+    #[doc(hidden)]
+    #[inline]
+    fn breaker_key_for(&self, _request: &Req) -> Option<Arc<str>> {
+        None
+    }
 }
 
 impl<C: Clone, Req> CommandSource<Req> for Command<C> {
@@ -220,6 +249,48 @@ where
         self.commands
             .get(&key)
             .map_err(|err| (key.into_owned(), err.to_string()))
+    }
+}
+
+/// One command, with a keyed breaker per request key (see [`HystrixLayer::breaker_key`]).
+pub struct BreakerByKey<C, F, Req> {
+    command: Command<C>,
+    key_fn: F,
+    _request: PhantomData<fn(&Req)>,
+}
+
+impl<C: Clone, F: Clone, Req> Clone for BreakerByKey<C, F, Req> {
+    fn clone(&self) -> Self {
+        BreakerByKey {
+            command: self.command.clone(),
+            key_fn: self.key_fn.clone(),
+            _request: PhantomData,
+        }
+    }
+}
+
+impl<C, F, Req> fmt::Debug for BreakerByKey<C, F, Req> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BreakerByKey")
+            .field("command", &self.command)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C, F, Req> CommandSource<Req> for BreakerByKey<C, F, Req>
+where
+    C: Clone,
+    F: for<'r> Fn(&'r Req) -> Cow<'r, str> + Clone,
+{
+    type Classifier = C;
+
+    #[inline]
+    fn command_for(&self, _request: &Req) -> Result<Command<C>, (String, String)> {
+        Ok(self.command.clone())
+    }
+
+    fn breaker_key_for(&self, request: &Req) -> Option<Arc<str>> {
+        Some(Arc::from(&*(self.key_fn)(request)))
     }
 }
 
@@ -393,6 +464,8 @@ where
             Err((key, reason)) => return ResponseFuture::refused(&key, &reason),
         };
         let fallback = self.fallback.for_request(&request);
+        let options =
+            CallOptions::default().with_breaker_key(self.source.breaker_key_for(&request));
         // The clone serves this call: its readiness is awaited by the execution (tower's
         // pattern for services that call their inner service from their future).
         let run = Async(ServiceCall::new(self.inner.clone(), request));
@@ -404,7 +477,7 @@ where
                     classifier,
                     run,
                     fallback,
-                    CallOptions::default(),
+                    options,
                 )),
             },
         }

@@ -333,9 +333,11 @@ fn a_healthy_probe_moves_the_breaker_to_half_open_before_the_sleep_window_ends()
     assert_eq!(cmd.circuit_breaker().status(), Status::Open);
     healthy.store(true, Ordering::SeqCst);
     advance_to(&clock, 2500);
+    // The event follows the transition, on the executor's thread.
     wait_for("the probe to half-open the breaker", || {
-        cmd.circuit_breaker().status() == Status::HalfOpen
+        events.0.lock().unwrap().len() == 1
     });
+    assert_eq!(cmd.circuit_breaker().status(), Status::HalfOpen);
     assert_eq!(events.take(), ["Probed half-open by probe"]);
     // 2000 ms after opening, well within the 5000 ms sleep window: a trial is admitted.
     assert_eq!(cmd.run(ok).execute().unwrap(), 1);
@@ -565,6 +567,33 @@ fn store_errors_are_counted_and_the_breaker_goes_on_with_local_state() {
 }
 
 #[test]
+fn when_the_periodic_rounds_stop_the_breaker_decides_alone_and_is_never_stuck_open() {
+    let clock = ManualClock::new();
+    let store = InMemoryStateStore::new(Arc::new(clock.clone()));
+    let registry = Registry::builder()
+        .clock(clock.clone())
+        .state_store(store.clone())
+        .state_store_sync_interval(Some(Duration::from_millis(500)))
+        .build();
+    let cmd = shared(&registry);
+    // The first round runs on the executor when the clock reaches 500 ms.
+    clock.advance_ms(500);
+    wait_for("the first round", || {
+        registry.state_store_status().unwrap().rounds >= 1
+    });
+    trip(&cmd, &clock); // opened at 1000 ms
+    // The executor goes away: no more rounds, so no probe permit will ever come.
+    registry.shutdown();
+    let rounds = registry.state_store_status().unwrap().rounds;
+    // Past the sleep window and more than 3 intervals + the store timeout after the last
+    // round, the breaker sends its trial on local state alone.
+    advance_to(&clock, 6001);
+    assert_eq!(cmd.run(ok).execute().unwrap(), 1);
+    assert_eq!(cmd.circuit_breaker().status(), Status::Closed);
+    assert_eq!(registry.state_store_status().unwrap().rounds, rounds);
+}
+
+#[test]
 fn counts_are_published_and_a_command_without_a_store_is_refused() {
     let (a, _b, store, _clock, _) = two_instances();
     let cmd = shared(&a);
@@ -735,9 +764,18 @@ fn short_circuited_requests_are_journalled_bounded_and_replayed_oldest_first_aft
     assert_eq!(recv().description, "order-4");
     clock.advance_ms(100);
     assert_eq!(recv().description, "order-5");
-    wait_for("the replay counts", || {
-        cmd.journal_counts().unwrap().replayed == 3
+    // Each Replayed event follows the replay function's return, on the executor's thread.
+    wait_for("the replay events", || {
+        events
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|event| event.contains("replayed"))
+            .count()
+            == 3
     });
+    assert_eq!(cmd.journal_counts().unwrap().replayed, 3);
     assert_eq!(cmd.journal_counts().unwrap().pending, 0);
     let replay_events: Vec<String> = events
         .take()

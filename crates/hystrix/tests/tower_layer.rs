@@ -279,6 +279,42 @@ fn a_keyed_layer_gives_each_key_its_own_breaker() {
 }
 
 #[test]
+fn a_layer_with_keyed_breakers_trips_one_host_and_keeps_one_command() {
+    let test = TestRegistry::new();
+    let cmd = builder("Fetch")
+        .breaker_per_key(NonZeroUsize::new(10).unwrap(), None)
+        .build_in(test.registry())
+        .unwrap();
+    let inner = service_fn(|get: Get| async move {
+        match get.host {
+            "down.example" => Err::<&str, BoxError>(io_error("503")),
+            host => Ok(host),
+        }
+    });
+    let mut svc = HystrixLayer::new(cmd.clone())
+        .breaker_key(|get: &Get| get.host.into())
+        .layer(inner);
+    let mut call =
+        |host: &'static str| block_on(async { svc.ready().await?.call(Get { host }).await });
+    for _ in 0..20 {
+        call("down.example").unwrap_err();
+        assert_eq!(call("up.example").unwrap(), "up.example");
+    }
+    test.advance(Duration::from_millis(500));
+    let err = call("down.example").unwrap_err();
+    assert_eq!(err.failure_type(), FailureType::ShortCircuit);
+    assert_eq!(err.command_key().as_str(), "Fetch");
+    assert_eq!(call("up.example").unwrap(), "up.example");
+    assert!(cmd.keyed_circuit_breaker("down.example").unwrap().is_open());
+    assert!(!cmd.keyed_circuit_breaker("up.example").unwrap().is_open());
+    assert_eq!(cmd.keyed_circuit_breaker_count(), 2);
+    test.advance(Duration::from_millis(1000));
+    let metrics = cmd.metrics();
+    assert_eq!(metrics.rolling_count(EventType::Success), 21);
+    assert_eq!(metrics.rolling_count(EventType::ShortCircuited), 1);
+}
+
+#[test]
 fn a_keyed_layer_keeps_a_bounded_number_of_keys() {
     let test = TestRegistry::new();
     let commands = per_host(&test, 2);

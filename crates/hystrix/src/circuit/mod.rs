@@ -48,7 +48,6 @@ use state::{State, TrialSuccess, Word};
 use crate::config::HotSnapshot;
 use crate::error::TripCause;
 use crate::metrics::HealthCounts;
-use crate::metrics::health_ring::HealthRing;
 use crate::registry::CommandState;
 
 /// What an admitted execution must tell the breaker about its end.
@@ -213,12 +212,6 @@ impl<'a> Site<'a> {
             Some(keyed) => keyed.health.restart(now_ms),
             None => self.command.counters.restart_health(now_ms),
         }
-    }
-
-    /// The keyed breaker's health window, if this is one.
-    #[inline]
-    pub(crate) fn keyed_health(&self) -> Option<&'a HealthRing> {
-        self.keyed.map(|keyed| &keyed.health)
     }
 
     /// The extras that apply: the command's own breaker has them all; a keyed breaker only the

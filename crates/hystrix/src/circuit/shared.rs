@@ -58,6 +58,10 @@ pub(crate) struct StoreEnv {
     errors: AtomicU64,
     degraded: AtomicBool,
     rounds: AtomicU64,
+    /// The sync interval in ms, when rounds run by themselves.
+    interval_ms: Option<u64>,
+    /// When the latest round ended (or the store was set up), in ms on the clock.
+    last_round_ms: AtomicU64,
     round_running: AtomicBool,
     commands: Mutex<Vec<Weak<CommandState>>>,
 }
@@ -67,9 +71,12 @@ impl StoreEnv {
         store: Arc<dyn StateStore>,
         instance: Arc<str>,
         timeout: Duration,
+        interval_ms: Option<u64>,
         clock: Arc<dyn Clock>,
     ) -> Arc<Self> {
         Arc::new(StoreEnv {
+            interval_ms,
+            last_round_ms: AtomicU64::new(clock.now_ms()),
             store,
             instance,
             timeout_ms: crate::config::ceil_millis(timeout).max(1),
@@ -79,6 +86,25 @@ impl StoreEnv {
             rounds: AtomicU64::new(0),
             round_running: AtomicBool::new(false),
             commands: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Whether breakers must decide alone: the latest round failed, or rounds that should run
+    /// by themselves stopped (none for three intervals and a timeout: the executor is gone),
+    /// so that no breaker waits forever for a permit.
+    fn local_only(&self) -> bool {
+        if self.degraded.load(Ordering::Relaxed) {
+            return true;
+        }
+        self.interval_ms.is_some_and(|interval_ms| {
+            let silent_for = self
+                .clock
+                .now_ms()
+                .saturating_sub(self.last_round_ms.load(Ordering::Acquire));
+            silent_for
+                > interval_ms
+                    .saturating_mul(3)
+                    .saturating_add(self.timeout_ms)
         })
     }
 
@@ -151,6 +177,8 @@ impl StoreEnv {
         }
         self.degraded.store(failed, Ordering::Relaxed);
         self.rounds.fetch_add(1, Ordering::Relaxed);
+        self.last_round_ms
+            .store(self.clock.now_ms(), Ordering::Release);
     }
 
     async fn publish_counts(&self, commands: &[Arc<CommandState>], failed: &mut bool) {
@@ -285,18 +313,22 @@ impl StoreEnv {
     }
 }
 
-/// Runs a round every `interval_ms` on the registry's clock while the registry lives.
-pub(crate) async fn run_rounds(store: Weak<StoreEnv>, clock: Arc<dyn Clock>, interval_ms: u64) {
+/// Runs a round at `first_ms`, then every `interval_ms` after the end of the previous one, on
+/// the registry's clock, while the registry lives.
+pub(crate) async fn run_rounds(
+    store: Weak<StoreEnv>,
+    clock: Arc<dyn Clock>,
+    first_ms: u64,
+    interval_ms: u64,
+) {
+    let mut due_ms = first_ms;
     loop {
-        Sleep::until(
-            Arc::clone(&clock),
-            clock.now_ms().saturating_add(interval_ms),
-        )
-        .await;
+        Sleep::until(Arc::clone(&clock), due_ms).await;
         let Some(store) = store.upgrade() else {
             return;
         };
         store.round().await;
+        due_ms = clock.now_ms().saturating_add(interval_ms);
     }
 }
 
@@ -345,9 +377,9 @@ impl SharedLink {
     }
 
     /// Whether a breaker past its open duration may send trials: with the store's permit, or
-    /// when the store is degraded (local state only).
+    /// when the store is degraded or its rounds stopped (local state only).
     pub(crate) fn may_probe(&self) -> bool {
-        self.probe_permit.load(Ordering::Acquire) || self.store.degraded.load(Ordering::Relaxed)
+        self.probe_permit.load(Ordering::Acquire) || self.store.local_only()
     }
 
     /// The local breaker opened: a new opening needs a new permit; a local trip is published.

@@ -234,7 +234,7 @@ impl<C, R, FB> Execution<'_, C, R, FB> {
     /// A cache key for this call. It is recorded on the execution; the request cache that reads
     /// it needs a request context (Hystrix's `getCacheKey()`).
     pub fn cache_key(mut self, key: impl Into<String>) -> Self {
-        self.options.cache_key = Some(key.into());
+        self.options = std::mem::take(&mut self.options).with_cache_key(Some(key.into()));
         self
     }
 
@@ -243,7 +243,7 @@ impl<C, R, FB> Execution<'_, C, R, FB> {
     /// ([`CommandBuilder::breaker_per_key`](crate::command::CommandBuilder::breaker_per_key)),
     /// otherwise the execution fails at once with a misuse error.
     pub fn breaker_key(mut self, key: impl Into<std::sync::Arc<str>>) -> Self {
-        self.options.breaker_key = Some(key.into());
+        self.options = std::mem::take(&mut self.options).with_breaker_key(Some(key.into()));
         self
     }
 
@@ -252,7 +252,7 @@ impl<C, R, FB> Execution<'_, C, R, FB> {
     /// ([`CommandBuilder::journal`](crate::command::CommandBuilder::journal)); e.g. the request
     /// serialised as JSON. Ignored if the command keeps no journal.
     pub fn journal(mut self, description: impl Into<String>) -> Self {
-        self.options.journal = Some(description.into());
+        self.options = std::mem::take(&mut self.options).with_journal(description.into());
         self
     }
 }

@@ -177,10 +177,7 @@ pub trait HystrixAsyncCommand: Sized + Send + Sync + 'static {
 
     /// Starts it now and returns a handle; see [`Execution::queue`](crate::Execution::queue).
     fn queue(self) -> QueuedExecution<Self::Response, Self::Error> {
-        let options = CallOptions {
-            cache_key: self.cache_key(),
-            ..CallOptions::default()
-        };
+        let options = CallOptions::default().with_cache_key(self.cache_key());
         let state = Arc::clone(self.command().state_arc());
         let run = Async(self.run());
         let this = Arc::new(self);
@@ -205,10 +202,7 @@ pub trait HystrixAsyncCommand: Sized + Send + Sync + 'static {
         self,
     ) -> impl Future<Output = Outcome<Self::Response, Self::Error>> + Send {
         async move {
-            let options = CallOptions {
-                cache_key: self.cache_key(),
-                ..CallOptions::default()
-            };
+            let options = CallOptions::default().with_cache_key(self.cache_key());
             let state = Arc::clone(self.command().state_arc());
             let run = Async(self.run());
             let this = Arc::new(self);
@@ -229,10 +223,7 @@ fn prepare<H: HystrixCommand>(
     command: H,
 ) -> (Arc<crate::registry::CommandState>, Arc<H>, CallOptions) {
     let state = Arc::clone(command.command().state_arc());
-    let options = CallOptions {
-        cache_key: command.cache_key(),
-        ..CallOptions::default()
-    };
+    let options = CallOptions::default().with_cache_key(command.cache_key());
     (state, Arc::new(command), options)
 }
 

@@ -35,17 +35,64 @@ use crate::event::{EventCounts, EventType};
 use crate::isolation::thread_pool::Rejection;
 use crate::registry::CommandState;
 
-/// Per-call options of an [`Execution`](crate::Execution).
+/// Per-call options of an [`Execution`](crate::Execution). The rare owned strings are boxed,
+/// so a call without them moves and drops one pointer for them.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct CallOptions {
     /// Overrides `execution.isolation.thread.timeoutInMilliseconds` for this call.
     pub(crate) timeout_ms: Option<u64>,
-    /// Hystrix's `getCacheKey()` for this call.
-    pub(crate) cache_key: Option<String>,
     /// The keyed breaker this call goes through (the command's own when `None`).
-    pub(crate) breaker_key: Option<Arc<str>>,
+    breaker_key: Option<Arc<str>>,
+    extras: Option<Box<CallExtras>>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct CallExtras {
+    /// Hystrix's `getCacheKey()` for this call.
+    cache_key: Option<String>,
     /// What to journal if this call is short-circuited.
-    pub(crate) journal: Option<String>,
+    journal: Option<String>,
+}
+
+impl CallOptions {
+    fn extras_mut(&mut self) -> &mut CallExtras {
+        self.extras.get_or_insert_with(Box::default)
+    }
+
+    /// Options with this cache key (if any).
+    pub(crate) fn with_cache_key(mut self, key: Option<String>) -> Self {
+        if key.is_some() {
+            self.extras_mut().cache_key = key;
+        }
+        self
+    }
+
+    /// Options through this keyed breaker (if any).
+    pub(crate) fn with_breaker_key(mut self, key: Option<Arc<str>>) -> Self {
+        self.breaker_key = key;
+        self
+    }
+
+    /// Options journalling this description if short-circuited.
+    pub(crate) fn with_journal(mut self, description: String) -> Self {
+        self.extras_mut().journal = Some(description);
+        self
+    }
+
+    /// Hystrix's `getCacheKey()` for this call.
+    #[allow(dead_code)] // read by the request cache
+    pub(crate) fn cache_key(&self) -> Option<&str> {
+        self.extras.as_ref()?.cache_key.as_deref()
+    }
+
+    #[inline]
+    fn breaker_key(&self) -> Option<&Arc<str>> {
+        self.breaker_key.as_ref()
+    }
+
+    fn journal(&self) -> Option<&str> {
+        self.extras.as_ref()?.journal.as_deref()
+    }
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -189,30 +236,18 @@ pub(crate) fn timeout_ms(props: &HotSnapshot, options: &CallOptions) -> Option<u
 /// dry-run mode (`circuitBreaker.dryRun`), the execution goes on with WOULD_SHORT_CIRCUIT and
 /// tells the breaker nothing; denied otherwise, it is SHORT_CIRCUITED (and journalled, when
 /// the command keeps a journal and the call gave a description).
-#[inline]
+#[inline(always)]
 pub(crate) fn check_breaker<E>(
     state: &CommandState,
     props: &HotSnapshot,
     rec: &mut Recorder,
     options: &CallOptions,
 ) -> Result<(), HystrixError<E>> {
-    if let Some(key) = &options.breaker_key {
-        let Some(keyed) = &state.extras.keyed else {
-            return Err(HystrixError::misuse(
-                state.key.clone(),
-                "was given a breaker key, but its command has no keyed breakers; build it with \
-                 CommandBuilder::breaker_per_key",
-            ));
-        };
-        rec.keyed = Some(keyed.get(key));
-    }
-    let admission = match &rec.keyed {
-        Some(keyed) => keyed
-            .breaker
-            .attempt(Site::keyed(state, keyed), props, rec.start_ms),
+    let admission = match options.breaker_key() {
         None => state
             .breaker
             .attempt(Site::command(state), props, rec.start_ms),
+        Some(key) => attempt_keyed(state, props, rec, key)?,
     };
     match admission {
         Admission::Allowed(ticket) => {
@@ -220,21 +255,53 @@ pub(crate) fn check_breaker<E>(
             rec.generation = ticket.generation();
             Ok(())
         }
-        Admission::Denied(_) if props.dry_run() => {
-            rec.event(state, EventType::WouldShortCircuit);
-            Ok(())
-        }
-        Admission::Denied(cause) => {
-            rec.event(state, EventType::ShortCircuited);
-            if let (Some(journal), Some(description)) = (&state.extras.journal, &options.journal) {
-                journal_short_circuit(state, journal, rec.keyed.as_deref(), description);
-            }
-            Err(
-                HystrixError::new(FailureType::ShortCircuit, state.key.clone(), Cause::None)
-                    .with_detail(Detail::ShortCircuit(Some(cause))),
-            )
-        }
+        Admission::Denied(cause) => short_circuit(state, props, rec, options, cause),
     }
+}
+
+/// Step 1 through the keyed breaker of `key`.
+#[cold]
+fn attempt_keyed<E>(
+    state: &CommandState,
+    props: &HotSnapshot,
+    rec: &mut Recorder,
+    key: &str,
+) -> Result<Admission, HystrixError<E>> {
+    let Some(keyed) = &state.extras.keyed else {
+        return Err(HystrixError::misuse(
+            state.key.clone(),
+            "was given a breaker key, but its command has no keyed breakers; build it with \
+             CommandBuilder::breaker_per_key",
+        ));
+    };
+    let keyed = rec.keyed.insert(keyed.get(key));
+    Ok(keyed
+        .breaker
+        .attempt(Site::keyed(state, keyed), props, rec.start_ms))
+}
+
+/// Step 1, refused: WOULD_SHORT_CIRCUIT in dry-run mode, else SHORT_CIRCUITED (journalled
+/// when asked).
+#[cold]
+fn short_circuit<E>(
+    state: &CommandState,
+    props: &HotSnapshot,
+    rec: &mut Recorder,
+    options: &CallOptions,
+    cause: crate::error::TripCause,
+) -> Result<(), HystrixError<E>> {
+    if props.dry_run() {
+        rec.event(state, EventType::WouldShortCircuit);
+        return Ok(());
+    }
+    rec.event(state, EventType::ShortCircuited);
+    if let (Some(journal), Some(description)) = (&state.extras.journal, options.journal()) {
+        journal_short_circuit(state, journal, rec.keyed.as_deref(), description);
+    }
+    Err(
+        HystrixError::new(FailureType::ShortCircuit, state.key.clone(), Cause::None)
+            .with_detail(Detail::ShortCircuit(Some(cause))),
+    )
 }
 
 #[cold]
@@ -326,6 +393,7 @@ pub(crate) enum Decision<T, E> {
 }
 
 /// Step 5: records the run's end and tells the breaker.
+#[inline]
 pub(crate) fn decide<T, E, C: Classify<E> + ?Sized>(
     state: &CommandState,
     rec: &mut Recorder,
@@ -573,22 +641,16 @@ impl Recorder {
     /// A keyed breaker keeps its own health window: an outcome of the current generation
     /// counts there.
     #[inline]
-    fn count_keyed(&self, state: &CommandState, now_ms: u64, error: bool) {
-        if let Some(health) = self.site(state).keyed_health() {
-            let breaker = self.site(state).breaker();
-            if self
-                .generation
-                .is_none_or(|generation| breaker.generation() == generation)
-            {
-                health.record(now_ms, error);
-            }
+    fn count_keyed(&self, now_ms: u64, error: bool) {
+        if let Some(keyed) = &self.keyed {
+            count_in(keyed, self.generation, now_ms, error);
         }
     }
 
     /// Tells the breaker the execution succeeded (or ended in an ignored error).
     #[inline]
     pub(crate) fn settle_success(&mut self, state: &CommandState, now_ms: u64) {
-        self.count_keyed(state, now_ms, false);
+        self.count_keyed(now_ms, false);
         let ticket = std::mem::take(&mut self.ticket);
         if ticket != Ticket::None {
             let site = self.site(state);
@@ -599,7 +661,7 @@ impl Recorder {
     /// Tells the breaker the execution failed (error, panic, timeout or bulkhead rejection).
     #[inline]
     pub(crate) fn settle_failure(&mut self, state: &CommandState, kind: FailureKind, now_ms: u64) {
-        self.count_keyed(state, now_ms, true);
+        self.count_keyed(now_ms, true);
         let ticket = std::mem::take(&mut self.ticket);
         let site = self.site(state);
         site.breaker().on_failure(site, ticket, kind, now_ms);
@@ -613,7 +675,7 @@ impl Recorder {
         min_open: Option<std::time::Duration>,
         now_ms: u64,
     ) {
-        self.count_keyed(state, now_ms, true);
+        self.count_keyed(now_ms, true);
         let ticket = std::mem::take(&mut self.ticket);
         let site = self.site(state);
         let min_open_ms = min_open.map_or(0, crate::config::ceil_millis);
@@ -739,5 +801,14 @@ impl Recorder {
         }
         self.event(state, EventType::Cancelled);
         self.report(state, now_ms);
+    }
+}
+
+/// Counts an outcome in a keyed breaker's health window, if admitted in its current
+/// generation (or while it took no part).
+#[cold]
+fn count_in(keyed: &KeyedBreaker, generation: Option<u32>, now_ms: u64, error: bool) {
+    if generation.is_none_or(|generation| keyed.breaker.generation() == generation) {
+        keyed.health.record(now_ms, error);
     }
 }
