@@ -245,6 +245,8 @@ impl<'a> Site<'a> {
 #[derive(Default)]
 pub(crate) struct CircuitBreaker {
     state: State,
+    /// The start of the next health bucket: health is checked at most once per bucket.
+    next_check_ms: AtomicU64,
     /// When it last opened, in ms on the registry's clock (meaningful while OPEN).
     opened_at_ms: AtomicU64,
     /// The open duration the backoff decided at the latest opening, in ms; 0: the sleep window
@@ -254,8 +256,6 @@ pub(crate) struct CircuitBreaker {
     min_open_ms: AtomicU64,
     /// Re-opens since it last closed.
     reopens: AtomicU32,
-    /// The start of the next health bucket: health is checked at most once per bucket.
-    next_check_ms: AtomicU64,
     /// When the latest trial was admitted (for hung trials).
     trial_admitted_ms: AtomicU64,
     trip_cause: ArcSwapOption<TripCause>,
