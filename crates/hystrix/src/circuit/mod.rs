@@ -707,9 +707,12 @@ fn trip_message(
     message
 }
 
-/// A command key's circuit breaker, to look at and to override by hand (SPEC Part A 22). Obtain
-/// it with [`Command::circuit_breaker`](crate::Command::circuit_breaker) or
-/// [`Registry::circuit_breaker`](crate::Registry::circuit_breaker). Cheap to clone.
+/// A command key's circuit breaker, or one of its keyed breakers, to look at and to override by
+/// hand (SPEC Part A 22). Obtain it with
+/// [`Command::circuit_breaker`](crate::Command::circuit_breaker) or
+/// [`Registry::circuit_breaker`](crate::Registry::circuit_breaker), and a keyed one with
+/// [`Command::keyed_circuit_breaker`](crate::Command::keyed_circuit_breaker) or
+/// [`Registry::keyed_circuit_breaker`](crate::Registry::keyed_circuit_breaker). Cheap to clone.
 ///
 /// ```
 /// use hystrix::testing::TestRegistry;
