@@ -40,6 +40,17 @@ impl<V> KeyedMap<V> {
         self.entries.lock().len()
     }
 
+    /// The value for `key` if present, without marking it used.
+    pub(crate) fn peek(&self, key: &str) -> Option<V>
+    where
+        V: Clone,
+    {
+        self.entries
+            .lock()
+            .peek(key)
+            .map(|entry| entry.value.clone())
+    }
+
     /// The keys, most recently used first.
     pub(crate) fn keys(&self) -> Vec<Arc<str>> {
         self.entries
@@ -52,14 +63,17 @@ impl<V> KeyedMap<V> {
 
 impl<V: Clone> KeyedMap<V> {
     /// The value for `key`, marked as used now; made with `make` (given the key as the map
-    /// keeps it, to share) if absent. Entries evicted to
-    /// make room or for idleness are handed to `evicted`. Both run under the map's lock (so a
+    /// keeps it, to share) if absent. To make room, the least recently used of the 16 least
+    /// recently used entries that `keep` does not ask to keep is evicted (the least recently
+    /// used of all if it asks to keep them all). Entries evicted to make room or for idleness
+    /// are handed to `evicted`. Both run under the map's lock (so a
     /// key is made once, and its eviction's clean-up ends before the key can be made again);
     /// they must not use this map.
     pub(crate) fn get_or_try_insert<E>(
         &self,
         key: &str,
         make: impl FnOnce(&Arc<str>) -> Result<V, E>,
+        keep: impl Fn(&V) -> bool,
         mut evicted: impl FnMut(&str, V),
     ) -> Result<V, E> {
         let now_ms = self.clock.now_ms();
@@ -80,7 +94,19 @@ impl<V: Clone> KeyedMap<V> {
                     };
                     entries.put(key, entry);
                     while entries.len() > self.capacity.get() {
-                        gone.extend(entries.pop_lru());
+                        let victim = entries
+                            .iter()
+                            .rev()
+                            .take(16)
+                            .find(|(_, entry)| !keep(&entry.value))
+                            .map(|(key, _)| Arc::clone(key));
+                        match victim {
+                            Some(key) => {
+                                let entry = entries.pop(&key);
+                                gone.extend(entry.map(|entry| (key, entry)));
+                            }
+                            None => gone.extend(entries.pop_lru()),
+                        }
                     }
                     value
                 }
@@ -127,6 +153,7 @@ mod tests {
             .get_or_try_insert(
                 key,
                 |_| Ok::<_, Infallible>(value),
+                |value| *value >= 100,
                 |key, _| evicted.push(key.to_owned()),
             )
             .unwrap();
@@ -147,6 +174,20 @@ mod tests {
     }
 
     #[test]
+    fn entries_asked_to_be_kept_are_evicted_last() {
+        let (map, _) = map(2, None);
+        get(&map, "kept", 100);
+        get(&map, "b", 2);
+        // "kept" is the least recently used, but asks to be kept: "b" goes.
+        assert_eq!(get(&map, "c", 3), (3, vec!["b".to_owned()]));
+        // All kept: the least recently used goes anyway.
+        get(&map, "d", 100);
+        assert_eq!(get(&map, "e", 100), (100, vec!["kept".to_owned()]));
+        assert_eq!(map.peek("d"), Some(100));
+        assert_eq!(map.peek("nope"), None);
+    }
+
+    #[test]
     fn entries_idle_longer_than_the_bound_are_evicted_on_access() {
         let (map, clock) = map(10, Some(1000));
         get(&map, "a", 1);
@@ -163,7 +204,7 @@ mod tests {
     #[test]
     fn a_failed_make_inserts_nothing() {
         let (map, _) = map(2, None);
-        let err = map.get_or_try_insert("a", |_| Err("bad"), |_, _| {});
+        let err = map.get_or_try_insert("a", |_| Err("bad"), |_| false, |_, _| {});
         assert_eq!(err, Err("bad"));
         assert_eq!(map.len(), 0);
     }

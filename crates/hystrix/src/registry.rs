@@ -297,6 +297,11 @@ impl CommandState {
 
     pub(crate) fn metrics(&self) -> CommandMetrics {
         let hot = self.properties.hot();
+        // A read brings the breaker up to date (SPEC Part A 29).
+        if hot.load().circuit_breaker_enabled() {
+            self.breaker
+                .refresh(Site::command(self), self.env.clock.now_ms());
+        }
         let open_duration_ms = (self.breaker.status() != Status::Closed)
             .then(|| self.breaker.open_duration_ms(hot.sleep_window_ms()));
         self.counters
@@ -491,16 +496,17 @@ impl Registry {
         self.circuit_breaker(key).map(|breaker| breaker.is_open())
     }
 
-    /// The keyed breaker `breaker_key` of command `key` (made CLOSED if it does not exist yet;
-    /// see [`CommandBuilder::breaker_per_key`](crate::command::CommandBuilder::breaker_per_key));
-    /// `None` if the command is not defined here or has no keyed breakers.
+    /// The keyed breaker `breaker_key` of command `key` (see
+    /// [`CommandBuilder::breaker_per_key`](crate::command::CommandBuilder::breaker_per_key));
+    /// `None` if the command is not defined here, has no keyed breakers, or none for this key
+    /// (never used, or evicted). A look does not make one nor count as a use.
     pub fn keyed_circuit_breaker(
         &self,
         key: &str,
         breaker_key: &str,
     ) -> Option<CircuitBreakerHandle> {
         let state = self.inner.commands.lock().get(key).cloned()?;
-        let keyed = state.extras.keyed.as_ref()?.get(breaker_key);
+        let keyed = state.extras.keyed.as_ref()?.find(breaker_key)?;
         Some(CircuitBreakerHandle::keyed(state, keyed))
     }
 
@@ -630,6 +636,20 @@ impl Registry {
                 && requested.as_str() != current_pool
             {
                 return conflict("thread-pool key", current_pool, requested.as_str());
+            }
+            // The breaker extras are fixed by the first definition: a later one may leave
+            // them out (it shares them), not ask for others.
+            let requested = spec.shape();
+            let current = existing.extras.shape();
+            if !requested.is_empty() && requested != current {
+                let none = |shape: String| {
+                    if shape.is_empty() {
+                        "none".into()
+                    } else {
+                        shape
+                    }
+                };
+                return conflict("circuit-breaker extras", &none(current), &requested);
             }
             self.inner.env.properties.register_command(&key, layer)?;
             self.inner

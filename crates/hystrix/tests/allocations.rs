@@ -161,11 +161,16 @@ fn an_idle_keyed_breaker_takes_at_most_512_bytes() {
         .breaker_per_key(std::num::NonZeroUsize::new(KEYS as usize).unwrap(), None)
         .build_in(&registry)
         .unwrap();
-    let names: Vec<String> = (0..KEYS).map(|n| format!("tenant-{n:06}")).collect();
+    let names: Vec<std::sync::Arc<str>> =
+        (0..KEYS).map(|n| format!("tenant-{n:06}").into()).collect();
     LIVE_BYTES.with(|n| n.set(0));
     COUNTING.with(|c| c.set(true));
     for name in &names {
-        black_box(cmd.keyed_circuit_breaker(name).unwrap());
+        let value = cmd
+            .run(|| Ok::<u64, Never>(7))
+            .breaker_key(std::sync::Arc::clone(name))
+            .execute();
+        black_box(value).unwrap();
     }
     COUNTING.with(|c| c.set(false));
     assert_eq!(cmd.keyed_circuit_breaker_count(), KEYS as usize);

@@ -836,3 +836,308 @@ fn dry_run_never_rejects_yet_counts_would_short_circuit() {
         ]
     );
 }
+
+// ------------------------------------------------------------------------------------------------
+// Found by a fresh user's trial
+
+#[test]
+fn a_listener_may_call_back_into_the_breaker_it_hears() {
+    struct ForceOpenOnOpen(std::sync::Mutex<Option<hystrix::CircuitBreakerHandle>>);
+    impl hystrix::CircuitBreakerListener for ForceOpenOnOpen {
+        fn on_event(&self, event: &hystrix::CircuitBreakerEvent) {
+            if let hystrix::circuit::BreakerEventKind::Opened { .. } = event.kind
+                && let Some(handle) = &*self.0.lock().unwrap()
+            {
+                handle.force_open();
+            }
+        }
+    }
+    let listener = Arc::new(ForceOpenOnOpen(std::sync::Mutex::new(None)));
+    struct Shared(Arc<ForceOpenOnOpen>);
+    impl hystrix::CircuitBreakerListener for Shared {
+        fn on_event(&self, event: &hystrix::CircuitBreakerEvent) {
+            self.0.on_event(event);
+        }
+    }
+    let clock = ManualClock::new();
+    let registry = Registry::builder()
+        .clock(clock.clone())
+        .circuit_breaker_listener(Shared(Arc::clone(&listener)))
+        .build();
+    let cmd = builder("CallsBack").build_in(&registry).unwrap();
+    *listener.0.lock().unwrap() = Some(cmd.circuit_breaker());
+    trip(&cmd, &clock); // would hang if the event came under the breaker's lock
+    assert_eq!(
+        cmd.circuit_breaker().trip_cause().unwrap().to_string(),
+        "forced open"
+    );
+}
+
+#[test]
+fn concurrent_retry_afters_keep_the_breaker_open_for_the_longest() {
+    let (registry, clock, events) = registry();
+    let cmd = builder("Storm")
+        .classify(classify_http)
+        .build_in(&registry)
+        .unwrap();
+    // Two calls admitted while CLOSED, each waiting for its answer.
+    let start = || {
+        let (answer, rx) = futures::channel::oneshot::channel::<Result<u32, HttpError>>();
+        let mut call = Box::pin(
+            cmd.run_async(async move { rx.await.unwrap() })
+                .execute_async(),
+        );
+        assert!(common::poll_once(call.as_mut()).is_pending());
+        (answer, call)
+    };
+    let (first, mut first_call) = start();
+    let (second, mut second_call) = start();
+    let unavailable = |retry_after| {
+        Err(HttpError {
+            status: 503,
+            retry_after: Some(retry_after),
+        })
+    };
+    first.send(unavailable("10")).unwrap();
+    assert!(common::poll_once(first_call.as_mut()).is_ready());
+    let breaker = cmd.circuit_breaker();
+    assert_eq!(breaker.open_duration_ms(), Some(10_000));
+    // 500 ms later (within its 1000 ms timeout) the other answers with Retry-After 60: the
+    // opening lasts until then (60.5 s after it began); the longest wait wins, with no new
+    // event or generation.
+    clock.advance_ms(500);
+    second.send(unavailable("60")).unwrap();
+    assert!(common::poll_once(second_call.as_mut()).is_ready());
+    assert_eq!(breaker.open_duration_ms(), Some(60_500));
+    advance_to(&clock, 60_500);
+    assert_eq!(
+        cmd.run(|| Ok::<u32, HttpError>(1))
+            .execute()
+            .unwrap_err()
+            .failure_type(),
+        FailureType::ShortCircuit
+    );
+    advance_to(&clock, 60_501);
+    assert_eq!(cmd.run(|| Ok::<u32, HttpError>(1)).execute().unwrap(), 1);
+    let opened: Vec<String> = events
+        .take()
+        .into_iter()
+        .filter(|event| event.contains("opened"))
+        .collect();
+    assert_eq!(opened.len(), 1, "{opened:?}");
+}
+
+#[test]
+fn a_metrics_snapshot_brings_the_breaker_up_to_date() {
+    let (registry, clock, _) = registry();
+    let cmd = builder("Fresh").build_in(&registry).unwrap();
+    for _ in 0..20 {
+        cmd.run(boom).execute().unwrap_err();
+    }
+    clock.advance_ms(500);
+    // No execution and no breaker read since: the snapshot trips it and shows the duration.
+    assert_eq!(cmd.metrics().circuit_open_duration_ms(), Some(5000));
+}
+
+#[test]
+fn a_manual_close_or_reset_replays_the_journal() {
+    let (registry, clock, _) = registry();
+    let (tx, replayed) = std::sync::mpsc::channel();
+    let tx = std::sync::Mutex::new(tx);
+    let cmd = builder("Manual")
+        .journal(JournalConfig::new(move |entry| {
+            tx.lock().unwrap().send(entry.description).unwrap();
+        }))
+        .build_in(&registry)
+        .unwrap();
+    trip(&cmd, &clock);
+    cmd.run(ok).journal("a").execute().unwrap_err();
+    cmd.circuit_breaker().force_close();
+    assert_eq!(replayed.recv_timeout(Duration::from_secs(5)).unwrap(), "a");
+    cmd.circuit_breaker().force_open();
+    cmd.run(ok).journal("b").execute().unwrap_err();
+    cmd.circuit_breaker().reset();
+    // Replay goes on at its pace (10 per second by default): the next one 100 ms later.
+    clock.advance_ms(100);
+    assert_eq!(replayed.recv_timeout(Duration::from_secs(5)).unwrap(), "b");
+}
+
+#[test]
+fn keyed_short_circuits_are_not_journalled_and_looks_do_not_make_keyed_breakers() {
+    let (registry, clock, events) = registry();
+    let cmd = builder("KeyedJournal")
+        .journal(JournalConfig::new(|_| {}))
+        .breaker_per_key(NonZeroUsize::new(2).unwrap(), None)
+        .build_in(&registry)
+        .unwrap();
+    for _ in 0..20 {
+        cmd.run(boom).breaker_key("bad").execute().unwrap_err();
+    }
+    clock.advance_ms(500);
+    let err = cmd
+        .run(ok)
+        .breaker_key("bad")
+        .journal("kept?")
+        .execute()
+        .unwrap_err();
+    assert_eq!(err.failure_type(), FailureType::ShortCircuit);
+    assert_eq!(cmd.journal_counts().unwrap().journalled, 0);
+    assert!(
+        events
+            .take()
+            .iter()
+            .all(|event| !event.contains("journalled"))
+    );
+    // Looking does not make a breaker (nor evict one).
+    assert!(cmd.keyed_circuit_breaker("never-used").is_none());
+    assert_eq!(cmd.keyed_circuit_breaker_count(), 1);
+    // Churn of new keys evicts CLOSED breakers first: "bad" (OPEN) stays.
+    for key in ["x", "y", "z"] {
+        cmd.run(ok).breaker_key(key).execute().unwrap();
+    }
+    assert!(cmd.keyed_circuit_breaker("bad").unwrap().is_open());
+    assert!(cmd.keyed_circuit_breaker("x").is_none());
+    assert_eq!(
+        cmd.run(ok)
+            .breaker_key("bad")
+            .execute()
+            .unwrap_err()
+            .failure_type(),
+        FailureType::ShortCircuit
+    );
+}
+
+#[test]
+fn a_later_definition_may_share_the_extras_but_not_ask_for_others() {
+    let (registry, _, _) = registry();
+    let keyed = || builder("Twice").breaker_per_key(NonZeroUsize::new(10).unwrap(), None);
+    keyed().build_in(&registry).unwrap();
+    keyed().build_in(&registry).unwrap(); // the same extras
+    builder("Twice").build_in(&registry).unwrap(); // none: shares the first's
+    let err = builder("Twice")
+        .journal(JournalConfig::new(|_| {}))
+        .build_in(&registry)
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("circuit-breaker extras"), "{text}");
+    assert!(text.contains("journal"), "{text}");
+    // A breaker key on a command without keyed breakers: a misuse error, no fallback tried.
+    let plain = builder("NoKeys").build_in(&registry).unwrap();
+    let outcome = plain
+        .run(ok)
+        .breaker_key("h")
+        .fallback(|_| Ok::<u32, DependencyError>(0))
+        .execute_outcome();
+    let err = outcome.response().as_ref().unwrap_err();
+    assert_eq!(err.failure_type(), FailureType::Misuse);
+    assert!(!err.to_string().contains("fallback"), "{err}");
+    assert!(outcome.execution_result().execution_events().is_empty());
+}
+
+#[test]
+fn manual_overrides_on_a_shared_command_are_published() {
+    let (a, b, store, clock, _) = two_instances();
+    let (cmd_a, cmd_b) = (shared(&a), shared(&b));
+    trip(&cmd_a, &clock);
+    block_on(a.sync_state_store());
+    block_on(b.sync_state_store());
+    assert_eq!(cmd_b.circuit_breaker().status(), Status::Open);
+    // Closed by hand on A: the store hears it, and A is not reopened by the store's view.
+    cmd_a.circuit_breaker().force_close();
+    block_on(a.sync_state_store());
+    assert_eq!(store.view_now("Shared").status, SharedStatus::Closed);
+    block_on(a.sync_state_store());
+    assert_eq!(cmd_a.circuit_breaker().status(), Status::Closed);
+    // Opened by hand on B: published as a trip; A follows.
+    cmd_b.circuit_breaker().reset();
+    block_on(b.sync_state_store());
+    cmd_b.circuit_breaker().force_open();
+    block_on(b.sync_state_store());
+    assert!(matches!(
+        store.view_now("Shared").status,
+        SharedStatus::Open { .. }
+    ));
+    block_on(a.sync_state_store());
+    assert_eq!(cmd_a.circuit_breaker().status(), Status::Open);
+}
+
+#[test]
+fn a_trip_published_on_a_stale_generation_is_made_on_the_current_one() {
+    let (a, b, store, clock, _) = two_instances();
+    let (cmd_a, cmd_b) = (shared(&a), shared(&b));
+    // B trips and closes (the store's generation moves to 2); A has not synced meanwhile.
+    trip(&cmd_b, &clock);
+    block_on(b.sync_state_store());
+    advance_to(&clock, 5501);
+    block_on(b.sync_state_store());
+    cmd_b.run(ok).execute().unwrap();
+    block_on(b.sync_state_store());
+    assert_eq!(store.view_now("Shared").generation, 2);
+    // A trips: its publish with generation 0 fails, is read again, and made on generation 2.
+    advance_to(&clock, 6000);
+    trip(&cmd_a, &clock);
+    block_on(a.sync_state_store());
+    assert!(matches!(
+        store.view_now("Shared").status,
+        SharedStatus::Open { .. }
+    ));
+    block_on(b.sync_state_store());
+    assert_eq!(cmd_b.circuit_breaker().status(), Status::Open);
+}
+
+#[test]
+fn with_a_shared_store_a_healthy_probe_needs_the_probe_permit() {
+    let (a, b, _store, clock, events) = two_instances();
+    let probed = |registry: &Registry| {
+        builder("Shared")
+            .shared_state(true)
+            .health_probe(
+                // A timeout apart from the interval, so that a running probe's deadline timer
+                // is never mistaken for the next probe's.
+                HealthProbe::blocking(|| true, Duration::from_secs(3))
+                    .unwrap()
+                    .timeout(Duration::from_secs(1))
+                    .unwrap(),
+            )
+            .build_in(registry)
+            .unwrap()
+    };
+    let (cmd_a, cmd_b) = (probed(&a), probed(&b));
+    trip(&cmd_a, &clock); // opened at 500 ms; the shared open period ends at 5500 ms
+    block_on(a.sync_state_store());
+    block_on(b.sync_state_store()); // B opened from the store at 500 ms too
+    events.take();
+    // The probes (at 3500 ms) find it healthy, but the store grants no permit while its
+    // shared open period runs: both stay OPEN and probe again at 6500 ms.
+    advance_to(&clock, 3500);
+    wait_for("both probes to be rescheduled", || {
+        clock.next_timer_deadline_ms() == Some(6500) && clock.pending_timers() == 2
+    });
+    block_on(a.sync_state_store());
+    block_on(b.sync_state_store());
+    assert_eq!(cmd_a.circuit_breaker().status(), Status::Open);
+    assert_eq!(cmd_b.circuit_breaker().status(), Status::Open);
+    // After it, A's round asks first and gets the permit; B's is refused.
+    advance_to(&clock, 5501);
+    block_on(a.sync_state_store());
+    block_on(b.sync_state_store());
+    advance_to(&clock, 6500);
+    wait_for("A's probe to half-open it", || {
+        events.0.lock().unwrap().len() == 1
+    });
+    assert_eq!(events.take(), ["Shared half-open by probe"]);
+    wait_for(
+        &format!(
+            "B's probe to be rescheduled ({:?}, {})",
+            clock.next_timer_deadline_ms(),
+            clock.pending_timers()
+        ),
+        || clock.next_timer_deadline_ms() == Some(9500),
+    );
+    assert_eq!(cmd_b.circuit_breaker().status(), Status::Open);
+    assert!(
+        short_circuited(&cmd_b),
+        "B sends no trial without the permit"
+    );
+    assert_eq!(cmd_a.run(ok).execute().unwrap(), 1);
+}

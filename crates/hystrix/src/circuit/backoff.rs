@@ -131,6 +131,15 @@ impl Backoff {
         matches!(self.0, Policy::Constant)
     }
 
+    /// Its kind, for telling definitions apart: `None` for the constant default.
+    pub(crate) fn kind(&self) -> Option<&'static str> {
+        match self.0 {
+            Policy::Constant => None,
+            Policy::Exponential { .. } => Some("exponential backoff"),
+            Policy::Custom(_) => Some("custom backoff"),
+        }
+    }
+
     /// The open duration in ms for an opening with `reopens` re-opens since the last close,
     /// given the sleep window `sleep_window_ms`. At least 1 ms.
     pub fn open_duration_ms(

@@ -25,6 +25,8 @@ pub(crate) struct KeyedBreaker {
 /// A command's keyed breakers.
 pub(crate) struct KeyedBreakers {
     map: KeyedMap<Arc<KeyedBreaker>>,
+    /// As defined: at most this many keys, evicted after this many idle ms.
+    pub(crate) limits: (NonZeroUsize, Option<u64>),
     bucket_ms: u64,
     buckets: u32,
 }
@@ -47,12 +49,14 @@ impl KeyedBreakers {
             .max(1);
         KeyedBreakers {
             map: KeyedMap::new(max_keys, idle_ms, clock),
+            limits: (max_keys, idle_ms),
             bucket_ms,
             buckets,
         }
     }
 
-    /// The breaker of `key`, made CLOSED if absent (evicting the least recently used or idle).
+    /// The breaker of `key`, made CLOSED if absent. To make room, CLOSED breakers go first (the
+    /// least recently used of them), so that churn of new keys does not forget a sick host.
     pub(crate) fn get(&self, key: &str) -> Arc<KeyedBreaker> {
         let made = self.map.get_or_try_insert(
             key,
@@ -63,12 +67,18 @@ impl KeyedBreakers {
                     health: HealthRing::new(self.bucket_ms, self.buckets),
                 }))
             },
+            |breaker| breaker.breaker.status() != super::Status::Closed,
             |_, _| {},
         );
         match made {
             Ok(breaker) => breaker,
             Err(never) => match never {},
         }
+    }
+
+    /// The breaker of `key`, if it exists (not made, not marked used).
+    pub(crate) fn find(&self, key: &str) -> Option<Arc<KeyedBreaker>> {
+        self.map.peek(key)
     }
 
     /// Keyed breakers now.

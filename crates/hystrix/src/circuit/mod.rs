@@ -129,6 +129,60 @@ pub(crate) struct BreakerSpec {
     pub(crate) keyed: Option<(std::num::NonZeroUsize, Option<u64>)>,
 }
 
+/// The extras a definition has, in words (empty for none), to tell definitions apart.
+fn shape(
+    backoff: &Backoff,
+    probe: bool,
+    journal: bool,
+    shared: bool,
+    keyed: Option<(std::num::NonZeroUsize, Option<u64>)>,
+) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    parts.extend(backoff.kind().map(str::to_owned));
+    if probe {
+        parts.push("health probe".into());
+    }
+    if journal {
+        parts.push("journal".into());
+    }
+    if shared {
+        parts.push("shared state".into());
+    }
+    if let Some((max_keys, idle_ms)) = keyed {
+        parts.push(match idle_ms {
+            Some(idle_ms) => format!("keyed breakers (at most {max_keys}, idle {idle_ms} ms)"),
+            None => format!("keyed breakers (at most {max_keys})"),
+        });
+    }
+    parts.join(", ")
+}
+
+impl BreakerSpec {
+    /// What this definition asks for, in words (empty: none).
+    pub(crate) fn shape(&self) -> String {
+        shape(
+            &self.backoff,
+            self.probe.is_some(),
+            self.journal.is_some(),
+            self.shared,
+            self.keyed,
+        )
+    }
+}
+
+impl BreakerExtras {
+    /// What the key's first definition asked for, in words (empty: none).
+    pub(crate) fn shape(&self) -> String {
+        shape(
+            &self.backoff,
+            self.probe.is_some(),
+            self.journal.is_some(),
+            self.shared.is_some(),
+            self.keyed.as_ref().map(|keyed| keyed.limits),
+        )
+    }
+}
+
 impl fmt::Debug for BreakerSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BreakerSpec")
@@ -430,7 +484,7 @@ impl CircuitBreaker {
         min_open_ms: u64,
         now_ms: u64,
     ) -> bool {
-        let _one_at_a_time = self.opening.lock();
+        let one_at_a_time = self.opening.lock();
         let word = self.state.load();
         let (status, generation, reopens) = match from {
             OpenFrom::Closed(generation) => (Status::Closed, generation, 0),
@@ -465,6 +519,8 @@ impl CircuitBreaker {
         self.reopens.store(reopens, Ordering::Relaxed);
         self.trip_cause.store(Some(Arc::new(cause.clone())));
         let open_duration_ms = self.open_duration_ms(hot.sleep_window_ms());
+        // Listeners may call back into the breaker (e.g. force_open): not under the lock.
+        drop(one_at_a_time);
         site.emit(BreakerEventKind::Opened {
             cause,
             trigger,
@@ -568,7 +624,25 @@ impl CircuitBreaker {
         } else {
             "the error asked to trip now".into()
         });
-        self.open(site, from, OpenTrigger::TripNow, cause, min_open_ms, now_ms);
+        if !self.open(site, from, OpenTrigger::TripNow, cause, min_open_ms, now_ms) {
+            self.stay_open_until(site, now_ms.saturating_add(min_open_ms));
+        }
+    }
+
+    /// A trip-now minimum that arrives while OPEN (concurrent 503s with Retry-After) makes the
+    /// opening last at least until `until_ms`: the longest wait asked for wins. Not a transition:
+    /// no event.
+    fn stay_open_until(&self, site: Site<'_>, until_ms: u64) {
+        let _one_at_a_time = self.opening.lock();
+        if self.state.load().status != Status::Open {
+            return;
+        }
+        let sleep_window_ms = site.command.properties.hot().sleep_window_ms();
+        if until_ms > self.open_until_ms(sleep_window_ms) {
+            let opened = self.opened_at_ms.load(Ordering::Acquire);
+            self.min_open_ms
+                .store(until_ms.saturating_sub(opened), Ordering::Release);
+        }
     }
 
     /// Opens a CLOSED breaker because the shared state store reports the dependency open, for
@@ -657,8 +731,28 @@ impl CircuitBreaker {
         };
         self.trip_cause.store(Some(Arc::new(TripCause::ForcedOpen)));
         site.emit(BreakerEventKind::ForcedOpen);
-        if let Some(probe) = site.extras().and_then(|extras| extras.probe.as_ref()) {
-            probe.schedule(site.command, opened.generation, now_ms);
+        if let Some(extras) = site.extras() {
+            if let Some(probe) = &extras.probe {
+                probe.schedule(site.command, opened.generation, now_ms);
+            }
+            if let Some(shared) = &extras.shared {
+                let sleep_window_ms = site.command.properties.hot().sleep_window_ms();
+                shared.forced_open(sleep_window_ms);
+            }
+        }
+    }
+
+    /// After a manual close: the store hears it (overriding a shared OPEN), and the journal
+    /// replays.
+    fn after_manual_close(&self, site: Site<'_>) {
+        let Some(extras) = site.extras() else {
+            return;
+        };
+        if let Some(shared) = &extras.shared {
+            shared.forced_close();
+        }
+        if let Some(journal) = &extras.journal {
+            site.command.start_replay(journal);
         }
     }
 
@@ -668,6 +762,7 @@ impl CircuitBreaker {
         site.restart_health(now_ms);
         self.reopens.store(0, Ordering::Relaxed);
         site.emit(BreakerEventKind::ForcedClosed);
+        self.after_manual_close(site);
     }
 
     /// `reset()`: CLOSED, health restarted, trip cause and last failure forgotten.
@@ -679,6 +774,7 @@ impl CircuitBreaker {
         self.last_failure
             .store(FailureKind::None as u8, Ordering::Relaxed);
         site.emit(BreakerEventKind::Reset);
+        self.after_manual_close(site);
     }
 
     /// Why it opened last, if it is or was open.

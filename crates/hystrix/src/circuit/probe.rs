@@ -37,9 +37,13 @@ enum Probe {
 /// the trials then decide as usual. A probe that panics, answers `false` or is not done
 /// within its timeout (default: the interval) counts as unhealthy. At most
 /// [`max_concurrent`](Self::max_concurrent) probes of one command run at once (default 1); a
-/// due probe over that bound is skipped until the next interval. A blocking probe runs on the
-/// executor's blocking threads and keeps its slot until it returns, even past its timeout; an
-/// async probe is dropped at its timeout. By default the sleep window still moves the breaker
+/// due probe over that bound is skipped until the next interval. A blocking probe runs on a
+/// thread of its own (`hystrix-probe`, so a stuck one never holds up the registry's shutdown)
+/// and keeps its slot until it returns, even past its timeout; an async probe runs on the
+/// registry's executor and is dropped at its timeout. With a shared state store, a healthy
+/// answer moves the breaker only with the store's probe permit (asked for at the next sync
+/// round, and granted once the shared open period is over), so one instance sends trials, not
+/// all of them. By default the sleep window still moves the breaker
 /// to HALF_OPEN too (whichever comes first);
 /// [`instead_of_sleep_window`](Self::instead_of_sleep_window) leaves it to the probe alone.
 ///
@@ -225,15 +229,25 @@ fn fire(command: &Arc<CommandState>, generation: u32) {
     );
     let probe = state.probe.probe.clone();
     let command = Arc::clone(command);
-    let blocking = executor.clone();
     executor.spawn(async move {
         let healthy = match probe {
             Probe::Blocking(probe) => {
-                let ran = blocking.spawn_blocking(move || {
-                    let _slot = slot;
-                    catch_unwind(AssertUnwindSafe(|| probe())).unwrap_or(false)
-                });
-                race(async { ran.await.unwrap_or(false) }, deadline).await
+                // On a thread of its own, not the executor's blocking pool: a probe stuck in a
+                // connect must not hold up the registry's shutdown.
+                let answer = Arc::new(Answer::default());
+                let answered = Arc::clone(&answer);
+                let spawned = std::thread::Builder::new()
+                    .name("hystrix-probe".into())
+                    .spawn(move || {
+                        let healthy = catch_unwind(AssertUnwindSafe(|| probe())).unwrap_or(false);
+                        // Free before answering: the next probe may be due right after.
+                        drop(slot);
+                        answered.set(healthy);
+                    });
+                match spawned {
+                    Ok(_) => race(answer.wait(), deadline).await,
+                    Err(_) => Some(false),
+                }
             }
             Probe::Async(probe) => {
                 let _slot = slot;
@@ -260,12 +274,49 @@ fn answered(command: &Arc<CommandState>, generation: u32, healthy: bool) {
         return;
     };
     let now_ms = command.env.clock.now_ms();
-    if healthy {
+    // With a shared state store, a healthy probe needs the store's permit too (one instance
+    // probes the dependency with real trials, not all of them).
+    let permitted = command
+        .extras
+        .shared
+        .as_ref()
+        .is_none_or(|shared| shared.probe_may_half_open());
+    if healthy && permitted {
         command
             .breaker
             .half_open(Site::command(command), word, now_ms, true);
     } else if let Some(state) = &command.extras.probe {
         state.schedule(command, generation, now_ms);
+    }
+}
+
+/// A blocking probe's answer, handed from its thread to the task that waits for it.
+#[derive(Default)]
+struct Answer(parking_lot::Mutex<(Option<bool>, Option<std::task::Waker>)>);
+
+impl Answer {
+    fn set(&self, healthy: bool) {
+        let waker = {
+            let mut answer = self.0.lock();
+            answer.0 = Some(healthy);
+            answer.1.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    fn wait(&self) -> impl Future<Output = bool> + '_ {
+        std::future::poll_fn(move |cx| {
+            let mut answer = self.0.lock();
+            match answer.0 {
+                Some(healthy) => Poll::Ready(healthy),
+                None => {
+                    answer.1 = Some(cx.waker().clone());
+                    Poll::Pending
+                }
+            }
+        })
     }
 }
 

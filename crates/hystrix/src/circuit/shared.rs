@@ -33,6 +33,7 @@ use parking_lot::Mutex;
 use super::store::{HealthDelta, SharedStatus, SharedView, StateStore, StateStoreError};
 use super::{OpenTrigger, Site, Status};
 use crate::clock::{Clock, Sleep};
+use crate::key::CommandKey;
 use crate::registry::CommandState;
 
 /// How a registry's shared state store is doing (see
@@ -222,42 +223,101 @@ impl StoreEnv {
     ) {
         let key = &command.key;
         let trip_ms = link.pending_trip_ms.load(Ordering::Acquire);
-        if trip_ms > 0 {
-            let generation = link.seen_generation.load(Ordering::Acquire);
-            if let Some(tripped) = self
-                .call(self.store.try_trip(key, generation, trip_ms), failed)
-                .await
-            {
-                let _ = link.pending_trip_ms.compare_exchange(
-                    trip_ms,
-                    0,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                );
-                if let Some(generation) = tripped {
-                    link.saw(
-                        generation,
-                        SharedStatus::Open {
-                            remaining_ms: trip_ms,
-                        },
-                    );
-                }
-            }
+        if trip_ms > 0 && self.publish_trip(key, link, trip_ms, failed).await {
+            let _ = link.pending_trip_ms.compare_exchange(
+                trip_ms,
+                0,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
         }
-        if link.pending_close.load(Ordering::Acquire) {
-            let generation = link.seen_generation.load(Ordering::Acquire);
-            if let Some(closed) = self.call(self.store.close(key, generation), failed).await {
-                link.pending_close.store(false, Ordering::Release);
-                if let Some(generation) = closed {
-                    link.saw(generation, SharedStatus::Closed);
-                }
-            }
+        let close = link.pending_close.load(Ordering::Acquire);
+        if close != NO_CLOSE && self.publish_close(key, link, close, failed).await {
+            let _ = link.pending_close.compare_exchange(
+                close,
+                NO_CLOSE,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
         }
         let Some(view) = self.call(self.store.fetch(key), failed).await else {
             return;
         };
         self.apply(command, link, &view);
         self.ask_permit(command, link, failed).await;
+    }
+
+    /// Publishes a local trip; `false` if the store could not be reached (try again next
+    /// round). A generation that moved on is read again: unless the shared state is OPEN
+    /// already (someone else's trip stands), the trip is made on the current generation.
+    async fn publish_trip(
+        &self,
+        key: &CommandKey,
+        link: &SharedLink,
+        open_for_ms: u64,
+        failed: &mut bool,
+    ) -> bool {
+        let mut generation = link.seen_generation.load(Ordering::Acquire);
+        for _ in 0..2 {
+            let Some(tripped) = self
+                .call(self.store.try_trip(key, generation, open_for_ms), failed)
+                .await
+            else {
+                return false;
+            };
+            if let Some(generation) = tripped {
+                link.saw(
+                    generation,
+                    SharedStatus::Open {
+                        remaining_ms: open_for_ms,
+                    },
+                );
+                return true;
+            }
+            let Some(view) = self.call(self.store.fetch(key), failed).await else {
+                return false;
+            };
+            if matches!(view.status, SharedStatus::Open { .. }) {
+                return true;
+            }
+            generation = view.generation;
+        }
+        true
+    }
+
+    /// Publishes a local close; `false` if the store could not be reached. A trial's close
+    /// whose generation moved on closes only a shared HALF_OPEN (an open period that ended
+    /// with nobody's close), never a newer trip; a manual close closes whatever is there.
+    async fn publish_close(
+        &self,
+        key: &CommandKey,
+        link: &SharedLink,
+        close: u8,
+        failed: &mut bool,
+    ) -> bool {
+        let mut generation = link.seen_generation.load(Ordering::Acquire);
+        for _ in 0..2 {
+            let Some(closed) = self.call(self.store.close(key, generation), failed).await else {
+                return false;
+            };
+            if let Some(generation) = closed {
+                link.saw(generation, SharedStatus::Closed);
+                return true;
+            }
+            let Some(view) = self.call(self.store.fetch(key), failed).await else {
+                return false;
+            };
+            let retry = match view.status {
+                SharedStatus::Closed => false,
+                SharedStatus::HalfOpen => true,
+                SharedStatus::Open { .. } => close == FORCED_CLOSE,
+            };
+            if !retry {
+                return true;
+            }
+            generation = view.generation;
+        }
+        true
     }
 
     /// Applies a fetched view to the local breaker (SPEC Part A 28).
@@ -290,7 +350,10 @@ impl StoreEnv {
         let now_ms = self.clock.now_ms();
         let due = match command.breaker.status() {
             Status::Closed => false,
-            Status::Open => now_ms > command.breaker.open_until_ms(hot.sleep_window_ms()),
+            Status::Open => {
+                now_ms > command.breaker.open_until_ms(hot.sleep_window_ms())
+                    || link.probe_healthy.load(Ordering::Acquire)
+            }
             Status::HalfOpen => true,
         };
         if !due {
@@ -336,6 +399,11 @@ const CLOSED: u8 = 0;
 const OPEN: u8 = 1;
 const HALF_OPEN: u8 = 2;
 
+/// What close is waiting to be published.
+const NO_CLOSE: u8 = 0;
+const TRIAL_CLOSE: u8 = 1;
+const FORCED_CLOSE: u8 = 2;
+
 /// A command's link to the store.
 pub(crate) struct SharedLink {
     store: Arc<StoreEnv>,
@@ -347,8 +415,10 @@ pub(crate) struct SharedLink {
     probe_permit: AtomicBool,
     /// A local trip to publish: its open duration in ms (0: none).
     pending_trip_ms: AtomicU64,
-    /// A local close to publish.
-    pending_close: AtomicBool,
+    /// A local close to publish: NO_CLOSE, TRIAL_CLOSE or FORCED_CLOSE.
+    pending_close: AtomicU8,
+    /// A health probe found the dependency healthy but the permit was missing: ask for it.
+    probe_healthy: AtomicBool,
     /// The cumulative (requests, errors) published so far.
     published: Mutex<(u64, u64)>,
 }
@@ -361,7 +431,8 @@ impl SharedLink {
             seen_status: AtomicU8::new(CLOSED),
             probe_permit: AtomicBool::new(false),
             pending_trip_ms: AtomicU64::new(0),
-            pending_close: AtomicBool::new(false),
+            pending_close: AtomicU8::new(NO_CLOSE),
+            probe_healthy: AtomicBool::new(false),
             published: Mutex::new((0, 0)),
         }
     }
@@ -385,19 +456,43 @@ impl SharedLink {
     /// The local breaker opened: a new opening needs a new permit; a local trip is published.
     pub(crate) fn opened(&self, trigger: OpenTrigger, open_duration_ms: u64) {
         self.probe_permit.store(false, Ordering::Release);
+        self.probe_healthy.store(false, Ordering::Release);
         if trigger != OpenTrigger::StateStore {
+            self.pending_close.store(NO_CLOSE, Ordering::Release);
             self.pending_trip_ms
                 .store(open_duration_ms.max(1), Ordering::Release);
         }
+    }
+
+    /// Opened by hand: published as a trip.
+    pub(crate) fn forced_open(&self, open_duration_ms: u64) {
+        self.opened(OpenTrigger::Health, open_duration_ms);
     }
 
     /// The local breaker closed: after its own trials the close is published; closed by the
     /// store, there is nothing to tell.
     pub(crate) fn closed(&self, by_store: bool) {
         self.probe_permit.store(false, Ordering::Release);
+        self.probe_healthy.store(false, Ordering::Release);
         self.pending_trip_ms.store(0, Ordering::Release);
         if !by_store {
-            self.pending_close.store(true, Ordering::Release);
+            self.pending_close.store(TRIAL_CLOSE, Ordering::Release);
         }
+    }
+
+    /// Closed (or reset) by hand: published as a close that overrides a shared OPEN.
+    pub(crate) fn forced_close(&self) {
+        self.closed(false);
+        self.pending_close.store(FORCED_CLOSE, Ordering::Release);
+    }
+
+    /// A health probe answered healthy: it may move the breaker only with the store's permit
+    /// (or while the store is out of reach); without it, the next round asks for one.
+    pub(crate) fn probe_may_half_open(&self) -> bool {
+        if self.may_probe() {
+            return true;
+        }
+        self.probe_healthy.store(true, Ordering::Release);
+        false
     }
 }

@@ -250,7 +250,8 @@ impl<C, R, FB> Execution<'_, C, R, FB> {
     /// What to journal if this call is short-circuited (with the command key and the time),
     /// for the command's replay function
     /// ([`CommandBuilder::journal`](crate::command::CommandBuilder::journal)); e.g. the request
-    /// serialised as JSON. Ignored if the command keeps no journal.
+    /// serialised as JSON. Ignored if the command keeps no journal, and for a call through a
+    /// keyed breaker (the journal replays when the command's own breaker closes).
     pub fn journal(mut self, description: impl Into<String>) -> Self {
         self.options = std::mem::take(&mut self.options).with_journal(description.into());
         self

@@ -177,6 +177,7 @@ impl<C: Clone> KeyedCommands<C> {
                     .or_insert(0) += 1;
                 Ok(command)
             },
+            |_| false,
             |_, evicted| {
                 let mut names = inner.names_per_key.lock();
                 let last = match names.get_mut(evicted.key()) {

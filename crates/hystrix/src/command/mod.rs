@@ -86,7 +86,9 @@ pub enum Class {
     /// [`http::retry_after`](crate::http::retry_after)). FAILURE, the fallback runs; the breaker
     /// stays open for the larger of `min_open` and its usual open duration (the sleep window,
     /// or the [`Backoff`]'s). Only an execution admitted by the
-    /// breaker's current state trips it (a trial re-opens it).
+    /// breaker's current state trips it (a trial re-opens it); one admitted earlier that ends
+    /// while the breaker is OPEN makes the opening last at least `min_open` from now (of
+    /// concurrent Retry-Afters, the longest wins).
     TripNow {
         /// The least time to stay open (rounded up to whole ms); `None`: the usual duration.
         min_open: Option<std::time::Duration>,
@@ -226,13 +228,14 @@ impl<C> Command<C> {
         crate::circuit::CircuitBreakerHandle::new(Arc::clone(&self.state))
     }
 
-    /// The keyed breaker of `breaker_key` (made CLOSED if new); `None` if the command has no
-    /// keyed breakers ([`CommandBuilder::breaker_per_key`]).
+    /// The keyed breaker of `breaker_key`; `None` if the command has no keyed breakers
+    /// ([`CommandBuilder::breaker_per_key`]) or none for this key (never used, or evicted). A
+    /// look does not make one nor count as a use.
     pub fn keyed_circuit_breaker(
         &self,
         breaker_key: &str,
     ) -> Option<crate::circuit::CircuitBreakerHandle> {
-        let keyed = self.state.extras.keyed.as_ref()?.get(breaker_key);
+        let keyed = self.state.extras.keyed.as_ref()?.find(breaker_key)?;
         Some(crate::circuit::CircuitBreakerHandle::keyed(
             Arc::clone(&self.state),
             keyed,
@@ -502,7 +505,9 @@ impl<C> CommandBuilder<C> {
 
     /// How long the breaker stays open at each opening (default [`Backoff::constant`]: the
     /// sleep window, as Hystrix). Like the extras below, it is fixed by the key's first
-    /// definition in a registry; later definitions of the key keep the first one's.
+    /// definition in a registry: a later definition may leave the extras out (it shares the
+    /// first one's), but one that asks for different ones fails with
+    /// [`ConfigError::ConflictingDefinition`].
     pub fn open_backoff(mut self, backoff: Backoff) -> Self {
         self.breaker.backoff = backoff;
         self
@@ -540,8 +545,9 @@ impl<C> CommandBuilder<C> {
     /// and backoff. At most `max_keys` keys are kept, the least recently used evicted first,
     /// and keys unused for longer than `idle` evicted (an evicted key starts CLOSED again).
     /// Metrics, bulkhead, timeout and fallback stay the command's. An idle keyed breaker takes
-    /// under 512 bytes. Probes, the journal and the shared store apply to the command's own
-    /// breaker only.
+    /// under 512 bytes. To make room, CLOSED breakers are evicted first, so a churn of new keys
+    /// does not forget a sick host. Probes, the journal and the shared store apply to the
+    /// command's own breaker only (calls through keyed breakers are not journalled).
     pub fn breaker_per_key(
         mut self,
         max_keys: std::num::NonZeroUsize,

@@ -214,6 +214,9 @@ pub(crate) fn check_options<E>(
     state: &CommandState,
     options: &CallOptions,
 ) -> Result<(), HystrixError<E>> {
+    if options.breaker_key().is_some() && state.extras.keyed.is_none() {
+        return Err(no_keyed_breakers(state));
+    }
     if options.timeout_ms == Some(0) {
         return Err(HystrixError::misuse(
             state.key.clone(),
@@ -222,6 +225,14 @@ pub(crate) fn check_options<E>(
         ));
     }
     Ok(())
+}
+
+fn no_keyed_breakers<E>(state: &CommandState) -> HystrixError<E> {
+    HystrixError::misuse(
+        state.key.clone(),
+        "was given a breaker key, but its command has no keyed breakers: its first definition \
+         in this registry must use CommandBuilder::breaker_per_key",
+    )
 }
 
 /// The timeout of this execution in ms, or `None` when `execution.timeout.enabled` is false.
@@ -268,11 +279,7 @@ fn attempt_keyed<E>(
     key: &str,
 ) -> Result<Admission, HystrixError<E>> {
     let Some(keyed) = &state.extras.keyed else {
-        return Err(HystrixError::misuse(
-            state.key.clone(),
-            "was given a breaker key, but its command has no keyed breakers; build it with \
-             CommandBuilder::breaker_per_key",
-        ));
+        return Err(no_keyed_breakers(state));
     };
     let keyed = rec.keyed.insert(keyed.get(key));
     Ok(keyed
@@ -295,8 +302,11 @@ fn short_circuit<E>(
         return Ok(());
     }
     rec.event(state, EventType::ShortCircuited);
-    if let (Some(journal), Some(description)) = (&state.extras.journal, options.journal()) {
-        journal_short_circuit(state, journal, rec.keyed.as_deref(), description);
+    // The journal replays when the command's own breaker closes: keyed short-circuits stay out.
+    if let (Some(journal), Some(description), None) =
+        (&state.extras.journal, options.journal(), &rec.keyed)
+    {
+        journal_short_circuit(state, journal, description);
     }
     Err(
         HystrixError::new(FailureType::ShortCircuit, state.key.clone(), Cause::None)
@@ -308,13 +318,9 @@ fn short_circuit<E>(
 fn journal_short_circuit(
     state: &CommandState,
     journal: &crate::circuit::journal::Journal,
-    keyed: Option<&KeyedBreaker>,
     description: &str,
 ) {
-    let site = match keyed {
-        Some(keyed) => Site::keyed(state, keyed),
-        None => Site::command(state),
-    };
+    let site = Site::command(state);
     let entry = JournalEntry {
         command_key: state.key.clone(),
         description: description.to_owned(),
