@@ -68,6 +68,7 @@ pub mod circuit;
 pub mod clock;
 pub mod command;
 pub mod config;
+pub mod context;
 pub mod error;
 pub mod event;
 pub mod http;

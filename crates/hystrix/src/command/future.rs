@@ -235,6 +235,10 @@ where
                             state,
                             deadline_ms,
                             interrupt_on_timeout: props.interrupt_on_timeout(),
+                            context: match isolation {
+                                IsolationStrategy::Thread => rec.context().cloned(),
+                                IsolationStrategy::Semaphore => None,
+                            },
                         };
                         let started = match isolation {
                             IsolationStrategy::Semaphore => {

@@ -192,11 +192,15 @@ where
                     key: state.key.clone(),
                 };
                 let in_flight = state.env.eager_started();
-                let task = async move {
+                // The caller's request context and span go on with the execution.
+                let carried = crate::context::Carried::capture(
+                    crate::context::RequestContext::current_if_any().as_ref(),
+                );
+                let task = carried.scope(async move {
                     let outcome = future.await;
                     guard.completion.complete(outcome);
                     drop(in_flight);
-                };
+                });
                 executor.map(|handle| handle.spawn(task).abort_handle())
             }
         };

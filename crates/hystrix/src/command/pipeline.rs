@@ -30,6 +30,7 @@ use crate::command::execution::BlockingFallback;
 use crate::command::run::BlockingFn;
 use crate::command::{Class, Classify, ExecutionResult, Outcome};
 use crate::config::{HotSnapshot, IsolationStrategy};
+use crate::context::{RequestContext, RequestLogEntry};
 use crate::error::{BoxError, Cause, Detail, FailureType, FallbackFailure, HystrixError};
 use crate::event::{EventCounts, EventType};
 use crate::isolation::thread_pool::Rejection;
@@ -100,6 +101,7 @@ impl CallOptions {
 
 /// Runs a blocking execution under SEMAPHORE isolation on the calling thread; `props` is the
 /// hot snapshot read to choose the isolation.
+#[inline]
 pub(crate) fn run_blocking<C, R, FB>(
     state: &CommandState,
     props: HotSnapshot,
@@ -616,6 +618,8 @@ pub(crate) struct Recorder {
     generation: Option<u32>,
     /// The keyed breaker the execution went through, if it named one.
     keyed: Option<Arc<KeyedBreaker>>,
+    /// The request context current at the start, if any.
+    context: Option<RequestContext>,
 }
 
 impl Recorder {
@@ -632,7 +636,13 @@ impl Recorder {
             ticket: Ticket::None,
             generation: None,
             keyed: None,
+            context: None,
         }
+    }
+
+    /// The request context current at the start, if any.
+    pub(crate) fn context(&self) -> Option<&RequestContext> {
+        self.context.as_ref()
     }
 
     /// The breaker this execution went through.
@@ -722,6 +732,7 @@ impl Recorder {
         self.start_ms = state.env.clock.now_ms();
         self.isolation = isolation;
         self.finished = false;
+        self.context = RequestContext::current_if_any();
     }
 
     #[inline]
@@ -765,6 +776,9 @@ impl Recorder {
                     .generation
                     .is_none_or(|generation| state.breaker.generation() == generation);
             state.record(&result, self.fallback_disabled, current);
+            if let Some(context) = &self.context {
+                log_execution(state, context, &result);
+            }
         }
         result
     }
@@ -816,5 +830,17 @@ impl Recorder {
 fn count_in(keyed: &KeyedBreaker, generation: Option<u32>, now_ms: u64, error: bool) {
     if generation.is_none_or(|generation| keyed.breaker.generation() == generation) {
         keyed.health.record(now_ms, error);
+    }
+}
+
+/// Adds a finished execution to its request's log, if `requestLog.enabled`.
+#[cold]
+fn log_execution(state: &CommandState, context: &RequestContext, result: &ExecutionResult) {
+    if state.properties.hot().load().request_log_enabled() {
+        context.log(RequestLogEntry {
+            command_key: state.key.clone(),
+            events: result.events,
+            execution_time_ms: result.execution_time_ms.unwrap_or(0),
+        });
     }
 }

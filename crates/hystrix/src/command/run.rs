@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::circuit::Ticket;
 use crate::clock::TimerId;
 use crate::command::pipeline::{RunEnd, panic_message, poll_caught};
+use crate::context::{Carried, RequestContext};
 use crate::isolation::thread_pool::{AsyncSlot, Job, Rejection, ThreadPool};
 use crate::registry::CommandState;
 
@@ -51,6 +52,8 @@ pub struct Start<'a> {
     pub(crate) deadline_ms: Option<u64>,
     /// `execution.isolation.thread.interruptOnTimeout` now.
     pub(crate) interrupt_on_timeout: bool,
+    /// The request context of the execution (for a run that moves to a pool).
+    pub(crate) context: Option<RequestContext>,
 }
 
 /// A run function of any kind. Runs may move to a pool thread (THREAD isolation), so they and
@@ -162,7 +165,8 @@ macro_rules! blocking_run_fn {
                 start: Start<'_>,
                 pool: &ThreadPool,
             ) -> Result<Self::Running, Rejection> {
-                PoolTask::submit(self, start.state, pool).map(|(task, job)| {
+                let carried = Carried::capture(start.context.as_ref());
+                PoolTask::submit(self, start.state, pool, carried).map(|(task, job)| {
                     BlockingRunning::OnPool {
                         task,
                         job,
@@ -290,6 +294,8 @@ pub struct PoolTask<R, T, E> {
     /// back when the run stops.
     held_trial: Mutex<Option<u32>>,
     command: Arc<CommandState>,
+    /// The caller's request context and span, re-entered around the run.
+    carried: Carried,
 }
 
 impl<R, T, E> PoolTask<R, T, E>
@@ -304,6 +310,7 @@ where
         run: R,
         command: &Arc<CommandState>,
         pool: &ThreadPool,
+        carried: Carried,
     ) -> Result<(Arc<Self>, Arc<dyn Job>), Rejection> {
         let task = Arc::new(PoolTask {
             status: AtomicU8::new(QUEUED),
@@ -313,6 +320,7 @@ where
             waker: Mutex::new(None),
             held_trial: Mutex::new(None),
             command: Arc::clone(command),
+            carried,
         });
         let job: Arc<dyn Job> = Arc::clone(&task) as Arc<dyn Job>;
         pool.submit(Arc::clone(&job))?;
@@ -374,7 +382,9 @@ where
             .counters
             .started(self.command.env.clock.now_ms(), self.command.running());
         let token = self.token.clone();
-        let ran = catch_unwind(AssertUnwindSafe(|| run.call(token))).map_err(panic_message);
+        let ran = self
+            .carried
+            .run(|| catch_unwind(AssertUnwindSafe(|| run.call(token))).map_err(panic_message));
         drop(running);
         *self.result.lock() = Some(ran);
     }
@@ -424,7 +434,8 @@ where
         })?;
         let command = Arc::clone(start.state);
         let run = self.0;
-        let handle = runtime.spawn(run_spawned(run, command, slot));
+        let carried = Carried::capture(start.context.as_ref());
+        let handle = runtime.spawn(carried.scope(run_spawned(run, command, slot)));
         Ok(AsyncRunning::OnPool {
             handle: AbortOnDrop(handle),
         })

@@ -301,6 +301,7 @@ const ISOLATION_SET: u32 = 1 << 7;
 const ISOLATION_THREAD: u32 = 1 << 8;
 const PERCENTILES_ENABLED: u32 = 1 << 9;
 const DRY_RUN: u32 = 1 << 10;
+const REQUEST_LOG_ENABLED: u32 = 1 << 11;
 
 impl HotCommandProperties {
     pub(crate) fn publish(&self, props: &CommandProperties) {
@@ -310,6 +311,7 @@ impl HotCommandProperties {
             | flag(props.circuit_breaker_force_open, FORCE_OPEN)
             | flag(props.circuit_breaker_force_closed, FORCE_CLOSED)
             | flag(props.circuit_breaker_dry_run, DRY_RUN)
+            | flag(props.request_log_enabled, REQUEST_LOG_ENABLED)
             | flag(props.execution_timeout_enabled, TIMEOUT_ENABLED)
             | flag(
                 props.execution_isolation_thread_interrupt_on_timeout,
@@ -412,6 +414,11 @@ impl HotSnapshot {
     #[inline]
     pub(crate) fn dry_run(&self) -> bool {
         self.flags & DRY_RUN != 0
+    }
+    /// `requestLog.enabled`.
+    #[inline]
+    pub(crate) fn request_log_enabled(&self) -> bool {
+        self.flags & REQUEST_LOG_ENABLED != 0
     }
     /// `execution.timeout.enabled`.
     #[inline]

@@ -1,0 +1,350 @@
+//! The request context (Hystrix's `HystrixRequestContext`, SPEC §7): a scope for one request
+//! that request-scoped features attach to — the request log now, the request cache and the
+//! request collapser's REQUEST scope with their issues.
+//!
+//! Async code opens it around a future with [`RequestContext::scope`] (a task-local value);
+//! sync code on a thread with [`RequestContext::enter`] (a `!Send` guard). An execution
+//! captures the context current at its start and re-enters it, together with the current
+//! `tracing` span, wherever its run goes: a pool thread, the pool's runtime.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use parking_lot::Mutex;
+
+use crate::event::{EventCounts, EventType};
+use crate::key::CommandKey;
+
+/// The most entries a request log keeps (as Hystrix: later executions are not logged, with one
+/// warning).
+pub const REQUEST_LOG_CAPACITY: usize = 1000;
+
+/// Contexts alive in the process: while there are none, an execution skips looking for one
+/// (two thread-local reads).
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+tokio::task_local! {
+    static TASK_CONTEXT: RequestContext;
+}
+
+thread_local! {
+    static THREAD_CONTEXTS: RefCell<Vec<RequestContext>> = const { RefCell::new(Vec::new()) };
+}
+
+/// One request's scope. Cheap to clone (clones are the same context).
+///
+/// ```
+/// use hystrix::context::RequestContext;
+/// use hystrix::{Command, IsolationStrategy, Registry};
+///
+/// let registry = Registry::new();
+/// let get_user = Command::builder("GetUser")
+///     .group("Users")
+///     .isolation(IsolationStrategy::Semaphore)
+///     .build_in(&registry)?;
+///
+/// let ctx = RequestContext::new();
+/// {
+///     let _entered = ctx.enter(); // this thread is in the request until the guard drops
+///     get_user.run(|| Ok::<_, std::io::Error>(1)).execute()?;
+///     get_user.run(|| Ok::<_, std::io::Error>(2)).execute()?;
+/// }
+/// // Identical entries are folded: the times summed, the count after `x`.
+/// assert_eq!(ctx.request_log().to_string(), "GetUser[SUCCESS][0ms]x2");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct RequestContext {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    log: Mutex<Vec<RequestLogEntry>>,
+    log_full_warned: AtomicBool,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl fmt::Debug for RequestContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RequestContext")
+            .field("logged", &self.inner.log.lock().len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for RequestContext {
+    fn default() -> Self {
+        RequestContext::new()
+    }
+}
+
+impl PartialEq for RequestContext {
+    /// Whether both are the same context.
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+
+impl Eq for RequestContext {}
+
+impl RequestContext {
+    /// A new, empty context (Hystrix's `initializeContext()`, without binding it).
+    pub fn new() -> Self {
+        LIVE.fetch_add(1, Ordering::Relaxed);
+        RequestContext {
+            inner: Arc::new(Inner {
+                log: Mutex::new(Vec::new()),
+                log_full_warned: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// Runs `future` inside this context: code it runs (and executions it starts) see it as
+    /// [`current`](Self::current), on whatever thread the task is polled.
+    pub async fn scope<F: Future>(&self, future: F) -> F::Output {
+        TASK_CONTEXT.scope(self.clone(), future).await
+    }
+
+    /// Enters this context on this thread until the guard drops (for sync code; Hystrix's
+    /// `setContextOnCurrentThread`). Guards nest; each restores what was current before it.
+    /// A future's [`scope`](Self::scope) wins over a thread's guard.
+    pub fn enter(&self) -> ContextGuard {
+        THREAD_CONTEXTS.with(|stack| stack.borrow_mut().push(self.clone()));
+        ContextGuard {
+            _not_send: PhantomData,
+        }
+    }
+
+    /// The context current here: the enclosing [`scope`](Self::scope) of the running task, or
+    /// else the innermost [`enter`](Self::enter) guard of this thread; `None` outside both.
+    pub fn current() -> Option<RequestContext> {
+        TASK_CONTEXT
+            .try_with(RequestContext::clone)
+            .ok()
+            .or_else(|| THREAD_CONTEXTS.with(|stack| stack.borrow().last().cloned()))
+    }
+
+    /// [`current`](Self::current), skipped while no context exists at all (the hot path).
+    #[inline]
+    pub(crate) fn current_if_any() -> Option<RequestContext> {
+        if LIVE.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        Self::current_slow()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn current_slow() -> Option<RequestContext> {
+        Self::current()
+    }
+
+    /// The executions of this request so far, in the order they finished.
+    pub fn request_log(&self) -> RequestLog {
+        RequestLog {
+            entries: self.inner.log.lock().clone(),
+        }
+    }
+
+    /// Logs a finished execution (at most [`REQUEST_LOG_CAPACITY`]).
+    pub(crate) fn log(&self, entry: RequestLogEntry) {
+        let mut log = self.inner.log.lock();
+        if log.len() < REQUEST_LOG_CAPACITY {
+            log.push(entry);
+            return;
+        }
+        drop(log);
+        if !self.inner.log_full_warned.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                command = %entry.command_key,
+                "hystrix: the request log is full ({REQUEST_LOG_CAPACITY} executions); later \
+                 executions of this request are not logged"
+            );
+        }
+    }
+}
+
+/// This thread's place in a [`RequestContext`], from [`RequestContext::enter`] until dropped.
+/// Not `Send`: it belongs to the thread that entered.
+#[must_use = "the context is left when the guard drops"]
+pub struct ContextGuard {
+    _not_send: PhantomData<*const ()>,
+}
+
+impl fmt::Debug for ContextGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ContextGuard")
+    }
+}
+
+impl Drop for ContextGuard {
+    fn drop(&mut self) {
+        THREAD_CONTEXTS.with(|stack| {
+            stack.borrow_mut().pop();
+        });
+    }
+}
+
+/// What an execution carries to where its run goes: its request context and `tracing` span.
+#[derive(Clone, Default)]
+pub(crate) struct Carried {
+    context: Option<RequestContext>,
+    span: Option<tracing::Span>,
+}
+
+impl Carried {
+    /// The context and span current on this thread (or task) now.
+    pub(crate) fn capture(context: Option<&RequestContext>) -> Self {
+        let span = tracing::Span::current();
+        Carried {
+            context: context.cloned(),
+            span: (!span.is_none()).then_some(span),
+        }
+    }
+
+    /// Runs `f` with both re-entered on this thread.
+    pub(crate) fn run<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _context = self.context.as_ref().map(RequestContext::enter);
+        let _span = self.span.as_ref().map(tracing::Span::enter);
+        f()
+    }
+
+    /// `future` with both re-entered at each of its polls.
+    pub(crate) async fn scope<F: Future>(self, future: F) -> F::Output {
+        use tracing::Instrument;
+        let future = future.instrument(self.span.unwrap_or_else(tracing::Span::none));
+        match self.context {
+            Some(context) => context.scope(future).await,
+            None => future.await,
+        }
+    }
+}
+
+/// One execution in a [`RequestLog`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RequestLogEntry {
+    /// The command key.
+    pub command_key: CommandKey,
+    /// The execution's events (Hystrix's `getExecutionEvents()`).
+    pub events: EventCounts,
+    /// Its execution time in ms (from its start to the run's end; 0 when the run never
+    /// started), as Hystrix's `getExecutionTimeInMilliseconds()`.
+    pub execution_time_ms: u64,
+}
+
+/// The executions of one request ([`RequestContext::request_log`]). Its `Display` is Hystrix's
+/// `getExecutedCommandsAsString()`: identical entries (same command, same events) folded into
+/// one with their execution times summed and the count after `x`, in the order each first
+/// appeared; events in Hystrix's order, `EMITxK` for several emits; e.g.
+/// `GetUser[SUCCESS][12ms], GetRatings[TIMEOUT, FALLBACK_SUCCESS][2002ms]x2`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequestLog {
+    entries: Vec<RequestLogEntry>,
+}
+
+impl RequestLog {
+    /// The entries, in the order the executions finished.
+    pub fn entries(&self) -> &[RequestLogEntry] {
+        &self.entries
+    }
+}
+
+impl fmt::Display for RequestLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // (command, events) -> (summed ms, count), in first-seen order.
+        let mut folded: Vec<(&RequestLogEntry, u64, usize)> = Vec::new();
+        for entry in &self.entries {
+            match folded.iter_mut().find(|(first, _, _)| {
+                first.command_key == entry.command_key && first.events == entry.events
+            }) {
+                Some((_, ms, count)) => {
+                    *ms += entry.execution_time_ms;
+                    *count += 1;
+                }
+                None => folded.push((entry, entry.execution_time_ms, 1)),
+            }
+        }
+        for (i, (entry, ms, count)) in folded.into_iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{}[", entry.command_key)?;
+            if entry.events.is_empty() {
+                f.write_str("Executed")?;
+            }
+            for (j, event) in entry.events.iter().enumerate() {
+                if j > 0 {
+                    f.write_str(", ")?;
+                }
+                f.write_str(event.name())?;
+                let times = entry.events.count(event);
+                if event == EventType::Emit && times > 1 {
+                    write!(f, "x{times}")?;
+                }
+            }
+            write!(f, "][{ms}ms]")?;
+            if count > 1 {
+                write!(f, "x{count}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(all(test, not(hystrix_loom)))]
+mod tests {
+    use super::*;
+
+    fn entry(key: &str, events: &[(EventType, u32)], ms: u64) -> RequestLogEntry {
+        let mut counts = EventCounts::new();
+        for &(event, n) in events {
+            counts.add_n(event, n);
+        }
+        RequestLogEntry {
+            command_key: CommandKey::new(key).expect("a valid key"),
+            events: counts,
+            execution_time_ms: ms,
+        }
+    }
+
+    #[test]
+    fn the_string_folds_in_first_seen_order_with_emit_counts_and_running_entries() {
+        let log = RequestLog {
+            entries: vec![
+                entry(
+                    "Stream",
+                    &[(EventType::Emit, 3), (EventType::Success, 1)],
+                    5,
+                ),
+                entry("Get", &[(EventType::Success, 1)], 12),
+                entry(
+                    "Stream",
+                    &[(EventType::Emit, 3), (EventType::Success, 1)],
+                    7,
+                ),
+                entry(
+                    "Get",
+                    &[(EventType::Success, 1), (EventType::ResponseFromCache, 1)],
+                    0,
+                ),
+                entry("Slow", &[], 0),
+                entry("Get", &[(EventType::Emit, 1), (EventType::Success, 1)], 1),
+            ],
+        };
+        assert_eq!(
+            log.to_string(),
+            "Stream[EMITx3, SUCCESS][12ms]x2, Get[SUCCESS][12ms], \
+             Get[SUCCESS, RESPONSE_FROM_CACHE][0ms], Slow[Executed][0ms], Get[EMIT, SUCCESS][1ms]"
+        );
+    }
+}

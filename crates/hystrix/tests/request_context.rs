@@ -1,0 +1,270 @@
+//! The request context and the request log (SPEC §7): a context per request, opened around
+//! sync code with a guard or around a future with a scope, carried with the `tracing` span to
+//! pool threads, the pool's runtime and eager executions; the log's Hystrix string.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{DependencyError, builder};
+use futures::executor::block_on;
+use hystrix::context::{REQUEST_LOG_CAPACITY, RequestContext};
+use hystrix::testing::TestRegistry;
+use hystrix::{Command, IsolationStrategy};
+
+fn ok() -> Result<u32, DependencyError> {
+    Ok(1)
+}
+
+fn boom() -> Result<u32, DependencyError> {
+    Err(DependencyError("boom"))
+}
+
+#[test]
+fn a_request_log_folds_identical_executions_in_hystrixs_format() {
+    let test = TestRegistry::new();
+    let get_user = builder("GetUser").build_in(test.registry()).unwrap();
+    let get_ratings = builder("GetRatings").build_in(test.registry()).unwrap();
+    let ctx = RequestContext::new();
+    {
+        let _entered = ctx.enter();
+        assert_eq!(RequestContext::current(), Some(ctx.clone()));
+        get_user.run(ok).execute().unwrap();
+        for _ in 0..2 {
+            let rating = get_ratings
+                .run(boom)
+                .fallback(|_| Ok::<u32, DependencyError>(0))
+                .execute()
+                .unwrap();
+            assert_eq!(rating, 0);
+        }
+        get_user.run(ok).execute().unwrap();
+    }
+    assert_eq!(RequestContext::current(), None);
+    let log = ctx.request_log();
+    assert_eq!(log.entries().len(), 4);
+    assert_eq!(
+        log.to_string(),
+        "GetUser[SUCCESS][0ms]x2, GetRatings[FAILURE, FALLBACK_SUCCESS][0ms]x2"
+    );
+}
+
+#[test]
+fn execution_times_are_summed_when_folded() {
+    let test = TestRegistry::new();
+    let slow = builder("Slow")
+        .timeout_enabled(false)
+        .build_in(test.registry())
+        .unwrap();
+    let clock = test.clock().clone();
+    let ctx = RequestContext::new();
+    let _entered = ctx.enter();
+    for ms in [12, 30] {
+        let clock = clock.clone();
+        slow.run(move || {
+            clock.advance_ms(ms);
+            Ok::<u32, DependencyError>(1)
+        })
+        .execute()
+        .unwrap();
+    }
+    assert_eq!(ctx.request_log().to_string(), "Slow[SUCCESS][42ms]x2");
+    assert_eq!(ctx.request_log().entries()[1].execution_time_ms, 30);
+}
+
+#[test]
+fn executions_without_a_context_run_and_are_not_logged() {
+    let test = TestRegistry::new();
+    let cmd = builder("Loose").build_in(test.registry()).unwrap();
+    assert_eq!(RequestContext::current(), None);
+    assert_eq!(cmd.run(ok).execute().unwrap(), 1);
+    let ctx = RequestContext::new();
+    assert_eq!(ctx.request_log().entries().len(), 0);
+    assert_eq!(ctx.request_log().to_string(), "");
+}
+
+#[test]
+fn request_log_enabled_false_keeps_a_command_out_of_the_log() {
+    let test = TestRegistry::new();
+    let quiet = builder("Quiet")
+        .property("requestLog.enabled", false)
+        .build_in(test.registry())
+        .unwrap();
+    let loud = builder("Loud").build_in(test.registry()).unwrap();
+    let ctx = RequestContext::new();
+    let _entered = ctx.enter();
+    quiet.run(ok).execute().unwrap();
+    loud.run(ok).execute().unwrap();
+    assert_eq!(ctx.request_log().to_string(), "Loud[SUCCESS][0ms]");
+}
+
+#[test]
+fn the_log_keeps_at_most_1000_executions() {
+    let test = TestRegistry::new();
+    let cmd = builder("Many").build_in(test.registry()).unwrap();
+    let ctx = RequestContext::new();
+    let _entered = ctx.enter();
+    for _ in 0..REQUEST_LOG_CAPACITY + 5 {
+        cmd.run(ok).execute().unwrap();
+    }
+    assert_eq!(ctx.request_log().entries().len(), 1000);
+    assert_eq!(ctx.request_log().to_string(), "Many[SUCCESS][0ms]x1000");
+}
+
+#[test]
+fn guards_nest_and_a_scope_wins_over_a_guard() {
+    let outer = RequestContext::new();
+    let inner = RequestContext::new();
+    let _outer = outer.enter();
+    {
+        let _inner = inner.enter();
+        assert_eq!(RequestContext::current(), Some(inner.clone()));
+    }
+    assert_eq!(RequestContext::current(), Some(outer.clone()));
+    let seen = block_on(inner.scope(async { RequestContext::current() }));
+    assert_eq!(seen, Some(inner));
+}
+
+#[test]
+fn an_async_execution_in_a_scope_is_logged_and_sees_its_context() {
+    let test = TestRegistry::new();
+    let cmd = builder("Async").build_in(test.registry()).unwrap();
+    let ctx = RequestContext::new();
+    let seen = block_on(ctx.scope(async {
+        cmd.run_async(async { Ok::<_, DependencyError>(RequestContext::current()) })
+            .execute_async()
+            .await
+            .unwrap()
+    }));
+    assert_eq!(seen, Some(ctx.clone()));
+    assert_eq!(ctx.request_log().to_string(), "Async[SUCCESS][0ms]");
+}
+
+fn thread_isolated(test: &TestRegistry, key: &str) -> Command {
+    Command::builder(key)
+        .group("Pooled")
+        .isolation(IsolationStrategy::Thread)
+        .timeout(Duration::from_secs(60))
+        .build_in(test.registry())
+        .unwrap()
+}
+
+#[test]
+fn the_context_and_the_span_are_re_entered_on_pool_threads() {
+    let spans = TestSubscriber::install();
+    let test = TestRegistry::new();
+    let cmd = thread_isolated(&test, "Pooled");
+    let ctx = RequestContext::new();
+    let _entered = ctx.enter();
+    let span = tracing::info_span!("request", id = 7);
+    let _in_span = span.enter();
+    let (on_pool, thread) = cmd
+        .run(move || {
+            let name = std::thread::current().name().unwrap_or("").to_owned();
+            Ok::<_, DependencyError>((RequestContext::current(), (name, spans.current())))
+        })
+        .execute()
+        .unwrap();
+    assert!(thread.0.starts_with("hystrix-Pooled-"), "{}", thread.0);
+    assert_eq!(thread.1, Some("request"));
+    assert_eq!(on_pool, Some(ctx.clone()));
+    // An async run on the pool's runtime, too.
+    let on_runtime = cmd
+        .run_async(async { Ok::<_, DependencyError>(RequestContext::current()) })
+        .execute()
+        .unwrap();
+    assert_eq!(on_runtime, Some(ctx.clone()));
+    assert_eq!(ctx.request_log().to_string(), "Pooled[SUCCESS][0ms]x2");
+}
+
+#[test]
+fn an_eager_execution_carries_the_context_to_the_executor() {
+    let test = TestRegistry::new();
+    let cmd = builder("Eager").build_in(test.registry()).unwrap();
+    let ctx = RequestContext::new();
+    let (tx, rx) = futures::channel::oneshot::channel::<()>();
+    let handle = {
+        let _entered = ctx.enter();
+        cmd.run_async(async move {
+            rx.await.unwrap();
+            Ok::<_, DependencyError>(RequestContext::current())
+        })
+        .queue()
+    };
+    // The run finishes on the executor, after the caller left the context.
+    tx.send(()).unwrap();
+    assert_eq!(handle.get().unwrap(), Some(ctx.clone()));
+    assert_eq!(ctx.request_log().to_string(), "Eager[SUCCESS][0ms]");
+}
+
+/// A minimal `tracing` subscriber that knows each thread's current span, so a test can see
+/// which span user code runs in.
+struct TestSubscriber {
+    spans: Mutex<Vec<&'static tracing::Metadata<'static>>>,
+}
+
+thread_local! {
+    static STACK: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The installed subscriber's view of spans.
+struct Spans;
+
+impl Spans {
+    /// The name of this thread's current span, as `tracing::Span::current()` sees it.
+    fn current(&self) -> Option<&'static str> {
+        tracing::Span::current()
+            .metadata()
+            .map(|metadata| metadata.name())
+    }
+}
+
+impl TestSubscriber {
+    /// Installs it as the process's subscriber (once).
+    fn install() -> Spans {
+        static INSTALLED: std::sync::OnceLock<Arc<TestSubscriber>> = std::sync::OnceLock::new();
+        let subscriber = INSTALLED.get_or_init(|| {
+            let subscriber = Arc::new(TestSubscriber {
+                spans: Mutex::new(Vec::new()),
+            });
+            tracing::subscriber::set_global_default(Forward(Arc::clone(&subscriber))).unwrap();
+            subscriber
+        });
+        let _ = subscriber;
+        Spans
+    }
+}
+
+struct Forward(Arc<TestSubscriber>);
+
+impl tracing::Subscriber for Forward {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, span: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        let mut spans = self.0.spans.lock().unwrap();
+        spans.push(span.metadata());
+        tracing::span::Id::from_u64(spans.len() as u64)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, _: &tracing::Event<'_>) {}
+    fn enter(&self, span: &tracing::span::Id) {
+        STACK.with(|stack| stack.borrow_mut().push(span.into_u64()));
+    }
+    fn exit(&self, _: &tracing::span::Id) {
+        STACK.with(|stack| {
+            stack.borrow_mut().pop();
+        });
+    }
+    fn current_span(&self) -> tracing_core::span::Current {
+        let Some(id) = STACK.with(|stack| stack.borrow().last().copied()) else {
+            return tracing_core::span::Current::none();
+        };
+        let metadata = self.0.spans.lock().unwrap()[id as usize - 1];
+        tracing_core::span::Current::new(tracing::span::Id::from_u64(id), metadata)
+    }
+}
