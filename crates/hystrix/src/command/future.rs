@@ -29,6 +29,7 @@ use crate::command::pipeline::{
 use crate::command::run::{Interrupt, RunFn, Start};
 use crate::command::{Classify, Outcome};
 use crate::config::IsolationStrategy;
+use crate::context::RequestContext;
 use crate::error::HystrixError;
 use crate::isolation::thread_pool::Rejection;
 use crate::registry::CommandState;
@@ -236,7 +237,7 @@ where
                             deadline_ms,
                             interrupt_on_timeout: props.interrupt_on_timeout(),
                             context: match isolation {
-                                IsolationStrategy::Thread => rec.context().cloned(),
+                                IsolationStrategy::Thread => RequestContext::current_if_any(),
                                 IsolationStrategy::Semaphore => None,
                             },
                         };

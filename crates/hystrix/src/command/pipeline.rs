@@ -618,8 +618,6 @@ pub(crate) struct Recorder {
     generation: Option<u32>,
     /// The keyed breaker the execution went through, if it named one.
     keyed: Option<Arc<KeyedBreaker>>,
-    /// The request context current at the start, if any.
-    context: Option<RequestContext>,
 }
 
 impl Recorder {
@@ -636,13 +634,7 @@ impl Recorder {
             ticket: Ticket::None,
             generation: None,
             keyed: None,
-            context: None,
         }
-    }
-
-    /// The request context current at the start, if any.
-    pub(crate) fn context(&self) -> Option<&RequestContext> {
-        self.context.as_ref()
     }
 
     /// The breaker this execution went through.
@@ -732,7 +724,6 @@ impl Recorder {
         self.start_ms = state.env.clock.now_ms();
         self.isolation = isolation;
         self.finished = false;
-        self.context = RequestContext::current_if_any();
     }
 
     #[inline]
@@ -776,8 +767,10 @@ impl Recorder {
                     .generation
                     .is_none_or(|generation| state.breaker.generation() == generation);
             state.record(&result, self.fallback_disabled, current);
-            if let Some(context) = &self.context {
-                log_execution(state, context, &result);
+            // The request this execution belongs to: it ends in the context it started in (on
+            // the caller's thread or task, or where its context was carried).
+            if let Some(context) = RequestContext::current_if_any() {
+                log_execution(state, &context, &result);
             }
         }
         result
