@@ -4,8 +4,11 @@
 //!
 //! Async code opens it around a future with [`RequestContext::scope`] (a task-local value);
 //! sync code on a thread with [`RequestContext::enter`] (a `!Send` guard). An execution
-//! captures the context current at its start and re-enters it, together with the current
-//! `tracing` span, wherever its run goes: a pool thread, the pool's runtime.
+//! carries the context current at its start, together with the current `tracing` span,
+//! wherever its run goes (a pool thread, the pool's runtime, the executor of `queue()` and
+//! `observe()`), and is logged in it when it ends (on the caller's thread or task, or where the
+//! context was carried). A future polled outside any scope (e.g. moved to another task) is
+//! logged in the context current where it ends, if any.
 
 use std::cell::RefCell;
 use std::fmt;
@@ -16,7 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 
-use crate::event::{EventCounts, EventType};
+use crate::event::EventCounts;
 use crate::key::CommandKey;
 
 /// The most entries a request log keeps (as Hystrix: later executions are not logged, with one
@@ -31,8 +34,17 @@ tokio::task_local! {
     static TASK_CONTEXT: RequestContext;
 }
 
+/// A context entered on a thread: the guard's id, the context, and the task scope it was
+/// entered in (if any), which tells which of the two is the inner one.
+struct Entered {
+    id: u64,
+    context: RequestContext,
+    within_scope: Option<RequestContext>,
+}
+
 thread_local! {
-    static THREAD_CONTEXTS: RefCell<Vec<RequestContext>> = const { RefCell::new(Vec::new()) };
+    static THREAD_CONTEXTS: RefCell<Vec<Entered>> = const { RefCell::new(Vec::new()) };
+    static NEXT_GUARD: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// One request's scope. Cheap to clone (clones are the same context).
@@ -115,22 +127,54 @@ impl RequestContext {
     }
 
     /// Enters this context on this thread until the guard drops (for sync code; Hystrix's
-    /// `setContextOnCurrentThread`). Guards nest; each restores what was current before it.
-    /// A future's [`scope`](Self::scope) wins over a thread's guard.
+    /// `setContextOnCurrentThread`). Guards nest, the innermost wins, and a guard dropped out
+    /// of order leaves only its own entry. Between a task's [`scope`](Self::scope) and a guard,
+    /// the inner one wins: a guard entered inside a scope, or a scope opened under a guard.
+    ///
+    /// Do not hold the guard across an `.await`: other tasks polled on this thread meanwhile
+    /// would see the context (as with `tracing`'s `Span::enter`); use [`scope`](Self::scope)
+    /// in async code. Tasks spawned from a scope do not inherit it: wrap them in `scope` too.
     pub fn enter(&self) -> ContextGuard {
-        THREAD_CONTEXTS.with(|stack| stack.borrow_mut().push(self.clone()));
+        let id = NEXT_GUARD.with(|next| {
+            let id = next.get();
+            next.set(id + 1);
+            id
+        });
+        let within_scope = TASK_CONTEXT.try_with(RequestContext::clone).ok();
+        THREAD_CONTEXTS.with(|stack| {
+            stack.borrow_mut().push(Entered {
+                id,
+                context: self.clone(),
+                within_scope,
+            });
+        });
         ContextGuard {
+            id,
             _not_send: PhantomData,
         }
     }
 
-    /// The context current here: the enclosing [`scope`](Self::scope) of the running task, or
-    /// else the innermost [`enter`](Self::enter) guard of this thread; `None` outside both.
+    /// The context current here: the innermost of the running task's enclosing
+    /// [`scope`](Self::scope) and this thread's [`enter`](Self::enter) guards; `None` outside
+    /// both.
     pub fn current() -> Option<RequestContext> {
-        TASK_CONTEXT
-            .try_with(RequestContext::clone)
-            .ok()
-            .or_else(|| THREAD_CONTEXTS.with(|stack| stack.borrow().last().cloned()))
+        let scoped = TASK_CONTEXT.try_with(RequestContext::clone).ok();
+        THREAD_CONTEXTS.with(|stack| {
+            let stack = stack.borrow();
+            match (scoped, stack.last()) {
+                (None, entered) => entered.map(|entered| entered.context.clone()),
+                (Some(scoped), Some(entered)) if entered.within_scope.as_ref() == Some(&scoped) => {
+                    Some(entered.context.clone())
+                }
+                (Some(scoped), _) => Some(scoped),
+            }
+        })
+    }
+
+    /// Whether any context exists in the process (one relaxed load).
+    #[inline]
+    pub(crate) fn any_alive() -> bool {
+        LIVE.load(Ordering::Relaxed) > 0
     }
 
     /// [`current`](Self::current), skipped while no context exists at all (the hot path).
@@ -177,6 +221,7 @@ impl RequestContext {
 /// Not `Send`: it belongs to the thread that entered.
 #[must_use = "the context is left when the guard drops"]
 pub struct ContextGuard {
+    id: u64,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -189,7 +234,10 @@ impl fmt::Debug for ContextGuard {
 impl Drop for ContextGuard {
     fn drop(&mut self) {
         THREAD_CONTEXTS.with(|stack| {
-            stack.borrow_mut().pop();
+            let mut stack = stack.borrow_mut();
+            if let Some(at) = stack.iter().rposition(|entered| entered.id == self.id) {
+                stack.remove(at);
+            }
         });
     }
 }
@@ -242,10 +290,12 @@ pub struct RequestLogEntry {
     pub execution_time_ms: u64,
 }
 
-/// The executions of one request ([`RequestContext::request_log`]). Its `Display` is Hystrix's
-/// `getExecutedCommandsAsString()`: identical entries (same command, same events) folded into
-/// one with their execution times summed and the count after `x`, in the order each first
-/// appeared; events in Hystrix's order, `EMITxK` for several emits; e.g.
+/// The executions of one request ([`RequestContext::request_log`]), in the order they
+/// finished (an execution still running is not listed yet; Hystrix lists executions as they
+/// start, `[Executed]` until done). Its `Display` is Hystrix's `getExecutedCommandsAsString()`:
+/// identical entries (same command, same events) folded into one with their execution times
+/// summed and the count after `x`, in the order each first appeared; events in Hystrix's
+/// order, `EMITxK` (and `FALLBACK_EMITxK`, `COLLAPSEDxK`) for counted events; e.g.
 /// `GetUser[SUCCESS][12ms], GetRatings[TIMEOUT, FALLBACK_SUCCESS][2002ms]x2`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RequestLog {
@@ -279,16 +329,14 @@ impl fmt::Display for RequestLog {
                 f.write_str(", ")?;
             }
             write!(f, "{}[", entry.command_key)?;
-            if entry.events.is_empty() {
-                f.write_str("Executed")?;
-            }
             for (j, event) in entry.events.iter().enumerate() {
                 if j > 0 {
                     f.write_str(", ")?;
                 }
                 f.write_str(event.name())?;
+                // EMIT, FALLBACK_EMIT and COLLAPSED are counted.
                 let times = entry.events.count(event);
-                if event == EventType::Emit && times > 1 {
+                if times > 1 {
                     write!(f, "x{times}")?;
                 }
             }
@@ -304,6 +352,7 @@ impl fmt::Display for RequestLog {
 #[cfg(all(test, not(hystrix_loom)))]
 mod tests {
     use super::*;
+    use crate::event::EventType;
 
     fn entry(key: &str, events: &[(EventType, u32)], ms: u64) -> RequestLogEntry {
         let mut counts = EventCounts::new();
@@ -318,7 +367,7 @@ mod tests {
     }
 
     #[test]
-    fn the_string_folds_in_first_seen_order_with_emit_counts_and_running_entries() {
+    fn the_string_folds_in_first_seen_order_with_counts_of_counted_events() {
         let log = RequestLog {
             entries: vec![
                 entry(
@@ -337,14 +386,19 @@ mod tests {
                     &[(EventType::Success, 1), (EventType::ResponseFromCache, 1)],
                     0,
                 ),
-                entry("Slow", &[], 0),
                 entry("Get", &[(EventType::Emit, 1), (EventType::Success, 1)], 1),
+                entry(
+                    "Fb",
+                    &[(EventType::Failure, 1), (EventType::FallbackEmit, 2)],
+                    3,
+                ),
             ],
         };
         assert_eq!(
             log.to_string(),
             "Stream[EMITx3, SUCCESS][12ms]x2, Get[SUCCESS][12ms], \
-             Get[SUCCESS, RESPONSE_FROM_CACHE][0ms], Slow[Executed][0ms], Get[EMIT, SUCCESS][1ms]"
+             Get[SUCCESS, RESPONSE_FROM_CACHE][0ms], Get[EMIT, SUCCESS][1ms], \
+             Fb[FAILURE, FALLBACK_EMITx2][3ms]"
         );
     }
 }

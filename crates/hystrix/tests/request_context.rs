@@ -115,7 +115,7 @@ fn the_log_keeps_at_most_1000_executions() {
 }
 
 #[test]
-fn guards_nest_and_a_scope_wins_over_a_guard() {
+fn guards_nest_and_the_inner_of_a_scope_and_a_guard_wins() {
     let outer = RequestContext::new();
     let inner = RequestContext::new();
     let _outer = outer.enter();
@@ -124,8 +124,66 @@ fn guards_nest_and_a_scope_wins_over_a_guard() {
         assert_eq!(RequestContext::current(), Some(inner.clone()));
     }
     assert_eq!(RequestContext::current(), Some(outer.clone()));
+    // A scope opened under a guard is the inner one...
     let seen = block_on(inner.scope(async { RequestContext::current() }));
-    assert_eq!(seen, Some(inner));
+    assert_eq!(seen, Some(inner.clone()));
+    // ...and a guard entered inside a scope is the inner one there.
+    let (in_guard, after) = block_on(inner.scope(async {
+        let third = RequestContext::new();
+        let in_guard = {
+            let _g = third.enter();
+            RequestContext::current() == Some(third.clone())
+        };
+        (in_guard, RequestContext::current())
+    }));
+    assert!(in_guard);
+    assert_eq!(after, Some(inner));
+}
+
+#[test]
+fn a_guard_dropped_out_of_order_leaves_only_its_own_entry() {
+    let a = RequestContext::new();
+    let b = RequestContext::new();
+    let guard_a = a.enter();
+    let guard_b = b.enter();
+    drop(guard_a);
+    assert_eq!(RequestContext::current(), Some(b.clone()));
+    drop(guard_b);
+    assert_eq!(RequestContext::current(), None);
+}
+
+#[test]
+fn request_log_enabled_is_read_when_the_execution_starts() {
+    let test = TestRegistry::new();
+    let cmd = builder("Flip")
+        .timeout_enabled(false)
+        .build_in(test.registry())
+        .unwrap();
+    let ctx = RequestContext::new();
+    let _entered = ctx.enter();
+    let registry = test.registry().clone();
+    cmd.run(move || {
+        registry
+            .properties()
+            .set("hystrix.command.Flip.requestLog.enabled", false)
+            .unwrap();
+        Ok::<u32, DependencyError>(1)
+    })
+    .execute()
+    .unwrap();
+    assert_eq!(ctx.request_log().to_string(), "Flip[SUCCESS][0ms]");
+    // Off at the start: not logged, even if switched on before it ends.
+    let registry = test.registry().clone();
+    cmd.run(move || {
+        registry
+            .properties()
+            .set("hystrix.command.Flip.requestLog.enabled", true)
+            .unwrap();
+        Ok::<u32, DependencyError>(1)
+    })
+    .execute()
+    .unwrap();
+    assert_eq!(ctx.request_log().entries().len(), 1);
 }
 
 #[test]

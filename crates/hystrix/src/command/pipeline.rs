@@ -618,6 +618,9 @@ pub(crate) struct Recorder {
     generation: Option<u32>,
     /// The keyed breaker the execution went through, if it named one.
     keyed: Option<Arc<KeyedBreaker>>,
+    /// A request context exists and `requestLog.enabled` was true at the start: the execution
+    /// is logged in the context current when it ends.
+    log_requested: bool,
 }
 
 impl Recorder {
@@ -634,6 +637,7 @@ impl Recorder {
             ticket: Ticket::None,
             generation: None,
             keyed: None,
+            log_requested: false,
         }
     }
 
@@ -724,6 +728,8 @@ impl Recorder {
         self.start_ms = state.env.clock.now_ms();
         self.isolation = isolation;
         self.finished = false;
+        self.log_requested =
+            RequestContext::any_alive() && state.properties.hot().load().request_log_enabled();
     }
 
     #[inline]
@@ -769,7 +775,9 @@ impl Recorder {
             state.record(&result, self.fallback_disabled, current);
             // The request this execution belongs to: it ends in the context it started in (on
             // the caller's thread or task, or where its context was carried).
-            if let Some(context) = RequestContext::current_if_any() {
+            if self.log_requested
+                && let Some(context) = RequestContext::current()
+            {
                 log_execution(state, &context, &result);
             }
         }
@@ -826,14 +834,12 @@ fn count_in(keyed: &KeyedBreaker, generation: Option<u32>, now_ms: u64, error: b
     }
 }
 
-/// Adds a finished execution to its request's log, if `requestLog.enabled`.
+/// Adds a finished execution to its request's log.
 #[cold]
 fn log_execution(state: &CommandState, context: &RequestContext, result: &ExecutionResult) {
-    if state.properties.hot().load().request_log_enabled() {
-        context.log(RequestLogEntry {
-            command_key: state.key.clone(),
-            events: result.events,
-            execution_time_ms: result.execution_time_ms.unwrap_or(0),
-        });
-    }
+    context.log(RequestLogEntry {
+        command_key: state.key.clone(),
+        events: result.events,
+        execution_time_ms: result.execution_time_ms.unwrap_or(0),
+    });
 }
