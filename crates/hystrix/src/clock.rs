@@ -453,6 +453,25 @@ impl Sleep {
     }
 }
 
+impl Sleep {
+    /// `work`'s output, or `None` if this deadline comes first (probes and state-store calls
+    /// are bounded by it).
+    pub(crate) async fn race<T>(self, work: impl Future<Output = T>) -> Option<T> {
+        let mut work = std::pin::pin!(work);
+        let mut deadline = std::pin::pin!(self);
+        std::future::poll_fn(move |cx| {
+            if let Poll::Ready(value) = work.as_mut().poll(cx) {
+                return Poll::Ready(Some(value));
+            }
+            if deadline.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(None);
+            }
+            Poll::Pending
+        })
+        .await
+    }
+}
+
 impl Future for Sleep {
     type Output = ();
 

@@ -240,10 +240,13 @@ impl<'a> Site<'a> {
     /// A keyed breaker of the command.
     #[inline]
     pub(crate) fn keyed(command: &'a CommandState, keyed: &'a KeyedBreaker) -> Self {
-        Site {
-            command,
-            keyed: Some(keyed),
-        }
+        Site::of(command, Some(keyed))
+    }
+
+    /// The keyed breaker `keyed` of the command, or its own breaker.
+    #[inline]
+    pub(crate) fn of(command: &'a CommandState, keyed: Option<&'a KeyedBreaker>) -> Self {
+        Site { command, keyed }
     }
 
     #[inline]
@@ -872,10 +875,7 @@ impl CircuitBreakerHandle {
     }
 
     fn site(&self) -> Site<'_> {
-        match &self.keyed {
-            Some(keyed) => Site::keyed(&self.command, keyed),
-            None => Site::command(&self.command),
-        }
+        Site::of(&self.command, self.keyed.as_deref())
     }
 
     fn now(&self) -> u64 {

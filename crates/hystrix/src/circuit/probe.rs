@@ -7,7 +7,7 @@ use std::fmt;
 use std::future::Future;
 use std::num::NonZeroU32;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::pin::{Pin, pin};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::task::Poll;
@@ -245,7 +245,7 @@ fn fire(command: &Arc<CommandState>, generation: u32) {
                         answered.set(healthy);
                     });
                 match spawned {
-                    Ok(_) => race(answer.wait(), deadline).await,
+                    Ok(_) => deadline.race(answer.wait()).await,
                     Err(_) => Some(false),
                 }
             }
@@ -258,7 +258,7 @@ fn fire(command: &Arc<CommandState>, generation: u32) {
                         let caught = std::future::poll_fn(move |cx| {
                             poll_caught(Pin::new(&mut future), cx).map(|ran| ran.unwrap_or(false))
                         });
-                        race(caught, deadline).await
+                        deadline.race(caught).await
                     }
                     Err(_) => Some(false),
                 }
@@ -318,20 +318,4 @@ impl Answer {
             }
         })
     }
-}
-
-/// `work`'s output, or `None` if `deadline` comes first.
-pub(crate) async fn race<T>(work: impl Future<Output = T>, deadline: Sleep) -> Option<T> {
-    let mut work = pin!(work);
-    let mut deadline = pin!(deadline);
-    std::future::poll_fn(move |cx| {
-        if let Poll::Ready(value) = work.as_mut().poll(cx) {
-            return Poll::Ready(Some(value));
-        }
-        if deadline.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(None);
-        }
-        Poll::Pending
-    })
-    .await
 }

@@ -134,7 +134,7 @@ impl StoreEnv {
             Arc::clone(&self.clock),
             self.clock.now_ms().saturating_add(self.timeout_ms),
         );
-        let result = match super::probe::race(call, deadline).await {
+        let result = match deadline.race(call).await {
             Some(result) => result,
             None => Err(StateStoreError::Timeout(self.timeout_ms)),
         };

@@ -644,10 +644,7 @@ impl Recorder {
     /// The breaker this execution went through.
     #[inline]
     fn site<'a>(&'a self, state: &'a CommandState) -> Site<'a> {
-        match &self.keyed {
-            Some(keyed) => Site::keyed(state, keyed),
-            None => Site::command(state),
-        }
+        Site::of(state, self.keyed.as_deref())
     }
 
     /// A keyed breaker keeps its own health window: an outcome of the current generation
