@@ -51,6 +51,8 @@
 //! - [`Command`], [`CommandBuilder`], [`Execution`]: defining and running commands;
 //!   [`HystrixCommand`] for Hystrix's subclass style.
 //! - [`HystrixError`], [`FailureType`]: what went wrong; [`ConfigError`] for bad definitions.
+//! - [`context`]: the [`RequestContext`] of one request, its request log, and the request
+//!   cache ([`Execution::cache_key`], [`CachedExecution`]).
 //! - [`Registry`]: per-key state, properties ([`config`]), plugins; [`Registry::global`].
 //! - [`circuit`]: the circuit breaker ([`CircuitBreakerHandle`], [`CircuitBreakerListener`])
 //!   and the cloud pattern's extras: [`Class::TripNow`] with [`http::retry_after`],
@@ -83,10 +85,11 @@ pub mod tower;
 
 pub use circuit::{CircuitBreakerEvent, CircuitBreakerHandle, CircuitBreakerListener, Status};
 pub use command::{
-    AllFailures, Class, Classifier, Classify, Command, CommandBuilder, Execution, ExecutionResult,
-    HystrixAsyncCommand, HystrixCommand, Outcome,
+    AllFailures, CachedExecution, Class, Classifier, Classify, Command, CommandBuilder, Execution,
+    ExecutionResult, HystrixAsyncCommand, HystrixCommand, Outcome,
 };
 pub use config::{CommandProperties, IsolationStrategy, PropertyValue, ThreadPoolProperties};
+pub use context::{CachedOutcome, RequestContext, SharedResponse};
 pub use error::{BoxError, ConfigError, FailureType, FallbackFailure, HystrixError, TripCause};
 pub use event::{EventCounts, EventNotifier, EventType};
 pub use isolation::thread_pool::ThreadPoolMetrics;

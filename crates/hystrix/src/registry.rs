@@ -28,7 +28,7 @@ use crate::config::{
     ThreadPoolLayer,
 };
 use crate::error::ConfigError;
-use crate::event::{EventNotifier, EventType};
+use crate::event::{EventCounts, EventNotifier, EventType};
 use crate::isolation::semaphore::Semaphore;
 use crate::isolation::thread_pool::{Rejection, ThreadPool, ThreadPoolMetrics};
 use crate::key::{CommandKey, GroupKey, ThreadPoolKey};
@@ -373,6 +373,32 @@ impl CommandState {
                 pool.mark_rejected(now_ms);
             }
         }
+        self.notify_execution(result);
+    }
+
+    /// Counts a request-cache hit at `now_ms`: only RESPONSE_FROM_CACHE, no latency, nothing
+    /// for health (SPEC §2: the original execution is not counted twice); tells the notifier.
+    pub(crate) fn record_cache_hit(&self, now_ms: u64) {
+        let mut events = EventCounts::new();
+        events.add(EventType::ResponseFromCache);
+        let hit = ExecutionResult {
+            events,
+            start_ms: now_ms,
+            execution_time_ms: None,
+            total_time_ms: 0,
+            isolation: IsolationStrategy::Semaphore,
+            executed_in_thread: false,
+        };
+        self.counters.record(now_ms, &hit, false, false, true);
+        if self.env.has_notifier() {
+            self.env
+                .notify_event(EventType::ResponseFromCache, &self.key);
+            self.notify_execution(&hit);
+        }
+    }
+
+    #[inline]
+    fn notify_execution(&self, result: &ExecutionResult) {
         if self.env.has_notifier() {
             self.env.notify(|n| {
                 n.mark_command_execution(

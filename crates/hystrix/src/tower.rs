@@ -54,11 +54,13 @@ use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
 use crate::command::{
-    Async, AsyncFallback, CallOptions, Classify, Command, ExecuteAsync, ExecutionFuture,
-    KeyedCommands, NoFallback, OutcomeResponse, Sealed, StateRef,
+    Async, AsyncFallback, CachedFuture, CachedResponse, CallOptions, Classify, Command,
+    ExecuteAsync, ExecuteAsyncOutcome, ExecutionFuture, KeyedCommands, NoFallback, OutcomeResponse,
+    Sealed, StateRef,
 };
 use crate::error::{BoxError, HystrixError};
 use crate::key::CommandKey;
+use crate::registry::CommandState;
 
 /// Middleware that runs every call of the wrapped service as an execution of a command.
 ///
@@ -130,6 +132,24 @@ impl<C, FB> HystrixLayer<Command<C>, FB> {
 }
 
 impl<Src, FB> HystrixLayer<Src, FB> {
+    /// Turns on the request cache for the calls: `key_fn` gives a request's cache key
+    /// (Hystrix's `getCacheKey()`; `None`: that call is not cached). Within one
+    /// [`RequestContext`](crate::context::RequestContext) current where the call's future is
+    /// polled, the first call of a key runs and later ones share its outcome (see
+    /// [`CachedExecution`](crate::command::CachedExecution)); with no context current a keyed
+    /// call ends in [`FailureType::NoRequestContext`](crate::FailureType::NoRequestContext).
+    /// The service's response becomes `Arc<S::Response>` and its error
+    /// `Arc<HystrixError<S::Error>>`, since one outcome may answer many calls.
+    pub fn cache_key<K, Req>(self, key_fn: K) -> CachedLayer<Src, FB, K>
+    where
+        K: Fn(&Req) -> Option<String>,
+    {
+        CachedLayer {
+            layer: self,
+            key_fn: Arc::new(key_fn),
+        }
+    }
+
     /// On failure (error, timeout, short-circuit, rejection) answer with a clone of `value`.
     pub fn fallback_value<T: Clone>(self, value: T) -> HystrixLayer<Src, FallbackValue<T>> {
         HystrixLayer {
@@ -449,7 +469,7 @@ where
     type Error = HystrixError<S::Error>;
     type Future = ResponseFuture<
         ExecuteAsync<'static, Src::Classifier, Async<ServiceCall<S, Req, S::Future>>, FB::Call>,
-        S::Error,
+        HystrixError<S::Error>,
     >;
 
     /// Always ready: permits are taken when a call executes, and the inner service's readiness
@@ -459,10 +479,51 @@ where
     }
 
     fn call(&mut self, request: Req) -> Self::Future {
-        let command = match self.source.command_for(&request) {
-            Ok(command) => command,
-            Err((key, reason)) => return ResponseFuture::refused(&key, &reason),
-        };
+        match self.start(request) {
+            Ok((_, execution)) => ResponseFuture {
+                state: ResponseState::Running {
+                    execution: OutcomeResponse::new(execution),
+                },
+            },
+            Err(error) => ResponseFuture {
+                state: ResponseState::Refused { error: Some(error) },
+            },
+        }
+    }
+}
+
+/// The execution future of one call of a [`HystrixService`].
+type CallExecution<S, Req, C, FB> =
+    ExecuteAsyncOutcome<'static, C, Async<ServiceCall<S, Req, <S as Service<Req>>::Future>>, FB>;
+
+impl<S, Src, FB> HystrixService<S, Src, FB> {
+    /// The execution of the call of `request` (cold) and its command's state; the misuse error
+    /// if no command could be made for the request's key.
+    #[allow(clippy::type_complexity)]
+    fn start<Req>(
+        &mut self,
+        request: Req,
+    ) -> Result<
+        (
+            Arc<CommandState>,
+            CallExecution<S, Req, Src::Classifier, FB::Call>,
+        ),
+        HystrixError<S::Error>,
+    >
+    where
+        S: Service<Req> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+        S::Response: Send + 'static,
+        S::Error: Send + 'static,
+        Req: Send + 'static,
+        Src: CommandSource<Req>,
+        Src::Classifier: Classify<S::Error>,
+        FB: LayerFallback<Req, S::Response, S::Error>,
+    {
+        let command = self
+            .source
+            .command_for(&request)
+            .map_err(|(key, reason)| refused(&key, &reason))?;
         let fallback = self.fallback.for_request(&request);
         let options =
             CallOptions::default().with_breaker_key(self.source.breaker_key_for(&request));
@@ -470,15 +531,111 @@ where
         // pattern for services that call their inner service from their future).
         let run = Async(ServiceCall::new(self.inner.clone(), request));
         let (state, classifier) = command.into_parts();
-        ResponseFuture {
-            state: ResponseState::Running {
-                execution: OutcomeResponse::new(ExecutionFuture::new(
-                    StateRef::Owned(state),
-                    classifier,
-                    run,
-                    fallback,
-                    options,
-                )),
+        let execution = ExecutionFuture::new(
+            StateRef::Owned(Arc::clone(&state)),
+            classifier,
+            run,
+            fallback,
+            options,
+        );
+        Ok((state, execution))
+    }
+}
+
+/// A layer whose calls go through the request cache ([`HystrixLayer::cache_key`]).
+pub struct CachedLayer<Src, FB, K> {
+    layer: HystrixLayer<Src, FB>,
+    key_fn: Arc<K>,
+}
+
+impl<Src: Clone, FB: Clone, K> Clone for CachedLayer<Src, FB, K> {
+    fn clone(&self) -> Self {
+        CachedLayer {
+            layer: self.layer.clone(),
+            key_fn: Arc::clone(&self.key_fn),
+        }
+    }
+}
+
+impl<Src, FB, K> fmt::Debug for CachedLayer<Src, FB, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CachedLayer").finish_non_exhaustive()
+    }
+}
+
+impl<S, Src: Clone, FB: Clone, K> Layer<S> for CachedLayer<Src, FB, K> {
+    type Service = CachedService<S, Src, FB, K>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        CachedService {
+            service: self.layer.layer(inner),
+            key_fn: Arc::clone(&self.key_fn),
+        }
+    }
+}
+
+/// A service whose calls are executions of a command through the request cache; made by
+/// [`HystrixLayer::cache_key`]. Responses and errors are shared behind `Arc`.
+pub struct CachedService<S, Src, FB, K> {
+    service: HystrixService<S, Src, FB>,
+    key_fn: Arc<K>,
+}
+
+impl<S: Clone, Src: Clone, FB: Clone, K> Clone for CachedService<S, Src, FB, K> {
+    fn clone(&self) -> Self {
+        CachedService {
+            service: self.service.clone(),
+            key_fn: Arc::clone(&self.key_fn),
+        }
+    }
+}
+
+impl<S, Src, FB, K> fmt::Debug for CachedService<S, Src, FB, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CachedService").finish_non_exhaustive()
+    }
+}
+
+impl<S, Req, Src, FB, K> Service<Req> for CachedService<S, Src, FB, K>
+where
+    S: Service<Req> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Response: Send + Sync + 'static,
+    S::Error: Send + Sync + 'static,
+    Req: Send + 'static,
+    Src: CommandSource<Req>,
+    Src::Classifier: Classify<S::Error> + Send + 'static,
+    FB: LayerFallback<Req, S::Response, S::Error>,
+    FB::Call: Send + 'static,
+    <FB::Call as AsyncFallback<S::Response, S::Error>>::Future: Send + 'static,
+    K: Fn(&Req) -> Option<String>,
+{
+    type Response = Arc<S::Response>;
+    type Error = Arc<HystrixError<S::Error>>;
+    type Future = ResponseFuture<
+        CachedResponse<
+            CachedFuture<S::Response, S::Error, CallExecution<S, Req, Src::Classifier, FB::Call>>,
+        >,
+        Arc<HystrixError<S::Error>>,
+    >;
+
+    /// Always ready, as [`HystrixService`].
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Req) -> Self::Future {
+        let cache_key = (self.key_fn)(&request);
+        match self.service.start(request) {
+            Ok((state, execution)) => ResponseFuture {
+                state: ResponseState::Running {
+                    execution: CachedResponse::new(CachedFuture::new(state, cache_key, execution)),
+                },
+            },
+            Err(error) => ResponseFuture {
+                state: ResponseState::Refused {
+                    error: Some(Arc::new(error)),
+                },
             },
         }
     }
@@ -540,54 +697,49 @@ where
 }
 
 pin_project! {
-    /// The future of a [`HystrixService`] call: the execution, cold until polled, cancelled
-    /// when dropped (permits released, CANCELLED recorded).
+    /// The future of a [`HystrixService`] (or [`CachedService`]) call: the execution, cold
+    /// until polled, cancelled when dropped (permits released, CANCELLED recorded); `Err` is
+    /// the service's error type.
     #[must_use = "futures do nothing unless polled"]
-    pub struct ResponseFuture<F, E> {
+    pub struct ResponseFuture<F, Err> {
         #[pin]
-        state: ResponseState<F, E>,
+        state: ResponseState<F, Err>,
     }
 }
 
 pin_project! {
     #[project = ResponseStateProj]
-    enum ResponseState<F, E> {
+    enum ResponseState<F, Err> {
         Running {
             #[pin]
             execution: F,
         },
         Refused {
-            error: Option<HystrixError<E>>,
+            error: Option<Err>,
         },
     }
 }
 
-impl<F, E> ResponseFuture<F, E> {
-    /// No command could be made for the request's key.
-    fn refused(key: &str, reason: &str) -> Self {
-        let command_key = CommandKey::new(key)
-            .or_else(|_| CommandKey::new("(invalid key)"))
-            .unwrap_or_else(|_| unreachable!("a valid placeholder key"));
-        let message = format!("could not be made for request key `{key}`: {reason}");
-        ResponseFuture {
-            state: ResponseState::Refused {
-                error: Some(HystrixError::misuse(command_key, message)),
-            },
-        }
-    }
+/// No command could be made for the request's key.
+fn refused<E>(key: &str, reason: &str) -> HystrixError<E> {
+    let command_key = CommandKey::new(key)
+        .or_else(|_| CommandKey::new("(invalid key)"))
+        .unwrap_or_else(|_| unreachable!("a valid placeholder key"));
+    let message = format!("could not be made for request key `{key}`: {reason}");
+    HystrixError::misuse(command_key, message)
 }
 
-impl<F, E> fmt::Debug for ResponseFuture<F, E> {
+impl<F, Err> fmt::Debug for ResponseFuture<F, Err> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ResponseFuture").finish_non_exhaustive()
     }
 }
 
-impl<F, T, E> Future for ResponseFuture<F, E>
+impl<F, T, Err> Future for ResponseFuture<F, Err>
 where
-    F: Future<Output = Result<T, HystrixError<E>>>,
+    F: Future<Output = Result<T, Err>>,
 {
-    type Output = Result<T, HystrixError<E>>;
+    type Output = Result<T, Err>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().state.project() {

@@ -59,6 +59,20 @@ async fn executions_with_box_errors_run_in_spawned_tasks() {
         poll_fn(|cx| stream.as_mut().poll_next(cx)).await
     });
     assert_eq!(observable.await.unwrap().unwrap().unwrap(), 4);
+
+    // Through the request cache, in a context scope inside the spawned task.
+    let c = cmd.clone();
+    let cached = tokio::spawn(async move {
+        let ctx = hystrix::context::RequestContext::new();
+        ctx.scope(async move {
+            c.run_async(async { Ok::<u32, BoxError>(5) })
+                .cache_key("five")
+                .execute_async()
+                .await
+        })
+        .await
+    });
+    assert_eq!(*cached.await.unwrap().unwrap(), 5);
 }
 
 #[cfg(feature = "tower")]
@@ -95,4 +109,23 @@ async fn tower_calls_with_box_errors_run_in_spawned_tasks() {
         Ok::<_, BoxError>((small, big))
     });
     assert_eq!(call.await.unwrap().unwrap(), (6, 0));
+
+    // Through the request cache.
+    let mut svc = ServiceBuilder::new()
+        .layer(HystrixLayer::new(cmd_cached(&registry)).cache_key(|x: &u32| Some(x.to_string())))
+        .service(service_fn(|x: u32| async move { Ok::<u32, BoxError>(x) }));
+    let call = tokio::spawn(async move {
+        let ctx = hystrix::context::RequestContext::new();
+        ctx.scope(async move { svc.ready().await?.call(7).await })
+            .await
+    });
+    assert_eq!(*call.await.unwrap().unwrap(), 7);
+}
+
+#[cfg(feature = "tower")]
+fn cmd_cached(registry: &Registry) -> Command {
+    Command::builder("SpawnedCached")
+        .group("Send")
+        .build_in(registry)
+        .unwrap()
 }

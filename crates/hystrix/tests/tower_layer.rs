@@ -379,3 +379,63 @@ fn under_thread_isolation_the_inner_future_runs_on_the_pool_runtime() {
     let thread = block_on(async { svc.ready().await?.call(()).await }).unwrap();
     assert!(thread.starts_with("hystrix-LayerPool-async-"), "{thread}");
 }
+
+#[test]
+fn a_cache_key_function_turns_on_the_request_cache_for_the_layers_calls() {
+    use hystrix::context::RequestContext;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    let test = TestRegistry::new();
+    let calls = Arc::new(AtomicU32::new(0));
+    let lookups = {
+        let calls = Arc::clone(&calls);
+        service_fn(move |id: String| {
+            let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
+            async move {
+                if id == "bad" {
+                    Err(io_error("no such user"))
+                } else {
+                    Ok(format!("{id}#{n}"))
+                }
+            }
+        })
+    };
+    // Requests starting with '-' are not cached.
+    let layer = HystrixLayer::new(command(&test, "Lookup"))
+        .cache_key(|id: &String| (!id.starts_with('-')).then(|| id.clone()));
+    let mut svc = layer.layer(lookups);
+
+    let ctx = RequestContext::new();
+    let (a1, a2, b, bad1, bad2, uncached1, uncached2) = block_on(ctx.scope(async {
+        let mut call = |id: &str| svc.call(id.to_owned());
+        (
+            call("a").await.unwrap(),
+            call("a").await.unwrap(),
+            call("b").await.unwrap(),
+            call("bad").await.unwrap_err(),
+            call("bad").await.unwrap_err(),
+            call("-x").await.unwrap(),
+            call("-x").await.unwrap(),
+        )
+    }));
+    assert_eq!(
+        (a1.as_str(), a2.as_str(), b.as_str()),
+        ("a#1", "a#1", "b#2")
+    );
+    assert!(Arc::ptr_eq(&a1, &a2));
+    assert!(Arc::ptr_eq(&bad1, &bad2), "the failure is shared too");
+    assert_eq!(bad2.failure_type(), FailureType::CommandException);
+    assert_eq!((uncached1.as_str(), uncached2.as_str()), ("-x#4", "-x#5"));
+    assert_eq!(calls.load(Ordering::SeqCst), 5);
+    assert_eq!(
+        ctx.request_log().to_string(),
+        "Lookup[SUCCESS][0ms]x4, Lookup[SUCCESS, RESPONSE_FROM_CACHE][0ms], \
+         Lookup[FAILURE, FALLBACK_MISSING][0ms], \
+         Lookup[FAILURE, FALLBACK_MISSING, RESPONSE_FROM_CACHE][0ms]"
+    );
+
+    // Outside a request context a cached call is refused with the clear error.
+    let err = block_on(svc.call("a".to_owned())).unwrap_err();
+    assert_eq!(err.failure_type(), FailureType::NoRequestContext);
+}

@@ -13,6 +13,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::command::cached::CachedExecution;
 use crate::command::future::{ExecuteAsync, ExecuteAsyncOutcome, StateRef};
 use crate::command::handle::{Observed, QueuedExecution, ToObservable};
 use crate::command::pipeline::{self, CallOptions};
@@ -222,7 +223,7 @@ impl<'c, C, R: RunFn> Execution<'c, C, R, NoFallback> {
     }
 }
 
-impl<C, R, FB> Execution<'_, C, R, FB> {
+impl<'c, C, R, FB> Execution<'c, C, R, FB> {
     /// Overrides the timeout for this call only (rounded up to whole milliseconds; zero is refused
     /// when executed), instead of `execution.isolation.thread.timeoutInMilliseconds`.
     /// `execution.timeout.enabled = false` still turns timeouts off.
@@ -231,11 +232,16 @@ impl<C, R, FB> Execution<'_, C, R, FB> {
         self
     }
 
-    /// A cache key for this call. It is recorded on the execution; the request cache that reads
-    /// it needs a request context (Hystrix's `getCacheKey()`).
-    pub fn cache_key(mut self, key: impl Into<String>) -> Self {
-        self.options = std::mem::take(&mut self.options).with_cache_key(Some(key.into()));
-        self
+    /// Goes through the request cache under `key` (Hystrix's `getCacheKey()`): within one
+    /// [`RequestContext`](crate::context::RequestContext) the first execution of the key runs
+    /// and later ones share its outcome behind `Arc`. See [`CachedExecution`] for the rules.
+    pub fn cache_key(self, key: impl Into<String>) -> CachedExecution<'c, C, R, FB> {
+        CachedExecution::new(self, key.into())
+    }
+
+    /// The command this execution belongs to.
+    pub(crate) fn command(&self) -> &'c Command<C> {
+        self.command
     }
 
     /// Goes through the keyed breaker of `key` (a host, shard or tenant) instead of the
@@ -456,5 +462,18 @@ where
     /// error, then ends. Dropping it detaches.
     pub fn observe(self) -> Observed<R::Output, R::Error> {
         Observed::new(self.queue())
+    }
+
+    /// The execution's future owning its command's state (for a task), and that state.
+    pub(crate) fn into_owned(self) -> (Arc<CommandState>, ExecuteAsyncOutcome<'static, C, R, FB>) {
+        let state = Arc::clone(self.command.state_arc());
+        let future = ExecuteAsyncOutcome::new(
+            StateRef::Owned(Arc::clone(&state)),
+            self.command.classifier().clone(),
+            self.run,
+            self.fallback,
+            self.options,
+        );
+        (state, future)
     }
 }

@@ -20,26 +20,72 @@ use crate::command::pipeline::CallOptions;
 use crate::command::run::RunFn;
 use crate::command::{Classify, ExecutionResult, Outcome};
 use crate::config::{IsolationStrategy, ceil_millis};
+use crate::context::{CachedOutcome, SharedResponse};
 use crate::error::{Cause, Detail, FailureType, HystrixError};
 use crate::event::{EventCounts, EventType};
 use crate::key::CommandKey;
 use crate::registry::CommandState;
 
+/// What an eager execution delivers to its handle: its outcome, which can also tell a
+/// cancellation or a refused wait.
+pub(crate) trait Delivered: Send + 'static {
+    /// The outcome of an execution cancelled before it ended (not counted again).
+    fn cancelled(key: CommandKey, reason: &'static str) -> Self;
+    /// The refusal of a wait that cannot work here.
+    fn refused(key: CommandKey, message: &'static str) -> Self;
+}
+
+impl<T: Send + 'static, E: Send + 'static> Delivered for Outcome<T, E> {
+    fn cancelled(key: CommandKey, reason: &'static str) -> Self {
+        let mut events = EventCounts::new();
+        events.add(EventType::Cancelled);
+        Outcome {
+            response: Err(HystrixError::new(FailureType::Cancelled, key, Cause::None)
+                .with_detail(Detail::Message(reason.into()))),
+            result: ExecutionResult {
+                events,
+                start_ms: 0,
+                execution_time_ms: None,
+                total_time_ms: 0,
+                isolation: IsolationStrategy::Semaphore,
+                executed_in_thread: false,
+            },
+        }
+    }
+
+    fn refused(key: CommandKey, message: &'static str) -> Self {
+        Outcome {
+            response: Err(HystrixError::misuse(key, message)),
+            result: ExecutionResult::empty(),
+        }
+    }
+}
+
+impl<T: Send + Sync + 'static, E: Send + Sync + 'static> Delivered for CachedOutcome<T, E> {
+    fn cancelled(key: CommandKey, reason: &'static str) -> Self {
+        crate::command::cached::share(Outcome::cancelled(key, reason))
+    }
+
+    fn refused(key: CommandKey, message: &'static str) -> Self {
+        crate::command::cached::share(Outcome::refused(key, message))
+    }
+}
+
 /// Where an eager execution leaves its outcome for its handle.
-struct Completion<T, E> {
-    slot: Mutex<Slot<T, E>>,
+struct Completion<O> {
+    slot: Mutex<Slot<O>>,
     ready: Condvar,
 }
 
-struct Slot<T, E> {
-    outcome: Option<Outcome<T, E>>,
+struct Slot<O> {
+    outcome: Option<O>,
     done: bool,
     waker: Option<Waker>,
     /// `cancel()` was called (a cancellation is then the caller's, not the executor's).
     cancelled_by_caller: bool,
 }
 
-impl<T, E> Completion<T, E> {
+impl<O> Completion<O> {
     fn new() -> Self {
         Completion {
             slot: Mutex::new(Slot {
@@ -53,7 +99,7 @@ impl<T, E> Completion<T, E> {
     }
 
     /// Stores the outcome (the first one wins) and wakes every waiter.
-    fn complete(&self, outcome: Outcome<T, E>) {
+    fn complete(&self, outcome: O) {
         let mut slot = self.slot.lock();
         if slot.done {
             return;
@@ -71,12 +117,12 @@ impl<T, E> Completion<T, E> {
 
 /// Completes the handle with CANCELLED if the spawned execution ends without an outcome
 /// (cancelled, or dropped by an executor shutting down): nothing submitted is lost.
-struct CompleteOnDrop<T, E> {
-    completion: Arc<Completion<T, E>>,
+struct CompleteOnDrop<O: Delivered> {
+    completion: Arc<Completion<O>>,
     key: CommandKey,
 }
 
-impl<T, E> Drop for CompleteOnDrop<T, E> {
+impl<O: Delivered> Drop for CompleteOnDrop<O> {
     fn drop(&mut self) {
         let by_caller = self.completion.slot.lock().cancelled_by_caller;
         let reason = if by_caller {
@@ -86,25 +132,7 @@ impl<T, E> Drop for CompleteOnDrop<T, E> {
              shut down, or the runtime given as its executor is gone)"
         };
         self.completion
-            .complete(cancelled(self.key.clone(), reason));
-    }
-}
-
-/// The outcome of an execution that was cancelled before it ended.
-fn cancelled<T, E>(key: CommandKey, reason: &'static str) -> Outcome<T, E> {
-    let mut events = EventCounts::new();
-    events.add(EventType::Cancelled);
-    Outcome {
-        response: Err(HystrixError::new(FailureType::Cancelled, key, Cause::None)
-            .with_detail(Detail::Message(reason.into()))),
-        result: ExecutionResult {
-            events,
-            start_ms: 0,
-            execution_time_ms: None,
-            total_time_ms: 0,
-            isolation: IsolationStrategy::Semaphore,
-            executed_in_thread: false,
-        },
+            .complete(O::cancelled(self.key.clone(), reason));
     }
 }
 
@@ -123,56 +151,24 @@ fn block_safely<R>(wait: impl FnOnce() -> R) -> Result<R, &'static str> {
     }
 }
 
-/// The handle of a started execution (Hystrix's `Future` from `queue()`): a `Future` of the
-/// response, with a blocking [`get`](QueuedExecution::get), a bounded
-/// [`get_timeout`](QueuedExecution::get_timeout) and [`cancel`](QueuedExecution::cancel).
-///
-/// Dropping the handle detaches it, like a `JoinHandle`: the execution goes on and is counted;
-/// only its response is lost.
-#[must_use = "dropping the handle detaches it; the execution goes on without anyone to answer"]
-pub struct QueuedExecution<T, E> {
-    completion: Arc<Completion<T, E>>,
+/// An eagerly started execution and the way to its outcome `O`: what [`QueuedExecution`] and
+/// [`CachedQueued`] hold.
+struct Eager<O> {
+    completion: Arc<Completion<O>>,
     task: Option<tokio::task::AbortHandle>,
     clock: Arc<dyn Clock>,
     key: CommandKey,
 }
 
-impl<T, E> fmt::Debug for QueuedExecution<T, E> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("QueuedExecution")
-            .field("done", &self.is_done())
-            .finish_non_exhaustive()
-    }
-}
-
-impl<T, E> QueuedExecution<T, E>
-where
-    T: Send + 'static,
-    E: Send + 'static,
-{
-    /// Takes the execution's first steps on this thread; what is left runs on the registry's
+impl<O: Delivered> Eager<O> {
+    /// Takes the first steps of `future` on this thread; what is left runs on the registry's
     /// executor.
-    pub(crate) fn start<K, R, FB>(
-        state: Arc<CommandState>,
-        classifier: K,
-        run: R,
-        fallback: FB,
-        options: CallOptions,
-    ) -> Self
+    fn start<F>(state: &Arc<CommandState>, future: F) -> Self
     where
-        R: RunFn<Output = T, Error = E>,
-        FB: AsyncFallback<T, E> + Send + 'static,
-        FB::Future: Send + 'static,
-        K: Classify<E> + Send + Sync + 'static,
+        F: Future<Output = O> + Send + 'static,
     {
         let completion = Arc::new(Completion::new());
-        let mut future = Box::pin(ExecuteAsyncOutcome::new(
-            StateRef::Owned(Arc::clone(&state)),
-            classifier,
-            run,
-            fallback,
-            options,
-        ));
+        let mut future = Box::pin(future);
         // The first steps run here, inside the executor's runtime: timers and I/O a run
         // registers belong to the runtime that goes on driving it. Any waker registered here is
         // replaced at the task's first poll.
@@ -204,19 +200,138 @@ where
                 executor.map(|handle| handle.spawn(task).abort_handle())
             }
         };
-        QueuedExecution {
+        Eager {
             completion,
             task,
             clock: Arc::clone(&state.env.clock),
             key: state.key.clone(),
         }
     }
+
+    fn wait(&self) -> O {
+        let completion = &self.completion;
+        let waited = block_safely(|| {
+            let mut slot = completion.slot.lock();
+            loop {
+                if let Some(outcome) = slot.outcome.take() {
+                    return outcome;
+                }
+                completion.ready.wait(&mut slot);
+            }
+        });
+        waited.unwrap_or_else(|refused| O::refused(self.key.clone(), refused))
+    }
+
+    fn wait_timeout(&self, timeout: Duration) -> Option<O> {
+        let wait = || {
+            let expired = Arc::new(AtomicBool::new(false));
+            let (flag, completion) = (Arc::clone(&expired), Arc::clone(&self.completion));
+            let timer = self.clock.schedule(
+                self.clock.now_ms().saturating_add(ceil_millis(timeout)),
+                Box::new(move || {
+                    flag.store(true, Ordering::Release);
+                    let _slot = completion.slot.lock();
+                    completion.ready.notify_all();
+                }),
+            );
+            let mut slot = self.completion.slot.lock();
+            let outcome = loop {
+                if let Some(outcome) = slot.outcome.take() {
+                    break Some(outcome);
+                }
+                if expired.load(Ordering::Acquire) {
+                    break None;
+                }
+                self.completion.ready.wait(&mut slot);
+            };
+            drop(slot);
+            self.clock.cancel(timer);
+            outcome
+        };
+        match block_safely(wait) {
+            Ok(outcome) => outcome,
+            Err(refused) => Some(O::refused(self.key.clone(), refused)),
+        }
+    }
 }
 
-impl<T, E> QueuedExecution<T, E> {
-    /// Whether the response is there.
-    pub fn is_done(&self) -> bool {
+impl<O> Eager<O> {
+    fn is_done(&self) -> bool {
         self.completion.slot.lock().done
+    }
+
+    fn cancel(&self) -> bool {
+        match &self.task {
+            Some(task) if !self.is_done() => {
+                self.completion.slot.lock().cancelled_by_caller = true;
+                task.abort();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn poll_outcome(&self, cx: &mut Context<'_>) -> Poll<O> {
+        let mut slot = self.completion.slot.lock();
+        match slot.outcome.take() {
+            Some(outcome) => Poll::Ready(outcome),
+            None => {
+                slot.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// The handle of a started execution (Hystrix's `Future` from `queue()`): a `Future` of the
+/// response, with a blocking [`get`](QueuedExecution::get), a bounded
+/// [`get_timeout`](QueuedExecution::get_timeout) and [`cancel`](QueuedExecution::cancel).
+///
+/// Dropping the handle detaches it, like a `JoinHandle`: the execution goes on and is counted;
+/// only its response is lost.
+#[must_use = "dropping the handle detaches it; the execution goes on without anyone to answer"]
+pub struct QueuedExecution<T, E> {
+    eager: Eager<Outcome<T, E>>,
+}
+
+impl<T, E> fmt::Debug for QueuedExecution<T, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QueuedExecution")
+            .field("done", &self.is_done())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T, E> QueuedExecution<T, E>
+where
+    T: Send + 'static,
+    E: Send + 'static,
+{
+    /// Takes the execution's first steps on this thread; what is left runs on the registry's
+    /// executor.
+    pub(crate) fn start<K, R, FB>(
+        state: Arc<CommandState>,
+        classifier: K,
+        run: R,
+        fallback: FB,
+        options: CallOptions,
+    ) -> Self
+    where
+        R: RunFn<Output = T, Error = E>,
+        FB: AsyncFallback<T, E> + Send + 'static,
+        FB::Future: Send + 'static,
+        K: Classify<E> + Send + Sync + 'static,
+    {
+        let future = ExecuteAsyncOutcome::new(
+            StateRef::Owned(Arc::clone(&state)),
+            classifier,
+            run,
+            fallback,
+            options,
+        );
+        QueuedExecution {
+            eager: Eager::start(&state, future),
+        }
     }
 
     /// Blocks this thread until the response is there, and returns it.
@@ -234,20 +349,24 @@ impl<T, E> QueuedExecution<T, E> {
     /// current-thread runtime it is refused ([`FailureType::Misuse`]: that runtime could not run
     /// anything meanwhile, maybe the execution itself); await the handle there.
     pub fn get_outcome(self) -> Outcome<T, E> {
-        let completion = &self.completion;
-        let waited = block_safely(|| {
-            let mut slot = completion.slot.lock();
-            loop {
-                if let Some(outcome) = slot.outcome.take() {
-                    return outcome;
-                }
-                completion.ready.wait(&mut slot);
-            }
-        });
-        waited.unwrap_or_else(|refused| Outcome {
-            response: Err(HystrixError::misuse(self.key.clone(), refused)),
-            result: ExecutionResult::empty(),
-        })
+        self.eager.wait()
+    }
+
+    /// Waits up to `timeout` (on the registry's clock) for the response. `None` if it is not
+    /// there yet; the handle stays usable. Waiting longer never changes the execution's own
+    /// timeout.
+    ///
+    /// # Errors
+    /// As [`get`](QueuedExecution::get), inside the `Some`.
+    pub fn get_timeout(&mut self, timeout: Duration) -> Option<Result<T, HystrixError<E>>> {
+        self.eager.wait_timeout(timeout).map(Outcome::into_response)
+    }
+}
+
+impl<T, E> QueuedExecution<T, E> {
+    /// Whether the response is there.
+    pub fn is_done(&self) -> bool {
+        self.eager.is_done()
     }
 
     /// Cancels the execution if it has not ended (Hystrix's `Future.cancel`): its future is
@@ -256,56 +375,7 @@ impl<T, E> QueuedExecution<T, E> {
     /// `execution.isolation.thread.interruptOnFutureCancel`). The handle then resolves to a
     /// [`FailureType::Cancelled`] error. Returns whether there was anything to cancel.
     pub fn cancel(&self) -> bool {
-        match &self.task {
-            Some(task) if !self.is_done() => {
-                self.completion.slot.lock().cancelled_by_caller = true;
-                task.abort();
-                true
-            }
-            _ => false,
-        }
-    }
-}
-
-impl<T: Send + 'static, E: Send + 'static> QueuedExecution<T, E> {
-    /// Waits up to `timeout` (on the registry's clock) for the response. `None` if it is not
-    /// there yet; the handle stays usable. Waiting longer never changes the execution's own
-    /// timeout.
-    ///
-    /// # Errors
-    /// As [`get`](QueuedExecution::get), inside the `Some`.
-    pub fn get_timeout(&mut self, timeout: Duration) -> Option<Result<T, HystrixError<E>>> {
-        let wait = || self.wait_timeout(timeout);
-        match block_safely(wait) {
-            Ok(response) => response,
-            Err(refused) => Some(Err(HystrixError::misuse(self.key.clone(), refused))),
-        }
-    }
-
-    fn wait_timeout(&self, timeout: Duration) -> Option<Result<T, HystrixError<E>>> {
-        let expired = Arc::new(AtomicBool::new(false));
-        let (flag, completion) = (Arc::clone(&expired), Arc::clone(&self.completion));
-        let timer = self.clock.schedule(
-            self.clock.now_ms().saturating_add(ceil_millis(timeout)),
-            Box::new(move || {
-                flag.store(true, Ordering::Release);
-                let _slot = completion.slot.lock();
-                completion.ready.notify_all();
-            }),
-        );
-        let mut slot = self.completion.slot.lock();
-        let response = loop {
-            if let Some(outcome) = slot.outcome.take() {
-                break Some(outcome.into_response());
-            }
-            if expired.load(Ordering::Acquire) {
-                break None;
-            }
-            self.completion.ready.wait(&mut slot);
-        };
-        drop(slot);
-        self.clock.cancel(timer);
-        response
+        self.eager.cancel()
     }
 }
 
@@ -313,14 +383,128 @@ impl<T, E> Future for QueuedExecution<T, E> {
     type Output = Result<T, HystrixError<E>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut slot = self.completion.slot.lock();
-        match slot.outcome.take() {
-            Some(outcome) => Poll::Ready(outcome.into_response()),
-            None => {
-                slot.waker = Some(cx.waker().clone());
-                Poll::Pending
-            }
+        self.eager.poll_outcome(cx).map(Outcome::into_response)
+    }
+}
+
+/// The handle of an execution through the request cache started with
+/// [`CachedExecution::queue`](crate::command::CachedExecution::queue): as a
+/// [`QueuedExecution`], resolving to the shared response.
+#[must_use = "dropping the handle detaches it; the execution goes on without anyone to answer"]
+pub struct CachedQueued<T, E> {
+    eager: Eager<CachedOutcome<T, E>>,
+}
+
+impl<T, E> fmt::Debug for CachedQueued<T, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CachedQueued")
+            .field("done", &self.is_done())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T, E> CachedQueued<T, E>
+where
+    T: Send + Sync + 'static,
+    E: Send + Sync + 'static,
+{
+    /// Looks the cache up and takes the execution's first steps on this thread; what is left
+    /// runs on the registry's executor.
+    pub(crate) fn start<F>(state: &Arc<CommandState>, future: F) -> Self
+    where
+        F: Future<Output = CachedOutcome<T, E>> + Send + 'static,
+    {
+        CachedQueued {
+            eager: Eager::start(state, future),
         }
+    }
+
+    /// As [`QueuedExecution::get`], with the shared response.
+    ///
+    /// # Errors
+    /// As [`QueuedExecution::get`], shared.
+    pub fn get(self) -> SharedResponse<T, E> {
+        self.get_outcome().into_response()
+    }
+
+    /// As [`QueuedExecution::get_outcome`].
+    pub fn get_outcome(self) -> CachedOutcome<T, E> {
+        self.eager.wait()
+    }
+
+    /// As [`QueuedExecution::get_timeout`].
+    ///
+    /// # Errors
+    /// As [`get`](CachedQueued::get), inside the `Some`.
+    pub fn get_timeout(&mut self, timeout: Duration) -> Option<SharedResponse<T, E>> {
+        self.eager
+            .wait_timeout(timeout)
+            .map(CachedOutcome::into_response)
+    }
+}
+
+impl<T, E> CachedQueued<T, E> {
+    /// Whether the response is there.
+    pub fn is_done(&self) -> bool {
+        self.eager.is_done()
+    }
+
+    /// As [`QueuedExecution::cancel`]: cancels this handle's execution, or, for a hit, its
+    /// wait (the shared execution goes on for the others).
+    pub fn cancel(&self) -> bool {
+        self.eager.cancel()
+    }
+}
+
+impl<T, E> Future for CachedQueued<T, E> {
+    type Output = SharedResponse<T, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.eager
+            .poll_outcome(cx)
+            .map(CachedOutcome::into_response)
+    }
+}
+
+/// The stream of an eagerly started execution through the request cache
+/// ([`CachedExecution::observe`](crate::command::CachedExecution::observe)): yields the shared
+/// response once, then ends. Dropping it detaches.
+#[must_use = "dropping the stream detaches it; the execution goes on without anyone to answer"]
+pub struct CachedObserved<T, E> {
+    handle: Option<CachedQueued<T, E>>,
+}
+
+impl<T, E> fmt::Debug for CachedObserved<T, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CachedObserved")
+            .field("handle", &self.handle)
+            .finish()
+    }
+}
+
+impl<T, E> CachedObserved<T, E> {
+    pub(crate) fn new(handle: CachedQueued<T, E>) -> Self {
+        CachedObserved {
+            handle: Some(handle),
+        }
+    }
+
+    /// Cancels as [`CachedQueued::cancel`].
+    pub fn cancel(&self) -> bool {
+        self.handle.as_ref().is_some_and(CachedQueued::cancel)
+    }
+}
+
+impl<T, E> Stream for CachedObserved<T, E> {
+    type Item = SharedResponse<T, E>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let Some(handle) = self.handle.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let response = std::task::ready!(Pin::new(handle).poll(cx));
+        self.handle = None;
+        Poll::Ready(Some(response))
     }
 }
 
@@ -386,11 +570,8 @@ impl<F> ToObservable<F> {
     }
 }
 
-impl<F, T, E> Stream for ToObservable<F>
-where
-    F: Future<Output = Result<T, HystrixError<E>>>,
-{
-    type Item = Result<T, HystrixError<E>>;
+impl<F: Future> Stream for ToObservable<F> {
+    type Item = F::Output;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.project();

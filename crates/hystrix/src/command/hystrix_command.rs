@@ -3,13 +3,16 @@
 use std::future::{Future, Ready, ready};
 use std::sync::Arc;
 
+use crate::command::cached::{CachedFuture, CachedResponse};
 use crate::command::execution::{AsyncFallback, BlockingFallback, execute_blocking};
 use crate::command::future::{ExecuteAsyncOutcome, StateRef};
 use crate::command::handle::{Observed, QueuedExecution};
 use crate::command::pipeline::CallOptions;
+use crate::command::pipeline::block_on;
 use crate::command::run::sealed::Sealed;
 use crate::command::run::{Async, Blocking};
 use crate::command::{Class, Classify, Command, Outcome};
+use crate::context::{CachedOutcome, SharedResponse};
 use crate::error::{BoxError, HystrixError};
 
 /// A command in Hystrix's subclass style: a value holding its arguments, whose `run` calls the
@@ -80,9 +83,41 @@ pub trait HystrixCommand: Sized + Send + Sync + 'static {
         Class::Failure
     }
 
-    /// The request-cache key (Hystrix's `getCacheKey()`; default none).
+    /// The request-cache key (Hystrix's `getCacheKey()`; default none), used by
+    /// [`execute_cached`](HystrixCommand::execute_cached) (the other modes return an owned
+    /// response and do not use the cache).
     fn cache_key(&self) -> Option<String> {
         None
+    }
+
+    /// Executes through the request cache under [`cache_key`](HystrixCommand::cache_key), as
+    /// [`CachedExecution::execute`](crate::command::CachedExecution::execute); without a cache
+    /// key, as [`execute`](HystrixCommand::execute) with the response behind `Arc`.
+    ///
+    /// # Errors
+    /// As [`execute`](HystrixCommand::execute), shared;
+    /// [`FailureType::NoRequestContext`](crate::FailureType::NoRequestContext) with a cache key
+    /// and no request context current.
+    fn execute_cached(self) -> SharedResponse<Self::Response, Self::Error>
+    where
+        Self::Response: Sync,
+        Self::Error: Sync,
+    {
+        self.execute_cached_outcome().into_response()
+    }
+
+    /// As [`execute_cached`](HystrixCommand::execute_cached), also returning the execution
+    /// result.
+    fn execute_cached_outcome(self) -> CachedOutcome<Self::Response, Self::Error>
+    where
+        Self::Response: Sync,
+        Self::Error: Sync,
+    {
+        let state = Arc::clone(self.command().state_arc());
+        let cache_key = self.cache_key();
+        block_on(CachedFuture::new(state, cache_key, async move {
+            self.execute_outcome()
+        }))
     }
 
     /// Executes and waits; see [`Execution::execute`](crate::Execution::execute).
@@ -162,9 +197,31 @@ pub trait HystrixAsyncCommand: Sized + Send + Sync + 'static {
         Class::Failure
     }
 
-    /// The request-cache key (default none).
+    /// The request-cache key (default none), used by
+    /// [`execute_cached_async`](HystrixAsyncCommand::execute_cached_async).
     fn cache_key(&self) -> Option<String> {
         None
+    }
+
+    /// Executes through the request cache under [`cache_key`](HystrixAsyncCommand::cache_key)
+    /// when awaited, as
+    /// [`CachedExecution::execute_async`](crate::command::CachedExecution::execute_async);
+    /// without a cache key, as [`execute_async`](HystrixAsyncCommand::execute_async) with the
+    /// response behind `Arc`.
+    fn execute_cached_async(
+        self,
+    ) -> impl Future<Output = SharedResponse<Self::Response, Self::Error>> + Send
+    where
+        Self::Response: Sync,
+        Self::Error: Sync,
+    {
+        let state = Arc::clone(self.command().state_arc());
+        let cache_key = self.cache_key();
+        CachedResponse::new(CachedFuture::new(
+            state,
+            cache_key,
+            self.execute_async_outcome(),
+        ))
     }
 
     /// Executes when awaited; see [`Execution::execute_async`](crate::Execution::execute_async)
@@ -177,7 +234,7 @@ pub trait HystrixAsyncCommand: Sized + Send + Sync + 'static {
 
     /// Starts it now and returns a handle; see [`Execution::queue`](crate::Execution::queue).
     fn queue(self) -> QueuedExecution<Self::Response, Self::Error> {
-        let options = CallOptions::default().with_cache_key(self.cache_key());
+        let options = CallOptions::default();
         let state = Arc::clone(self.command().state_arc());
         let run = Async(self.run());
         let this = Arc::new(self);
@@ -202,7 +259,7 @@ pub trait HystrixAsyncCommand: Sized + Send + Sync + 'static {
         self,
     ) -> impl Future<Output = Outcome<Self::Response, Self::Error>> + Send {
         async move {
-            let options = CallOptions::default().with_cache_key(self.cache_key());
+            let options = CallOptions::default();
             let state = Arc::clone(self.command().state_arc());
             let run = Async(self.run());
             let this = Arc::new(self);
@@ -223,7 +280,7 @@ fn prepare<H: HystrixCommand>(
     command: H,
 ) -> (Arc<crate::registry::CommandState>, Arc<H>, CallOptions) {
     let state = Arc::clone(command.command().state_arc());
-    let options = CallOptions::default().with_cache_key(command.cache_key());
+    let options = CallOptions::default();
     (state, Arc::new(command), options)
 }
 

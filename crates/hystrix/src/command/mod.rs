@@ -31,6 +31,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod cached;
 mod execution;
 mod future;
 mod handle;
@@ -44,13 +45,14 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use cached::{CachedExecuteAsync, CachedExecution, CachedFuture, CachedResponse};
 pub use execution::{
     AsyncFallback, BlockingFallback, Execution, FallbackAsyncFn, FallbackFn, NoFallback,
 };
 #[cfg(feature = "tower")]
 pub(crate) use future::StateRef;
 pub use future::{ExecuteAsync, ExecuteAsyncOutcome, ExecutionFuture, OutcomeResponse};
-pub use handle::{Observed, QueuedExecution, ToObservable};
+pub use handle::{CachedObserved, CachedQueued, Observed, QueuedExecution, ToObservable};
 pub use hystrix_command::{HystrixAsyncCommand, HystrixCommand};
 pub use keyed::{KeyedCommands, KeyedCommandsBuilder};
 pub use outcome::{ExecutionResult, Outcome};
@@ -221,6 +223,27 @@ impl<C> Command<C> {
         self.state
             .thread_pool_if_created()
             .map(|pool| pool.metrics())
+    }
+
+    /// Removes the request cache's entry of `cache_key` for this command in the current
+    /// [`RequestContext`](crate::context::RequestContext) (Hystrix's
+    /// `HystrixRequestCache.clear`); returns whether there was one. The next execution with
+    /// this cache key runs anew; one still running answers those already waiting for it.
+    ///
+    /// # Errors
+    /// [`FailureType::NoRequestContext`](crate::FailureType::NoRequestContext) when no request
+    /// context is current.
+    pub fn clear_cache(
+        &self,
+        cache_key: &str,
+    ) -> Result<bool, crate::HystrixError<std::convert::Infallible>> {
+        let Some(context) = crate::context::RequestContext::current() else {
+            return Err(cached::no_request_context(
+                &self.state,
+                "could not clear a cache key",
+            ));
+        };
+        Ok(context.clear_cache(&self.state.key, cache_key))
     }
 
     /// The command key's circuit breaker, to look at and override by hand.

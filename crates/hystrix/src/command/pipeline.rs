@@ -49,8 +49,6 @@ pub(crate) struct CallOptions {
 
 #[derive(Debug, Default, Clone)]
 struct CallExtras {
-    /// Hystrix's `getCacheKey()` for this call.
-    cache_key: Option<String>,
     /// What to journal if this call is short-circuited.
     journal: Option<String>,
 }
@@ -58,14 +56,6 @@ struct CallExtras {
 impl CallOptions {
     fn extras_mut(&mut self) -> &mut CallExtras {
         self.extras.get_or_insert_with(Box::default)
-    }
-
-    /// Options with this cache key (if any).
-    pub(crate) fn with_cache_key(mut self, key: Option<String>) -> Self {
-        if key.is_some() {
-            self.extras_mut().cache_key = key;
-        }
-        self
     }
 
     /// Options through this keyed breaker (if any).
@@ -78,12 +68,6 @@ impl CallOptions {
     pub(crate) fn with_journal(mut self, description: String) -> Self {
         self.extras_mut().journal = Some(description);
         self
-    }
-
-    /// Hystrix's `getCacheKey()` for this call.
-    #[allow(dead_code)] // read by the request cache
-    pub(crate) fn cache_key(&self) -> Option<&str> {
-        self.extras.as_ref()?.cache_key.as_deref()
     }
 
     #[inline]

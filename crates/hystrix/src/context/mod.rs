@@ -1,6 +1,7 @@
 //! The request context (Hystrix's `HystrixRequestContext`, SPEC §7): a scope for one request
-//! that request-scoped features attach to — the request log now, the request cache and the
-//! request collapser's REQUEST scope with their issues.
+//! that request-scoped features attach to — the request log, the request cache
+//! ([`Execution::cache_key`](crate::Execution::cache_key)) and the request collapser's REQUEST
+//! scope.
 //!
 //! Async code opens it around a future with [`RequestContext::scope`] (a task-local value);
 //! sync code on a thread with [`RequestContext::enter`] (a `!Send` guard). An execution
@@ -21,6 +22,11 @@ use parking_lot::Mutex;
 
 use crate::event::EventCounts;
 use crate::key::CommandKey;
+
+mod cache;
+
+pub use cache::{CachedOutcome, SharedResponse};
+pub(crate) use cache::{Claim, Lookup, RequestCache, Wait};
 
 /// The most entries a request log keeps (as Hystrix: later executions are not logged, with one
 /// warning).
@@ -77,6 +83,7 @@ pub struct RequestContext {
 struct Inner {
     log: Mutex<Vec<RequestLogEntry>>,
     log_full_warned: AtomicBool,
+    cache: RequestCache,
 }
 
 impl Drop for Inner {
@@ -116,6 +123,7 @@ impl RequestContext {
             inner: Arc::new(Inner {
                 log: Mutex::new(Vec::new()),
                 log_full_warned: AtomicBool::new(false),
+                cache: RequestCache::default(),
             }),
         }
     }
@@ -197,6 +205,20 @@ impl RequestContext {
         RequestLog {
             entries: self.inner.log.lock().clone(),
         }
+    }
+
+    /// Removes the request cache's entry of `cache_key` for `command_key` in this context
+    /// (Hystrix's `HystrixRequestCache.clear`); returns whether there was one. An execution
+    /// still running for it goes on and answers those already waiting for it; the next
+    /// execution with this cache key runs anew. See also
+    /// [`Command::clear_cache`](crate::Command::clear_cache), which uses the current context.
+    pub fn clear_cache(&self, command_key: &CommandKey, cache_key: &str) -> bool {
+        self.inner.cache.clear(command_key, cache_key)
+    }
+
+    /// This context's request cache.
+    pub(crate) fn cache(&self) -> &RequestCache {
+        &self.inner.cache
     }
 
     /// Logs a finished execution (at most [`REQUEST_LOG_CAPACITY`]).

@@ -1,0 +1,563 @@
+//! Executions with a cache key: the request cache's modes (SPEC §3.2 steps 3–4, §3.3, §7).
+//!
+//! The first execution of a (command key, cache key) in a request context runs and leaves its
+//! outcome in the context's cache; later ones, and those that arrive while it runs, share that
+//! outcome with RESPONSE_FROM_CACHE. Responses are shared behind `Arc`
+//! ([`SharedResponse`]), so the modes here return `Arc<T>` and `Arc<HystrixError<E>>`.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use pin_project_lite::pin_project;
+
+use crate::command::execution::{AsyncFallback, BlockingFallback, Execution, NoFallback};
+use crate::command::future::ExecuteAsyncOutcome;
+use crate::command::handle::{CachedObserved, CachedQueued, ToObservable};
+use crate::command::pipeline;
+use crate::command::run::{Async, Blocking, Cancellable, RunFn};
+use crate::command::{Classify, ExecutionResult, Outcome};
+use crate::context::{
+    CachedOutcome, Claim, Lookup, RequestContext, RequestLogEntry, SharedResponse, Wait,
+};
+use crate::error::{BoxError, Cause, Detail, FailureType, HystrixError};
+use crate::event::EventType;
+use crate::registry::CommandState;
+
+/// An [`Execution`] with a cache key (Hystrix's `getCacheKey()`), from
+/// [`Execution::cache_key`]: within one [`RequestContext`] the first execution of the key runs
+/// and every later one — or one arriving while it runs — shares its outcome instead of running
+/// (RESPONSE_FROM_CACHE). Every outcome is shared: values, fallback values and errors (failures,
+/// timeouts, rejections), as Hystrix does, until the request ends or
+/// [`Command::clear_cache`](crate::Command::clear_cache).
+///
+/// The modes are those of an execution, returning a [`SharedResponse`]
+/// (`Result<Arc<T>, Arc<HystrixError<E>>>`), since one response may go to many callers; `T`
+/// and `E` must be `Send + Sync`.
+///
+/// A cache hit has no breaker check, permit or timeout of its own; its
+/// [`ExecutionResult`] holds the shared execution's events plus RESPONSE_FROM_CACHE, and metrics
+/// count only RESPONSE_FROM_CACHE for it. With `requestCache.enabled` false the execution runs
+/// as if it had no cache key. With it true (the default) a request context must be current:
+/// otherwise the execution does not run and ends in [`FailureType::NoRequestContext`] (Hystrix's
+/// "Request caching is not available. Maybe you need to initialize the HystrixRequestContext?").
+///
+/// ```
+/// use hystrix::context::RequestContext;
+/// use hystrix::{Command, IsolationStrategy, Registry};
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicU32, Ordering};
+///
+/// let registry = Registry::new();
+/// let get_user = Command::builder("GetUser")
+///     .group("Users")
+///     .isolation(IsolationStrategy::Semaphore)
+///     .build_in(&registry)?;
+/// let calls = Arc::new(AtomicU32::new(0));
+/// let fetch = |calls: &Arc<AtomicU32>| {
+///     let calls = Arc::clone(calls);
+///     move || {
+///         calls.fetch_add(1, Ordering::Relaxed);
+///         Ok::<_, std::io::Error>("ada".to_string())
+///     }
+/// };
+///
+/// let ctx = RequestContext::new();
+/// let _entered = ctx.enter();
+/// let first = get_user.run(fetch(&calls)).cache_key("user-7").execute()?;
+/// let second = get_user.run(fetch(&calls)).cache_key("user-7").execute()?; // from the cache
+/// assert_eq!((first.as_str(), second.as_str()), ("ada", "ada"));
+/// assert_eq!(calls.load(Ordering::Relaxed), 1);
+/// # drop(_entered);
+/// assert_eq!(
+///     ctx.request_log().to_string(),
+///     "GetUser[SUCCESS][0ms], GetUser[SUCCESS, RESPONSE_FROM_CACHE][0ms]"
+/// );
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[must_use = "an execution does nothing until consumed by a mode such as execute()"]
+pub struct CachedExecution<'c, C, R, FB> {
+    execution: Execution<'c, C, R, FB>,
+    cache_key: String,
+}
+
+impl<C, R, FB> std::fmt::Debug for CachedExecution<'_, C, R, FB> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CachedExecution")
+            .field("execution", &self.execution)
+            .field("cache_key", &self.cache_key)
+            .finish()
+    }
+}
+
+impl<'c, C, R, FB> CachedExecution<'c, C, R, FB> {
+    pub(crate) fn new(execution: Execution<'c, C, R, FB>, cache_key: String) -> Self {
+        CachedExecution {
+            execution,
+            cache_key,
+        }
+    }
+
+    /// The cache key.
+    pub fn key(&self) -> &str {
+        &self.cache_key
+    }
+
+    /// As [`Execution::timeout`].
+    pub fn timeout(self, timeout: Duration) -> Self {
+        self.map(|execution| execution.timeout(timeout))
+    }
+
+    /// As [`Execution::breaker_key`].
+    pub fn breaker_key(self, key: impl Into<Arc<str>>) -> Self {
+        self.map(|execution| execution.breaker_key(key))
+    }
+
+    /// As [`Execution::journal`].
+    pub fn journal(self, description: impl Into<String>) -> Self {
+        self.map(|execution| execution.journal(description))
+    }
+
+    fn map<C2, R2, FB2>(
+        self,
+        f: impl FnOnce(Execution<'c, C, R, FB>) -> Execution<'c, C2, R2, FB2>,
+    ) -> CachedExecution<'c, C2, R2, FB2> {
+        CachedExecution {
+            execution: f(self.execution),
+            cache_key: self.cache_key,
+        }
+    }
+}
+
+impl<'c, C, R: RunFn> CachedExecution<'c, C, R, NoFallback> {
+    /// As [`Execution::fallback`]; its value is shared like the run's.
+    pub fn fallback<F, FE>(
+        self,
+        fallback: F,
+    ) -> CachedExecution<'c, C, R, crate::command::FallbackFn<F, FE>>
+    where
+        F: FnOnce(&HystrixError<R::Error>) -> Result<R::Output, FE>,
+        FE: Into<BoxError>,
+    {
+        self.map(|execution| execution.fallback(fallback))
+    }
+
+    /// As [`Execution::fallback_async`]; its value is shared like the run's.
+    pub fn fallback_async<F, FFut, FE>(
+        self,
+        fallback: F,
+    ) -> CachedExecution<'c, C, R, crate::command::FallbackAsyncFn<F, FFut>>
+    where
+        F: FnOnce(&HystrixError<R::Error>) -> FFut,
+        FFut: Future<Output = Result<R::Output, FE>>,
+        FE: Into<BoxError>,
+    {
+        self.map(|execution| execution.fallback_async(fallback))
+    }
+}
+
+macro_rules! cached_blocking_execute {
+    ($kind:ident, $($run:tt)*) => {
+        impl<C, F, T, E, FB> CachedExecution<'_, C, $kind<F>, FB>
+        where
+            F: $($run)* + Send + 'static,
+            T: Send + Sync + 'static,
+            E: Send + Sync + 'static,
+            FB: BlockingFallback<T, E> + AsyncFallback<T, E>,
+            C: Classify<E>,
+        {
+            /// As [`Execution::execute`], through the request cache: runs on a miss; on a hit
+            /// returns the shared response (waiting, on this thread, for an identical execution
+            /// still running).
+            ///
+            /// # Errors
+            /// The shared error of the execution that ran; [`FailureType::NoRequestContext`]
+            /// with no request context current.
+            pub fn execute(self) -> SharedResponse<T, E> {
+                self.execute_outcome().into_response()
+            }
+
+            /// As [`execute`](Self::execute), also returning the [`ExecutionResult`].
+            pub fn execute_outcome(self) -> CachedOutcome<T, E> {
+                let state = Arc::clone(self.execution.command().state_arc());
+                let execution = self.execution;
+                pipeline::block_on(CachedFuture::new(
+                    state,
+                    Some(self.cache_key),
+                    async move { execution.execute_outcome() },
+                ))
+            }
+        }
+    };
+}
+cached_blocking_execute!(Blocking, FnOnce() -> Result<T, E>);
+cached_blocking_execute!(Cancellable, FnOnce(crate::CancellationToken) -> Result<T, E>);
+
+impl<C, Fut, T, E, FB> CachedExecution<'_, C, Async<Fut>, FB>
+where
+    Fut: Future<Output = Result<T, E>> + Send + 'static,
+    T: Send + Sync + 'static,
+    E: Send + Sync + 'static,
+    FB: AsyncFallback<T, E>,
+    C: Classify<E>,
+{
+    /// As the async run's [`Execution::execute`] (refused inside a tokio runtime), through the
+    /// request cache.
+    ///
+    /// # Errors
+    /// As [`execute_async`](CachedExecution::execute_async).
+    pub fn execute(self) -> SharedResponse<T, E> {
+        let state = Arc::clone(self.execution.command().state_arc());
+        let execution = self.execution;
+        pipeline::block_on(CachedFuture::new(state, Some(self.cache_key), async move {
+            execution.execute_outcome()
+        }))
+        .into_response()
+    }
+}
+
+impl<'c, C, R, FB> CachedExecution<'c, C, R, FB>
+where
+    R: RunFn,
+    R::Output: Send + Sync + 'static,
+    R::Error: Send + Sync + 'static,
+    FB: AsyncFallback<R::Output, R::Error>,
+    C: Classify<R::Error>,
+{
+    /// As [`Execution::execute_async`], through the request cache: cold; on a miss the run
+    /// executes in this future; on a hit it resolves to the shared response (awaiting an
+    /// identical execution still running). The request context is the one current when it is
+    /// first polled.
+    ///
+    /// # Cancel safety
+    /// Dropping the future of the execution that runs cancels it (as
+    /// [`Execution::execute_async`]) and takes its entry out of the cache: executions waiting
+    /// for it look again, and the first of them runs its own run function. Dropping a waiting
+    /// hit changes nothing for the others (it is not counted).
+    ///
+    /// # Errors
+    /// The shared error of the execution that ran; [`FailureType::NoRequestContext`] with no
+    /// request context current.
+    pub fn execute_async(self) -> CachedResponse<CachedExecuteAsync<'c, C, R, FB>> {
+        CachedResponse::new(self.execute_async_outcome())
+    }
+
+    /// As [`execute_async`](CachedExecution::execute_async), resolving to the
+    /// [`CachedOutcome`] (response and [`ExecutionResult`]).
+    pub fn execute_async_outcome(self) -> CachedExecuteAsync<'c, C, R, FB> {
+        let state = Arc::clone(self.execution.command().state_arc());
+        CachedFuture::new(
+            state,
+            Some(self.cache_key),
+            self.execution.execute_async_outcome(),
+        )
+    }
+
+    /// As [`Execution::to_observable`]: a cold one-item stream of the shared response.
+    pub fn to_observable(self) -> ToObservable<CachedResponse<CachedExecuteAsync<'c, C, R, FB>>> {
+        ToObservable::new(self.execute_async())
+    }
+}
+
+impl<C, R, FB> CachedExecution<'_, C, R, FB>
+where
+    R: RunFn,
+    R::Output: Send + Sync + 'static,
+    R::Error: Send + Sync + 'static,
+    FB: AsyncFallback<R::Output, R::Error> + Send + 'static,
+    FB::Future: Send + 'static,
+    C: Classify<R::Error> + Clone + Send + Sync + 'static,
+{
+    /// As [`Execution::queue`], through the request cache: the cache is looked up now, in the
+    /// request context current here; on a miss the execution starts now (its first steps on
+    /// this thread, the rest on the registry's executor) and its outcome is shared when it
+    /// ends, even if the handle was dropped; on a hit the handle resolves to the shared
+    /// response. Dropping the handle detaches it; [`cancel`](CachedQueued::cancel) cancels.
+    pub fn queue(self) -> CachedQueued<R::Output, R::Error> {
+        let (state, execution) = self.execution.into_owned();
+        let future = CachedFuture::new(Arc::clone(&state), Some(self.cache_key), execution);
+        CachedQueued::start(&state, future)
+    }
+
+    /// As [`Execution::observe`], through the request cache: eager as
+    /// [`queue`](CachedExecution::queue); a one-item stream of the shared response.
+    pub fn observe(self) -> CachedObserved<R::Output, R::Error> {
+        CachedObserved::new(self.queue())
+    }
+}
+
+/// The future of an async execution through the request cache (see [`CachedFuture`]).
+pub type CachedExecuteAsync<'c, C, R, FB> =
+    CachedFuture<<R as RunFn>::Output, <R as RunFn>::Error, ExecuteAsyncOutcome<'c, &'c C, R, FB>>;
+
+pin_project! {
+    /// The future of an execution through the request cache: what
+    /// [`CachedExecution::execute_async_outcome`] returns. Cold: the cache is looked up in the
+    /// request context current at its first poll. On a miss it polls the execution's own
+    /// (cold) future `Fut` and shares its outcome; on a hit it waits for the shared outcome
+    /// and `Fut` is dropped unpolled (nothing recorded for it).
+    ///
+    /// A hand-written state machine with plain type parameters, so it is `Send` whenever its
+    /// parts are (see the `command::future` module on `async` blocks and error types).
+    #[must_use = "futures do nothing unless polled"]
+    pub struct CachedFuture<T, E, Fut> {
+        #[pin]
+        execution: Fut,
+        state: Arc<CommandState>,
+        cache_key: Option<String>,
+        phase: CachedPhase<T, E>,
+    }
+}
+
+enum CachedPhase<T, E> {
+    /// Not polled yet.
+    Start,
+    /// A hit: waiting for another execution's outcome, since `start_ms`.
+    Waiting {
+        wait: Wait<T, E>,
+        context: RequestContext,
+        start_ms: u64,
+    },
+    /// A miss (or no caching): the own execution runs; its outcome goes to the claim.
+    Running { claim: Option<Claim<T, E>> },
+    /// The outcome was returned.
+    Done,
+}
+
+impl<T, E, Fut> std::fmt::Debug for CachedFuture<T, E, Fut> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CachedFuture")
+            .field("cache_key", &self.cache_key)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T, E, Fut> CachedFuture<T, E, Fut> {
+    /// `execution` through the cache under `cache_key` (`None`: not cached, shared anyway).
+    pub(crate) fn new(state: Arc<CommandState>, cache_key: Option<String>, execution: Fut) -> Self {
+        CachedFuture {
+            execution,
+            state,
+            cache_key,
+            phase: CachedPhase::Start,
+        }
+    }
+}
+
+impl<T, E, Fut> Future for CachedFuture<T, E, Fut>
+where
+    T: Send + Sync + 'static,
+    E: Send + Sync + 'static,
+    Fut: Future<Output = Outcome<T, E>>,
+{
+    type Output = CachedOutcome<T, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            match this.phase {
+                CachedPhase::Start => {
+                    let enabled = this.state.properties.load().request_cache_enabled;
+                    let cache_key = match this.cache_key {
+                        Some(cache_key) if enabled => cache_key,
+                        _ => {
+                            *this.phase = CachedPhase::Running { claim: None };
+                            continue;
+                        }
+                    };
+                    let Some(context) = RequestContext::current() else {
+                        *this.phase = CachedPhase::Done;
+                        return Poll::Ready(refused(no_request_context(
+                            this.state,
+                            "has a cache key",
+                        )));
+                    };
+                    let start_ms = this.state.env.clock.now_ms();
+                    match look_up(this.state, context, cache_key, start_ms) {
+                        Ok(phase) => *this.phase = phase,
+                        Err(refusal) => {
+                            *this.phase = CachedPhase::Done;
+                            return Poll::Ready(refusal);
+                        }
+                    }
+                }
+                CachedPhase::Waiting {
+                    wait,
+                    context,
+                    start_ms,
+                } => match Pin::new(wait).poll(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Some(shared)) => {
+                        let outcome = hit(this.state, context, shared, *start_ms);
+                        *this.phase = CachedPhase::Done;
+                        return Poll::Ready(outcome);
+                    }
+                    Poll::Ready(None) => {
+                        // Its execution was dropped before it ended: look again; the first to
+                        // look runs its own execution.
+                        let (context, start_ms) = (context.clone(), *start_ms);
+                        let cache_key = this.cache_key.as_deref().unwrap_or_default();
+                        match look_up(this.state, context, cache_key, start_ms) {
+                            Ok(phase) => *this.phase = phase,
+                            Err(refusal) => {
+                                *this.phase = CachedPhase::Done;
+                                return Poll::Ready(refusal);
+                            }
+                        }
+                    }
+                },
+                CachedPhase::Running { claim } => {
+                    let outcome = share(std::task::ready!(this.execution.as_mut().poll(cx)));
+                    match claim.take() {
+                        // Refused before any step (a misuse): not kept; waiters look again.
+                        Some(claim) if outcome.result.events.is_empty() => drop(claim),
+                        Some(claim) => claim.publish(&outcome),
+                        None => {}
+                    }
+                    *this.phase = CachedPhase::Done;
+                    return Poll::Ready(outcome);
+                }
+                CachedPhase::Done => panic!("a cached execution was polled after it completed"),
+            }
+        }
+    }
+}
+
+/// Looks `cache_key` up in `context`: the phase that follows, or the refusal of an entry of
+/// another type.
+fn look_up<T, E>(
+    state: &CommandState,
+    context: RequestContext,
+    cache_key: &str,
+    start_ms: u64,
+) -> Result<CachedPhase<T, E>, CachedOutcome<T, E>>
+where
+    T: Send + Sync + 'static,
+    E: Send + Sync + 'static,
+{
+    match context.cache().lookup(&context, &state.key, cache_key) {
+        None => Err(refused(other_type(state, cache_key))),
+        Some(Lookup::Miss(claim)) => Ok(CachedPhase::Running { claim: Some(claim) }),
+        Some(Lookup::Hit(entry)) => Ok(CachedPhase::Waiting {
+            wait: entry.wait(),
+            context,
+            start_ms,
+        }),
+    }
+}
+
+pin_project! {
+    /// A future that resolves to the response of a [`CachedFuture`]: what
+    /// [`CachedExecution::execute_async`] returns.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct CachedResponse<F> {
+        #[pin]
+        inner: F,
+    }
+}
+
+impl<F> std::fmt::Debug for CachedResponse<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CachedResponse").finish_non_exhaustive()
+    }
+}
+
+impl<F> CachedResponse<F> {
+    pub(crate) fn new(inner: F) -> Self {
+        CachedResponse { inner }
+    }
+}
+
+impl<F, T, E> Future for CachedResponse<F>
+where
+    F: Future<Output = CachedOutcome<T, E>>,
+{
+    type Output = SharedResponse<T, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.project()
+            .inner
+            .poll(cx)
+            .map(CachedOutcome::into_response)
+    }
+}
+
+/// The outcome of the execution that ran, shared.
+pub(crate) fn share<T, E>(outcome: Outcome<T, E>) -> CachedOutcome<T, E> {
+    let (response, result) = outcome.into_parts();
+    CachedOutcome {
+        response: response.map(Arc::new).map_err(Arc::new),
+        result,
+    }
+}
+
+/// An execution refused before any step (not counted, not cached).
+fn refused<T, E>(error: HystrixError<E>) -> CachedOutcome<T, E> {
+    CachedOutcome {
+        response: Err(Arc::new(error)),
+        result: ExecutionResult::empty(),
+    }
+}
+
+/// A hit: `shared`'s response, its events plus RESPONSE_FROM_CACHE; counted as a hit only.
+fn hit<T, E>(
+    state: &CommandState,
+    context: &RequestContext,
+    shared: CachedOutcome<T, E>,
+    start_ms: u64,
+) -> CachedOutcome<T, E> {
+    let now_ms = state.env.clock.now_ms();
+    let mut events = shared.result.events;
+    events.add(EventType::ResponseFromCache);
+    state.record_cache_hit(now_ms);
+    if state.properties.hot().load().request_log_enabled() {
+        context.log(RequestLogEntry {
+            command_key: state.key.clone(),
+            events,
+            execution_time_ms: 0,
+        });
+    }
+    CachedOutcome {
+        response: shared.response,
+        result: ExecutionResult {
+            events,
+            start_ms,
+            execution_time_ms: None,
+            total_time_ms: now_ms.saturating_sub(start_ms),
+            isolation: shared.result.isolation,
+            executed_in_thread: false,
+        },
+    }
+}
+
+/// The error of a request-scoped feature used with no request context current; `what` says
+/// what the command did, e.g. "has a cache key".
+pub(crate) fn no_request_context<E>(state: &CommandState, what: &str) -> HystrixError<E> {
+    HystrixError::new(
+        FailureType::NoRequestContext,
+        state.key.clone(),
+        Cause::None,
+    )
+    .with_detail(Detail::Message(
+        format!(
+            "{what}, but no request context is current, so request caching is not available: \
+             open one around the request with RequestContext::new().scope(future).await \
+             (async) or RequestContext::new().enter() (sync), or turn the cache off with \
+             requestCache.enabled=false"
+        )
+        .into(),
+    ))
+}
+
+fn other_type<E>(state: &CommandState, cache_key: &str) -> HystrixError<E> {
+    HystrixError::misuse(
+        state.key.clone(),
+        format!(
+            "has a cache entry for cache key {cache_key:?} in this request with another \
+             response or error type: two definitions share this command key with different \
+             types; give them different command keys"
+        ),
+    )
+}
