@@ -1,13 +1,17 @@
-//! A request context and its request log: what each request of an edge service executed.
+//! A request context, its request cache and its request log: what each request of an edge
+//! service executed.
 //!
 //! Run with `cargo run --example request_log`.
 //!
 //! A "catalog service" on 127.0.0.1 answers `GET <id>` with a title; the "ratings service" is
 //! down (its port refuses connections). Each incoming request opens a `RequestContext`, looks up
 //! two titles through `GetTitle` (on its own thread pool: the context follows the call there)
-//! and their ratings through `GetRating`, whose fallback answers "unrated". At the end of each
-//! request its log is printed in Hystrix's format, e.g.
-//! `GetTitle[SUCCESS][1ms]x2, GetRating[FAILURE, FALLBACK_SUCCESS][0ms]x2`.
+//! and their ratings through `GetRating`, whose fallback answers "unrated". Titles go through the
+//! request cache (cache key = the id), so a request that shows one title twice fetches it once.
+//! At the end of each request its log is printed in Hystrix's format, e.g.
+//! `GetTitle[SUCCESS][1ms]x2, GetRating[FAILURE, FALLBACK_SUCCESS][0ms]x2`, or for the request
+//! with a repeated id `GetTitle[SUCCESS][1ms], GetRating[FAILURE, FALLBACK_SUCCESS][0ms]x2,
+//! GetTitle[SUCCESS, RESPONSE_FROM_CACHE][0ms]`.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -15,7 +19,7 @@ use std::thread;
 use std::time::Duration;
 
 use hystrix::context::RequestContext;
-use hystrix::{Command, Registry};
+use hystrix::{Command, EventType, Registry};
 
 fn start_catalog() -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
@@ -63,11 +67,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .timeout(Duration::from_millis(500))
         .build_in(&registry)?;
 
-    for (request, ids) in [(1, [3, 4]), (2, [5, 6])] {
+    for (request, ids) in [(1, [3, 4]), (2, [5, 5])] {
         let ctx = RequestContext::new();
         let _in_request = ctx.enter();
         for id in ids {
-            let title = get_title.run(move || get(catalog, id)).execute()?;
+            let title = get_title
+                .run(move || get(catalog, id))
+                .cache_key(id.to_string())
+                .execute()?;
             let rating = get_rating
                 .run(move || get(ratings, id))
                 .fallback(|_| Ok::<_, std::io::Error>("unrated".to_owned()))
@@ -76,6 +83,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let log = ctx.request_log();
         assert_eq!(log.entries().len(), 4);
+        let hits = log
+            .entries()
+            .iter()
+            .filter(|entry| entry.events.contains(EventType::ResponseFromCache))
+            .count();
+        assert_eq!(
+            hits,
+            usize::from(ids[0] == ids[1]),
+            "a repeated id is a cache hit"
+        );
         println!("request {request} executed: {log}");
     }
     registry.shutdown();

@@ -29,6 +29,22 @@ fn counted(
     }
 }
 
+/// An async run that counts its call and answers with what is sent on the returned sender.
+fn answered_later(
+    calls: &Arc<AtomicU32>,
+) -> (
+    futures::channel::oneshot::Sender<u32>,
+    impl std::future::Future<Output = Result<u32, DependencyError>> + Send + use<>,
+) {
+    let (send, receive) = futures::channel::oneshot::channel::<u32>();
+    let calls = Arc::clone(calls);
+    let run = async move {
+        calls.fetch_add(1, Ordering::SeqCst);
+        receive.await.map_err(|_| DependencyError("sender dropped"))
+    };
+    (send, run)
+}
+
 #[test]
 fn a_cache_key_runs_once_per_context_and_later_executions_share_the_value() {
     let test = TestRegistry::new();
@@ -219,18 +235,10 @@ fn failures_timeouts_and_short_circuits_are_cached_too() {
 fn concurrent_identical_async_executions_share_one_run() {
     let test = TestRegistry::new();
     let get_user = builder("GetUser").build_in(test.registry()).unwrap();
-    let (send, receive) = futures::channel::oneshot::channel::<u32>();
     let calls = Arc::new(AtomicU32::new(0));
+    let (send, run) = answered_later(&calls);
     let ctx = RequestContext::new();
     let _entered = ctx.enter();
-
-    let run = {
-        let calls = Arc::clone(&calls);
-        async move {
-            calls.fetch_add(1, Ordering::SeqCst);
-            receive.await.map_err(|_| DependencyError("sender dropped"))
-        }
-    };
     let mut owner = pin!(
         get_user
             .run_async(run)
@@ -567,18 +575,10 @@ fn a_trait_command_uses_its_cache_key_in_execute_cached() {
 fn queue_and_observe_look_up_at_once_and_a_detached_run_still_fills_the_cache() {
     let test = TestRegistry::new();
     let get_user = builder("GetUser").build_in(test.registry()).unwrap();
-    let (send, receive) = futures::channel::oneshot::channel::<u32>();
     let calls = Arc::new(AtomicU32::new(0));
+    let (send, run) = answered_later(&calls);
     let ctx = RequestContext::new();
     let _entered = ctx.enter();
-
-    let run = {
-        let calls = Arc::clone(&calls);
-        async move {
-            calls.fetch_add(1, Ordering::SeqCst);
-            receive.await.map_err(|_| DependencyError("sender dropped"))
-        }
-    };
     let owner = get_user.run_async(run).cache_key("u1").queue();
     assert!(!owner.is_done(), "the run waits on the channel");
     let observed = get_user
