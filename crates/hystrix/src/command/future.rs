@@ -160,7 +160,7 @@ pub type ExecuteAsyncOutcome<'c, K, R, FB> = ExecutionFuture<
     <R as RunFn>::Error,
 >;
 
-fn release_permits(state: &CommandState, permit: &mut bool, fallback_permit: &mut bool) {
+pub(crate) fn release_permits(state: &CommandState, permit: &mut bool, fallback_permit: &mut bool) {
     if std::mem::take(permit) {
         state.execution_semaphore.give_back();
     }

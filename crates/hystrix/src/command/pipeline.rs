@@ -542,11 +542,18 @@ pub(crate) fn fallback_done<T, E>(
 }
 
 /// Polls `future`, turning a panic into `Err(message)`.
+#[inline]
 pub(crate) fn poll_caught<F: Future>(
     future: Pin<&mut F>,
     cx: &mut Context<'_>,
 ) -> Poll<Result<F::Output, String>> {
-    match catch_unwind(AssertUnwindSafe(|| future.poll(cx))) {
+    caught(|| future.poll(cx))
+}
+
+/// Takes one poll step (of a future or a stream), turning a panic into `Err(message)`.
+#[inline]
+pub(crate) fn caught<T>(poll: impl FnOnce() -> Poll<T>) -> Poll<Result<T, String>> {
+    match catch_unwind(AssertUnwindSafe(poll)) {
         Ok(Poll::Ready(output)) => Poll::Ready(Ok(output)),
         Ok(Poll::Pending) => Poll::Pending,
         Err(panic) => Poll::Ready(Err(panic_message(panic))),
@@ -808,17 +815,17 @@ impl Recorder {
     }
 
     /// The execution was dropped: if it began and has not been reported, report it with
-    /// CANCELLED.
-    pub(crate) fn cancel(&mut self, state: &CommandState) {
+    /// CANCELLED, and return what was reported.
+    pub(crate) fn cancel(&mut self, state: &CommandState) -> Option<ExecutionResult> {
         if self.finished {
-            return;
+            return None;
         }
         let now_ms = state.env.clock.now_ms();
         if self.started_run && self.execution_time_ms.is_none() {
             self.run_ended(now_ms);
         }
         self.event(state, EventType::Cancelled);
-        self.report(state, now_ms);
+        Some(self.report(state, now_ms))
     }
 }
 
