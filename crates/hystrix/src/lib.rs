@@ -84,7 +84,7 @@ pub mod tower;
 pub use circuit::{CircuitBreakerEvent, CircuitBreakerHandle, CircuitBreakerListener, Status};
 pub use command::{
     AllFailures, Class, Classifier, Classify, Command, CommandBuilder, Execution, ExecutionResult,
-    HystrixAsyncCommand, HystrixCommand, Outcome,
+    HystrixAsyncCommand, HystrixCommand, Outcome, StreamExecution,
 };
 pub use config::{CommandProperties, IsolationStrategy, PropertyValue, ThreadPoolProperties};
 pub use error::{BoxError, ConfigError, FailureType, FallbackFailure, HystrixError, TripCause};
