@@ -688,3 +688,90 @@ fn stream_executions_are_send() {
     assert_send(&hot);
     let _: Pin<Box<dyn Stream<Item = Item> + Send + '_>> = Box::pin(cold);
 }
+
+#[test]
+fn the_fallback_stream_holds_its_permit_until_it_ends() {
+    for mode in MODES {
+        let test = TestRegistry::new();
+        let cmd = builder("OneFallback")
+            .fallback_semaphore_max_concurrent_requests(1)
+            .build_in(test.registry())
+            .unwrap();
+        let mut held = Box::pin(
+            cmd.run_stream(values(&[Err("down")]))
+                .fallback_stream(|_err: &Error| then_hang(&[9]))
+                .to_observable(),
+        );
+        assert!(matches!(
+            poll_next_once(held.as_mut()),
+            Poll::Ready(Some(Ok(9)))
+        ));
+        assert!(poll_next_once(held.as_mut()).is_pending());
+
+        let execution = cmd
+            .run_stream(values(&[Err("down")]))
+            .fallback_stream(fallback_of(&[1]));
+        let (items, result) = drain(&test, mode, execution, None);
+        let (delivered, err) = split(items);
+        assert!(delivered.is_empty(), "{mode:?}");
+        assert_eq!(
+            err.unwrap().failure_type(),
+            FailureType::RejectedSemaphoreFallback
+        );
+        assert_eq!(events(&result), "[FAILURE, FALLBACK_REJECTION]");
+
+        drop(held);
+        let execution = cmd
+            .run_stream(values(&[Err("down")]))
+            .fallback_stream(fallback_of(&[1]));
+        let (items, _) = drain(&test, mode, execution, None);
+        assert_eq!(
+            ok_values(items),
+            [1],
+            "{mode:?}: the fallback permit is free again"
+        );
+    }
+}
+
+#[test]
+fn a_half_open_trial_that_delivered_values_before_its_drop_closes_the_breaker() {
+    let test = TestRegistry::new();
+    let cmd = builder("Trial")
+        .timeout_enabled(false)
+        .build_in(test.registry())
+        .unwrap();
+    cmd.circuit_breaker().force_open();
+    // Past the sleep window: the next execution is the half-open trial.
+    test.advance(Duration::from_millis(5001));
+    let mut trial = Box::pin(cmd.run_stream(then_hang(&[1])).to_observable());
+    assert!(matches!(
+        poll_next_once(trial.as_mut()),
+        Poll::Ready(Some(Ok(1)))
+    ));
+    assert!(poll_next_once(trial.as_mut()).is_pending());
+    assert_eq!(cmd.circuit_breaker().status(), hystrix::Status::HalfOpen);
+
+    drop(trial);
+    assert_eq!(cmd.circuit_breaker().status(), hystrix::Status::Closed);
+    assert_eq!(cmd.metrics().cumulative_count(EventType::Cancelled), 1);
+}
+
+#[test]
+fn a_half_open_trial_dropped_before_any_value_gives_its_slot_back() {
+    let test = TestRegistry::new();
+    let cmd = builder("SilentTrial")
+        .timeout_enabled(false)
+        .build_in(test.registry())
+        .unwrap();
+    cmd.circuit_breaker().force_open();
+    // Past the sleep window: the next execution is the half-open trial.
+    test.advance(Duration::from_millis(5001));
+    let mut trial = Box::pin(cmd.run_stream(then_hang(&[])).to_observable());
+    assert!(poll_next_once(trial.as_mut()).is_pending());
+    drop(trial);
+    assert_eq!(cmd.circuit_breaker().status(), hystrix::Status::HalfOpen);
+    // The next execution is the trial.
+    let items: Vec<_> = block_on(cmd.run_stream(values(&[Ok(1)])).to_observable().collect());
+    assert_eq!(ok_values(items), [1]);
+    assert_eq!(cmd.circuit_breaker().status(), hystrix::Status::Closed);
+}
