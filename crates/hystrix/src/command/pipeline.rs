@@ -350,6 +350,23 @@ pub(crate) fn semaphore_rejected<E>(
     .with_detail(Detail::SemaphoreLimit(limit))
 }
 
+/// Step 3, SEMAPHORE, for a run polled in place: takes an execution permit (give it back with
+/// `execution_semaphore.give_back()`) and counts the start for the concurrency maximum, or
+/// SEMAPHORE_REJECTED.
+#[inline]
+pub(crate) fn take_permit<E>(
+    state: &CommandState,
+    props: &HotSnapshot,
+    rec: &mut Recorder,
+) -> Result<(), HystrixError<E>> {
+    if state.execution_semaphore.try_take(props.semaphore_max) {
+        state.counters.started(rec.start_ms, state.running());
+        Ok(())
+    } else {
+        Err(semaphore_rejected(state, rec, props.semaphore_max))
+    }
+}
+
 /// Step 3, THREAD: the pool refused the run. As in Hystrix the rejection goes through the error
 /// step, so the breaker hears of it.
 pub(crate) fn pool_rejected<E>(
@@ -507,6 +524,37 @@ pub(crate) fn fallback_gate<E>(
         max_concurrent: limit,
     });
     false
+}
+
+/// How starting a fallback that runs on (a future, a stream) went.
+pub(crate) enum FallbackStart<X, T, E> {
+    /// It runs, holding a fallback permit (release it with `fallback_semaphore.give_back()`);
+    /// the error goes along for its end.
+    Started(X, HystrixError<E>),
+    /// The execution ends with this response: fallback disabled, missing or rejected, or it
+    /// panicked while starting.
+    Ended(Result<T, HystrixError<E>>),
+}
+
+/// Step 6 for a fallback that runs on: [`fallback_gate`], then `call` starts it (`None` from
+/// `call`: no fallback after all).
+pub(crate) fn start_fallback<X, T, E>(
+    state: &CommandState,
+    rec: &mut Recorder,
+    mut error: HystrixError<E>,
+    present: bool,
+    call: impl FnOnce(&HystrixError<E>) -> Option<X>,
+) -> FallbackStart<X, T, E> {
+    if !fallback_gate(state, rec, &mut error, present) {
+        return FallbackStart::Ended(Err(error));
+    }
+    let end = match catch_unwind(AssertUnwindSafe(|| call(&error))) {
+        Ok(Some(started)) => return FallbackStart::Started(started, error),
+        Ok(None) => FallbackEnd::Missing,
+        Err(panic) => FallbackEnd::Panicked(panic_message(panic)),
+    };
+    state.fallback_semaphore.give_back();
+    FallbackStart::Ended(fallback_done(state, rec, error, end))
 }
 
 /// How a fallback ended.

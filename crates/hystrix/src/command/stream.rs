@@ -23,9 +23,7 @@
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::fmt;
-use std::future::Future;
 use std::marker::PhantomData;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -40,9 +38,8 @@ use crate::clock::Sleep;
 use crate::command::execution::NoFallback;
 use crate::command::future::{StateRef, release_permits};
 use crate::command::pipeline::{
-    CallOptions, Decision, FallbackEnd, Recorder, RunEnd, caught, check_breaker, check_options,
-    decide, fallback_done, fallback_gate, panic_message, pool_rejected, semaphore_rejected,
-    timeout_ms,
+    CallOptions, Decision, FallbackEnd, FallbackStart, Recorder, RunEnd, caught, check_breaker,
+    check_options, decide, fallback_done, pool_rejected, start_fallback, take_permit, timeout_ms,
 };
 use crate::command::run::sealed::Sealed;
 use crate::command::run::{AbortOnDrop, Ran, Start, spawn_on_pool};
@@ -614,7 +611,7 @@ where
         let rec = &mut *this.recorder;
         loop {
             // Each arm either returns, or hands a failure and the fallback to the code below.
-            let (mut error, fallback) = match this.phase.as_mut().project() {
+            let (error, fallback) = match this.phase.as_mut().project() {
                 PhaseProj::Start { .. } => {
                     let PhaseOwned::Start { run, fallback } =
                         this.phase.as_mut().project_replace(Phase::Done)
@@ -637,13 +634,10 @@ where
                         let timeout_ms = timeout_ms(&props, this.options);
                         let started = match isolation {
                             IsolationStrategy::Semaphore => {
-                                if state.execution_semaphore.try_take(props.semaphore_max) {
+                                take_permit(state, &props, rec).map(|()| {
                                     *this.holds_permit = true;
-                                    state.counters.started(rec.start_ms, state.running());
-                                    Ok(Running::Here { stream: run })
-                                } else {
-                                    Err(semaphore_rejected(state, rec, props.semaphore_max))
-                                }
+                                    Running::Here { stream: run }
+                                })
                             }
                             IsolationStrategy::Thread => state
                                 .thread_pool()
@@ -677,14 +671,9 @@ where
                     let step = match running.as_mut().poll_step(cx) {
                         Poll::Ready(step) => Some(step),
                         Poll::Pending => {
-                            let Some(deadline) = *deadline_ms else {
-                                return Poll::Pending;
-                            };
-                            // Armed only once the run turned out not to be ready at once.
-                            let sleep = sleep.get_or_insert_with(|| {
-                                Sleep::until(Arc::clone(&state.env.clock), deadline)
-                            });
-                            if Pin::new(sleep).poll(cx).is_pending() {
+                            if Sleep::poll_deadline(sleep, &state.env.clock, *deadline_ms, cx)
+                                .is_pending()
+                            {
                                 return Poll::Pending;
                             }
                             None
@@ -753,22 +742,17 @@ where
                 PhaseProj::Done => return Poll::Ready(None),
             };
 
-            if !fallback_gate(state, rec, &mut error, fallback.is_present()) {
-                let now = state.env.clock.now_ms();
-                return finish(state, rec, this.result, now, Err(error));
-            }
-            *this.holds_fallback_permit = true;
-            let end = match catch_unwind(AssertUnwindSafe(|| fallback.call(&error))) {
-                Ok(Some(stream)) => {
+            let present = fallback.is_present();
+            match start_fallback(state, rec, error, present, |error| fallback.call(error)) {
+                FallbackStart::Started(stream, error) => {
+                    *this.holds_fallback_permit = true;
                     this.phase.set(Phase::Fallback { stream, error });
-                    continue;
                 }
-                Ok(None) => FallbackEnd::Missing,
-                Err(panic) => FallbackEnd::Panicked(panic_message(panic)),
-            };
-            release_permits(state, &mut false, this.holds_fallback_permit);
-            let response = fallback_done(state, rec, error, end);
-            return finish(state, rec, this.result, state.env.clock.now_ms(), response);
+                FallbackStart::Ended(response) => {
+                    let now = state.env.clock.now_ms();
+                    return finish(state, rec, this.result, now, response);
+                }
+            }
         }
     }
 }
