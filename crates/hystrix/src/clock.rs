@@ -454,6 +454,22 @@ impl Sleep {
 }
 
 impl Sleep {
+    /// Polls `deadline_ms` (`None`: never reached) with the sleep kept in `slot`, armed only at
+    /// the first poll that needs it, so work that is ready at once never arms a timer.
+    #[inline]
+    pub(crate) fn poll_deadline(
+        slot: &mut Option<Sleep>,
+        clock: &Arc<dyn Clock>,
+        deadline_ms: Option<u64>,
+        cx: &mut Context<'_>,
+    ) -> Poll<()> {
+        let Some(deadline) = deadline_ms else {
+            return Poll::Pending;
+        };
+        let sleep = slot.get_or_insert_with(|| Sleep::until(Arc::clone(clock), deadline));
+        Pin::new(sleep).poll(cx)
+    }
+
     /// `work`'s output, or `None` if this deadline comes first (probes and state-store calls
     /// are bounded by it).
     pub(crate) async fn race<T>(self, work: impl Future<Output = T>) -> Option<T> {

@@ -86,7 +86,7 @@ pub mod tower;
 pub use circuit::{CircuitBreakerEvent, CircuitBreakerHandle, CircuitBreakerListener, Status};
 pub use command::{
     AllFailures, CachedExecution, Class, Classifier, Classify, Command, CommandBuilder, Execution,
-    ExecutionResult, HystrixAsyncCommand, HystrixCommand, Outcome,
+    ExecutionResult, HystrixAsyncCommand, HystrixCommand, Outcome, StreamExecution,
 };
 pub use config::{CommandProperties, IsolationStrategy, PropertyValue, ThreadPoolProperties};
 pub use context::{CachedOutcome, RequestContext, SharedResponse};

@@ -12,7 +12,6 @@
 
 use std::future::Future;
 use std::ops::Deref;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -22,8 +21,8 @@ use pin_project_lite::pin_project;
 use crate::clock::Sleep;
 use crate::command::execution::AsyncFallback;
 use crate::command::pipeline::{
-    CallOptions, Decision, FallbackEnd, Recorder, RunEnd, check_breaker, check_options, decide,
-    fallback_done, fallback_gate, panic_message, poll_caught, pool_rejected, semaphore_rejected,
+    CallOptions, Decision, FallbackEnd, FallbackStart, Recorder, RunEnd, check_breaker,
+    check_options, decide, fallback_done, poll_caught, pool_rejected, start_fallback, take_permit,
     timeout_ms,
 };
 use crate::command::run::{Interrupt, RunFn, Start};
@@ -160,7 +159,7 @@ pub type ExecuteAsyncOutcome<'c, K, R, FB> = ExecutionFuture<
     <R as RunFn>::Error,
 >;
 
-fn release_permits(state: &CommandState, permit: &mut bool, fallback_permit: &mut bool) {
+pub(crate) fn release_permits(state: &CommandState, permit: &mut bool, fallback_permit: &mut bool) {
     if std::mem::take(permit) {
         state.execution_semaphore.give_back();
     }
@@ -210,7 +209,7 @@ where
         let rec = &mut *this.recorder;
         loop {
             // Each arm either returns, or hands a failure and the fallback to the code below.
-            let (mut error, fallback) = match this.phase.as_mut().project() {
+            let (error, fallback) = match this.phase.as_mut().project() {
                 PhaseProj::Start { .. } => {
                     let PhaseOwned::Start { run, fallback } =
                         this.phase.as_mut().project_replace(Phase::Done)
@@ -243,13 +242,10 @@ where
                         };
                         let started = match isolation {
                             IsolationStrategy::Semaphore => {
-                                if state.execution_semaphore.try_take(props.semaphore_max) {
+                                take_permit(state, &props, rec).map(|()| {
                                     *this.holds_permit = true;
-                                    state.counters.started(rec.start_ms, state.running());
-                                    Ok(run.start_here(start))
-                                } else {
-                                    Err(semaphore_rejected(state, rec, props.semaphore_max))
-                                }
+                                    run.start_here(start)
+                                })
                             }
                             IsolationStrategy::Thread => state
                                 .thread_pool()
@@ -283,14 +279,9 @@ where
                     let ended = match running.as_mut().poll(cx) {
                         Poll::Ready(ended) => ended,
                         Poll::Pending => {
-                            let Some(deadline) = *deadline_ms else {
-                                return Poll::Pending;
-                            };
-                            // Armed only once the run turned out not to be ready at once.
-                            let sleep = sleep.get_or_insert_with(|| {
-                                Sleep::until(Arc::clone(&state.env.clock), deadline)
-                            });
-                            if Pin::new(sleep).poll(cx).is_pending() {
+                            if Sleep::poll_deadline(sleep, &state.env.clock, *deadline_ms, cx)
+                                .is_pending()
+                            {
                                 return Poll::Pending;
                             }
                             if state.properties.hot().load().interrupt_on_timeout() {
@@ -349,21 +340,16 @@ where
                 PhaseProj::Done => panic!("an execution future was polled after it completed"),
             };
 
-            if !fallback_gate(state, rec, &mut error, fallback.is_present()) {
-                return Poll::Ready(rec.finish_now(state, Err(error)));
-            }
-            *this.holds_fallback_permit = true;
-            let end = match catch_unwind(AssertUnwindSafe(|| fallback.call(&error))) {
-                Ok(Some(future)) => {
+            let present = fallback.is_present();
+            match start_fallback(state, rec, error, present, |error| fallback.call(error)) {
+                FallbackStart::Started(future, error) => {
+                    *this.holds_fallback_permit = true;
                     this.phase.set(Phase::Fallback { future, error });
-                    continue;
                 }
-                Ok(None) => FallbackEnd::Missing,
-                Err(panic) => FallbackEnd::Panicked(panic_message(panic)),
-            };
-            release_permits(state, &mut false, this.holds_fallback_permit);
-            let response = fallback_done(state, rec, error, end);
-            return Poll::Ready(rec.finish_now(state, response));
+                FallbackStart::Ended(response) => {
+                    return Poll::Ready(rec.finish_now(state, response));
+                }
+            }
         }
     }
 }

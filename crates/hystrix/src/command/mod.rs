@@ -8,7 +8,9 @@
 //! - [`run`](Command::run): a blocking `FnOnce() -> Result<T, E>`;
 //! - [`run_cancellable`](Command::run_cancellable): a blocking
 //!   `FnOnce(CancellationToken) -> Result<T, E>` whose token is cancelled at the timeout;
-//! - [`run_async`](Command::run_async): a `Future<Output = Result<T, E>>`.
+//! - [`run_async`](Command::run_async): a `Future<Output = Result<T, E>>`;
+//! - [`run_stream`](Command::run_stream): a `Stream<Item = Result<T, E>>` (Hystrix's
+//!   `HystrixObservableCommand`), consumed by `to_observable()` or `observe()`.
 //!
 //! ```
 //! use hystrix::{Command, IsolationStrategy, Registry};
@@ -40,6 +42,7 @@ mod keyed;
 mod outcome;
 mod pipeline;
 mod run;
+mod stream;
 
 use std::fmt;
 use std::sync::Arc;
@@ -58,6 +61,10 @@ pub use keyed::{KeyedCommands, KeyedCommandsBuilder};
 pub use outcome::{ExecutionResult, Outcome};
 pub(crate) use pipeline::{panic_message, poll_caught};
 pub use run::{Async, Blocking, Cancellable, Interrupt, RunFn};
+pub use stream::{
+    ExecutionStream, FallbackStreamFn, NoFallbackStream, ObservedStream, StreamExecution,
+    StreamFallback,
+};
 #[cfg(feature = "tower")]
 pub(crate) use {pipeline::CallOptions, run::sealed::Sealed};
 
@@ -345,6 +352,52 @@ impl<C> Command<C> {
         E: Send + 'static,
     {
         Execution::new(self, Async(run))
+    }
+
+    /// An execution of a stream command (Hystrix's `HystrixObservableCommand`): `run` is a
+    /// lazy `Stream<Item = Result<T, E>>` whose values are delivered as they come, consumed by
+    /// [`to_observable`](StreamExecution::to_observable) (cold) or
+    /// [`observe`](StreamExecution::observe) (hot). Each value is an EMIT; the run's end is the
+    /// SUCCESS; an error (classified as for any run), panic or timeout after some values leaves
+    /// them delivered and is followed by the
+    /// [`fallback_stream`](StreamExecution::fallback_stream)'s values, or one final `Err`.
+    ///
+    /// The timeout (`execution.isolation.thread.timeoutInMilliseconds`, or
+    /// [`StreamExecution::timeout`]) bounds the time to the first value, as in Hystrix; an
+    /// [`idle_timeout`](StreamExecution::idle_timeout) may bound the gaps after it. Isolation
+    /// is SEMAPHORE unless THREAD is set explicitly (SPEC Part A 18): the permit is held until
+    /// the run stream ends. Under THREAD the stream is driven on the pool's own runtime, so it
+    /// and its items are `Send + 'static`, as for `tokio::spawn`.
+    ///
+    /// ```
+    /// use futures::StreamExt;
+    /// use hystrix::{Command, HystrixError, Registry};
+    ///
+    /// let registry = Registry::new();
+    /// let prices = Command::builder("Prices").group("Market").build_in(&registry)?;
+    ///
+    /// let ticks = futures::stream::iter([Ok(101), Ok(102), Err("feed lost")]);
+    /// let items: Vec<_> = futures::executor::block_on(
+    ///     prices
+    ///         .run_stream(ticks)
+    ///         .fallback_stream(|_err: &HystrixError<&str>| {
+    ///             futures::stream::iter([Ok::<_, std::convert::Infallible>(100)])
+    ///         })
+    ///         .to_observable()
+    ///         .collect(),
+    /// );
+    /// // The run's values, then the fallback's: [EMITx2, FAILURE, FALLBACK_EMIT, FALLBACK_SUCCESS].
+    /// let values: Vec<i32> = items.into_iter().map(Result::unwrap).collect();
+    /// assert_eq!(values, [101, 102, 100]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn run_stream<S, T, E>(&self, run: S) -> StreamExecution<'_, C, S, NoFallback>
+    where
+        S: futures_core::Stream<Item = Result<T, E>> + Send + 'static,
+        T: Send + 'static,
+        E: Send + 'static,
+    {
+        StreamExecution::new(self, run)
     }
 
     pub(crate) fn state_arc(&self) -> &Arc<CommandState> {

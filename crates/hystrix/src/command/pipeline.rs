@@ -334,6 +334,23 @@ pub(crate) fn semaphore_rejected<E>(
     .with_detail(Detail::SemaphoreLimit(limit))
 }
 
+/// Step 3, SEMAPHORE, for a run polled in place: takes an execution permit (give it back with
+/// `execution_semaphore.give_back()`) and counts the start for the concurrency maximum, or
+/// SEMAPHORE_REJECTED.
+#[inline]
+pub(crate) fn take_permit<E>(
+    state: &CommandState,
+    props: &HotSnapshot,
+    rec: &mut Recorder,
+) -> Result<(), HystrixError<E>> {
+    if state.execution_semaphore.try_take(props.semaphore_max) {
+        state.counters.started(rec.start_ms, state.running());
+        Ok(())
+    } else {
+        Err(semaphore_rejected(state, rec, props.semaphore_max))
+    }
+}
+
 /// Step 3, THREAD: the pool refused the run. As in Hystrix the rejection goes through the error
 /// step, so the breaker hears of it.
 pub(crate) fn pool_rejected<E>(
@@ -493,6 +510,37 @@ pub(crate) fn fallback_gate<E>(
     false
 }
 
+/// How starting a fallback that runs on (a future, a stream) went.
+pub(crate) enum FallbackStart<X, T, E> {
+    /// It runs, holding a fallback permit (release it with `fallback_semaphore.give_back()`);
+    /// the error goes along for its end.
+    Started(X, HystrixError<E>),
+    /// The execution ends with this response: fallback disabled, missing or rejected, or it
+    /// panicked while starting.
+    Ended(Result<T, HystrixError<E>>),
+}
+
+/// Step 6 for a fallback that runs on: [`fallback_gate`], then `call` starts it (`None` from
+/// `call`: no fallback after all).
+pub(crate) fn start_fallback<X, T, E>(
+    state: &CommandState,
+    rec: &mut Recorder,
+    mut error: HystrixError<E>,
+    present: bool,
+    call: impl FnOnce(&HystrixError<E>) -> Option<X>,
+) -> FallbackStart<X, T, E> {
+    if !fallback_gate(state, rec, &mut error, present) {
+        return FallbackStart::Ended(Err(error));
+    }
+    let end = match catch_unwind(AssertUnwindSafe(|| call(&error))) {
+        Ok(Some(started)) => return FallbackStart::Started(started, error),
+        Ok(None) => FallbackEnd::Missing,
+        Err(panic) => FallbackEnd::Panicked(panic_message(panic)),
+    };
+    state.fallback_semaphore.give_back();
+    FallbackStart::Ended(fallback_done(state, rec, error, end))
+}
+
 /// How a fallback ended.
 pub(crate) enum FallbackEnd<T> {
     Value(T),
@@ -526,11 +574,18 @@ pub(crate) fn fallback_done<T, E>(
 }
 
 /// Polls `future`, turning a panic into `Err(message)`.
+#[inline]
 pub(crate) fn poll_caught<F: Future>(
     future: Pin<&mut F>,
     cx: &mut Context<'_>,
 ) -> Poll<Result<F::Output, String>> {
-    match catch_unwind(AssertUnwindSafe(|| future.poll(cx))) {
+    caught(|| future.poll(cx))
+}
+
+/// Takes one poll step (of a future or a stream), turning a panic into `Err(message)`.
+#[inline]
+pub(crate) fn caught<T>(poll: impl FnOnce() -> Poll<T>) -> Poll<Result<T, String>> {
+    match catch_unwind(AssertUnwindSafe(poll)) {
         Ok(Poll::Ready(output)) => Poll::Ready(Ok(output)),
         Ok(Poll::Pending) => Poll::Pending,
         Err(panic) => Poll::Ready(Err(panic_message(panic))),
@@ -792,17 +847,17 @@ impl Recorder {
     }
 
     /// The execution was dropped: if it began and has not been reported, report it with
-    /// CANCELLED.
-    pub(crate) fn cancel(&mut self, state: &CommandState) {
+    /// CANCELLED, and return what was reported.
+    pub(crate) fn cancel(&mut self, state: &CommandState) -> Option<ExecutionResult> {
         if self.finished {
-            return;
+            return None;
         }
         let now_ms = state.env.clock.now_ms();
         if self.started_run && self.execution_time_ms.is_none() {
             self.run_ended(now_ms);
         }
         self.event(state, EventType::Cancelled);
-        self.report(state, now_ms);
+        Some(self.report(state, now_ms))
     }
 }
 

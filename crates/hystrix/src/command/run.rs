@@ -427,19 +427,33 @@ where
         start: Start<'_>,
         pool: &ThreadPool,
     ) -> Result<Self::Running, Rejection> {
-        let slot = pool.admit_async()?;
-        let runtime = pool.runtime().map_err(|err| {
-            tracing::error!(pool = %pool.key(), error = %err, "hystrix: pool runtime did not start");
-            Rejection::Shutdown
-        })?;
-        let command = Arc::clone(start.state);
-        let run = self.0;
-        let carried = Carried::capture(start.context.as_ref());
-        let handle = runtime.spawn(carried.scope(run_spawned(run, command, slot)));
-        Ok(AsyncRunning::OnPool {
-            handle: AbortOnDrop(handle),
-        })
+        let handle = spawn_on_pool(self.0, &start, pool)?;
+        Ok(AsyncRunning::OnPool { handle })
     }
+}
+
+/// Spawns an async run on `pool`'s own runtime, with the caller's request context and span:
+/// admitted by a pool slot it holds until the task ends, or refused. The task is aborted when
+/// the returned handle drops.
+pub(crate) fn spawn_on_pool<Fut, T, E>(
+    run: Fut,
+    start: &Start<'_>,
+    pool: &ThreadPool,
+) -> Result<AbortOnDrop<Ran<T, E>>, Rejection>
+where
+    Fut: Future<Output = Result<T, E>> + Send + 'static,
+    T: Send + 'static,
+    E: Send + 'static,
+{
+    let slot = pool.admit_async()?;
+    let runtime = pool.runtime().map_err(|err| {
+        tracing::error!(pool = %pool.key(), error = %err, "hystrix: pool runtime did not start");
+        Rejection::Shutdown
+    })?;
+    let command = Arc::clone(start.state);
+    let carried = Carried::capture(start.context.as_ref());
+    let handle = runtime.spawn(carried.scope(run_spawned(run, command, slot)));
+    Ok(AbortOnDrop(handle))
 }
 
 /// The task an async run becomes on its pool's runtime.

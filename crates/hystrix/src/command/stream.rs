@@ -1,0 +1,942 @@
+//! Stream commands (Hystrix's `HystrixObservableCommand`): a run that is a
+//! `Stream<Item = Result<T, E>>`, delivering many values, with a fallback that is a stream too.
+//!
+//! The execution takes the pipeline's steps (SPEC §3.2) with the shared helpers of
+//! [`pipeline`](super::pipeline); only what differs for a stream lives here:
+//!
+//! - each value of the run is an EMIT (counted) and is delivered at once; the run's normal end
+//!   is the SUCCESS (the breaker hears of it then);
+//! - values delivered before an error stay delivered; the error is classified, and a FAILURE
+//!   (or a panic, TIMEOUT, short-circuit, rejection) is followed by the fallback stream's values,
+//!   each a FALLBACK_EMIT, then FALLBACK_SUCCESS at its end; a failed, missing or rejected
+//!   fallback ends the stream with one final `Err` item;
+//! - the timeout bounds the time to the first value (SPEC §3.6, Part A 20); an optional idle
+//!   timeout bounds each gap after it;
+//! - the execution permit is held until the run stream ends (or times out), the fallback permit
+//!   while the fallback stream runs.
+//!
+//! | mode | starts | dropping it |
+//! |---|---|---|
+//! | [`to_observable`](StreamExecution::to_observable) | at first poll (cold) | cancels |
+//! | [`observe`](StreamExecution::observe) | now, on the registry's executor (hot) | detaches |
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::fmt;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use futures_core::Stream;
+use parking_lot::Mutex;
+use pin_project_lite::pin_project;
+
+use crate::clock::Sleep;
+use crate::command::execution::NoFallback;
+use crate::command::future::{StateRef, release_permits};
+use crate::command::pipeline::{
+    CallOptions, Decision, FallbackEnd, FallbackStart, Recorder, RunEnd, caught, check_breaker,
+    check_options, decide, fallback_done, pool_rejected, start_fallback, take_permit, timeout_ms,
+};
+use crate::command::run::sealed::Sealed;
+use crate::command::run::{AbortOnDrop, Ran, Start, spawn_on_pool};
+use crate::command::{Classify, Command, ExecutionResult};
+use crate::config::IsolationStrategy;
+use crate::context::{Carried, RequestContext};
+use crate::error::{BoxError, Cause, Detail, FailureType, HystrixError};
+use crate::event::EventType;
+use crate::isolation::thread_pool::{Rejection, ThreadPool};
+use crate::key::CommandKey;
+use crate::registry::CommandState;
+
+/// One execution of a stream command: a run stream plus per-call options, consumed by
+/// [`to_observable`](StreamExecution::to_observable) or [`observe`](StreamExecution::observe)
+/// (the two modes Hystrix's `HystrixObservableCommand` offers; SPEC Part A 20). Made by
+/// [`Command::run_stream`].
+#[must_use = "a stream execution does nothing until consumed by to_observable() or observe()"]
+pub struct StreamExecution<'c, C, S, FB> {
+    command: &'c Command<C>,
+    run: S,
+    fallback: FB,
+    options: CallOptions,
+    idle_timeout_ms: Option<u64>,
+}
+
+impl<C, S, FB> fmt::Debug for StreamExecution<'_, C, S, FB> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StreamExecution")
+            .field("command", &self.command.key())
+            .field("options", &self.options)
+            .field("idle_timeout_ms", &self.idle_timeout_ms)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A fallback usable by a stream execution: none ([`NoFallback`]), or a
+/// [`FallbackStreamFn`].
+pub trait StreamFallback<T, E>: Sealed {
+    /// The fallback stream's error type.
+    #[doc(hidden)]
+    type Error: Into<BoxError>;
+    /// The stream it returns.
+    #[doc(hidden)]
+    type Stream: Stream<Item = Result<T, Self::Error>>;
+    /// Whether a fallback was given (if not: FALLBACK_MISSING without taking a permit).
+    #[doc(hidden)]
+    fn is_present(&self) -> bool;
+    /// Starts it; `None` means "no fallback" (FALLBACK_MISSING).
+    #[doc(hidden)]
+    fn call(self, error: &HystrixError<E>) -> Option<Self::Stream>;
+}
+
+/// A stream fallback, `FnOnce(&HystrixError<E>) -> FS` (see
+/// [`StreamExecution::fallback_stream`]).
+pub struct FallbackStreamFn<F, FS> {
+    f: F,
+    _stream: PhantomData<fn() -> FS>,
+}
+
+/// The stream of a missing fallback: never started (FALLBACK_MISSING comes first).
+#[doc(hidden)]
+pub struct NoFallbackStream<T>(PhantomData<fn() -> T>);
+
+impl<T> Stream for NoFallbackStream<T> {
+    type Item = Result<T, BoxError>;
+
+    fn poll_next(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        Poll::Ready(None)
+    }
+}
+
+impl<T, E> StreamFallback<T, E> for NoFallback {
+    type Error = BoxError;
+    type Stream = NoFallbackStream<T>;
+    fn is_present(&self) -> bool {
+        false
+    }
+    fn call(self, _error: &HystrixError<E>) -> Option<Self::Stream> {
+        None
+    }
+}
+
+impl<F, FS> Sealed for FallbackStreamFn<F, FS> {}
+impl<F, FS, T, E, FE> StreamFallback<T, E> for FallbackStreamFn<F, FS>
+where
+    F: FnOnce(&HystrixError<E>) -> FS,
+    FS: Stream<Item = Result<T, FE>>,
+    FE: Into<BoxError>,
+{
+    type Error = FE;
+    type Stream = FS;
+    fn is_present(&self) -> bool {
+        true
+    }
+    fn call(self, error: &HystrixError<E>) -> Option<FS> {
+        Some((self.f)(error))
+    }
+}
+
+impl<'c, C, S> StreamExecution<'c, C, S, NoFallback> {
+    pub(crate) fn new(command: &'c Command<C>, run: S) -> Self {
+        StreamExecution {
+            command,
+            run,
+            fallback: NoFallback,
+            options: CallOptions::default(),
+            idle_timeout_ms: None,
+        }
+    }
+
+    /// The fallback stream for this call (Hystrix's `resumeWithFallback()`): started with the
+    /// error when the run fails, panics, times out, is short-circuited or rejected, after the
+    /// values the run delivered. Each of its values is a FALLBACK_EMIT, its end
+    /// FALLBACK_SUCCESS; its error or panic is FALLBACK_FAILURE and ends the stream with one
+    /// `Err` that keeps both errors. It holds a permit of `fallback.isolation.semaphore.
+    /// maxConcurrentRequests` while it runs, and is skipped when `fallback.enabled` is false.
+    /// Not used for bad requests and ignored errors. The closure sees the error synchronously;
+    /// the stream it returns must not borrow it.
+    pub fn fallback_stream<F, FS, T, E, FE>(
+        self,
+        fallback: F,
+    ) -> StreamExecution<'c, C, S, FallbackStreamFn<F, FS>>
+    where
+        S: Stream<Item = Result<T, E>>,
+        F: FnOnce(&HystrixError<E>) -> FS,
+        FS: Stream<Item = Result<T, FE>>,
+        FE: Into<BoxError>,
+    {
+        StreamExecution {
+            command: self.command,
+            run: self.run,
+            fallback: FallbackStreamFn {
+                f: fallback,
+                _stream: PhantomData,
+            },
+            options: self.options,
+            idle_timeout_ms: self.idle_timeout_ms,
+        }
+    }
+}
+
+impl<C, S, FB> StreamExecution<'_, C, S, FB> {
+    /// Overrides, for this call only, the time the run has to deliver its FIRST value (or to
+    /// end), instead of `execution.isolation.thread.timeoutInMilliseconds`; rounded up to whole
+    /// milliseconds, zero is refused when executed. As in Hystrix's observable commands, a run
+    /// that delivered a value is never timed out by it (see
+    /// [`idle_timeout`](StreamExecution::idle_timeout) for that). `execution.timeout.enabled =
+    /// false` still turns it off.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.options.timeout_ms = Some(crate::config::ceil_millis(timeout));
+        self
+    }
+
+    /// The longest gap allowed between two values of the run after the first one (and between
+    /// the last value and the run's end), rounded up to whole milliseconds; zero is refused when
+    /// executed. A longer gap is a TIMEOUT: the run stream is dropped, the values before stay
+    /// delivered, and the fallback follows. Off by default (SPEC Part A 20; Hystrix has none).
+    /// Not affected by `execution.timeout.enabled`.
+    pub fn idle_timeout(mut self, idle: Duration) -> Self {
+        self.idle_timeout_ms = Some(crate::config::ceil_millis(idle));
+        self
+    }
+
+    /// Goes through the keyed breaker of `key` instead of the command's own; see
+    /// [`Execution::breaker_key`](crate::Execution::breaker_key).
+    pub fn breaker_key(mut self, key: impl Into<Arc<str>>) -> Self {
+        self.options = std::mem::take(&mut self.options).with_breaker_key(Some(key.into()));
+        self
+    }
+
+    /// What to journal if this call is short-circuited; see
+    /// [`Execution::journal`](crate::Execution::journal).
+    pub fn journal(mut self, description: impl Into<String>) -> Self {
+        self.options = std::mem::take(&mut self.options).with_journal(description.into());
+        self
+    }
+}
+
+impl<'c, C, S, FB, T, E> StreamExecution<'c, C, S, FB>
+where
+    S: Stream<Item = Result<T, E>> + Send + 'static,
+    T: Send + 'static,
+    E: Send + 'static,
+    FB: StreamFallback<T, E>,
+    C: Classify<E>,
+{
+    /// The cold stream of this execution (Hystrix's `toObservable()`): nothing happens until
+    /// it is first polled. It yields the run's values, then, after a failure, the fallback's
+    /// values, or one final `Err`; then it ends.
+    ///
+    /// SEMAPHORE isolation (the default for stream commands, SPEC Part A 18): the run stream is
+    /// polled inside this stream. THREAD isolation: the run stream is spawned on the pool's own
+    /// runtime (admitted by a pool slot, held until it ends, or THREAD_POOL_REJECTED) and its
+    /// values are passed here as they come.
+    ///
+    /// # Cancel safety
+    /// Dropping it before its end drops the run (or fallback) stream, releases every permit and
+    /// pool slot, and, if it had been polled, records CANCELLED. A half-open trial that
+    /// delivered at least one value and no error counts as a success (SPEC Part A 30).
+    pub fn to_observable(self) -> ExecutionStream<'c, &'c C, S, FB, FB::Stream, T, E> {
+        ExecutionStream::new(
+            StateRef::Borrowed(self.command.state_arc()),
+            self.command.classifier(),
+            self.run,
+            self.fallback,
+            self.options,
+            self.idle_timeout_ms,
+        )
+    }
+}
+
+impl<C, S, FB, T, E> StreamExecution<'_, C, S, FB>
+where
+    S: Stream<Item = Result<T, E>> + Send + 'static,
+    T: Send + 'static,
+    E: Send + 'static,
+    FB: StreamFallback<T, E> + Send + 'static,
+    FB::Stream: Send + 'static,
+    C: Classify<E> + Clone + Send + Sync + 'static,
+{
+    /// Starts the execution now and returns the stream of its items (Hystrix's `observe()`):
+    /// the first steps (breaker, permit, the values ready at once, a short-circuit or rejection
+    /// and its fallback) are taken on this thread; the rest is driven on the registry's
+    /// executor, with the caller's request context and span. Items wait in an unbounded buffer
+    /// for the one subscriber, as Hystrix's replaying `observe()`.
+    ///
+    /// Dropping the returned stream detaches it: the execution goes on and is counted, its
+    /// items are discarded. Use [`cancel`](ObservedStream::cancel) to stop it.
+    pub fn observe(self) -> ObservedStream<T, E> {
+        let state = Arc::clone(self.command.state_arc());
+        let stream = ExecutionStream::new(
+            StateRef::Owned(Arc::clone(&state)),
+            self.command.classifier().clone(),
+            self.run,
+            self.fallback,
+            self.options,
+            self.idle_timeout_ms,
+        );
+        ObservedStream::start(&state, stream)
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// The run stream in progress
+
+/// An unbounded single-consumer queue of items that ends once closed: carries a pool-driven
+/// run's values to its execution, and an `observe()`d execution's items to its subscriber.
+struct Feed<I> {
+    state: Mutex<FeedState<I>>,
+}
+
+struct FeedState<I> {
+    items: VecDeque<I>,
+    closed: bool,
+    /// Items pushed from now on are dropped (the subscriber is gone).
+    discard: bool,
+    waker: Option<Waker>,
+}
+
+impl<I> Feed<I> {
+    fn new() -> Self {
+        Feed {
+            state: Mutex::new(FeedState {
+                items: VecDeque::new(),
+                closed: false,
+                discard: false,
+                waker: None,
+            }),
+        }
+    }
+
+    /// Adds an item (unless closed or discarding) and wakes the consumer.
+    fn push(&self, item: I) {
+        let mut state = self.state.lock();
+        if state.closed || state.discard {
+            return;
+        }
+        state.items.push_back(item);
+        let waker = state.waker.take();
+        drop(state);
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    /// Ends the feed after `last` (if any) unless it has ended; returns whether it ended now.
+    fn close(&self, last: Option<I>) -> bool {
+        let mut state = self.state.lock();
+        if state.closed {
+            return false;
+        }
+        if let Some(last) = last
+            && !state.discard
+        {
+            state.items.push_back(last);
+        }
+        state.closed = true;
+        let waker = state.waker.take();
+        drop(state);
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+        true
+    }
+
+    fn is_closed(&self) -> bool {
+        self.state.lock().closed
+    }
+
+    /// The consumer left: drops what is buffered and what comes later.
+    fn discard(&self) {
+        let mut state = self.state.lock();
+        state.discard = true;
+        state.items.clear();
+    }
+
+    fn poll_next(&self, cx: &mut Context<'_>) -> Poll<Option<I>> {
+        let mut state = self.state.lock();
+        if let Some(item) = state.items.pop_front() {
+            return Poll::Ready(Some(item));
+        }
+        if state.closed {
+            return Poll::Ready(None);
+        }
+        state.waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+pin_project! {
+    /// A run stream in progress: polled in place, or a task on its pool's runtime.
+    #[project = RunningProj]
+    enum Running<S, T, E> {
+        /// SEMAPHORE: polled in the execution's own poll.
+        Here { #[pin] stream: S },
+        /// THREAD: a task on the pool's runtime pushes the values here; aborted when dropped.
+        OnPool { feed: Arc<Feed<Ran<T, E>>>, _task: AbortOnDrop<Ran<(), Infallible>> },
+    }
+}
+
+impl<S, T, E> Running<S, T, E>
+where
+    S: Stream<Item = Result<T, E>>,
+{
+    /// The run's next step: a value or error (`Ok`), a panic (`Err`), or its end (`None`).
+    fn poll_step(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Ran<T, E>>> {
+        match self.project() {
+            RunningProj::Here { stream } => caught(|| stream.poll_next(cx)).map(Result::transpose),
+            RunningProj::OnPool { feed, .. } => feed.poll_next(cx),
+        }
+    }
+}
+
+/// THREAD isolation: spawns the run stream on `pool`'s runtime, admitted by a pool slot held
+/// until it ends, or refused.
+fn start_on_pool<S, T, E>(
+    run: S,
+    state: &Arc<CommandState>,
+    pool: &ThreadPool,
+) -> Result<Running<S, T, E>, Rejection>
+where
+    S: Stream<Item = Result<T, E>> + Send + 'static,
+    T: Send + 'static,
+    E: Send + 'static,
+{
+    let feed = Arc::new(Feed::new());
+    let start = Start {
+        state,
+        deadline_ms: None,
+        interrupt_on_timeout: false,
+        context: RequestContext::current_if_any(),
+    };
+    let task = spawn_on_pool(pump_on_pool(run, Arc::clone(&feed)), &start, pool)?;
+    Ok(Running::OnPool { feed, _task: task })
+}
+
+/// The task a THREAD-isolated run stream becomes: its steps go to `feed` until its end, error
+/// or panic.
+async fn pump_on_pool<S, T, E>(run: S, feed: Arc<Feed<Ran<T, E>>>) -> Result<(), Infallible>
+where
+    S: Stream<Item = Result<T, E>>,
+{
+    /// Ends the feed if the task stops early (aborted, or its runtime shut down).
+    struct CloseOnDrop<'a, I>(&'a Feed<Result<I, String>>);
+    impl<I> Drop for CloseOnDrop<'_, I> {
+        fn drop(&mut self) {
+            self.0
+                .close(Some(Err("the run stream's task ended early".to_owned())));
+        }
+    }
+    let _close = CloseOnDrop(&feed);
+    let mut run = std::pin::pin!(run);
+    loop {
+        let step = std::future::poll_fn(|cx| caught(|| run.as_mut().poll_next(cx))).await;
+        match step.transpose() {
+            Some(Ok(Ok(value))) => feed.push(Ok(Ok(value))),
+            Some(last) => {
+                feed.close(Some(last));
+                return Ok(());
+            }
+            None => {
+                feed.close(None);
+                return Ok(());
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// The execution stream
+
+pin_project! {
+    /// Where a stream execution is.
+    #[project = PhaseProj]
+    #[project_replace = PhaseOwned]
+    enum Phase<S, FB, FS, T, E> {
+        /// Not polled yet: nothing has happened.
+        Start { run: S, fallback: FB },
+        /// The run stream is delivering, raced against its deadline.
+        Running {
+            #[pin]
+            running: Running<S, T, E>,
+            sleep: Option<Sleep>,
+            // The first value's deadline, then (with an idle timeout) the next value's.
+            deadline_ms: Option<u64>,
+            // The timeout that deadline enforces, in ms (for the error).
+            limit_ms: u64,
+            fallback: FB,
+        },
+        /// The fallback stream is delivering.
+        Fallback {
+            #[pin]
+            stream: FS,
+            error: HystrixError<E>,
+        },
+        /// The execution ended (its last item was returned).
+        Done,
+    }
+}
+
+pin_project! {
+    /// The cold stream of a stream execution: what
+    /// [`StreamExecution::to_observable`] returns (Hystrix's `toObservable()` of a
+    /// `HystrixObservableCommand`). Yields `Ok` values of the run, then, after a failure, the
+    /// fallback's values or one final `Err`, then ends; [`execution_result`] is there from
+    /// its end.
+    ///
+    /// # Cancel safety
+    /// Dropping it before its end drops the run (or fallback) stream, releases its permits and
+    /// pool slot, and, if it had been polled, records CANCELLED.
+    ///
+    /// [`execution_result`]: ExecutionStream::execution_result
+    #[must_use = "streams do nothing unless polled"]
+    pub struct ExecutionStream<'c, K, S, FB, FS, T, E> {
+        #[pin]
+        phase: Phase<S, FB, FS, T, E>,
+        state: StateRef<'c>,
+        classifier: K,
+        options: CallOptions,
+        idle_timeout_ms: Option<u64>,
+        recorder: Recorder,
+        // Permits are released by hand (the stream would otherwise borrow from itself).
+        holds_permit: bool,
+        holds_fallback_permit: bool,
+        // The run delivered a value.
+        emitted: bool,
+        result: Option<ExecutionResult>,
+    }
+
+    impl<'c, K, S, FB, FS, T, E> PinnedDrop for ExecutionStream<'c, K, S, FB, FS, T, E> {
+        fn drop(this: Pin<&mut Self>) {
+            this.stop();
+        }
+    }
+}
+
+impl<K, S, FB, FS, T, E> fmt::Debug for ExecutionStream<'_, K, S, FB, FS, T, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExecutionStream")
+            .field("command", &self.state.key)
+            .field("result", &self.result)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'c, K, S, FB, FS, T, E> ExecutionStream<'c, K, S, FB, FS, T, E> {
+    fn new(
+        state: StateRef<'c>,
+        classifier: K,
+        run: S,
+        fallback: FB,
+        options: CallOptions,
+        idle_timeout_ms: Option<u64>,
+    ) -> Self {
+        ExecutionStream {
+            phase: Phase::Start { run, fallback },
+            state,
+            classifier,
+            options,
+            idle_timeout_ms,
+            recorder: Recorder::idle(),
+            holds_permit: false,
+            holds_fallback_permit: false,
+            emitted: false,
+            result: None,
+        }
+    }
+
+    /// The events and times of the execution (e.g. `[EMITx3, SUCCESS]`), once it has ended
+    /// (the stream returned `None`, or was cancelled); `None` before.
+    pub fn execution_result(&self) -> Option<ExecutionResult> {
+        self.result
+    }
+
+    /// Stops an unfinished execution: drops its run or fallback stream, frees its permits and
+    /// records CANCELLED; returns what was recorded (`None` if it had ended or never started).
+    fn stop(self: Pin<&mut Self>) -> Option<ExecutionResult> {
+        let mut this = self.project();
+        if this.recorder.is_settled() && !*this.holds_permit && !*this.holds_fallback_permit {
+            return None;
+        }
+        let state: &CommandState = this.state;
+        // A half-open trial that delivered values and no error counts as a success (SPEC
+        // Part A 30); any other unfinished execution says nothing to the breaker.
+        if *this.emitted
+            && matches!(this.phase.as_mut().project(), PhaseProj::Running { .. })
+            && this.recorder.trial_generation().is_some()
+        {
+            this.recorder
+                .settle_success(state, state.env.clock.now_ms());
+        }
+        // The run or fallback goes first, so its permit is free before CANCELLED is seen.
+        this.phase.set(Phase::Done);
+        release_permits(state, this.holds_permit, this.holds_fallback_permit);
+        let result = this.recorder.cancel(state);
+        *this.result = result.or(*this.result);
+        result
+    }
+}
+
+/// Reports the execution's end (once) and turns its response into the stream's last step: an
+/// `Err` item, or the end.
+fn finish<T, E>(
+    state: &CommandState,
+    rec: &mut Recorder,
+    result: &mut Option<ExecutionResult>,
+    now_ms: u64,
+    response: Result<(), HystrixError<E>>,
+) -> Poll<Option<Result<T, HystrixError<E>>>> {
+    let outcome = rec.finish(state, now_ms, response);
+    *result = Some(outcome.result);
+    Poll::Ready(outcome.response.err().map(Err))
+}
+
+impl<K, S, FB, FS, T, E> Stream for ExecutionStream<'_, K, S, FB, FS, T, E>
+where
+    S: Stream<Item = Result<T, E>> + Send + 'static,
+    T: Send + 'static,
+    E: Send + 'static,
+    FB: StreamFallback<T, E, Stream = FS>,
+    FS: Stream<Item = Result<T, FB::Error>>,
+    K: Classify<E>,
+{
+    type Item = Result<T, HystrixError<E>>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let mut this = self.project();
+        let state: &Arc<CommandState> = this.state;
+        let rec = &mut *this.recorder;
+        loop {
+            // Each arm either returns, or hands a failure and the fallback to the code below.
+            let (error, fallback) = match this.phase.as_mut().project() {
+                PhaseProj::Start { .. } => {
+                    let PhaseOwned::Start { run, fallback } =
+                        this.phase.as_mut().project_replace(Phase::Done)
+                    else {
+                        unreachable!("matched Start above")
+                    };
+                    let props = state.properties.hot().load();
+                    // SEMAPHORE unless THREAD is chosen explicitly (SPEC Part A 18).
+                    let isolation = props.isolation().unwrap_or(IsolationStrategy::Semaphore);
+                    rec.begin(state, isolation);
+                    let checked = check_options(state, this.options)
+                        .and_then(|()| check_idle_timeout(state, *this.idle_timeout_ms));
+                    if let Err(err) = checked {
+                        let now = rec.start_ms;
+                        return finish(state, rec, this.result, now, Err(err));
+                    }
+                    if let Err(err) = check_breaker(state, &props, rec, this.options) {
+                        (err, fallback)
+                    } else {
+                        let timeout_ms = timeout_ms(&props, this.options);
+                        let started = match isolation {
+                            IsolationStrategy::Semaphore => {
+                                take_permit(state, &props, rec).map(|()| {
+                                    *this.holds_permit = true;
+                                    Running::Here { stream: run }
+                                })
+                            }
+                            IsolationStrategy::Thread => state
+                                .thread_pool()
+                                .and_then(|pool| start_on_pool(run, state, pool))
+                                .map_err(|rejection| pool_rejected(state, rec, rejection)),
+                        };
+                        match started {
+                            Err(err) => (err, fallback),
+                            Ok(running) => {
+                                rec.run_started();
+                                this.phase.set(Phase::Running {
+                                    running,
+                                    sleep: None,
+                                    deadline_ms: timeout_ms
+                                        .map(|ms| rec.start_ms.saturating_add(ms)),
+                                    limit_ms: timeout_ms.unwrap_or_default(),
+                                    fallback,
+                                });
+                                continue;
+                            }
+                        }
+                    }
+                }
+                PhaseProj::Running {
+                    mut running,
+                    sleep,
+                    deadline_ms,
+                    limit_ms,
+                    ..
+                } => {
+                    let step = match running.as_mut().poll_step(cx) {
+                        Poll::Ready(step) => Some(step),
+                        Poll::Pending => {
+                            if Sleep::poll_deadline(sleep, &state.env.clock, *deadline_ms, cx)
+                                .is_pending()
+                            {
+                                return Poll::Pending;
+                            }
+                            None
+                        }
+                    };
+                    let now = state.env.clock.now_ms();
+                    let ended = match step {
+                        // A step at or past the deadline comes too late (SPEC Part A 12).
+                        None => RunEnd::TimedOut,
+                        Some(_) if deadline_ms.is_some_and(|deadline| now >= deadline) => {
+                            RunEnd::TimedOut
+                        }
+                        Some(Some(Ok(Ok(value)))) => {
+                            rec.event(state, EventType::Emit);
+                            *this.emitted = true;
+                            // The first value ends the timeout (SPEC §3.6); the idle timeout,
+                            // if any, bounds the gap to the next step.
+                            *deadline_ms = this.idle_timeout_ms.map(|ms| now.saturating_add(ms));
+                            *limit_ms = this.idle_timeout_ms.unwrap_or_default();
+                            *sleep = None;
+                            return Poll::Ready(Some(Ok(value)));
+                        }
+                        Some(None) => RunEnd::Returned(Ok(())),
+                        Some(Some(Ok(Err(error)))) => RunEnd::Returned(Err(error)),
+                        Some(Some(Err(message))) => RunEnd::Panicked(message),
+                    };
+                    // Drops the run stream and its timer now, before any fallback.
+                    let PhaseOwned::Running {
+                        limit_ms, fallback, ..
+                    } = this.phase.as_mut().project_replace(Phase::Done)
+                    else {
+                        unreachable!("matched Running above")
+                    };
+                    rec.run_ended(now);
+                    release_permits(state, this.holds_permit, &mut false);
+                    match decide(state, rec, &*this.classifier, ended, Some(limit_ms), now) {
+                        Decision::Value(()) => {
+                            return finish(state, rec, this.result, now, Ok(()));
+                        }
+                        Decision::Error(err) => {
+                            return finish(state, rec, this.result, now, Err(err));
+                        }
+                        Decision::Fallback(err) => (err, fallback),
+                    }
+                }
+                PhaseProj::Fallback { stream, .. } => {
+                    let end = match caught(|| stream.poll_next(cx)) {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(Ok(Some(Ok(value)))) => {
+                            rec.event(state, EventType::FallbackEmit);
+                            return Poll::Ready(Some(Ok(value)));
+                        }
+                        Poll::Ready(Ok(None)) => FallbackEnd::Value(()),
+                        Poll::Ready(Ok(Some(Err(error)))) => FallbackEnd::Failed(error.into()),
+                        Poll::Ready(Err(message)) => FallbackEnd::Panicked(message),
+                    };
+                    let PhaseOwned::Fallback { error, .. } =
+                        this.phase.as_mut().project_replace(Phase::Done)
+                    else {
+                        unreachable!("matched Fallback above")
+                    };
+                    release_permits(state, &mut false, this.holds_fallback_permit);
+                    let response = fallback_done(state, rec, error, end);
+                    return finish(state, rec, this.result, state.env.clock.now_ms(), response);
+                }
+                PhaseProj::Done => return Poll::Ready(None),
+            };
+
+            let present = fallback.is_present();
+            match start_fallback(state, rec, error, present, |error| fallback.call(error)) {
+                FallbackStart::Started(stream, error) => {
+                    *this.holds_fallback_permit = true;
+                    this.phase.set(Phase::Fallback { stream, error });
+                }
+                FallbackStart::Ended(response) => {
+                    let now = state.env.clock.now_ms();
+                    return finish(state, rec, this.result, now, response);
+                }
+            }
+        }
+    }
+}
+
+/// An idle timeout of 0 ms could never be met: refused, as a per-call timeout of 0 ms.
+fn check_idle_timeout<E>(
+    state: &CommandState,
+    idle_ms: Option<u64>,
+) -> Result<(), HystrixError<E>> {
+    if idle_ms == Some(0) {
+        return Err(HystrixError::misuse(
+            state.key.clone(),
+            "was given an idle timeout of 0 ms; use at least 1 ms, or none",
+        ));
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------------------------
+// observe(): the hot stream
+
+/// What an `observe()`d execution shares with its subscriber.
+struct Hot<T, E> {
+    feed: Feed<Result<T, HystrixError<E>>>,
+    result: Mutex<Option<ExecutionResult>>,
+    /// `cancel()` was called (a cancellation is then the caller's, not the executor's).
+    cancelled_by_caller: AtomicBool,
+}
+
+/// An execution stream that owns its command state, pinned on the heap (for `observe()`).
+type OwnedStream<K, S, FB, FS, T, E> = Pin<Box<ExecutionStream<'static, K, S, FB, FS, T, E>>>;
+
+/// Drives an `observe()`d execution into its [`Hot`] buffer; if dropped before the end
+/// (cancelled, or dropped by an executor shutting down), stops the execution (CANCELLED) and
+/// ends the buffer with a [`FailureType::Cancelled`] error: nothing started is lost.
+struct HotPump<K, S, FB, FS, T, E> {
+    stream: OwnedStream<K, S, FB, FS, T, E>,
+    hot: Arc<Hot<T, E>>,
+    key: CommandKey,
+}
+
+impl<K, S, FB, FS, T, E> HotPump<K, S, FB, FS, T, E>
+where
+    ExecutionStream<'static, K, S, FB, FS, T, E>: Stream<Item = Result<T, HystrixError<E>>>,
+{
+    fn poll_pump(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            match self.stream.as_mut().poll_next(cx) {
+                Poll::Ready(Some(item)) => self.hot.feed.push(item),
+                Poll::Ready(None) => {
+                    *self.hot.result.lock() = self.stream.execution_result();
+                    self.hot.feed.close(None);
+                    return Poll::Ready(());
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+}
+
+impl<K, S, FB, FS, T, E> Drop for HotPump<K, S, FB, FS, T, E> {
+    fn drop(&mut self) {
+        if self.hot.feed.is_closed() {
+            return;
+        }
+        let recorded = self.stream.as_mut().stop();
+        let reason = if self.hot.cancelled_by_caller.load(Ordering::Acquire) {
+            "was cancelled"
+        } else {
+            "was cancelled: the registry's executor stopped before it ended (the registry was \
+             shut down, or the runtime given as its executor is gone)"
+        };
+        *self.hot.result.lock() = recorded;
+        let error = HystrixError::new(FailureType::Cancelled, self.key.clone(), Cause::None)
+            .with_detail(Detail::Message(reason.into()));
+        self.hot.feed.close(Some(Err(error)));
+    }
+}
+
+/// The hot stream of a stream execution: what [`StreamExecution::observe`] returns (Hystrix's
+/// `observe()` of a `HystrixObservableCommand`). The execution started when it was made and
+/// runs on the registry's executor; this stream yields its buffered items in order: the run's
+/// values, then the fallback's values or one final `Err`, then ends.
+///
+/// Dropping it detaches, like a `JoinHandle`: the execution goes on and is counted, its items
+/// are discarded. [`cancel`](ObservedStream::cancel) stops it.
+#[must_use = "dropping the stream detaches it; the execution goes on without anyone to answer"]
+pub struct ObservedStream<T, E> {
+    hot: Arc<Hot<T, E>>,
+    task: Option<tokio::task::AbortHandle>,
+}
+
+impl<T, E> fmt::Debug for ObservedStream<T, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ObservedStream")
+            .field("ended", &self.hot.feed.is_closed())
+            .field("result", &self.execution_result())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T, E> ObservedStream<T, E>
+where
+    T: Send + 'static,
+    E: Send + 'static,
+{
+    /// Takes the execution's first steps on this thread (inside the executor's runtime, so
+    /// what the run registers belongs to the runtime that goes on driving it); what is left
+    /// runs on the registry's executor.
+    fn start<K, S, FB, FS>(
+        state: &Arc<CommandState>,
+        stream: ExecutionStream<'static, K, S, FB, FS, T, E>,
+    ) -> Self
+    where
+        ExecutionStream<'static, K, S, FB, FS, T, E>:
+            Stream<Item = Result<T, HystrixError<E>>> + Send + 'static,
+    {
+        let hot = Arc::new(Hot {
+            feed: Feed::new(),
+            result: Mutex::new(None),
+            cancelled_by_caller: AtomicBool::new(false),
+        });
+        let mut pump = HotPump {
+            stream: Box::pin(stream),
+            hot: Arc::clone(&hot),
+            key: state.key.clone(),
+        };
+        let executor = state.env.executor();
+        let entered = executor.as_ref().map(tokio::runtime::Handle::enter);
+        let first = pump.poll_pump(&mut Context::from_waker(Waker::noop()));
+        drop(entered);
+        let task = match first {
+            Poll::Ready(()) => None,
+            Poll::Pending => {
+                let in_flight = state.env.eager_started();
+                // The caller's request context and span go on with the execution.
+                let carried = Carried::capture(RequestContext::current_if_any().as_ref());
+                let task = carried.scope(async move {
+                    std::future::poll_fn(|cx| pump.poll_pump(cx)).await;
+                    drop(pump);
+                    drop(in_flight);
+                });
+                // Without an executor the task is dropped here: the pump records CANCELLED.
+                executor.map(|handle| handle.spawn(task).abort_handle())
+            }
+        };
+        ObservedStream { hot, task }
+    }
+}
+
+impl<T, E> ObservedStream<T, E> {
+    /// Cancels the execution if it has not ended (an unsubscribe in Hystrix): its run or
+    /// fallback stream is dropped, which records CANCELLED and frees its permits and pool
+    /// slot; after the items already buffered, the stream yields one
+    /// [`FailureType::Cancelled`] error and ends. Returns whether there was anything to cancel.
+    pub fn cancel(&self) -> bool {
+        match &self.task {
+            Some(task) if !self.hot.feed.is_closed() => {
+                self.hot.cancelled_by_caller.store(true, Ordering::Release);
+                task.abort();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The events and times of the execution (e.g. `[EMITx2, FAILURE, FALLBACK_EMITx2,
+    /// FALLBACK_SUCCESS]`), once it has ended (items may still be buffered); `None` before.
+    pub fn execution_result(&self) -> Option<ExecutionResult> {
+        *self.hot.result.lock()
+    }
+}
+
+impl<T, E> Stream for ObservedStream<T, E> {
+    type Item = Result<T, HystrixError<E>>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.hot.feed.poll_next(cx)
+    }
+}
+
+impl<T, E> Drop for ObservedStream<T, E> {
+    fn drop(&mut self) {
+        // Detached: the execution goes on, nobody reads its items.
+        self.hot.feed.discard();
+    }
+}
