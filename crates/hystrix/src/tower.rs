@@ -60,7 +60,6 @@ use crate::command::{
 };
 use crate::error::{BoxError, HystrixError};
 use crate::key::CommandKey;
-use crate::registry::CommandState;
 
 /// Middleware that runs every call of the wrapped service as an execution of a command.
 ///
@@ -480,7 +479,7 @@ where
 
     fn call(&mut self, request: Req) -> Self::Future {
         match self.start(request) {
-            Ok((_, execution)) => ResponseFuture {
+            Ok(execution) => ResponseFuture {
                 state: ResponseState::Running {
                     execution: OutcomeResponse::new(execution),
                 },
@@ -497,19 +496,13 @@ type CallExecution<S, Req, C, FB> =
     ExecuteAsyncOutcome<'static, C, Async<ServiceCall<S, Req, <S as Service<Req>>::Future>>, FB>;
 
 impl<S, Src, FB> HystrixService<S, Src, FB> {
-    /// The execution of the call of `request` (cold) and its command's state; the misuse error
-    /// if no command could be made for the request's key.
-    #[allow(clippy::type_complexity)]
+    /// The execution of the call of `request` (cold); the misuse error if no command could be
+    /// made for the request's key.
+    #[inline]
     fn start<Req>(
         &mut self,
         request: Req,
-    ) -> Result<
-        (
-            Arc<CommandState>,
-            CallExecution<S, Req, Src::Classifier, FB::Call>,
-        ),
-        HystrixError<S::Error>,
-    >
+    ) -> Result<CallExecution<S, Req, Src::Classifier, FB::Call>, HystrixError<S::Error>>
     where
         S: Service<Req> + Clone + Send + 'static,
         S::Future: Send + 'static,
@@ -531,14 +524,13 @@ impl<S, Src, FB> HystrixService<S, Src, FB> {
         // pattern for services that call their inner service from their future).
         let run = Async(ServiceCall::new(self.inner.clone(), request));
         let (state, classifier) = command.into_parts();
-        let execution = ExecutionFuture::new(
-            StateRef::Owned(Arc::clone(&state)),
+        Ok(ExecutionFuture::new(
+            StateRef::Owned(state),
             classifier,
             run,
             fallback,
             options,
-        );
-        Ok((state, execution))
+        ))
     }
 }
 
@@ -627,9 +619,13 @@ where
     fn call(&mut self, request: Req) -> Self::Future {
         let cache_key = (self.key_fn)(&request);
         match self.service.start(request) {
-            Ok((state, execution)) => ResponseFuture {
+            Ok(execution) => ResponseFuture {
                 state: ResponseState::Running {
-                    execution: CachedResponse::new(CachedFuture::new(state, cache_key, execution)),
+                    execution: CachedResponse::new(CachedFuture::new(
+                        Arc::clone(execution.command_state()),
+                        cache_key,
+                        execution,
+                    )),
                 },
             },
             Err(error) => ResponseFuture {

@@ -193,6 +193,17 @@ where
     }
 }
 
+impl<K, R, FB, Running, FFut, E> ExecutionFuture<'_, K, R, FB, Running, FFut, E>
+where
+    Running: Interrupt,
+{
+    /// The state of the execution's command.
+    #[cfg(feature = "tower")]
+    pub(crate) fn command_state(&self) -> &Arc<CommandState> {
+        &self.state
+    }
+}
+
 impl<K, R, FB, Running, FFut, E> Future for ExecutionFuture<'_, K, R, FB, Running, FFut, E>
 where
     R: RunFn<Running = Running, Error = E>,
