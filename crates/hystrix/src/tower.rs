@@ -495,14 +495,15 @@ where
 type CallExecution<S, Req, C, FB> =
     ExecuteAsyncOutcome<'static, C, Async<ServiceCall<S, Req, <S as Service<Req>>::Future>>, FB>;
 
+/// The execution of one call, or why none could be made.
+type CallStart<S, Req, C, FB> =
+    Result<CallExecution<S, Req, C, FB>, HystrixError<<S as Service<Req>>::Error>>;
+
 impl<S, Src, FB> HystrixService<S, Src, FB> {
     /// The execution of the call of `request` (cold); the misuse error if no command could be
     /// made for the request's key.
     #[inline]
-    fn start<Req>(
-        &mut self,
-        request: Req,
-    ) -> Result<CallExecution<S, Req, Src::Classifier, FB::Call>, HystrixError<S::Error>>
+    fn start<Req>(&mut self, request: Req) -> CallStart<S, Req, Src::Classifier, FB::Call>
     where
         S: Service<Req> + Clone + Send + 'static,
         S::Future: Send + 'static,
