@@ -12,6 +12,7 @@
 
 use std::future::Future;
 use std::ops::Deref;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -21,8 +22,8 @@ use pin_project_lite::pin_project;
 use crate::clock::Sleep;
 use crate::command::execution::AsyncFallback;
 use crate::command::pipeline::{
-    CallOptions, Decision, FallbackEnd, FallbackStart, Recorder, RunEnd, check_breaker,
-    check_options, decide, fallback_done, poll_caught, pool_rejected, start_fallback, take_permit,
+    CallOptions, Decision, FallbackEnd, Recorder, RunEnd, check_breaker, check_options, decide,
+    fallback_done, fallback_gate, panic_message, poll_caught, pool_rejected, semaphore_rejected,
     timeout_ms,
 };
 use crate::command::run::{Interrupt, RunFn, Start};
@@ -220,7 +221,7 @@ where
         let rec = &mut *this.recorder;
         loop {
             // Each arm either returns, or hands a failure and the fallback to the code below.
-            let (error, fallback) = match this.phase.as_mut().project() {
+            let (mut error, fallback) = match this.phase.as_mut().project() {
                 PhaseProj::Start { .. } => {
                     let PhaseOwned::Start { run, fallback } =
                         this.phase.as_mut().project_replace(Phase::Done)
@@ -253,10 +254,13 @@ where
                         };
                         let started = match isolation {
                             IsolationStrategy::Semaphore => {
-                                take_permit(state, &props, rec).map(|()| {
+                                if state.execution_semaphore.try_take(props.semaphore_max) {
                                     *this.holds_permit = true;
-                                    run.start_here(start)
-                                })
+                                    state.counters.started(rec.start_ms, state.running());
+                                    Ok(run.start_here(start))
+                                } else {
+                                    Err(semaphore_rejected(state, rec, props.semaphore_max))
+                                }
                             }
                             IsolationStrategy::Thread => state
                                 .thread_pool()
@@ -351,16 +355,22 @@ where
                 PhaseProj::Done => panic!("an execution future was polled after it completed"),
             };
 
-            let present = fallback.is_present();
-            match start_fallback(state, rec, error, present, |error| fallback.call(error)) {
-                FallbackStart::Started(future, error) => {
-                    *this.holds_fallback_permit = true;
-                    this.phase.set(Phase::Fallback { future, error });
-                }
-                FallbackStart::Ended(response) => {
-                    return Poll::Ready(rec.finish_now(state, response));
-                }
+            // Step 6 (as `start_fallback`, written out: this is the async hot path).
+            if !fallback_gate(state, rec, &mut error, fallback.is_present()) {
+                return Poll::Ready(rec.finish_now(state, Err(error)));
             }
+            *this.holds_fallback_permit = true;
+            let end = match catch_unwind(AssertUnwindSafe(|| fallback.call(&error))) {
+                Ok(Some(future)) => {
+                    this.phase.set(Phase::Fallback { future, error });
+                    continue;
+                }
+                Ok(None) => FallbackEnd::Missing,
+                Err(panic) => FallbackEnd::Panicked(panic_message(panic)),
+            };
+            release_permits(state, &mut false, this.holds_fallback_permit);
+            let response = fallback_done(state, rec, error, end);
+            return Poll::Ready(rec.finish_now(state, response));
         }
     }
 }

@@ -522,7 +522,6 @@ pub(crate) enum FallbackStart<X, T, E> {
 
 /// Step 6 for a fallback that runs on: [`fallback_gate`], then `call` starts it (`None` from
 /// `call`: no fallback after all).
-#[inline(never)]
 pub(crate) fn start_fallback<X, T, E>(
     state: &CommandState,
     rec: &mut Recorder,
