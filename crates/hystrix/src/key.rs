@@ -1,5 +1,5 @@
-//! Keys naming commands, groups and thread pools (Hystrix's `HystrixCommandKey`,
-//! `HystrixCommandGroupKey`, `HystrixThreadPoolKey`).
+//! Keys naming commands, groups, thread pools and collapsers (Hystrix's `HystrixCommandKey`,
+//! `HystrixCommandGroupKey`, `HystrixThreadPoolKey`, `HystrixCollapserKey`).
 //!
 //! Keys are cheap to clone (a shared string) and compare by name.
 
@@ -91,6 +91,12 @@ key_type!(
     /// (`hystrix.threadpool.<ThreadPoolKey>.*`).
     ThreadPoolKey,
     "thread-pool key"
+);
+key_type!(
+    /// Names a request collapser: the unit of its properties and metrics
+    /// (`hystrix.collapser.<CollapserKey>.*`, Hystrix's `HystrixCollapserKey`).
+    CollapserKey,
+    "collapser key"
 );
 
 #[cfg(test)]

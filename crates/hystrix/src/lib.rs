@@ -68,6 +68,7 @@
 
 pub mod circuit;
 pub mod clock;
+pub mod collapser;
 pub mod command;
 pub mod config;
 pub mod context;

@@ -22,6 +22,7 @@ use crate::circuit::{
     StateStoreStatus, Status, StoreEnv,
 };
 use crate::clock::{Clock, SystemClock};
+use crate::collapser::CollapserCounters;
 use crate::command::ExecutionResult;
 use crate::config::{
     CommandKind, CommandLayer, CommandProperties, IsolationStrategy, Properties, PropertyCell,
@@ -31,7 +32,7 @@ use crate::error::ConfigError;
 use crate::event::{EventCounts, EventNotifier, EventType};
 use crate::isolation::semaphore::Semaphore;
 use crate::isolation::thread_pool::{Rejection, ThreadPool, ThreadPoolMetrics};
-use crate::key::{CommandKey, GroupKey, ThreadPoolKey};
+use crate::key::{CollapserKey, CommandKey, GroupKey, ThreadPoolKey};
 use crate::metrics::{CommandCounters, CommandMetrics};
 
 /// What every command state of a registry shares: clock, properties, thread pools, plugins.
@@ -54,6 +55,8 @@ pub(crate) struct Env {
     store: Option<Arc<StoreEnv>>,
     store_interval_ms: Option<u64>,
     store_rounds_started: AtomicBool,
+    /// The metrics of every collapser key in use.
+    collapsers: Mutex<HashMap<CollapserKey, Arc<CollapserCounters>>>,
 }
 
 /// An eager execution in flight on the executor (see [`Env::eager_started`]).
@@ -153,6 +156,20 @@ impl Env {
                     .shutdown_timeout(until.saturating_duration_since(std::time::Instant::now()));
             }
         }
+    }
+
+    /// The counters of collapser `key`, made on its first use with `props`.
+    pub(crate) fn collapser_counters(
+        &self,
+        key: &CollapserKey,
+        props: &crate::config::CollapserProperties,
+    ) -> Arc<CollapserCounters> {
+        Arc::clone(
+            self.collapsers
+                .lock()
+                .entry(key.clone())
+                .or_insert_with(|| Arc::new(CollapserCounters::new(props))),
+        )
     }
 
     /// Counts an eager execution running on the executor until the returned guard drops.
@@ -507,6 +524,30 @@ impl Registry {
     pub fn command_metrics(&self, key: &str) -> Option<CommandMetrics> {
         let state = self.inner.commands.lock().get(key).cloned()?;
         Some(state.metrics())
+    }
+
+    /// Every collapser key in use in this registry, sorted by name.
+    pub fn collapser_keys(&self) -> Vec<CollapserKey> {
+        let mut keys: Vec<_> = self.inner.env.collapsers.lock().keys().cloned().collect();
+        keys.sort();
+        keys
+    }
+
+    /// A snapshot of a collapser key's metrics; `None` if no collapser of that key was built
+    /// in this registry.
+    pub fn collapser_metrics(&self, key: &str) -> Option<crate::collapser::CollapserMetrics> {
+        let (key, counters) = {
+            let collapsers = self.inner.env.collapsers.lock();
+            let (key, counters) = collapsers.get_key_value(key)?;
+            (key.clone(), Arc::clone(counters))
+        };
+        let sizes = self
+            .inner
+            .env
+            .properties
+            .collapser(&key)
+            .metrics_rolling_percentile_enabled;
+        Some(counters.snapshot(&key, self.inner.env.clock.now_ms(), sizes))
     }
 
     /// The circuit breaker of a command key, to look at and override; `None` if the key has no
@@ -932,6 +973,7 @@ impl RegistryBuilder {
                     store,
                     store_interval_ms,
                     store_rounds_started: AtomicBool::new(false),
+                    collapsers: Mutex::new(HashMap::new()),
                 }),
                 commands: Mutex::new(HashMap::new()),
             }),

@@ -20,7 +20,7 @@ use crate::command::pipeline;
 use crate::command::run::{Async, Blocking, Cancellable, RunFn};
 use crate::command::{Classify, ExecutionResult, Outcome};
 use crate::context::{
-    CachedOutcome, Claim, Lookup, RequestContext, RequestLogEntry, SharedResponse, Wait,
+    CacheOwner, CachedOutcome, Claim, Lookup, RequestContext, RequestLogEntry, SharedResponse, Wait,
 };
 use crate::error::{BoxError, Cause, Detail, FailureType, HystrixError};
 use crate::event::EventType;
@@ -437,7 +437,10 @@ where
     T: Send + Sync + 'static,
     E: Send + Sync + 'static,
 {
-    match context.cache().lookup(&context, &state.key, cache_key) {
+    match context
+        .cache()
+        .lookup(&context, CacheOwner::Command(state.key.clone()), cache_key)
+    {
         None => Err(refused(other_type(state, cache_key))),
         Some(Lookup::Miss(claim)) => Ok(CachedPhase::Running { claim: Some(claim) }),
         Some(Lookup::Hit(entry)) => Ok(CachedPhase::Waiting {

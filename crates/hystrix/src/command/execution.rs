@@ -253,6 +253,12 @@ impl<'c, C, R, FB> Execution<'c, C, R, FB> {
         self
     }
 
+    /// Marks this call as a collapser's batch of `requests` requests (COLLAPSED × `requests`).
+    pub(crate) fn collapsed(mut self, requests: u32) -> Self {
+        self.options = std::mem::take(&mut self.options).with_collapsed(requests);
+        self
+    }
+
     /// What to journal if this call is short-circuited (with the command key and the time),
     /// for the command's replay function
     /// ([`CommandBuilder::journal`](crate::command::CommandBuilder::journal)); e.g. the request

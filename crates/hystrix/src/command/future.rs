@@ -235,7 +235,7 @@ where
                         IsolationStrategy::Semaphore
                     });
                     rec.begin(state, isolation);
-                    if let Err(err) = check_options(state, this.options) {
+                    if let Err(err) = check_options(state, rec, this.options) {
                         return Poll::Ready(rec.finish_now(state, Err(err)));
                     }
                     if let Err(err) = check_breaker(state, &props, rec, this.options) {

@@ -59,7 +59,7 @@ pub use handle::{CachedObserved, CachedQueued, Observed, QueuedExecution, ToObse
 pub use hystrix_command::{HystrixAsyncCommand, HystrixCommand};
 pub use keyed::{KeyedCommands, KeyedCommandsBuilder};
 pub use outcome::{ExecutionResult, Outcome};
-pub(crate) use pipeline::{panic_message, poll_caught};
+pub(crate) use pipeline::{block_on, panic_message, poll_caught};
 pub use run::{Async, Blocking, Cancellable, Interrupt, RunFn};
 pub use stream::{
     ExecutionStream, FallbackStreamFn, NoFallbackStream, ObservedStream, StreamExecution,
@@ -510,15 +510,9 @@ impl<C> CommandBuilder<C> {
         };
         let full_name = format!("hystrix.{kind}.{owner}.{name}");
         self.error = match outcome {
-            Ok(()) => None,
-            Err(LayerError::Unknown) => Some(ConfigError::UnknownProperty { name: full_name }),
-            Err(LayerError::Invalid(reason)) => Some(ConfigError::InvalidValue {
-                name: full_name,
-                value: value.to_string(),
-                reason,
-            }),
             // Builder values are per key, so every property may be set here.
-            Err(LayerError::InstanceOnly) => None,
+            Ok(()) | Err(LayerError::InstanceOnly) => None,
+            Err(err) => Some(crate::config::layer_error(err, &full_name, value)),
         };
     }
 

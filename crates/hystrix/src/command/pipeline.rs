@@ -51,6 +51,8 @@ pub(crate) struct CallOptions {
 struct CallExtras {
     /// What to journal if this call is short-circuited.
     journal: Option<String>,
+    /// The number of requests a collapser batched into this call (COLLAPSED × n).
+    collapsed: u32,
 }
 
 impl CallOptions {
@@ -61,6 +63,12 @@ impl CallOptions {
     /// Options through this keyed breaker (if any).
     pub(crate) fn with_breaker_key(mut self, key: Option<Arc<str>>) -> Self {
         self.breaker_key = key;
+        self
+    }
+
+    /// Options of a collapser's batch of `requests` requests.
+    pub(crate) fn with_collapsed(mut self, requests: u32) -> Self {
+        self.extras_mut().collapsed = requests;
         self
     }
 
@@ -101,7 +109,7 @@ where
 {
     let mut rec = Recorder::idle();
     rec.begin(state, IsolationStrategy::Semaphore);
-    if let Err(err) = check_options(state, options) {
+    if let Err(err) = check_options(state, &mut rec, options) {
         return rec.finish_now(state, Err(err));
     }
     let admitted = check_breaker(state, &props, &mut rec, options).and_then(|()| {
@@ -198,8 +206,12 @@ impl Drop for TimerGuard<'_> {
 
 pub(crate) fn check_options<E>(
     state: &CommandState,
+    rec: &mut Recorder,
     options: &CallOptions,
 ) -> Result<(), HystrixError<E>> {
+    if let Some(extras) = options.extras.as_deref() {
+        mark_collapsed(state, rec, extras);
+    }
     if options.breaker_key().is_some() && state.extras.keyed.is_none() {
         return Err(no_keyed_breakers(state));
     }
@@ -211,6 +223,17 @@ pub(crate) fn check_options<E>(
         ));
     }
     Ok(())
+}
+
+/// A collapser's batch carries COLLAPSED × its number of requests.
+#[cold]
+fn mark_collapsed(state: &CommandState, rec: &mut Recorder, extras: &CallExtras) {
+    if extras.collapsed > 0 {
+        rec.events.add_n(EventType::Collapsed, extras.collapsed);
+        if state.env.has_notifier() {
+            state.env.notify_event(EventType::Collapsed, &state.key);
+        }
+    }
 }
 
 fn no_keyed_breakers<E>(state: &CommandState) -> HystrixError<E> {

@@ -622,7 +622,7 @@ where
                     // SEMAPHORE unless THREAD is chosen explicitly (SPEC Part A 18).
                     let isolation = props.isolation().unwrap_or(IsolationStrategy::Semaphore);
                     rec.begin(state, isolation);
-                    let checked = check_options(state, this.options)
+                    let checked = check_options(state, rec, this.options)
                         .and_then(|()| check_idle_timeout(state, *this.idle_timeout_ms));
                     if let Err(err) = checked {
                         let now = rec.start_ms;

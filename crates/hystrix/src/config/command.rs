@@ -1,6 +1,6 @@
 //! Command properties (`hystrix.command.*`, SPEC §1.2 and our extensions of Part A 2 and 15).
 
-use crate::config::{IsolationStrategy, at_least_one, no_check, property_table};
+use crate::config::{IsolationStrategy, at_least_one, no_check, positive_ms, property_table};
 use crate::error::ConfigError;
 
 fn trial_budget(v: &u32) -> Result<(), String> {
@@ -30,14 +30,6 @@ pub(crate) fn bucket_count(v: &u32) -> Result<(), String> {
         _ => Err(format!(
             "must be at most {MAX_BUCKETS} (each bucket takes memory per command key)"
         )),
-    }
-}
-
-fn positive_ms(v: &u64) -> Result<(), String> {
-    if *v >= 1 {
-        Ok(())
-    } else {
-        Err("must be at least 1 ms".into())
     }
 }
 

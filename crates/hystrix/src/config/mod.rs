@@ -38,6 +38,7 @@
 //! # Ok::<(), hystrix::ConfigError>(())
 //! ```
 
+mod collapser;
 mod command;
 mod store;
 mod thread_pool;
@@ -46,10 +47,12 @@ mod value;
 use std::fmt;
 use std::str::FromStr;
 
+pub(crate) use collapser::CollapserLayer;
+pub use collapser::{COLLAPSER_PROPERTIES, CollapserProperties};
 pub use command::{COMMAND_PROPERTIES, CommandProperties};
 pub(crate) use command::{CommandLayer, HotSnapshot};
 pub use store::Properties;
-pub(crate) use store::{CommandKind, PropertyCell, ThreadPoolKind};
+pub(crate) use store::{CollapserKind, CommandKind, PropertyCell, ThreadPoolKind, layer_error};
 pub(crate) use thread_pool::ThreadPoolLayer;
 pub use thread_pool::{THREAD_POOL_PROPERTIES, ThreadPoolProperties};
 pub use value::PropertyValue;
@@ -150,6 +153,14 @@ pub(crate) type Check<T> = fn(&T) -> Result<(), String>;
 
 pub(crate) fn no_check<T>(_: &T) -> Result<(), String> {
     Ok(())
+}
+
+pub(crate) fn positive_ms(v: &u64) -> Result<(), String> {
+    if *v >= 1 {
+        Ok(())
+    } else {
+        Err("must be at least 1 ms".into())
+    }
 }
 
 pub(crate) fn at_least_one<T: Into<u64> + Copy>(v: &T) -> Result<(), String> {

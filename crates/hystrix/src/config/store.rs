@@ -7,14 +7,15 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
+use crate::config::collapser::{CollapserLayer, HotCollapserProperties};
 use crate::config::command::{CommandLayer, HotCommandProperties};
 use crate::config::thread_pool::{HotThreadPoolProperties, ThreadPoolLayer};
 use crate::config::{
-    COMMAND_PROPERTIES, CommandProperties, LayerError, PropertyInfo, PropertyValue,
-    THREAD_POOL_PROPERTIES, ThreadPoolProperties,
+    COLLAPSER_PROPERTIES, COMMAND_PROPERTIES, CollapserProperties, CommandProperties, LayerError,
+    PropertyInfo, PropertyValue, THREAD_POOL_PROPERTIES, ThreadPoolProperties,
 };
 use crate::error::ConfigError;
-use crate::key::{CommandKey, ThreadPoolKey};
+use crate::key::{CollapserKey, CommandKey, ThreadPoolKey};
 
 /// One kind of property (command or thread pool): its types, name prefix and rules.
 pub(crate) trait PropertyKind: 'static {
@@ -105,6 +106,15 @@ property_kind!(
     "hystrix.threadpool.",
     THREAD_POOL_PROPERTIES,
     HotThreadPoolProperties::publish
+);
+property_kind!(
+    CollapserKind,
+    CollapserProperties,
+    CollapserLayer,
+    HotCollapserProperties,
+    "hystrix.collapser.",
+    COLLAPSER_PROPERTIES,
+    HotCollapserProperties::publish
 );
 
 /// The live properties of one key in use: the resolved snapshot, and its hot-path mirror, both
@@ -307,6 +317,7 @@ impl<K: PropertyKind> PropertyCell<K> {
 struct StoreState {
     command: Layers<CommandKind>,
     thread_pool: Layers<ThreadPoolKind>,
+    collapser: Layers<CollapserKind>,
 }
 
 /// A registry's properties: the dynamic global and per-key layers, and the live snapshot of
@@ -314,7 +325,8 @@ struct StoreState {
 ///
 /// Names are Hystrix's full names: `hystrix.command.default.<name>`,
 /// `hystrix.command.<CommandKey>.<name>`, `hystrix.threadpool.default.<name>`,
-/// `hystrix.threadpool.<ThreadPoolKey>.<name>` (see the module docs for the layers).
+/// `hystrix.threadpool.<ThreadPoolKey>.<name>`, `hystrix.collapser.default.<name>`,
+/// `hystrix.collapser.<CollapserKey>.<name>` (see the module docs for the layers).
 pub struct Properties {
     state: Mutex<StoreState>,
 }
@@ -325,6 +337,7 @@ impl fmt::Debug for Properties {
         f.debug_struct("Properties")
             .field("command_keys", &state.command.cells.len())
             .field("thread_pool_keys", &state.thread_pool.cells.len())
+            .field("collapser_keys", &state.collapser.cells.len())
             .finish()
     }
 }
@@ -341,6 +354,7 @@ struct Target<'a> {
 enum TargetKind {
     Command,
     ThreadPool,
+    Collapser,
 }
 
 fn parse_name(full_name: &str) -> Result<Target<'_>, ConfigError> {
@@ -351,6 +365,8 @@ fn parse_name(full_name: &str) -> Result<Target<'_>, ConfigError> {
         (TargetKind::Command, rest, CommandKind::INFO)
     } else if let Some(rest) = full_name.strip_prefix(ThreadPoolKind::PREFIX) {
         (TargetKind::ThreadPool, rest, ThreadPoolKind::INFO)
+    } else if let Some(rest) = full_name.strip_prefix(CollapserKind::PREFIX) {
+        (TargetKind::Collapser, rest, CollapserKind::INFO)
     } else {
         return Err(unknown());
     };
@@ -376,6 +392,7 @@ fn parse_name(full_name: &str) -> Result<Target<'_>, ConfigError> {
     match kind {
         TargetKind::Command => CommandKey::new(key).map(drop)?,
         TargetKind::ThreadPool => ThreadPoolKey::new(key).map(drop)?,
+        TargetKind::Collapser => CollapserKey::new(key).map(drop)?,
     }
     Ok(Target {
         kind,
@@ -384,7 +401,8 @@ fn parse_name(full_name: &str) -> Result<Target<'_>, ConfigError> {
     })
 }
 
-fn layer_error(err: LayerError, full_name: &str, value: &PropertyValue) -> ConfigError {
+/// The error for a value a layer refused, named by its full property name.
+pub(crate) fn layer_error(err: LayerError, full_name: &str, value: &PropertyValue) -> ConfigError {
     match err {
         LayerError::Unknown => ConfigError::UnknownProperty {
             name: full_name.to_owned(),
@@ -412,7 +430,8 @@ impl Properties {
     /// Sets a dynamic property by its full Hystrix name; it applies to the next execution.
     ///
     /// # Errors
-    /// - [`ConfigError::UnknownProperty`] if the name is not a command or thread-pool property;
+    /// - [`ConfigError::UnknownProperty`] if the name is not a command, thread-pool or
+    ///   collapser property;
     /// - [`ConfigError::InvalidValue`] if the value does not parse, is out of range, or breaks a
     ///   rule tying properties together for any key it affects (the error names this property
     ///   and the one it conflicts with; change both at once with
@@ -455,6 +474,7 @@ impl Properties {
         let StoreState {
             command,
             thread_pool,
+            collapser,
         } = &mut *state;
         // Each kind is checked on its own: no rule ties a command property to a pool's.
         let of_kind = |kind: TargetKind| {
@@ -464,12 +484,16 @@ impl Properties {
         };
         let mut next_command = command.clone();
         let mut next_pool = thread_pool.clone();
+        let mut next_collapser = collapser.clone();
         let command_updates = set_checked(&mut next_command, of_kind(TargetKind::Command))?;
         let pool_updates = set_checked(&mut next_pool, of_kind(TargetKind::ThreadPool))?;
+        let collapser_updates = set_checked(&mut next_collapser, of_kind(TargetKind::Collapser))?;
         *command = next_command;
         *thread_pool = next_pool;
+        *collapser = next_collapser;
         publish(command_updates);
         publish(pool_updates);
+        publish(collapser_updates);
         Ok(())
     }
 
@@ -485,6 +509,7 @@ impl Properties {
         match target.kind {
             TargetKind::Command => unset_in(&mut state.command, &target, full_name),
             TargetKind::ThreadPool => unset_in(&mut state.thread_pool, &target, full_name),
+            TargetKind::Collapser => unset_in(&mut state.collapser, &target, full_name),
         }
         .map_err(|err| name_the_change(err, full_name, "(unset)"))
     }
@@ -504,6 +529,9 @@ impl Properties {
             TargetKind::ThreadPool => {
                 ThreadPoolKind::get(&state.thread_pool.resolved(target.key), target.property)
             }
+            TargetKind::Collapser => {
+                CollapserKind::get(&state.collapser.resolved(target.key), target.property)
+            }
         })
     }
 
@@ -515,6 +543,22 @@ impl Properties {
     /// A snapshot of a thread-pool key's properties (what a new pool would get if none exists).
     pub fn thread_pool(&self, key: &ThreadPoolKey) -> ThreadPoolProperties {
         self.state.lock().thread_pool.resolved(Some(key.as_str()))
+    }
+
+    /// A snapshot of a collapser key's properties (what a new collapser would get if none
+    /// exists).
+    pub fn collapser(&self, key: &CollapserKey) -> CollapserProperties {
+        self.state.lock().collapser.resolved(Some(key.as_str()))
+    }
+
+    /// Registers a collapser key's builder values (the union of its definitions' values;
+    /// different values conflict) and returns its live cell.
+    pub(crate) fn register_collapser(
+        &self,
+        key: &CollapserKey,
+        builder: CollapserLayer,
+    ) -> Result<Arc<PropertyCell<CollapserKind>>, ConfigError> {
+        self.state.lock().collapser.register(key.as_str(), builder)
     }
 
     /// Registers a command key's builder values (first definition wins; a different one is a

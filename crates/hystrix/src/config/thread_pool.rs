@@ -1,15 +1,7 @@
 //! Thread-pool properties (`hystrix.threadpool.*`, SPEC §1.3).
 
-use crate::config::{no_check, property_table};
+use crate::config::{no_check, positive_ms, property_table};
 use crate::error::ConfigError;
-
-fn positive_ms(v: &u64) -> Result<(), String> {
-    if *v >= 1 {
-        Ok(())
-    } else {
-        Err("must be at least 1 ms".into())
-    }
-}
 
 fn non_negative(v: &i32) -> Result<(), String> {
     if *v >= 0 {

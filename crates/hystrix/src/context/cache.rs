@@ -77,10 +77,22 @@ impl<T, E> CachedOutcome<T, E> {
     }
 }
 
+/// Whose cache key an entry is: a command's or a collapser's (SPEC §7: the same cache-key
+/// string under another command or collapser key is another entry).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum CacheOwner {
+    /// A command key.
+    Command(CommandKey),
+    /// A collapser key.
+    Collapser(crate::key::CollapserKey),
+}
+
+type EntryKey = (CacheOwner, String);
+
 /// The entries of one request context, type-erased (each holds an `Arc<Entry<T, E>>`).
 #[derive(Default)]
 pub(crate) struct RequestCache {
-    entries: Mutex<HashMap<(CommandKey, String), Arc<dyn Any + Send + Sync>>>,
+    entries: Mutex<HashMap<EntryKey, Arc<dyn Any + Send + Sync>>>,
 }
 
 impl RequestCache {
@@ -90,7 +102,7 @@ impl RequestCache {
     pub(crate) fn lookup<T, E>(
         &self,
         context: &RequestContext,
-        key: &CommandKey,
+        owner: CacheOwner,
         cache_key: &str,
     ) -> Option<Lookup<T, E>>
     where
@@ -98,16 +110,14 @@ impl RequestCache {
         E: Send + Sync + 'static,
     {
         let mut entries = self.entries.lock();
-        let map_key = (key.clone(), cache_key.to_owned());
+        let map_key = (owner, cache_key.to_owned());
         if let Some(found) = entries.get(&map_key) {
             return Arc::clone(found)
                 .downcast::<Entry<T, E>>()
                 .ok()
                 .map(Lookup::Hit);
         }
-        let entry = Arc::new(Entry {
-            state: Mutex::new(EntryState::Running(Vec::new())),
-        });
+        let entry = Arc::new(Entry::new());
         entries.insert(
             map_key.clone(),
             Arc::clone(&entry) as Arc<dyn Any + Send + Sync>,
@@ -122,15 +132,15 @@ impl RequestCache {
 
     /// Removes the entry of (`key`, `cache_key`); whether there was one. An execution still
     /// running for it goes on and answers those already waiting; the next lookup runs anew.
-    pub(crate) fn clear(&self, key: &CommandKey, cache_key: &str) -> bool {
+    pub(crate) fn clear(&self, owner: CacheOwner, cache_key: &str) -> bool {
         self.entries
             .lock()
-            .remove(&(key.clone(), cache_key.to_owned()))
+            .remove(&(owner, cache_key.to_owned()))
             .is_some()
     }
 
     /// Removes the entry of `map_key` if it is still the one at `entry`.
-    fn remove_if_same(&self, map_key: &(CommandKey, String), entry: *const ()) {
+    fn remove_if_same(&self, map_key: &EntryKey, entry: *const ()) {
         let mut entries = self.entries.lock();
         if entries
             .get(map_key)
@@ -149,7 +159,8 @@ pub(crate) enum Lookup<T, E> {
     Miss(Claim<T, E>),
 }
 
-/// One cache key's shared outcome.
+/// One shared outcome, awaited by any number of executions: a cache key's, or a collapsed
+/// request's.
 pub(crate) struct Entry<T, E> {
     state: Mutex<EntryState<T, E>>,
 }
@@ -164,6 +175,25 @@ enum EntryState<T, E> {
 }
 
 impl<T, E> Entry<T, E> {
+    /// An entry whose outcome is still to come.
+    pub(crate) fn new() -> Self {
+        Entry {
+            state: Mutex::new(EntryState::Running(Vec::new())),
+        }
+    }
+
+    /// Gives the outcome to every waiter (the first outcome wins).
+    pub(crate) fn publish(&self, outcome: CachedOutcome<T, E>) {
+        let mut state = self.state.lock();
+        if matches!(*state, EntryState::Running(_)) {
+            let previous = std::mem::replace(&mut *state, EntryState::Done(outcome));
+            drop(state);
+            if let EntryState::Running(wakers) = previous {
+                wakers.into_iter().for_each(Waker::wake);
+            }
+        }
+    }
+
     /// Waits for the outcome; `None` if the execution was abandoned.
     pub(crate) fn wait(self: Arc<Self>) -> Wait<T, E> {
         Wait { entry: self }
@@ -180,6 +210,13 @@ impl<T, E> Entry<T, E> {
 /// The future of [`Entry::wait`].
 pub(crate) struct Wait<T, E> {
     entry: Arc<Entry<T, E>>,
+}
+
+impl<T, E> Wait<T, E> {
+    /// Whether the outcome is there (or the entry was abandoned).
+    pub(crate) fn is_settled(&self) -> bool {
+        !matches!(*self.entry.state.lock(), EntryState::Running(_))
+    }
 }
 
 impl<T, E> Future for Wait<T, E> {
@@ -204,7 +241,7 @@ impl<T, E> Future for Wait<T, E> {
 /// if dropped first, the entry is abandoned (and leaves the cache).
 pub(crate) struct Claim<T, E> {
     context: RequestContext,
-    map_key: (CommandKey, String),
+    map_key: EntryKey,
     entry: Arc<Entry<T, E>>,
     published: bool,
 }
@@ -214,6 +251,11 @@ impl<T, E> Claim<T, E> {
     pub(crate) fn publish(mut self, outcome: &CachedOutcome<T, E>) {
         self.published = true;
         self.entry.settle(EntryState::Done(outcome.clone()));
+    }
+
+    /// The entry this claim answers.
+    pub(crate) fn entry(&self) -> &Arc<Entry<T, E>> {
+        &self.entry
     }
 }
 

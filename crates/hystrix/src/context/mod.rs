@@ -25,8 +25,8 @@ use crate::key::CommandKey;
 
 mod cache;
 
+pub(crate) use cache::{CacheOwner, Claim, Entry, Lookup, RequestCache, Wait};
 pub use cache::{CachedOutcome, SharedResponse};
-pub(crate) use cache::{Claim, Lookup, RequestCache, Wait};
 
 /// The most entries a request log keeps (as Hystrix: later executions are not logged, with one
 /// warning).
@@ -84,6 +84,19 @@ struct Inner {
     log: Mutex<Vec<RequestLogEntry>>,
     log_full_warned: AtomicBool,
     cache: RequestCache,
+    /// Request variables by id (the REQUEST-scoped collapsers' batchers).
+    variables: Mutex<std::collections::HashMap<u64, Arc<dyn std::any::Any + Send + Sync>>>,
+}
+
+/// A [`RequestContext`] that does not keep it alive (held by what the context itself holds).
+#[derive(Clone)]
+pub(crate) struct WeakContext(std::sync::Weak<Inner>);
+
+impl WeakContext {
+    /// The context, if it is still alive.
+    pub(crate) fn upgrade(&self) -> Option<RequestContext> {
+        self.0.upgrade().map(|inner| RequestContext { inner })
+    }
 }
 
 impl Drop for Inner {
@@ -124,6 +137,7 @@ impl RequestContext {
                 log: Mutex::new(Vec::new()),
                 log_full_warned: AtomicBool::new(false),
                 cache: RequestCache::default(),
+                variables: Mutex::new(std::collections::HashMap::new()),
             }),
         }
     }
@@ -213,7 +227,28 @@ impl RequestContext {
     /// execution with this cache key runs anew. See also
     /// [`Command::clear_cache`](crate::Command::clear_cache), which uses the current context.
     pub fn clear_cache(&self, command_key: &CommandKey, cache_key: &str) -> bool {
-        self.inner.cache.clear(command_key, cache_key)
+        self.inner
+            .cache
+            .clear(CacheOwner::Command(command_key.clone()), cache_key)
+    }
+
+    /// The request variable `id` of this context (Hystrix's `HystrixRequestVariable`), made by
+    /// `init` on first use. `None` if the variable `id` holds another type.
+    pub(crate) fn variable<T: Send + Sync + 'static>(
+        &self,
+        id: u64,
+        init: impl FnOnce() -> T,
+    ) -> Option<Arc<T>> {
+        let mut variables = self.inner.variables.lock();
+        let value = variables
+            .entry(id)
+            .or_insert_with(|| Arc::new(init()) as Arc<dyn std::any::Any + Send + Sync>);
+        Arc::clone(value).downcast::<T>().ok()
+    }
+
+    /// A handle that does not keep this context alive.
+    pub(crate) fn downgrade(&self) -> WeakContext {
+        WeakContext(Arc::downgrade(&self.inner))
     }
 
     /// This context's request cache.

@@ -16,7 +16,7 @@
 //! the key's state was created.
 
 pub(crate) mod health_ring;
-mod latency;
+pub(crate) mod latency;
 pub(crate) mod rolling;
 
 use std::sync::atomic::{AtomicU64, Ordering};
