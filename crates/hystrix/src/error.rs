@@ -137,7 +137,9 @@ impl fmt::Display for FailureType {
 /// callers and threads (SPEC Part A 19).
 #[derive(Clone)]
 pub enum TripCause {
-    /// The breaker was forced open (`circuitBreaker.forceOpen` or `force_open()`).
+    /// The breaker is forced open by the property `circuitBreaker.forceOpen` (a manual
+    /// `force_open()` is a [`Message`](TripCause::Message) saying so: it lasts one sleep
+    /// window).
     ForcedOpen,
     /// A failure, as shared error or as text.
     Failure(Arc<dyn StdError + Send + Sync + 'static>),

@@ -12,6 +12,14 @@
 //! open breaker or a full bulkhead refuses the call at once (the future is ready at its first
 //! poll) with a typed error, so load is shed as with tower's `LoadShed`.
 //!
+//! [`RequestContextLayer`] opens a request context per call (for the request cache, the request
+//! log and REQUEST-scoped collapsers under it).
+//!
+//! A known limit of the compiler: `tokio::spawn(async move { svc.oneshot(req).await })` over a
+//! `HystrixService` whose inner error is tower's `BoxError` fails to prove the task `Send`
+//! ("higher-ranked lifetime error"); call the service with `svc.ready().await?.call(req)` in
+//! the task instead (as the tests do), or use a concrete error type.
+//!
 //! The error is [`HystrixError<E>`] over the inner service's error `E`: match
 //! [`failure_type`](HystrixError::failure_type) (short-circuit, rejection, timeout, ...) and
 //! read the inner error with [`cause`](HystrixError::cause). It converts into tower's
@@ -58,6 +66,7 @@ use crate::command::{
     ExecuteAsync, ExecuteAsyncOutcome, ExecutionFuture, KeyedCommands, NoFallback, OutcomeResponse,
     Sealed, StateRef,
 };
+use crate::context::RequestContext;
 use crate::error::{BoxError, HystrixError};
 use crate::key::CommandKey;
 
@@ -133,12 +142,16 @@ impl<C, FB> HystrixLayer<Command<C>, FB> {
 impl<Src, FB> HystrixLayer<Src, FB> {
     /// Turns on the request cache for the calls: `key_fn` gives a request's cache key
     /// (Hystrix's `getCacheKey()`; `None`: that call is not cached). Within one
-    /// [`RequestContext`](crate::context::RequestContext) current where the call's future is
-    /// polled, the first call of a key runs and later ones share its outcome (see
+    /// [`RequestContext`] current where the call's future is
+    /// polled (e.g. opened per incoming request by [`RequestContextLayer`]), the first call of
+    /// a key runs and later ones share its outcome (see
     /// [`CachedExecution`](crate::command::CachedExecution)); with no context current a keyed
     /// call ends in [`FailureType::NoRequestContext`](crate::FailureType::NoRequestContext).
     /// The service's response becomes `Arc<S::Response>` and its error
-    /// `Arc<HystrixError<S::Error>>`, since one outcome may answer many calls.
+    /// `Arc<HystrixError<S::Error>>`, since one outcome may answer many calls: use it over
+    /// services whose responses can be read through a shared reference (a typed client's
+    /// values); an HTTP response with a streaming body cannot be shared this way, so cache at
+    /// the level of the decoded value instead.
     pub fn cache_key<K, Req>(self, key_fn: K) -> CachedLayer<Src, FB, K>
     where
         K: Fn(&Req) -> Option<String>,
@@ -532,6 +545,100 @@ impl<S, Src, FB> HystrixService<S, Src, FB> {
             fallback,
             options,
         ))
+    }
+}
+
+/// Middleware that runs each call in a new [`RequestContext`] (as Hystrix's
+/// `HystrixRequestContextServletFilter`), so request-scoped features work for everything the
+/// call does: the request cache, the request log, REQUEST-scoped collapsers. Put it outermost
+/// on a server (one context per incoming request). When a call ends its request log is
+/// emitted as a `tracing` event at debug level (target `hystrix::request_log`, field
+/// `request_log`, Hystrix's one-line format).
+///
+/// ```
+/// use hystrix::context::RequestContext;
+/// use hystrix::tower::RequestContextLayer;
+/// use tower::{Layer, Service, ServiceExt, service_fn};
+///
+/// # futures::executor::block_on(async {
+/// let mut svc = RequestContextLayer.layer(service_fn(|_: ()| async {
+///     Ok::<_, std::convert::Infallible>(RequestContext::current().is_some())
+/// }));
+/// assert!(svc.ready().await?.call(()).await?);
+/// # Ok::<(), std::convert::Infallible>(())
+/// # }).unwrap();
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RequestContextLayer;
+
+impl<S> Layer<S> for RequestContextLayer {
+    type Service = RequestContextService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RequestContextService { inner }
+    }
+}
+
+/// A service whose calls each run in a new [`RequestContext`]; made by
+/// [`RequestContextLayer`].
+#[derive(Debug, Clone)]
+pub struct RequestContextService<S> {
+    inner: S,
+}
+
+impl<S, Req> Service<Req> for RequestContextService<S>
+where
+    S: Service<Req>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = InContext<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Req) -> Self::Future {
+        let context = RequestContext::new();
+        let future = {
+            let _entered = context.enter();
+            self.inner.call(request)
+        };
+        InContext { future, context }
+    }
+}
+
+pin_project! {
+    /// A call's future polled inside its request context (see [`RequestContextLayer`]).
+    #[must_use = "futures do nothing unless polled"]
+    pub struct InContext<F> {
+        #[pin]
+        future: F,
+        context: RequestContext,
+    }
+}
+
+impl<F> fmt::Debug for InContext<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InContext").finish_non_exhaustive()
+    }
+}
+
+impl<F: Future> Future for InContext<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let output = {
+            let _entered = this.context.enter();
+            std::task::ready!(this.future.poll(cx))
+        };
+        tracing::debug!(
+            target: "hystrix::request_log",
+            request_log = %this.context.request_log(),
+            "request ended"
+        );
+        Poll::Ready(output)
     }
 }
 

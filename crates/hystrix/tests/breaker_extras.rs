@@ -869,7 +869,7 @@ fn a_listener_may_call_back_into_the_breaker_it_hears() {
     trip(&cmd, &clock); // would hang if the event came under the breaker's lock
     assert_eq!(
         cmd.circuit_breaker().trip_cause().unwrap().to_string(),
-        "forced open"
+        "forced open by force_open() until its sleep window passes"
     );
 }
 

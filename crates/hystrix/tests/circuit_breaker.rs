@@ -576,11 +576,14 @@ fn manual_override_and_every_transition_reach_the_listener() {
     // force_open(): OPEN now, for a whole sleep window from now.
     breaker.force_open();
     assert_eq!(breaker.status(), Status::Open);
-    assert_eq!(breaker.trip_cause().unwrap().to_string(), "forced open");
+    assert_eq!(
+        breaker.trip_cause().unwrap().to_string(),
+        "forced open by force_open() until its sleep window passes"
+    );
     at(15_502);
     assert_eq!(
         short_circuited(&cmd).trip_cause().unwrap().to_string(),
-        "forced open"
+        "forced open by force_open() until its sleep window passes"
     );
     // force_close(): closed, health zeroed.
     breaker.force_close();
@@ -634,4 +637,21 @@ fn clear_forced_also_overrides_flags_from_the_definition() {
     test.clear_forced("DefinedOpen").unwrap();
     assert_eq!(cmd.run(ok).execute().unwrap(), 1);
     assert!(test.clear_forced("default").is_err());
+}
+
+#[test]
+fn a_manual_force_open_names_itself_not_the_sticky_property() {
+    let test = hystrix::testing::TestRegistry::new();
+    let cmd = common::builder("Manual").build_in(test.registry()).unwrap();
+    cmd.circuit_breaker().force_open();
+    let err = cmd
+        .run(|| Ok::<u32, common::DependencyError>(1))
+        .execute()
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "command Manual short-circuited (circuit open: forced open by force_open() until its \
+         sleep window passes) and no fallback available (tune \
+         hystrix.command.Manual.circuitBreaker.sleepWindowInMilliseconds or add a fallback)"
+    );
 }

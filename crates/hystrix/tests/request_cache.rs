@@ -387,11 +387,6 @@ fn without_a_request_context_a_cache_key_is_a_clear_error_and_nothing_runs() {
     assert_eq!(get_user.metrics().cumulative_count(EventType::Success), 0);
     let cleared = get_user.clear_cache("u1").unwrap_err();
     assert_eq!(cleared.failure_type(), FailureType::NoRequestContext);
-    assert!(
-        cleared
-            .to_string()
-            .starts_with("command GetUser could not clear a cache key, but no request context")
-    );
 }
 
 #[test]
@@ -616,5 +611,54 @@ fn queue_and_observe_look_up_at_once_and_a_detached_run_still_fills_the_cache() 
     assert_eq!(
         ctx.request_log().to_string(),
         "GetUser[SUCCESS][0ms], GetUser[SUCCESS, RESPONSE_FROM_CACHE][0ms]x3"
+    );
+}
+
+#[test]
+fn an_execution_that_needs_its_own_cache_key_inside_its_run_gets_an_error_not_a_hang() {
+    let test = TestRegistry::new();
+    let get_user = builder("GetUser").build_in(test.registry()).unwrap();
+    let ctx = RequestContext::new();
+    let _entered = ctx.enter();
+    let inner = get_user.clone();
+    let outer = get_user
+        .run(move || {
+            let err = inner
+                .run(|| Ok::<u32, DependencyError>(1))
+                .cache_key("k")
+                .execute()
+                .unwrap_err();
+            assert_eq!(err.failure_type(), FailureType::Misuse);
+            assert_eq!(
+                err.to_string(),
+                "command GetUser was executed with cache key \"k\" inside the run of the \
+                 execution that has this cache key, which would wait for itself forever; give the \
+                 inner execution another cache key"
+            );
+            Ok::<u32, DependencyError>(2)
+        })
+        .cache_key("k")
+        .execute()
+        .unwrap();
+    assert_eq!(*outer, 2);
+    // The async form of the blocking modes also gives the execution result.
+    let hit = get_user
+        .run_async(async { Ok::<u32, DependencyError>(3) })
+        .cache_key("k")
+        .execute_outcome();
+    assert_eq!(**hit.response().as_ref().unwrap(), 2);
+    assert!(hit.is_response_from_cache());
+}
+
+#[test]
+fn clearing_without_a_context_does_not_advise_turning_the_cache_off() {
+    let test = TestRegistry::new();
+    let get_user = builder("GetUser").build_in(test.registry()).unwrap();
+    assert_eq!(
+        get_user.clear_cache("u1").unwrap_err().to_string(),
+        "command GetUser could not clear a cache key, but no request context is current, so \
+         request caching is not available: open one around the request with \
+         RequestContext::new().scope(future).await (async) or RequestContext::new().enter() \
+         (sync)"
     );
 }

@@ -439,3 +439,52 @@ fn a_cache_key_function_turns_on_the_request_cache_for_the_layers_calls() {
     let err = block_on(svc.call("a".to_owned())).unwrap_err();
     assert_eq!(err.failure_type(), FailureType::NoRequestContext);
 }
+
+#[test]
+fn a_request_context_layer_gives_each_call_its_own_context_and_cache() {
+    use hystrix::context::RequestContext;
+    use hystrix::tower::RequestContextLayer;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    let test = TestRegistry::new();
+    let get_user = command(&test, "GetUser");
+    let runs = Arc::new(AtomicU32::new(0));
+    let handler = {
+        let runs = Arc::clone(&runs);
+        service_fn(move |id: String| {
+            let (get_user, runs) = (get_user.clone(), Arc::clone(&runs));
+            async move {
+                // Two lookups of one user in one request: one run.
+                for _ in 0..2 {
+                    let runs = Arc::clone(&runs);
+                    get_user
+                        .run(move || {
+                            runs.fetch_add(1, Ordering::SeqCst);
+                            Ok::<_, BoxError>(1)
+                        })
+                        .cache_key(id.clone())
+                        .execute_async()
+                        .await
+                        .map_err(|err| err.to_string())?;
+                }
+                let log = RequestContext::current().map(|ctx| ctx.request_log().to_string());
+                Ok::<_, String>(log.unwrap_or_default())
+            }
+        })
+    };
+    let mut svc = RequestContextLayer.layer(handler);
+    for id in ["a", "b"] {
+        let log = block_on(svc.call(id.to_owned())).unwrap();
+        assert_eq!(
+            log,
+            "GetUser[SUCCESS][0ms], GetUser[SUCCESS, RESPONSE_FROM_CACHE][0ms]"
+        );
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 2, "one run per request");
+    assert_eq!(
+        RequestContext::current(),
+        None,
+        "the context ends with the call"
+    );
+}

@@ -732,7 +732,11 @@ impl CircuitBreaker {
             self.min_open_ms.store(0, Ordering::Release);
             self.state.force(Status::Open)
         };
-        self.trip_cause.store(Some(Arc::new(TripCause::ForcedOpen)));
+        // Not `TripCause::ForcedOpen`: that names the sticky property, this is one opening.
+        self.trip_cause
+            .store(Some(Arc::new(TripCause::Message(Arc::from(
+                "forced open by force_open() until its sleep window passes",
+            )))));
         site.emit(BreakerEventKind::ForcedOpen);
         if let Some(extras) = site.extras() {
             if let Some(probe) = &extras.probe {

@@ -20,7 +20,8 @@ use crate::command::pipeline;
 use crate::command::run::{Async, Blocking, Cancellable, RunFn};
 use crate::command::{Classify, ExecutionResult, Outcome};
 use crate::context::{
-    CacheOwner, CachedOutcome, Claim, Lookup, RequestContext, RequestLogEntry, SharedResponse, Wait,
+    CacheOwner, CachedOutcome, Claim, Entry, Lookup, RequestContext, RequestLogEntry,
+    SharedResponse, Wait,
 };
 use crate::error::{BoxError, Cause, Detail, FailureType, HystrixError};
 use crate::event::EventType;
@@ -209,12 +210,16 @@ where
     /// # Errors
     /// As [`execute_async`](CachedExecution::execute_async).
     pub fn execute(self) -> SharedResponse<T, E> {
+        self.execute_outcome().into_response()
+    }
+
+    /// As [`execute`](Self::execute), also returning the [`ExecutionResult`].
+    pub fn execute_outcome(self) -> CachedOutcome<T, E> {
         let state = Arc::clone(self.execution.command().state_arc());
         let execution = self.execution;
         pipeline::block_on(CachedFuture::new(state, Some(self.cache_key), async move {
             execution.execute_outcome()
         }))
-        .into_response()
     }
 }
 
@@ -409,7 +414,13 @@ where
                     }
                 },
                 CachedPhase::Running { claim } => {
-                    let outcome = share(std::task::ready!(this.execution.as_mut().poll(cx)));
+                    // While it runs here, an identical execution inside it must not wait for it.
+                    let running = claim
+                        .as_ref()
+                        .map(|claim| RunningHere::enter(claim.entry()));
+                    let polled = this.execution.as_mut().poll(cx);
+                    drop(running);
+                    let outcome = share(std::task::ready!(polled));
                     match claim.take() {
                         // Refused before any step (a misuse): not kept; waiters look again.
                         Some(claim) if outcome.result.events.is_empty() => drop(claim),
@@ -442,6 +453,16 @@ where
         .lookup(&context, CacheOwner::Command(state.key.clone()), cache_key)
     {
         None => Err(refused(other_type(state, cache_key))),
+        Some(Lookup::Hit(entry)) if RunningHere::contains(&entry) => {
+            Err(refused(HystrixError::misuse(
+                state.key.clone(),
+                format!(
+                    "was executed with cache key {cache_key:?} inside the run of the execution \
+                     that has this cache key, which would wait for itself forever; give the inner \
+                     execution another cache key"
+                ),
+            )))
+        }
         Some(Lookup::Miss(claim)) => Ok(CachedPhase::Running { claim: Some(claim) }),
         Some(Lookup::Hit(entry)) => Ok(CachedPhase::Waiting {
             wait: entry.wait(),
@@ -484,6 +505,42 @@ where
             .inner
             .poll(cx)
             .map(CachedOutcome::into_response)
+    }
+}
+
+thread_local! {
+    /// The entries whose executions this thread is running now (innermost last).
+    static RUNNING_HERE: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Marks an entry's execution as running on this thread while it is polled here.
+struct RunningHere(usize);
+
+impl RunningHere {
+    fn address<T, E>(entry: &Arc<Entry<T, E>>) -> usize {
+        Arc::as_ptr(entry).cast::<()>() as usize
+    }
+
+    fn enter<T, E>(entry: &Arc<Entry<T, E>>) -> Self {
+        let address = Self::address(entry);
+        RUNNING_HERE.with(|running| running.borrow_mut().push(address));
+        RunningHere(address)
+    }
+
+    fn contains<T, E>(entry: &Arc<Entry<T, E>>) -> bool {
+        let address = Self::address(entry);
+        RUNNING_HERE.with(|running| running.borrow().contains(&address))
+    }
+}
+
+impl Drop for RunningHere {
+    fn drop(&mut self) {
+        RUNNING_HERE.with(|running| {
+            let mut running = running.borrow_mut();
+            if let Some(at) = running.iter().rposition(|&address| address == self.0) {
+                running.remove(at);
+            }
+        });
     }
 }
 
@@ -538,6 +595,11 @@ fn hit<T, E>(
 /// The error of a request-scoped feature used with no request context current; `what` says
 /// what the command did, e.g. "has a cache key".
 pub(crate) fn no_request_context<E>(state: &CommandState, what: &str) -> HystrixError<E> {
+    let or_off = if what == CLEARING {
+        ""
+    } else {
+        ", or turn the cache off with requestCache.enabled=false"
+    };
     HystrixError::new(
         FailureType::NoRequestContext,
         state.key.clone(),
@@ -547,12 +609,14 @@ pub(crate) fn no_request_context<E>(state: &CommandState, what: &str) -> Hystrix
         format!(
             "{what}, but no request context is current, so request caching is not available: \
              open one around the request with RequestContext::new().scope(future).await \
-             (async) or RequestContext::new().enter() (sync), or turn the cache off with \
-             requestCache.enabled=false"
+             (async) or RequestContext::new().enter() (sync){or_off}"
         )
         .into(),
     ))
 }
+
+/// What [`Command::clear_cache`](crate::Command::clear_cache) says it could not do.
+pub(crate) const CLEARING: &str = "could not clear a cache key";
 
 fn other_type<E>(state: &CommandState, cache_key: &str) -> HystrixError<E> {
     HystrixError::misuse(

@@ -245,10 +245,7 @@ impl<C> Command<C> {
         cache_key: &str,
     ) -> Result<bool, crate::HystrixError<std::convert::Infallible>> {
         let Some(context) = crate::context::RequestContext::current() else {
-            return Err(cached::no_request_context(
-                &self.state,
-                "could not clear a cache key",
-            ));
+            return Err(cached::no_request_context(&self.state, cached::CLEARING));
         };
         Ok(context.clear_cache(&self.state.key, cache_key))
     }
