@@ -16,6 +16,20 @@ use parking_lot::Mutex;
 
 use crate::context::{CachedOutcome, Claim, Entry, WeakContext};
 
+/// A place in a batch: an argument and where its requests' answers go.
+pub(crate) trait BatchSlot<A>: Send + Sync + 'static {
+    /// What a new slot needs besides its argument.
+    type Init;
+    /// A slot for `arg`, with one request waiting.
+    fn create(arg: A, init: Self::Init) -> Self;
+    /// Its argument.
+    fn arg(&self) -> &A;
+    /// One more request waits for it.
+    fn join(&self);
+    /// Whether any request still waits for it (a slot nobody waits for is left out).
+    fn is_wanted(&self) -> bool;
+}
+
 /// One slot of a batch: an argument and where its response goes. Duplicate arguments share a
 /// slot while `requestCache.enabled` (SPEC Part A 27).
 pub(crate) struct Slot<A, R, E> {
@@ -27,8 +41,15 @@ pub(crate) struct Slot<A, R, E> {
     waiting: AtomicUsize,
 }
 
-impl<A, R, E> Slot<A, R, E> {
-    pub(crate) fn new(arg: A, claim: Option<Claim<R, E>>) -> Self {
+impl<A, R, E> BatchSlot<A> for Slot<A, R, E>
+where
+    A: Send + Sync + 'static,
+    R: Send + Sync + 'static,
+    E: Send + Sync + 'static,
+{
+    type Init = Option<Claim<R, E>>;
+
+    fn create(arg: A, claim: Option<Claim<R, E>>) -> Self {
         let entry = claim
             .as_ref()
             .map_or_else(|| Arc::new(Entry::new()), |claim| Arc::clone(claim.entry()));
@@ -40,6 +61,20 @@ impl<A, R, E> Slot<A, R, E> {
         }
     }
 
+    fn arg(&self) -> &A {
+        &self.arg
+    }
+
+    fn join(&self) {
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+    }
+
+    fn is_wanted(&self) -> bool {
+        self.waiting.load(Ordering::Acquire) > 0
+    }
+}
+
+impl<A, R, E> Slot<A, R, E> {
     /// Answers every request of this slot.
     pub(crate) fn deliver(&self, outcome: CachedOutcome<R, E>) {
         match self.claim.lock().take() {
@@ -48,27 +83,19 @@ impl<A, R, E> Slot<A, R, E> {
         }
     }
 
-    pub(crate) fn join(&self) {
-        self.waiting.fetch_add(1, Ordering::AcqRel);
-    }
-
     /// A request left before its response came.
     pub(crate) fn leave(&self) {
         self.waiting.fetch_sub(1, Ordering::AcqRel);
     }
-
-    pub(crate) fn is_wanted(&self) -> bool {
-        self.waiting.load(Ordering::Acquire) > 0
-    }
 }
 
 /// What a batcher needs from its collapser.
-pub(crate) trait BatchRunner<A, R, E>: Send + Sync + 'static {
+pub(crate) trait BatchRunner<S>: Send + Sync + 'static {
     /// `maxRequestsInBatch`, `timerDelayInMilliseconds` and `requestCache.enabled` now.
     fn limits(&self) -> Limits;
     /// Runs `batch` (spawned on the registry's executor, or answered at once), in `context`
     /// for a REQUEST-scoped batcher.
-    fn run(self: Arc<Self>, batch: Vec<Arc<Slot<A, R, E>>>, context: Option<&WeakContext>);
+    fn run(self: Arc<Self>, batch: Vec<Arc<S>>, context: Option<&WeakContext>);
     /// Asks `tick` to run at `deadline_ms` on the registry's clock.
     fn schedule(&self, deadline_ms: u64, tick: Box<dyn FnOnce() + Send>);
     /// The registry clock's time in ms.
@@ -83,33 +110,29 @@ pub(crate) struct Limits {
     pub(crate) share_duplicates: bool,
 }
 
-struct Pending<A, R, E> {
-    slots: Vec<Arc<Slot<A, R, E>>>,
+struct Pending<A, S> {
+    slots: Vec<Arc<S>>,
     /// Where each argument's slot is, while duplicates share slots.
     index: HashMap<A, usize>,
     /// The timer is ticking.
     ticking: bool,
 }
 
-/// The current batch of one collapser scope.
-pub(crate) struct Batcher<A, R, E> {
-    pending: Mutex<Pending<A, R, E>>,
-    runner: Arc<dyn BatchRunner<A, R, E>>,
+/// The current batch of one collapser scope, of slots `S` for arguments `A`.
+pub(crate) struct Batcher<A, S> {
+    pending: Mutex<Pending<A, S>>,
+    runner: Arc<dyn BatchRunner<S>>,
     /// The request context of a REQUEST-scoped batcher (weak: the context holds the batcher).
     context: Option<WeakContext>,
-    me: Weak<Batcher<A, R, E>>,
+    me: Weak<Batcher<A, S>>,
 }
 
-impl<A, R, E> Batcher<A, R, E>
+impl<A, S> Batcher<A, S>
 where
     A: Clone + Hash + Eq + Send + Sync + 'static,
-    R: Send + Sync + 'static,
-    E: Send + Sync + 'static,
+    S: BatchSlot<A>,
 {
-    pub(crate) fn new(
-        runner: Arc<dyn BatchRunner<A, R, E>>,
-        context: Option<WeakContext>,
-    ) -> Arc<Self> {
+    pub(crate) fn new(runner: Arc<dyn BatchRunner<S>>, context: Option<WeakContext>) -> Arc<Self> {
         Arc::new_cyclic(|me| Batcher {
             context,
             pending: Mutex::new(Pending {
@@ -122,20 +145,20 @@ where
         })
     }
 
-    /// Adds a request for `arg` to the current batch and returns its slot; `claim` is the
-    /// request cache's claim for it, if the collapser caches.
-    pub(crate) fn submit(&self, arg: A, claim: Option<Claim<R, E>>) -> Arc<Slot<A, R, E>> {
+    /// Adds a request for `arg` to the current batch and returns its slot, made with `init`
+    /// unless `share` and an equal argument's slot is in the batch (then that one).
+    pub(crate) fn submit(&self, arg: A, init: S::Init, share: bool) -> Arc<S> {
         let limits = self.runner.limits();
         let mut pending = self.pending.lock();
-        if limits.share_duplicates
-            && claim.is_none()
+        if share
+            && limits.share_duplicates
             && let Some(&at) = pending.index.get(&arg)
         {
             let slot = Arc::clone(&pending.slots[at]);
             slot.join();
             return slot;
         }
-        let slot = Arc::new(Slot::new(arg.clone(), claim));
+        let slot = Arc::new(S::create(arg.clone(), init));
         if limits.share_duplicates {
             let at = pending.slots.len();
             pending.index.insert(arg, at);
@@ -179,13 +202,13 @@ where
     }
 }
 
-impl<A: 'static, R: 'static, E: 'static> Batcher<A, R, E> {
-    fn run(&self, batch: Vec<Arc<Slot<A, R, E>>>) {
+impl<A, S: 'static> Batcher<A, S> {
+    fn run(&self, batch: Vec<Arc<S>>) {
         Arc::clone(&self.runner).run(batch, self.context.as_ref());
     }
 }
 
-fn take<A, R, E>(pending: &mut Pending<A, R, E>) -> Vec<Arc<Slot<A, R, E>>> {
+fn take<A, S>(pending: &mut Pending<A, S>) -> Vec<Arc<S>> {
     pending.index.clear();
     std::mem::take(&mut pending.slots)
 }

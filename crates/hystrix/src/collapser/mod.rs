@@ -79,7 +79,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
-use batcher::{BatchRunner, Batcher, Limits, Slot};
+use batcher::{BatchRunner, BatchSlot, Batcher, Limits, Slot};
 pub(crate) use metrics::CollapserCounters;
 pub use metrics::{CollapserEvent, CollapserMetrics};
 
@@ -239,7 +239,7 @@ where
             shard_by: self.shard_by,
             cache_key: self.cache_key,
         });
-        let runner: Arc<dyn BatchRunner<A, R, E>> = Arc::new(Runner {
+        let runner: Arc<dyn BatchRunner<Slot<A, R, E>>> = Arc::new(Runner {
             core: Arc::clone(&core),
             command,
             batch,
@@ -276,9 +276,9 @@ struct Core<A> {
 /// batches (build one per collapser and share it).
 pub struct Collapser<A, R, E> {
     core: Arc<Core<A>>,
-    runner: Arc<dyn BatchRunner<A, R, E>>,
+    runner: Arc<dyn BatchRunner<Slot<A, R, E>>>,
     /// The batcher of a GLOBAL collapser.
-    global: Option<Arc<Batcher<A, R, E>>>,
+    global: Option<Arc<Batcher<A, Slot<A, R, E>>>>,
 }
 
 impl<A, R, E> Clone for Collapser<A, R, E> {
@@ -392,7 +392,9 @@ where
         };
         core.counters
             .add(core.env.clock.now_ms(), CollapserEvent::AddedToBatch, 1);
-        let slot = batcher.submit(arg, claim);
+        // A cached request has its own entry (duplicates find it in the cache instead).
+        let share = claim.is_none();
+        let slot = batcher.submit(arg, claim, share);
         let wait = Arc::clone(&slot.entry).wait();
         Ok(CollapsedFuture::waiting(
             wait,
@@ -439,7 +441,7 @@ struct Runner<A, R, E, C, F, M, Fut, B> {
     _types: PhantomData<fn() -> (Fut, B)>,
 }
 
-impl<A, R, E, C, F, M, Fut, B> BatchRunner<A, R, E> for Runner<A, R, E, C, F, M, Fut, B>
+impl<A, R, E, C, F, M, Fut, B> BatchRunner<Slot<A, R, E>> for Runner<A, R, E, C, F, M, Fut, B>
 where
     A: Clone + Hash + Eq + Send + Sync + 'static,
     R: Send + Sync + 'static,
@@ -592,7 +594,7 @@ fn shards<T, A>(
     shard_of: Option<&(dyn Fn(&A) -> u64 + Send + Sync)>,
 ) -> Vec<Vec<Arc<T>>>
 where
-    T: HasArg<A>,
+    T: BatchSlot<A>,
 {
     let Some(shard_of) = shard_of else {
         return vec![batch];
@@ -606,17 +608,6 @@ where
         }
     }
     shards.into_iter().map(|(_, slots)| slots).collect()
-}
-
-/// A batch slot's argument (lets [`shards`] work on slots of any response type).
-trait HasArg<A> {
-    fn arg(&self) -> &A;
-}
-
-impl<A, R, E> HasArg<A> for Slot<A, R, E> {
-    fn arg(&self) -> &A {
-        &self.arg
-    }
 }
 
 fn shared_value<R, E>(value: R, result: ExecutionResult) -> CachedOutcome<R, E> {
