@@ -62,8 +62,8 @@ pub use outcome::{ExecutionResult, Outcome};
 pub(crate) use pipeline::{panic_message, poll_caught};
 pub use run::{Async, Blocking, Cancellable, Interrupt, RunFn};
 pub use stream::{
-    ExecutionStream, FallbackStreamFn, NoFallbackStream, ObservedStream, StreamExecution,
-    StreamFallback,
+    ExecutionStream, FallbackStreamFn, NoFallbackStream, ObservedStream, STREAM_BUFFER_CAPACITY,
+    StreamExecution, StreamFallback,
 };
 #[cfg(feature = "tower")]
 pub(crate) use {pipeline::CallOptions, run::sealed::Sealed};
