@@ -15,6 +15,9 @@
 //! - the execution permit is held until the run stream ends (or times out), the fallback permit
 //!   while the fallback stream runs.
 //!
+//! How the run is isolated and how its timeouts are measured is told on [`StreamExecution`]
+//! (its sections "Isolation" and "Timeouts").
+//!
 //! | mode | starts | dropping it |
 //! |---|---|---|
 //! | [`to_observable`](StreamExecution::to_observable) | at first poll (cold) | cancels |
@@ -56,6 +59,32 @@ use crate::registry::CommandState;
 /// [`to_observable`](StreamExecution::to_observable) or [`observe`](StreamExecution::observe)
 /// (the two modes Hystrix's `HystrixObservableCommand` offers; SPEC Part A 20). Made by
 /// [`Command::run_stream`].
+///
+/// # Isolation
+///
+/// SEMAPHORE (the default): the run stream is polled in the execution stream's own poll, so it
+/// goes only as fast as its consumer reads. THREAD: the run stream is driven by a task on the
+/// pool's own runtime (holding a pool slot until it stops), which hands its values on through a
+/// buffer of [`STREAM_BUFFER_CAPACITY`] (16) values: once it is full the task waits for the
+/// consumer to take one before it polls the run again (backpressure), so a consumer that stops
+/// reading holds the run back. When the consumer drops (or `cancel()`s) the execution, the task
+/// stops at its next step and its pool slot is free; it also returns to its runtime after every
+/// 16 values, so even a run that is always ready cannot keep it.
+///
+/// # Timeouts
+///
+/// Both are measured on the registry's clock while the run is being waited on, never while the
+/// consumer is busy elsewhere:
+///
+/// - the timeout (`execution.isolation.thread.timeoutInMilliseconds`, or the call's
+///   [`timeout`](StreamExecution::timeout)) runs from the execution's start to the run's first
+///   value (or end). A first step that comes at or after it is a TIMEOUT (SPEC Part A 12), as
+///   seen where the run is polled: in the consumer's poll under SEMAPHORE, by the pool task
+///   under THREAD (where a value that arrived in time stays in time however late it is read);
+/// - the [`idle_timeout`](StreamExecution::idle_timeout) is armed (now + idle) when, after a
+///   value, the run is next found pending: by the consumer's poll under SEMAPHORE, by the pool
+///   task (once the buffer has room: waiting for room does not count) under THREAD. It passes
+///   only while the run is pending; a step that is ready when polled is in time.
 #[must_use = "a stream execution does nothing until consumed by to_observable() or observe()"]
 pub struct StreamExecution<'c, C, S, FB> {
     command: &'c Command<C>,
@@ -183,11 +212,13 @@ impl<'c, C, S> StreamExecution<'c, C, S, NoFallback> {
 
 impl<C, S, FB> StreamExecution<'_, C, S, FB> {
     /// Overrides, for this call only, the time the run has to deliver its FIRST value (or to
-    /// end), instead of `execution.isolation.thread.timeoutInMilliseconds`; rounded up to whole
-    /// milliseconds, zero is refused when executed. As in Hystrix's observable commands, a run
-    /// that delivered a value is never timed out by it (see
-    /// [`idle_timeout`](StreamExecution::idle_timeout) for that). `execution.timeout.enabled =
-    /// false` still turns it off.
+    /// end), counted from the execution's start, instead of
+    /// `execution.isolation.thread.timeoutInMilliseconds`; rounded up to whole milliseconds,
+    /// zero is refused when executed. As in Hystrix's observable commands, a run that delivered
+    /// a value is never timed out by it (see [`idle_timeout`](StreamExecution::idle_timeout)
+    /// for that). `execution.timeout.enabled = false` still turns it off. Its error reads
+    /// "timed out after N ms (the timeout given to this call)". Where it is judged: see the
+    /// [`StreamExecution`'s "Timeouts"](StreamExecution#timeouts).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.options.timeout_ms = Some(crate::config::ceil_millis(timeout));
         self
@@ -195,9 +226,13 @@ impl<C, S, FB> StreamExecution<'_, C, S, FB> {
 
     /// The longest gap allowed between two values of the run after the first one (and between
     /// the last value and the run's end), rounded up to whole milliseconds; zero is refused when
-    /// executed. A longer gap is a TIMEOUT: the run stream is dropped, the values before stay
-    /// delivered, and the fallback follows. Off by default (SPEC Part A 20; Hystrix has none).
-    /// Not affected by `execution.timeout.enabled`.
+    /// executed. The gap is the run's, not the consumer's: it starts when the run is found
+    /// pending after a value and passes only while the run is still pending, so a slow
+    /// consumer of values that are ready is never timed out (details in the
+    /// [`StreamExecution`'s "Timeouts"](StreamExecution#timeouts)). A longer gap is a TIMEOUT: the run stream is dropped, the
+    /// values before stay delivered, and the fallback follows; its error reads "timed out
+    /// waiting N ms for its next value (idle timeout)". Off by default (SPEC Part A 20;
+    /// Hystrix has none). Not affected by `execution.timeout.enabled`.
     pub fn idle_timeout(mut self, idle: Duration) -> Self {
         self.idle_timeout_ms = Some(crate::config::ceil_millis(idle));
         self
@@ -232,8 +267,9 @@ where
     ///
     /// SEMAPHORE isolation (the default for stream commands, SPEC Part A 18): the run stream is
     /// polled inside this stream. THREAD isolation: the run stream is spawned on the pool's own
-    /// runtime (admitted by a pool slot, held until it ends, or THREAD_POOL_REJECTED) and its
-    /// values are passed here as they come.
+    /// runtime (admitted by a pool slot, held until it stops, or THREAD_POOL_REJECTED) and its
+    /// values are passed here as they come, at most [`STREAM_BUFFER_CAPACITY`] ahead of this
+    /// stream's reads.
     ///
     /// # Cancel safety
     /// Dropping it before its end drops the run (or fallback) stream, releases every permit and
@@ -264,7 +300,9 @@ where
     /// the first steps (breaker, permit, the values ready at once, a short-circuit or rejection
     /// and its fallback) are taken on this thread; the rest is driven on the registry's
     /// executor, with the caller's request context and span. Items wait in an unbounded buffer
-    /// for the one subscriber, as Hystrix's replaying `observe()`.
+    /// for the one subscriber, as Hystrix's replaying `observe()` (the executor's task reads
+    /// the run, or under THREAD its [bounded buffer](STREAM_BUFFER_CAPACITY), as fast as it
+    /// delivers; it returns to the executor after every 16 items).
     ///
     /// Dropping the returned stream detaches it: the execution goes on and is counted, its
     /// items are discarded. Use [`cancel`](ObservedStream::cancel) to stop it.
