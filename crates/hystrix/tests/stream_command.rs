@@ -662,11 +662,7 @@ fn thread_isolation_rejects_when_the_pool_is_busy_and_frees_the_slot_on_drop() {
     assert_eq!(ok_values(items), [0]);
 
     drop(held);
-    wait_until(|| {
-        test.registry()
-            .thread_pool_metrics("Test")
-            .is_some_and(|pool| pool.current_active_count == 0)
-    });
+    wait_for_free_pool(&test);
     let items: Vec<_> = block_on(cmd.run_stream(values(&[Ok(2)])).to_observable().collect());
     assert_eq!(ok_values(items), [2]);
     assert_eq!(cmd.metrics().cumulative_count(EventType::Cancelled), 1);
@@ -803,6 +799,20 @@ fn next_item<S: Stream + Unpin>(stream: &mut S) -> Option<S::Item> {
 /// Every item of `stream` up to its end, each waited for as by [`next_item`].
 fn rest<S: Stream + Unpin>(stream: &mut S) -> Vec<S::Item> {
     std::iter::from_fn(|| next_item(stream)).collect()
+}
+
+/// Once the pool task waits for the run with its one deadline `ms` ahead on the manual clock:
+/// checks that nothing comes 1 ms before it, moves the clock to it, and returns what follows.
+fn rest_after_pool_deadline<S: Stream + Unpin>(
+    test: &TestRegistry,
+    stream: &mut S,
+    ms: u64,
+) -> Vec<S::Item> {
+    wait_until(|| test.clock().pending_timers() == 1);
+    test.advance(Duration::from_millis(ms - 1));
+    assert!(poll_next_once(Pin::new(&mut *stream)).is_pending());
+    test.advance(Duration::from_millis(1));
+    rest(stream)
 }
 
 /// A run stream that is always ready and never ends, counting the values it produced.
@@ -986,12 +996,10 @@ fn thread_isolation_no_first_value_before_the_timeout_is_a_timeout() {
             .to_observable(),
     );
     assert!(poll_next_once(stream.as_mut()).is_pending());
-    // The pool task waits for the run, its deadline armed on the manual clock.
-    wait_until(|| test.clock().pending_timers() == 1);
-    test.advance(Duration::from_millis(249));
-    assert!(poll_next_once(stream.as_mut()).is_pending());
-    test.advance(Duration::from_millis(1));
-    assert_eq!(ok_values(rest(&mut stream)), [7]);
+    assert_eq!(
+        ok_values(rest_after_pool_deadline(&test, &mut stream, 250)),
+        [7]
+    );
     let result = stream.execution_result().unwrap();
     assert_eq!(
         events(&result),
@@ -1019,11 +1027,10 @@ fn thread_isolation_a_gap_longer_than_the_idle_timeout_is_a_timeout() {
     );
     assert!(matches!(next_item(&mut stream), Some(Ok(1))));
     // The run is pending on the pool: its idle deadline (now + 40 ms) is armed there.
-    wait_until(|| test.clock().pending_timers() == 1);
-    test.advance(Duration::from_millis(39));
-    assert!(poll_next_once(stream.as_mut()).is_pending());
-    test.advance(Duration::from_millis(1));
-    assert_eq!(ok_values(rest(&mut stream)), [10]);
+    assert_eq!(
+        ok_values(rest_after_pool_deadline(&test, &mut stream, 40)),
+        [10]
+    );
     let result = stream.execution_result().unwrap();
     assert_eq!(
         events(&result),
