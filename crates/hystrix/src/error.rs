@@ -232,7 +232,12 @@ pub struct HystrixError<E> {
 pub(crate) enum Detail {
     #[default]
     None,
+    /// `execution.isolation.thread.timeoutInMilliseconds` passed (ms).
     TimeoutMs(u64),
+    /// A stream's first-value timeout given to the call by `.timeout(..)` passed (ms).
+    CallTimeoutMs(u64),
+    /// A stream's idle timeout passed: no next value for this long (ms).
+    IdleTimeoutMs(u64),
     SemaphoreLimit(u32),
     ShortCircuit(Option<TripCause>),
     PoolRejected {
@@ -330,17 +335,23 @@ impl<E> HystrixError<E> {
         }
     }
 
-    /// For [`FailureType::Timeout`]: the timeout that passed, in ms.
+    /// For [`FailureType::Timeout`]: the timeout that passed, in ms (for a stream command, the
+    /// first-value timeout or the idle timeout, whichever passed).
     pub fn timeout_ms(&self) -> Option<u64> {
         match self.detail {
-            Detail::TimeoutMs(ms) => Some(ms),
+            Detail::TimeoutMs(ms) | Detail::CallTimeoutMs(ms) | Detail::IdleTimeoutMs(ms) => {
+                Some(ms)
+            }
             _ => None,
         }
     }
 
     /// Whether the run's failure was a timeout.
     pub fn is_timeout(&self) -> bool {
-        matches!(self.detail, Detail::TimeoutMs(_))
+        matches!(
+            self.detail,
+            Detail::TimeoutMs(_) | Detail::CallTimeoutMs(_) | Detail::IdleTimeoutMs(_)
+        )
     }
 
     /// Whether the execution was refused before running (short-circuit or a rejection).
@@ -385,6 +396,12 @@ impl<E> HystrixError<E> {
     fn what_happened(&self) -> String {
         match (&self.detail, self.failure_type) {
             (Detail::TimeoutMs(ms), _) => format!("timed out after {ms} ms"),
+            (Detail::CallTimeoutMs(ms), _) => {
+                format!("timed out after {ms} ms (the timeout given to this call)")
+            }
+            (Detail::IdleTimeoutMs(ms), _) => {
+                format!("timed out waiting {ms} ms for its next value (idle timeout)")
+            }
             (Detail::ShortCircuit(Some(cause)), _) => {
                 format!("short-circuited (circuit open: {cause})")
             }

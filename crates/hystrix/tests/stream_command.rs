@@ -11,14 +11,14 @@ mod common;
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use common::{DependencyError, builder, command};
 use futures::executor::block_on;
 use futures::stream::{self, BoxStream, Stream, StreamExt};
-use hystrix::command::{StreamExecution, StreamFallback};
+use hystrix::command::{STREAM_BUFFER_CAPACITY, StreamExecution, StreamFallback};
 use hystrix::context::RequestContext;
 use hystrix::testing::TestRegistry;
 use hystrix::{
@@ -662,11 +662,7 @@ fn thread_isolation_rejects_when_the_pool_is_busy_and_frees_the_slot_on_drop() {
     assert_eq!(ok_values(items), [0]);
 
     drop(held);
-    wait_until(|| {
-        test.registry()
-            .thread_pool_metrics("Test")
-            .is_some_and(|pool| pool.current_active_count == 0)
-    });
+    wait_for_free_pool(&test);
     let items: Vec<_> = block_on(cmd.run_stream(values(&[Ok(2)])).to_observable().collect());
     assert_eq!(ok_values(items), [2]);
     assert_eq!(cmd.metrics().cumulative_count(EventType::Cancelled), 1);
@@ -774,4 +770,373 @@ fn a_half_open_trial_dropped_before_any_value_gives_its_slot_back() {
     let items: Vec<_> = block_on(cmd.run_stream(values(&[Ok(1)])).to_observable().collect());
     assert_eq!(ok_values(items), [1]);
     assert_eq!(cmd.circuit_breaker().status(), hystrix::Status::Closed);
+}
+
+// ------------------------------------------------------------------------------------------------
+// THREAD isolation: bounded buffer, backpressure, stopping; timeouts judged where the run is
+// waited on.
+
+/// A builder for a THREAD-isolated command on a pool of one thread ("Test").
+fn on_one_thread(key: &str) -> hystrix::CommandBuilder {
+    builder(key)
+        .isolation(IsolationStrategy::Thread)
+        .thread_pool_core_size(1)
+}
+
+/// The next item of `stream`, waiting (up to 5 s of real time) for the pool to deliver it.
+fn next_item<S: Stream + Unpin>(stream: &mut S) -> Option<S::Item> {
+    let mut item = None;
+    wait_until(|| match poll_next_once(Pin::new(&mut *stream)) {
+        Poll::Ready(next) => {
+            item = Some(next);
+            true
+        }
+        Poll::Pending => false,
+    });
+    item.unwrap()
+}
+
+/// Every item of `stream` up to its end, each waited for as by [`next_item`].
+fn rest<S: Stream + Unpin>(stream: &mut S) -> Vec<S::Item> {
+    std::iter::from_fn(|| next_item(stream)).collect()
+}
+
+/// Once the pool task waits for the run with its one deadline `ms` ahead on the manual clock:
+/// checks that nothing comes 1 ms before it, moves the clock to it, and returns what follows.
+fn rest_after_pool_deadline<S: Stream + Unpin>(
+    test: &TestRegistry,
+    stream: &mut S,
+    ms: u64,
+) -> Vec<S::Item> {
+    wait_until(|| test.clock().pending_timers() == 1);
+    test.advance(Duration::from_millis(ms - 1));
+    assert!(poll_next_once(Pin::new(&mut *stream)).is_pending());
+    test.advance(Duration::from_millis(1));
+    rest(stream)
+}
+
+/// A run stream that is always ready and never ends, counting the values it produced.
+fn endless(produced: &Arc<AtomicUsize>) -> BoxStream<'static, Result<u32, DependencyError>> {
+    let produced = Arc::clone(produced);
+    stream::repeat(7)
+        .map(move |value| {
+            produced.fetch_add(1, Ordering::SeqCst);
+            Ok(value)
+        })
+        .boxed()
+}
+
+/// These values, then (when asked for the next step, so after they were all handed on) sets
+/// `asked` and ends.
+fn values_then_mark(
+    items: &'static [u32],
+    asked: &Arc<AtomicBool>,
+) -> BoxStream<'static, Result<u32, DependencyError>> {
+    let asked = Arc::clone(asked);
+    stream::iter(items.iter().copied().map(Ok))
+        .chain(stream::poll_fn(move |_| {
+            asked.store(true, Ordering::SeqCst);
+            Poll::Ready(None)
+        }))
+        .boxed()
+}
+
+/// Waits until the "Test" pool has no active task (its slot was given back).
+fn wait_for_free_pool(test: &TestRegistry) {
+    wait_until(|| {
+        test.registry()
+            .thread_pool_metrics("Test")
+            .is_some_and(|pool| pool.current_active_count == 0)
+    });
+}
+
+#[test]
+fn thread_isolation_dropping_an_always_ready_stream_stops_it_and_frees_its_slot() {
+    let test = TestRegistry::new();
+    let cmd = on_one_thread("Endless")
+        .timeout_enabled(false)
+        .build_in(test.registry())
+        .unwrap();
+    let produced = Arc::new(AtomicUsize::new(0));
+    let mut stream = Box::pin(cmd.run_stream(endless(&produced)).to_observable());
+    assert!(matches!(next_item(&mut stream), Some(Ok(7))));
+    // The pool task fills the buffer while nobody reads, then waits for room.
+    wait_until(|| produced.load(Ordering::SeqCst) > STREAM_BUFFER_CAPACITY);
+
+    drop(stream);
+    wait_for_free_pool(&test);
+    // The slot is free: the next THREAD execution on this one-thread pool runs.
+    let mut next = Box::pin(cmd.run_stream(values(&[Ok(2)])).to_observable());
+    let items = rest(&mut next);
+    assert_eq!(ok_values(items), [2]);
+    assert_eq!(events(&next.execution_result().unwrap()), "[EMIT, SUCCESS]");
+    // What was produced: the value taken, a full buffer, at most one more in flight.
+    let produced = produced.load(Ordering::SeqCst);
+    assert!(
+        produced <= STREAM_BUFFER_CAPACITY + 2,
+        "{produced} values produced for a consumer that took one"
+    );
+    assert_eq!(cmd.metrics().cumulative_count(EventType::Cancelled), 1);
+    assert_eq!(
+        cmd.metrics()
+            .cumulative_count(EventType::ThreadPoolRejected),
+        0
+    );
+}
+
+#[test]
+fn thread_isolation_a_live_slow_consumer_holds_the_run_back() {
+    let test = TestRegistry::new();
+    let cmd = on_one_thread("Backpressure")
+        .timeout_enabled(false)
+        .build_in(test.registry())
+        .unwrap();
+    let produced = Arc::new(AtomicUsize::new(0));
+    let mut stream = Box::pin(cmd.run_stream(endless(&produced)).to_observable());
+    for taken in 1..=3 {
+        assert!(matches!(next_item(&mut stream), Some(Ok(7))));
+        // The run goes on only as far as the buffer has room.
+        wait_until(|| produced.load(Ordering::SeqCst) >= taken + STREAM_BUFFER_CAPACITY);
+        let now = produced.load(Ordering::SeqCst);
+        assert!(
+            now <= taken + STREAM_BUFFER_CAPACITY + 1,
+            "{now} values produced for a consumer that took {taken}"
+        );
+    }
+    drop(stream);
+    wait_for_free_pool(&test);
+}
+
+#[test]
+fn observe_cancel_stops_an_always_ready_thread_isolated_stream() {
+    let test = TestRegistry::new();
+    let cmd = on_one_thread("EndlessHot")
+        .timeout_enabled(false)
+        .build_in(test.registry())
+        .unwrap();
+    let produced = Arc::new(AtomicUsize::new(0));
+    let mut observed = cmd.run_stream(endless(&produced)).observe();
+    assert!(matches!(next_item(&mut observed), Some(Ok(7))));
+    assert!(observed.cancel());
+    wait_for_free_pool(&test);
+    wait_until(|| observed.execution_result().is_some());
+    assert_eq!(
+        observed
+            .execution_result()
+            .unwrap()
+            .execution_events()
+            .count(EventType::Cancelled),
+        1
+    );
+    let mut next = Box::pin(cmd.run_stream(values(&[Ok(2)])).to_observable());
+    assert_eq!(ok_values(rest(&mut next)), [2]);
+}
+
+#[test]
+fn a_slow_consumer_of_ready_values_is_not_an_idle_timeout() {
+    for isolation in [IsolationStrategy::Semaphore, IsolationStrategy::Thread] {
+        let test = TestRegistry::new();
+        let cmd = builder("SlowReader")
+            .isolation(isolation)
+            .build_in(test.registry())
+            .unwrap();
+        let mut stream = Box::pin(
+            cmd.run_stream(values(&[Ok(1), Ok(2), Ok(3)]))
+                .idle_timeout(Duration::from_millis(100))
+                .to_observable(),
+        );
+        let mut taken = Vec::new();
+        while let Some(item) = next_item(&mut stream) {
+            taken.push(item);
+            // The consumer takes 150 ms per value: its own time, not a gap of the run.
+            test.advance(Duration::from_millis(150));
+        }
+        assert_eq!(ok_values(taken), [1, 2, 3], "{isolation:?}");
+        let result = stream.execution_result().unwrap();
+        assert_eq!(events(&result), "[EMITx3, SUCCESS]", "{isolation:?}");
+    }
+}
+
+#[test]
+fn thread_isolation_a_first_value_produced_in_time_but_read_late_is_in_time() {
+    let test = TestRegistry::new();
+    let cmd = on_one_thread("ReadLate")
+        .timeout(Duration::from_millis(100))
+        .build_in(test.registry())
+        .unwrap();
+    let asked = Arc::new(AtomicBool::new(false));
+    let mut stream = Box::pin(
+        cmd.run_stream(values_then_mark(&[1, 2], &asked))
+            .to_observable(),
+    );
+    // The first poll starts the run on the pool; it hands both values on at 0 ms.
+    let mut items = Vec::new();
+    if let Poll::Ready(Some(item)) = poll_next_once(stream.as_mut()) {
+        items.push(item);
+    }
+    wait_until(|| asked.load(Ordering::SeqCst));
+    // The consumer reads them 150 ms later, past the 100 ms timeout.
+    test.advance(Duration::from_millis(150));
+    items.extend(rest(&mut stream));
+    assert_eq!(ok_values(items), [1, 2]);
+    let result = stream.execution_result().unwrap();
+    assert_eq!(events(&result), "[EMITx2, SUCCESS]");
+}
+
+#[test]
+fn thread_isolation_no_first_value_before_the_timeout_is_a_timeout() {
+    let test = TestRegistry::new();
+    let cmd = on_one_thread("SlowOnPool")
+        .timeout(Duration::from_millis(250))
+        .build_in(test.registry())
+        .unwrap();
+    let mut stream = Box::pin(
+        cmd.run_stream(then_hang(&[]))
+            .fallback_stream(fallback_of(&[7]))
+            .to_observable(),
+    );
+    assert!(poll_next_once(stream.as_mut()).is_pending());
+    assert_eq!(
+        ok_values(rest_after_pool_deadline(&test, &mut stream, 250)),
+        [7]
+    );
+    let result = stream.execution_result().unwrap();
+    assert_eq!(
+        events(&result),
+        "[TIMEOUT, FALLBACK_EMIT, FALLBACK_SUCCESS]"
+    );
+    wait_for_free_pool(&test);
+    assert_eq!(test.clock().pending_timers(), 0);
+}
+
+#[test]
+fn thread_isolation_a_gap_longer_than_the_idle_timeout_is_a_timeout() {
+    let test = TestRegistry::new();
+    let cmd = on_one_thread("IdleOnPool")
+        .build_in(test.registry())
+        .unwrap();
+    let mut stream = Box::pin(
+        cmd.run_stream(then_hang(&[1]))
+            .idle_timeout(Duration::from_millis(40))
+            .fallback_stream(|err: &Error| {
+                assert_eq!(err.failure_type(), FailureType::Timeout);
+                assert_eq!(err.timeout_ms(), Some(40));
+                stream::iter([Ok::<u32, DependencyError>(10)])
+            })
+            .to_observable(),
+    );
+    assert!(matches!(next_item(&mut stream), Some(Ok(1))));
+    // The run is pending on the pool: its idle deadline (now + 40 ms) is armed there.
+    assert_eq!(
+        ok_values(rest_after_pool_deadline(&test, &mut stream, 40)),
+        [10]
+    );
+    let result = stream.execution_result().unwrap();
+    assert_eq!(
+        events(&result),
+        "[EMIT, TIMEOUT, FALLBACK_EMIT, FALLBACK_SUCCESS]"
+    );
+    wait_for_free_pool(&test);
+}
+
+#[test]
+fn semaphore_the_idle_deadline_starts_when_the_run_is_found_pending() {
+    let test = TestRegistry::new();
+    let cmd = command(&test, "IdleArmed");
+    let (tx, rx) = futures::channel::mpsc::unbounded::<Result<u32, DependencyError>>();
+    tx.unbounded_send(Ok(1)).unwrap();
+    let mut stream = Box::pin(
+        cmd.run_stream(rx)
+            .idle_timeout(Duration::from_millis(100))
+            .to_observable(),
+    );
+    assert!(matches!(
+        poll_next_once(stream.as_mut()),
+        Poll::Ready(Some(Ok(1)))
+    ));
+    // The consumer comes back 500 ms later: only now does the run's gap start.
+    test.advance(Duration::from_millis(500));
+    assert!(poll_next_once(stream.as_mut()).is_pending());
+    test.advance(Duration::from_millis(99));
+    tx.unbounded_send(Ok(2)).unwrap();
+    assert!(matches!(
+        poll_next_once(stream.as_mut()),
+        Poll::Ready(Some(Ok(2)))
+    ));
+    // A real gap: pending at the deadline.
+    assert!(poll_next_once(stream.as_mut()).is_pending());
+    test.advance(Duration::from_millis(100));
+    let (values, err) = split(block_on(stream.by_ref().collect()));
+    assert!(values.is_empty());
+    assert_eq!(err.unwrap().failure_type(), FailureType::Timeout);
+    let result = stream.execution_result().unwrap();
+    assert_eq!(events(&result), "[EMITx2, TIMEOUT, FALLBACK_MISSING]");
+    assert_eq!(result.execution_time_ms(), Some(699));
+}
+
+#[test]
+fn timeout_errors_say_which_timeout_passed() {
+    let test = TestRegistry::new();
+    let cmd = command(&test, "Ticks");
+    let first_error = |execution: Vec<Item>| split(execution).1.unwrap();
+
+    let idle = first_error(
+        drain(
+            &test,
+            Mode::Cold,
+            cmd.run_stream(then_hang(&[1]))
+                .idle_timeout(Duration::from_millis(250)),
+            Some(Duration::from_millis(250)),
+        )
+        .0,
+    );
+    assert_eq!(
+        idle.to_string(),
+        "command Ticks timed out waiting 250 ms for its next value (idle timeout) and no \
+         fallback available"
+    );
+    assert_eq!(
+        (idle.failure_type(), idle.timeout_ms(), idle.is_timeout()),
+        (FailureType::Timeout, Some(250), true)
+    );
+
+    let per_call = first_error(
+        drain(
+            &test,
+            Mode::Cold,
+            cmd.run_stream(then_hang(&[]))
+                .timeout(Duration::from_millis(250)),
+            Some(Duration::from_millis(250)),
+        )
+        .0,
+    );
+    assert_eq!(
+        per_call.to_string(),
+        "command Ticks timed out after 250 ms (the timeout given to this call) and no fallback \
+         available"
+    );
+    assert_eq!(
+        (per_call.timeout_ms(), per_call.is_timeout()),
+        (Some(250), true)
+    );
+
+    let slow = builder("Quotes")
+        .timeout(Duration::from_millis(250))
+        .build_in(test.registry())
+        .unwrap();
+    let property = first_error(
+        drain(
+            &test,
+            Mode::Cold,
+            slow.run_stream(then_hang(&[])),
+            Some(Duration::from_millis(250)),
+        )
+        .0,
+    );
+    assert_eq!(
+        property.to_string(),
+        "command Quotes timed out after 250 ms and no fallback available (tune \
+         hystrix.command.Quotes.execution.isolation.thread.timeoutInMilliseconds or add a \
+         fallback)"
+    );
 }

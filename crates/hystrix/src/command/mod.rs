@@ -62,8 +62,8 @@ pub use outcome::{ExecutionResult, Outcome};
 pub(crate) use pipeline::{block_on, panic_message, poll_caught};
 pub use run::{Async, Blocking, Cancellable, Interrupt, RunFn};
 pub use stream::{
-    ExecutionStream, FallbackStreamFn, NoFallbackStream, ObservedStream, StreamExecution,
-    StreamFallback,
+    ExecutionStream, FallbackStreamFn, NoFallbackStream, ObservedStream, STREAM_BUFFER_CAPACITY,
+    StreamExecution, StreamFallback,
 };
 #[cfg(feature = "tower")]
 pub(crate) use {pipeline::CallOptions, run::sealed::Sealed};
@@ -364,7 +364,9 @@ impl<C> Command<C> {
     /// [`idle_timeout`](StreamExecution::idle_timeout) may bound the gaps after it. Isolation
     /// is SEMAPHORE unless THREAD is set explicitly (SPEC Part A 18): the permit is held until
     /// the run stream ends. Under THREAD the stream is driven on the pool's own runtime, so it
-    /// and its items are `Send + 'static`, as for `tokio::spawn`.
+    /// and its items are `Send + 'static`, as for `tokio::spawn`; it runs at most
+    /// [`STREAM_BUFFER_CAPACITY`] values ahead of its consumer. Both timeouts measure the run,
+    /// not the consumer (see [`StreamExecution`'s "Timeouts"](StreamExecution#timeouts)).
     ///
     /// ```
     /// use futures::StreamExt;

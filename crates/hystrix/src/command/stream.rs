@@ -15,6 +15,9 @@
 //! - the execution permit is held until the run stream ends (or times out), the fallback permit
 //!   while the fallback stream runs.
 //!
+//! How the run is isolated and how its timeouts are measured is told on [`StreamExecution`]
+//! (its sections "Isolation" and "Timeouts").
+//!
 //! | mode | starts | dropping it |
 //! |---|---|---|
 //! | [`to_observable`](StreamExecution::to_observable) | at first poll (cold) | cancels |
@@ -34,7 +37,7 @@ use futures_core::Stream;
 use parking_lot::Mutex;
 use pin_project_lite::pin_project;
 
-use crate::clock::Sleep;
+use crate::clock::{Clock, Sleep};
 use crate::command::execution::NoFallback;
 use crate::command::future::{StateRef, release_permits};
 use crate::command::pipeline::{
@@ -56,6 +59,32 @@ use crate::registry::CommandState;
 /// [`to_observable`](StreamExecution::to_observable) or [`observe`](StreamExecution::observe)
 /// (the two modes Hystrix's `HystrixObservableCommand` offers; SPEC Part A 20). Made by
 /// [`Command::run_stream`].
+///
+/// # Isolation
+///
+/// SEMAPHORE (the default): the run stream is polled in the execution stream's own poll, so it
+/// goes only as fast as its consumer reads. THREAD: the run stream is driven by a task on the
+/// pool's own runtime (holding a pool slot until it stops), which hands its values on through a
+/// buffer of [`STREAM_BUFFER_CAPACITY`] (16) values: once it is full the task waits for the
+/// consumer to take one before it polls the run again (backpressure), so a consumer that stops
+/// reading holds the run back. When the consumer drops (or `cancel()`s) the execution, the task
+/// stops at its next step and its pool slot is free; it also returns to its runtime after every
+/// 16 values, so even a run that is always ready cannot keep it.
+///
+/// # Timeouts
+///
+/// Both are measured on the registry's clock while the run is being waited on, never while the
+/// consumer is busy elsewhere:
+///
+/// - the timeout (`execution.isolation.thread.timeoutInMilliseconds`, or the call's
+///   [`timeout`](StreamExecution::timeout)) runs from the execution's start to the run's first
+///   value (or end). A first step that comes at or after it is a TIMEOUT (SPEC Part A 12), as
+///   seen where the run is polled: in the consumer's poll under SEMAPHORE, by the pool task
+///   under THREAD (where a value that arrived in time stays in time however late it is read);
+/// - the [`idle_timeout`](StreamExecution::idle_timeout) is armed (now + idle) when, after a
+///   value, the run is next found pending: by the consumer's poll under SEMAPHORE, by the pool
+///   task (once the buffer has room: waiting for room does not count) under THREAD. It passes
+///   only while the run is pending; a step that is ready when polled is in time.
 #[must_use = "a stream execution does nothing until consumed by to_observable() or observe()"]
 pub struct StreamExecution<'c, C, S, FB> {
     command: &'c Command<C>,
@@ -183,11 +212,13 @@ impl<'c, C, S> StreamExecution<'c, C, S, NoFallback> {
 
 impl<C, S, FB> StreamExecution<'_, C, S, FB> {
     /// Overrides, for this call only, the time the run has to deliver its FIRST value (or to
-    /// end), instead of `execution.isolation.thread.timeoutInMilliseconds`; rounded up to whole
-    /// milliseconds, zero is refused when executed. As in Hystrix's observable commands, a run
-    /// that delivered a value is never timed out by it (see
-    /// [`idle_timeout`](StreamExecution::idle_timeout) for that). `execution.timeout.enabled =
-    /// false` still turns it off.
+    /// end), counted from the execution's start, instead of
+    /// `execution.isolation.thread.timeoutInMilliseconds`; rounded up to whole milliseconds,
+    /// zero is refused when executed. As in Hystrix's observable commands, a run that delivered
+    /// a value is never timed out by it (see [`idle_timeout`](StreamExecution::idle_timeout)
+    /// for that). `execution.timeout.enabled = false` still turns it off. Its error reads
+    /// "timed out after N ms (the timeout given to this call)". Where it is judged: see the
+    /// [`StreamExecution`'s "Timeouts"](StreamExecution#timeouts).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.options.timeout_ms = Some(crate::config::ceil_millis(timeout));
         self
@@ -195,9 +226,13 @@ impl<C, S, FB> StreamExecution<'_, C, S, FB> {
 
     /// The longest gap allowed between two values of the run after the first one (and between
     /// the last value and the run's end), rounded up to whole milliseconds; zero is refused when
-    /// executed. A longer gap is a TIMEOUT: the run stream is dropped, the values before stay
-    /// delivered, and the fallback follows. Off by default (SPEC Part A 20; Hystrix has none).
-    /// Not affected by `execution.timeout.enabled`.
+    /// executed. The gap is the run's, not the consumer's: it starts when the run is found
+    /// pending after a value and passes only while the run is still pending, so a slow
+    /// consumer of values that are ready is never timed out (details in the
+    /// [`StreamExecution`'s "Timeouts"](StreamExecution#timeouts)). A longer gap is a TIMEOUT: the run stream is dropped, the
+    /// values before stay delivered, and the fallback follows; its error reads "timed out
+    /// waiting N ms for its next value (idle timeout)". Off by default (SPEC Part A 20;
+    /// Hystrix has none). Not affected by `execution.timeout.enabled`.
     pub fn idle_timeout(mut self, idle: Duration) -> Self {
         self.idle_timeout_ms = Some(crate::config::ceil_millis(idle));
         self
@@ -232,8 +267,9 @@ where
     ///
     /// SEMAPHORE isolation (the default for stream commands, SPEC Part A 18): the run stream is
     /// polled inside this stream. THREAD isolation: the run stream is spawned on the pool's own
-    /// runtime (admitted by a pool slot, held until it ends, or THREAD_POOL_REJECTED) and its
-    /// values are passed here as they come.
+    /// runtime (admitted by a pool slot, held until it stops, or THREAD_POOL_REJECTED) and its
+    /// values are passed here as they come, at most [`STREAM_BUFFER_CAPACITY`] ahead of this
+    /// stream's reads.
     ///
     /// # Cancel safety
     /// Dropping it before its end drops the run (or fallback) stream, releases every permit and
@@ -264,7 +300,9 @@ where
     /// the first steps (breaker, permit, the values ready at once, a short-circuit or rejection
     /// and its fallback) are taken on this thread; the rest is driven on the registry's
     /// executor, with the caller's request context and span. Items wait in an unbounded buffer
-    /// for the one subscriber, as Hystrix's replaying `observe()`.
+    /// for the one subscriber, as Hystrix's replaying `observe()` (the executor's task reads
+    /// the run, or under THREAD its [bounded buffer](STREAM_BUFFER_CAPACITY), as fast as it
+    /// delivers; it returns to the executor after every 16 items).
     ///
     /// Dropping the returned stream detaches it: the execution goes on and is counted, its
     /// items are discarded. Use [`cancel`](ObservedStream::cancel) to stop it.
@@ -285,10 +323,20 @@ where
 // ------------------------------------------------------------------------------------------------
 // The run stream in progress
 
-/// An unbounded single-consumer queue of items that ends once closed: carries a pool-driven
-/// run's values to its execution, and an `observe()`d execution's items to its subscriber.
+/// How many values of a THREAD-isolated run stream may wait for their consumer: the run's
+/// task on the pool polls the run for its next value only while fewer than this many are
+/// buffered, and otherwise waits for the consumer to take one (backpressure). A consumer that
+/// stops reading holds the run back after at most this many values; one that drops the stream
+/// stops the run at its next step.
+pub const STREAM_BUFFER_CAPACITY: usize = 16;
+
+/// A single-consumer queue of items that ends once closed: carries a pool-driven run's steps
+/// to its execution (bounded: its producer waits for room), and an `observe()`d execution's
+/// items to its subscriber (unbounded).
 struct Feed<I> {
     state: Mutex<FeedState<I>>,
+    /// [`poll_room`](Feed::poll_room) is ready while fewer items than this are buffered.
+    capacity: usize,
 }
 
 struct FeedState<I> {
@@ -296,19 +344,44 @@ struct FeedState<I> {
     closed: bool,
     /// Items pushed from now on are dropped (the subscriber is gone).
     discard: bool,
+    /// The consumer, waiting for an item.
     waker: Option<Waker>,
+    /// The producer, waiting for room.
+    room: Option<Waker>,
 }
 
 impl<I> Feed<I> {
+    /// A feed whose producer never waits (`observe()`'s replaying buffer).
     fn new() -> Self {
+        Self::bounded(usize::MAX)
+    }
+
+    /// A feed whose producer waits for room once `capacity` items are buffered.
+    fn bounded(capacity: usize) -> Self {
         Feed {
             state: Mutex::new(FeedState {
                 items: VecDeque::new(),
                 closed: false,
                 discard: false,
                 waker: None,
+                room: None,
             }),
+            capacity,
         }
+    }
+
+    /// For the producer: ready with `true` once there is room for an item, `false` if the
+    /// consumer is gone (nothing more is wanted).
+    fn poll_room(&self, cx: &mut Context<'_>) -> Poll<bool> {
+        let mut state = self.state.lock();
+        if state.discard {
+            return Poll::Ready(false);
+        }
+        if state.items.len() < self.capacity {
+            return Poll::Ready(true);
+        }
+        state.room = Some(cx.waker().clone());
+        Poll::Pending
     }
 
     /// Adds an item (unless closed or discarding) and wakes the consumer.
@@ -349,16 +422,28 @@ impl<I> Feed<I> {
         self.state.lock().closed
     }
 
-    /// The consumer left: drops what is buffered and what comes later.
+    /// The consumer left: drops what is buffered and what comes later, and wakes a producer
+    /// waiting for room (it finds the consumer gone).
     fn discard(&self) {
         let mut state = self.state.lock();
         state.discard = true;
-        state.items.clear();
+        let items = std::mem::take(&mut state.items);
+        let room = state.room.take();
+        drop(state);
+        drop(items);
+        if let Some(room) = room {
+            room.wake();
+        }
     }
 
     fn poll_next(&self, cx: &mut Context<'_>) -> Poll<Option<I>> {
         let mut state = self.state.lock();
         if let Some(item) = state.items.pop_front() {
+            let room = state.room.take();
+            drop(state);
+            if let Some(room) = room {
+                room.wake();
+            }
             return Poll::Ready(Some(item));
         }
         if state.closed {
@@ -369,14 +454,32 @@ impl<I> Feed<I> {
     }
 }
 
+/// A step of the run: a value or error (`Ok`) or a panic (`Err`) it delivered, or (THREAD
+/// isolation: judged by its task on the pool) the timeout or idle timeout that passed first.
+enum Step<T, E> {
+    Ran(Ran<T, E>),
+    TimedOut,
+}
+
+/// The consumer's end of a THREAD-isolated run's feed: dropping it (the execution stops)
+/// tells the run's task that nobody reads any more.
+struct FeedReader<I>(Arc<Feed<I>>);
+
+impl<I> Drop for FeedReader<I> {
+    fn drop(&mut self) {
+        self.0.discard();
+    }
+}
+
 pin_project! {
     /// A run stream in progress: polled in place, or a task on its pool's runtime.
     #[project = RunningProj]
     enum Running<S, T, E> {
         /// SEMAPHORE: polled in the execution's own poll.
         Here { #[pin] stream: S },
-        /// THREAD: a task on the pool's runtime pushes the values here; aborted when dropped.
-        OnPool { feed: Arc<Feed<Ran<T, E>>>, _task: AbortOnDrop<Ran<(), Infallible>> },
+        /// THREAD: a task on the pool's runtime pushes the steps here (at most
+        /// [`STREAM_BUFFER_CAPACITY`] values ahead); stopped when dropped.
+        OnPool { feed: FeedReader<Step<T, E>>, _task: AbortOnDrop<Ran<(), Infallible>> },
     }
 }
 
@@ -384,66 +487,140 @@ impl<S, T, E> Running<S, T, E>
 where
     S: Stream<Item = Result<T, E>>,
 {
-    /// The run's next step: a value or error (`Ok`), a panic (`Err`), or its end (`None`).
-    fn poll_step(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Ran<T, E>>> {
+    /// The run's next step, or its end (`None`).
+    fn poll_step(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Step<T, E>>> {
         match self.project() {
-            RunningProj::Here { stream } => caught(|| stream.poll_next(cx)).map(Result::transpose),
-            RunningProj::OnPool { feed, .. } => feed.poll_next(cx),
+            RunningProj::Here { stream } => {
+                caught(|| stream.poll_next(cx)).map(|step| step.transpose().map(Step::Ran))
+            }
+            RunningProj::OnPool { feed, .. } => feed.0.poll_next(cx),
         }
+    }
+
+    /// Whether the run's task on a pool judges its timeouts (THREAD isolation).
+    fn is_on_pool(&self) -> bool {
+        matches!(self, Running::OnPool { .. })
     }
 }
 
+/// The time limits of a run, on the registry's clock.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    /// The first value's absolute deadline, in ms (none when the timeout is disabled).
+    first_deadline_ms: Option<u64>,
+    /// The idle timeout, in ms.
+    idle_ms: Option<u64>,
+}
+
 /// THREAD isolation: spawns the run stream on `pool`'s runtime, admitted by a pool slot held
-/// until it ends, or refused.
+/// until it ends, or refused. The task judges the run's timeouts itself (see [`pump_on_pool`]).
 fn start_on_pool<S, T, E>(
     run: S,
     state: &Arc<CommandState>,
     pool: &ThreadPool,
+    limits: Limits,
 ) -> Result<Running<S, T, E>, Rejection>
 where
     S: Stream<Item = Result<T, E>> + Send + 'static,
     T: Send + 'static,
     E: Send + 'static,
 {
-    let feed = Arc::new(Feed::new());
+    let feed = Arc::new(Feed::bounded(STREAM_BUFFER_CAPACITY));
     let start = Start {
         state,
         deadline_ms: None,
         interrupt_on_timeout: false,
         context: RequestContext::current_if_any(),
     };
-    let task = spawn_on_pool(pump_on_pool(run, Arc::clone(&feed)), &start, pool)?;
-    Ok(Running::OnPool { feed, _task: task })
+    let clock = Arc::clone(&state.env.clock);
+    let pump = pump_on_pool(run, Arc::clone(&feed), clock, limits);
+    let task = spawn_on_pool(pump, &start, pool)?;
+    Ok(Running::OnPool {
+        feed: FeedReader(feed),
+        _task: task,
+    })
 }
 
-/// The task a THREAD-isolated run stream becomes: its steps go to `feed` until its end, error
-/// or panic.
-async fn pump_on_pool<S, T, E>(run: S, feed: Arc<Feed<Ran<T, E>>>) -> Result<(), Infallible>
+/// The task a THREAD-isolated run stream becomes: its steps go to `feed` until its end, error,
+/// panic or timeout, or until its consumer is gone.
+///
+/// - Backpressure: it asks the run for its next value only while the feed has room (fewer
+///   than [`STREAM_BUFFER_CAPACITY`] values buffered); it returns to the pool's runtime while
+///   it waits for room, and after every [`STREAM_BUFFER_CAPACITY`] values in any case, so it
+///   can always be aborted.
+/// - The first value (or end) must come before `limits.first_deadline_ms`, as it arrives here:
+///   a value at or past it is a timeout (SPEC Part A 12), one that came before is in time
+///   however late its consumer reads it.
+/// - The idle timeout is armed when the task finds the run pending for its next value (time
+///   spent waiting for room does not count), and passes only while the run is pending.
+async fn pump_on_pool<S, T, E>(
+    run: S,
+    feed: Arc<Feed<Step<T, E>>>,
+    clock: Arc<dyn Clock>,
+    limits: Limits,
+) -> Result<(), Infallible>
 where
     S: Stream<Item = Result<T, E>>,
 {
     /// Ends the feed if the task stops early (aborted, or its runtime shut down).
-    struct CloseOnDrop<'a, I>(&'a Feed<Result<I, String>>);
-    impl<I> Drop for CloseOnDrop<'_, I> {
+    struct CloseOnDrop<'a, T, E>(&'a Feed<Step<T, E>>);
+    impl<T, E> Drop for CloseOnDrop<'_, T, E> {
         fn drop(&mut self) {
-            self.0
-                .close(Some(Err("the run stream's task ended early".to_owned())));
+            let error = Err("the run stream's task ended early".to_owned());
+            self.0.close(Some(Step::Ran(error)));
         }
     }
     let _close = CloseOnDrop(&feed);
     let mut run = std::pin::pin!(run);
+    let mut emitted = false;
+    // The deadline waited for: the first value's, then (with an idle timeout) the next one's.
+    let mut deadline_ms = limits.first_deadline_ms;
+    let mut sleep: Option<Sleep> = None;
+    let mut since_yield = 0;
     loop {
-        let step = std::future::poll_fn(|cx| caught(|| run.as_mut().poll_next(cx))).await;
-        match step.transpose() {
-            Some(Ok(Ok(value))) => feed.push(Ok(Ok(value))),
-            Some(last) => {
-                feed.close(Some(last));
+        if !std::future::poll_fn(|cx| feed.poll_room(cx)).await {
+            // The consumer is gone.
+            return Ok(());
+        }
+        let step = std::future::poll_fn(|cx| {
+            if let Poll::Ready(step) = caught(|| run.as_mut().poll_next(cx)) {
+                return Poll::Ready(Some(step));
+            }
+            if emitted && deadline_ms.is_none() {
+                deadline_ms = limits.idle_ms.map(|ms| clock.now_ms().saturating_add(ms));
+            }
+            Sleep::poll_deadline(&mut sleep, &clock, deadline_ms, cx).map(|()| None)
+        })
+        .await;
+        let late = !emitted && deadline_ms.is_some_and(|deadline| clock.now_ms() >= deadline);
+        match step.map(Result::transpose) {
+            None => {
+                feed.close(Some(Step::TimedOut));
                 return Ok(());
             }
-            None => {
+            Some(_) if late => {
+                feed.close(Some(Step::TimedOut));
+                return Ok(());
+            }
+            Some(Some(Ok(Ok(value)))) => {
+                emitted = true;
+                deadline_ms = None;
+                sleep = None;
+                feed.push(Step::Ran(Ok(Ok(value))));
+            }
+            Some(Some(last)) => {
+                feed.close(Some(Step::Ran(last)));
+                return Ok(());
+            }
+            Some(None) => {
                 feed.close(None);
                 return Ok(());
             }
+        }
+        since_yield += 1;
+        if since_yield == STREAM_BUFFER_CAPACITY {
+            since_yield = 0;
+            tokio::task::yield_now().await;
         }
     }
 }
@@ -458,14 +635,16 @@ pin_project! {
     enum Phase<S, FB, FS, T, E> {
         /// Not polled yet: nothing has happened.
         Start { run: S, fallback: FB },
-        /// The run stream is delivering, raced against its deadline.
+        /// The run stream is delivering, raced against its deadline (SEMAPHORE; under THREAD
+        /// the run's task on the pool judges its timeouts).
         Running {
             #[pin]
             running: Running<S, T, E>,
             sleep: Option<Sleep>,
-            // The first value's deadline, then (with an idle timeout) the next value's.
+            // SEMAPHORE: the first value's deadline, then (with an idle timeout) the next
+            // value's, armed at the first poll that finds the run pending after a value.
             deadline_ms: Option<u64>,
-            // The timeout that deadline enforces, in ms (for the error).
+            // The first value's timeout, in ms (for the error).
             limit_ms: u64,
             fallback: FB,
         },
@@ -632,6 +811,10 @@ where
                         (err, fallback)
                     } else {
                         let timeout_ms = timeout_ms(&props, this.options);
+                        let limits = Limits {
+                            first_deadline_ms: timeout_ms.map(|ms| rec.start_ms.saturating_add(ms)),
+                            idle_ms: *this.idle_timeout_ms,
+                        };
                         let started = match isolation {
                             IsolationStrategy::Semaphore => {
                                 take_permit(state, &props, rec).map(|()| {
@@ -641,18 +824,18 @@ where
                             }
                             IsolationStrategy::Thread => state
                                 .thread_pool()
-                                .and_then(|pool| start_on_pool(run, state, pool))
+                                .and_then(|pool| start_on_pool(run, state, pool, limits))
                                 .map_err(|rejection| pool_rejected(state, rec, rejection)),
                         };
                         match started {
                             Err(err) => (err, fallback),
                             Ok(running) => {
                                 rec.run_started();
+                                let here = !running.is_on_pool();
                                 this.phase.set(Phase::Running {
                                     running,
                                     sleep: None,
-                                    deadline_ms: timeout_ms
-                                        .map(|ms| rec.start_ms.saturating_add(ms)),
+                                    deadline_ms: limits.first_deadline_ms.filter(|_| here),
                                     limit_ms: timeout_ms.unwrap_or_default(),
                                     fallback,
                                 });
@@ -669,37 +852,57 @@ where
                     ..
                 } => {
                     let step = match running.as_mut().poll_step(cx) {
-                        Poll::Ready(step) => Some(step),
+                        Poll::Ready(step) => step,
+                        // THREAD: the run's task judges the timeouts (`pump_on_pool`).
+                        Poll::Pending if running.is_on_pool() => return Poll::Pending,
                         Poll::Pending => {
+                            // The idle gap is the run's: it starts when the run is found
+                            // pending after a value, not when the value was delivered.
+                            if *this.emitted && deadline_ms.is_none() {
+                                *deadline_ms = this
+                                    .idle_timeout_ms
+                                    .map(|ms| state.env.clock.now_ms().saturating_add(ms));
+                            }
                             if Sleep::poll_deadline(sleep, &state.env.clock, *deadline_ms, cx)
                                 .is_pending()
                             {
                                 return Poll::Pending;
                             }
-                            None
+                            Some(Step::TimedOut)
                         }
                     };
                     let now = state.env.clock.now_ms();
                     let ended = match step {
-                        // A step at or past the deadline comes too late (SPEC Part A 12).
-                        None => RunEnd::TimedOut,
-                        Some(_) if deadline_ms.is_some_and(|deadline| now >= deadline) => {
+                        Some(Step::TimedOut) => RunEnd::TimedOut,
+                        // A first step at or past the deadline comes too late (SPEC Part A
+                        // 12); after a value, a step that is ready is in time.
+                        Some(_)
+                            if !*this.emitted
+                                && deadline_ms.is_some_and(|deadline| now >= deadline) =>
+                        {
                             RunEnd::TimedOut
                         }
-                        Some(Some(Ok(Ok(value)))) => {
+                        Some(Step::Ran(Ok(Ok(value)))) => {
                             rec.event(state, EventType::Emit);
                             *this.emitted = true;
-                            // The first value ends the timeout (SPEC §3.6); the idle timeout,
-                            // if any, bounds the gap to the next step.
-                            *deadline_ms = this.idle_timeout_ms.map(|ms| now.saturating_add(ms));
-                            *limit_ms = this.idle_timeout_ms.unwrap_or_default();
+                            // The first value ends the timeout (SPEC §3.6); an idle timeout is
+                            // armed when the run is next found pending.
+                            *deadline_ms = None;
                             *sleep = None;
                             return Poll::Ready(Some(Ok(value)));
                         }
-                        Some(None) => RunEnd::Returned(Ok(())),
-                        Some(Some(Ok(Err(error)))) => RunEnd::Returned(Err(error)),
-                        Some(Some(Err(message))) => RunEnd::Panicked(message),
+                        None => RunEnd::Returned(Ok(())),
+                        Some(Step::Ran(Ok(Err(error)))) => RunEnd::Returned(Err(error)),
+                        Some(Step::Ran(Err(message))) => RunEnd::Panicked(message),
                     };
+                    let timeout_detail = matches!(ended, RunEnd::TimedOut).then(|| {
+                        timeout_detail(
+                            *this.emitted,
+                            *limit_ms,
+                            this.options.timeout_ms.is_some(),
+                            *this.idle_timeout_ms,
+                        )
+                    });
                     // Drops the run stream and its timer now, before any fallback.
                     let PhaseOwned::Running {
                         limit_ms, fallback, ..
@@ -716,7 +919,10 @@ where
                         Decision::Error(err) => {
                             return finish(state, rec, this.result, now, Err(err));
                         }
-                        Decision::Fallback(err) => (err, fallback),
+                        Decision::Fallback(err) => match timeout_detail {
+                            Some(detail) => (err.with_detail(detail), fallback),
+                            None => (err, fallback),
+                        },
                     }
                 }
                 PhaseProj::Fallback { stream, .. } => {
@@ -754,6 +960,16 @@ where
                 }
             }
         }
+    }
+}
+
+/// Which timeout passed, for the error: the idle timeout after a value, else the first
+/// value's (the call's own, or the property's).
+fn timeout_detail(emitted: bool, first_ms: u64, per_call: bool, idle_ms: Option<u64>) -> Detail {
+    match idle_ms {
+        Some(idle_ms) if emitted => Detail::IdleTimeoutMs(idle_ms),
+        _ if per_call => Detail::CallTimeoutMs(first_ms),
+        _ => Detail::TimeoutMs(first_ms),
     }
 }
 
@@ -798,8 +1014,11 @@ impl<K, S, FB, FS, T, E> HotPump<K, S, FB, FS, T, E>
 where
     ExecutionStream<'static, K, S, FB, FS, T, E>: Stream<Item = Result<T, HystrixError<E>>>,
 {
+    /// Moves the items that are ready to the buffer; after [`STREAM_BUFFER_CAPACITY`] of them
+    /// it returns to the executor (and is polled again at once), so a run that is always ready
+    /// neither holds an executor thread forever nor escapes `cancel()`.
     fn poll_pump(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        loop {
+        for _ in 0..STREAM_BUFFER_CAPACITY {
             match self.stream.as_mut().poll_next(cx) {
                 Poll::Ready(Some(item)) => self.hot.feed.push(item),
                 Poll::Ready(None) => {
@@ -810,6 +1029,8 @@ where
                 Poll::Pending => return Poll::Pending,
             }
         }
+        cx.waker().wake_by_ref();
+        Poll::Pending
     }
 }
 
