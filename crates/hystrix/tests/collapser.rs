@@ -418,3 +418,110 @@ fn collapser_properties_are_validated_and_change_at_run_time() {
     assert_eq!(value(later), 20);
     assert_eq!(*batches.lock().unwrap(), [vec![1], vec![2]]);
 }
+
+/// A stream collapser "GetEpisodes" over the stream command "ListEpisodes": for show ids, a
+/// stream of (show, episode) values; show 900 makes the stream fail after its first value.
+fn episodes(
+    test: &TestRegistry,
+    configure: impl FnOnce(
+        hystrix::collapser::CollapserBuilder<u32, (u32, String), DependencyError>,
+    )
+        -> hystrix::collapser::CollapserBuilder<u32, (u32, String), DependencyError>,
+) -> (
+    hystrix::collapser::StreamCollapser<u32, (u32, String), DependencyError>,
+    Command,
+    Batches,
+) {
+    let command = builder("ListEpisodes").build_in(test.registry()).unwrap();
+    let batches: Batches = Arc::default();
+    let recorded = Arc::clone(&batches);
+    let collapser = configure(Collapser::builder("GetEpisodes").scope(CollapserScope::Global))
+        .build_stream(
+            command.clone(),
+            move |shows: Vec<u32>| {
+                recorded.lock().unwrap().push(shows.clone());
+                let mut items = Vec::new();
+                for &show in &shows {
+                    for episode in 1..=show.min(2) {
+                        items.push(Ok((show, format!("s{show}e{episode}"))));
+                    }
+                    if show >= 900 {
+                        items.push(Err(DependencyError("listing failed")));
+                    }
+                }
+                futures::stream::iter(items)
+            },
+            |(show, _): &(u32, String)| *show,
+            |show: &u32| *show,
+        )
+        .unwrap();
+    (collapser, command, batches)
+}
+
+fn items(
+    stream: hystrix::collapser::CollapsedStream<(u32, String), DependencyError>,
+) -> Vec<String> {
+    futures::executor::block_on_stream(stream)
+        .map(|item| match item {
+            Ok(value) => value.1.clone(),
+            Err(err) => format!("error: {}", err.failure_type()),
+        })
+        .collect()
+}
+
+#[test]
+fn a_stream_collapser_routes_each_value_to_the_requests_of_its_key() {
+    let test = TestRegistry::new();
+    let (collapser, command, batches) = episodes(&test, |b| b);
+    let one = collapser.queue(1);
+    let two = collapser.queue(2);
+    let two_again = collapser.queue(2);
+    let none = collapser.queue(0); // show 0 has no episodes
+    test.clock().advance_ms(10);
+    assert_eq!(items(one), ["s1e1"]);
+    assert_eq!(items(two), ["s2e1", "s2e2"]);
+    assert_eq!(
+        items(two_again),
+        ["s2e1", "s2e2"],
+        "duplicates each get every value"
+    );
+    assert!(items(none).is_empty(), "no value: an empty stream");
+    assert_eq!(
+        *batches.lock().unwrap(),
+        [vec![1, 2, 0]],
+        "duplicate arguments sent once"
+    );
+    let metrics = command.metrics();
+    assert_eq!(metrics.cumulative_count(EventType::Emit), 3);
+    assert_eq!(metrics.cumulative_count(EventType::Success), 1);
+    assert_eq!(metrics.cumulative_count(EventType::Collapsed), 3);
+    assert_eq!(
+        collapser
+            .metrics()
+            .cumulative_count(CollapserEvent::AddedToBatch),
+        4
+    );
+}
+
+#[test]
+fn a_stream_collapser_can_make_a_missing_response_an_error_and_shares_a_batch_error() {
+    let test = TestRegistry::new();
+    let (collapser, _, _) = episodes(&test, |b| b.missing_response_is_error());
+    let none = collapser.queue(0);
+    let one = collapser.queue(1);
+    test.clock().advance_ms(10);
+    assert_eq!(items(none), ["error: COLLAPSER_MISSING_RESPONSE"]);
+    assert_eq!(items(one), ["s1e1"]);
+
+    // The batch fails after show 1's value: values before the error stay delivered, then
+    // every request gets the error (or the per-request fallback's value).
+    let (collapser, _, _) = episodes(&test, |b| b);
+    let one = collapser.queue(1);
+    let broken = collapser.queue(900);
+    test.clock().advance_ms(10);
+    assert_eq!(items(one), ["s1e1", "error: COMMAND_EXCEPTION"]);
+    assert_eq!(
+        items(broken),
+        ["s900e1", "s900e2", "error: COMMAND_EXCEPTION"]
+    );
+}

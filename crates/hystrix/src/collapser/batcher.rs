@@ -30,6 +30,29 @@ pub(crate) trait BatchSlot<A>: Send + Sync + 'static {
     fn is_wanted(&self) -> bool;
 }
 
+/// How many requests wait for a slot (a slot nobody waits for is left out of its batch).
+pub(crate) struct Waiting(AtomicUsize);
+
+impl Waiting {
+    /// One request waits.
+    pub(crate) fn one() -> Self {
+        Waiting(AtomicUsize::new(1))
+    }
+
+    pub(crate) fn join(&self) {
+        self.0.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A request left before its answer came.
+    pub(crate) fn leave(&self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    pub(crate) fn any(&self) -> bool {
+        self.0.load(Ordering::Acquire) > 0
+    }
+}
+
 /// One slot of a batch: an argument and where its response goes. Duplicate arguments share a
 /// slot while `requestCache.enabled` (SPEC Part A 27).
 pub(crate) struct Slot<A, R, E> {
@@ -37,8 +60,7 @@ pub(crate) struct Slot<A, R, E> {
     pub(crate) entry: Arc<Entry<R, E>>,
     /// The request cache's claim on `entry`, answered with the response.
     claim: Mutex<Option<Claim<R, E>>>,
-    /// Requests still waiting for it; a slot nobody waits for is left out of its batch.
-    waiting: AtomicUsize,
+    waiting: Waiting,
 }
 
 impl<A, R, E> BatchSlot<A> for Slot<A, R, E>
@@ -57,7 +79,7 @@ where
             arg,
             entry,
             claim: Mutex::new(claim),
-            waiting: AtomicUsize::new(1),
+            waiting: Waiting::one(),
         }
     }
 
@@ -66,11 +88,11 @@ where
     }
 
     fn join(&self) {
-        self.waiting.fetch_add(1, Ordering::AcqRel);
+        self.waiting.join();
     }
 
     fn is_wanted(&self) -> bool {
-        self.waiting.load(Ordering::Acquire) > 0
+        self.waiting.any()
     }
 }
 
@@ -85,7 +107,7 @@ impl<A, R, E> Slot<A, R, E> {
 
     /// A request left before its response came.
     pub(crate) fn leave(&self) {
-        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        self.waiting.leave();
     }
 }
 

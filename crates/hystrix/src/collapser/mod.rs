@@ -68,6 +68,7 @@
 
 mod batcher;
 mod metrics;
+mod stream;
 
 use std::fmt;
 use std::future::Future;
@@ -82,6 +83,7 @@ use std::task::{Context, Poll};
 use batcher::{BatchRunner, BatchSlot, Batcher, Limits, Slot};
 pub(crate) use metrics::CollapserCounters;
 pub use metrics::{CollapserEvent, CollapserMetrics};
+pub use stream::{CollapsedItem, CollapsedStream, StreamCollapser};
 
 use crate::command::{Classify, Command, ExecutionResult, panic_message};
 use crate::config::{
@@ -118,6 +120,7 @@ pub struct CollapserBuilder<A, R, E> {
     shard_by: Option<ShardFn<A>>,
     cache_key: Option<CacheKeyFn<A>>,
     fallback: Option<FallbackFn<A, R, E>>,
+    missing_is_error: bool,
 }
 
 impl<A, R, E> fmt::Debug for CollapserBuilder<A, R, E> {
@@ -183,6 +186,14 @@ impl<A, R, E> CollapserBuilder<A, R, E> {
         self
     }
 
+    /// For a [`StreamCollapser`]: a request that no value of its batch is for gets
+    /// [`FailureType::CollapserMissingResponse`] instead of an empty stream (Hystrix's
+    /// `onMissingResponse` raising an error).
+    pub fn missing_response_is_error(mut self) -> Self {
+        self.missing_is_error = true;
+        self
+    }
+
     /// The per-request fallback: when the batch fails (its error, timeout, short-circuit or
     /// rejection), each request gets `fallback(argument, &error)` instead of the error. A
     /// fallback that panics leaves that request the error.
@@ -222,6 +233,25 @@ where
         B: Send + 'static,
         M: Fn(&mut B, &A) -> Option<R> + Send + Sync + 'static,
     {
+        let fallback = self.fallback.clone();
+        let core = self.core(&command)?;
+        let runner: Arc<dyn BatchRunner<Slot<A, R, E>>> = Arc::new(Runner {
+            core: Arc::clone(&core),
+            command,
+            batch,
+            map,
+            fallback,
+            _types: PhantomData,
+        });
+        Ok(Collapser {
+            parts: Parts::new(core, runner),
+        })
+    }
+}
+
+impl<A, R, E> CollapserBuilder<A, R, E> {
+    /// Checks the key and properties, and registers them in `command`'s registry.
+    fn core<C>(self, command: &Command<C>) -> Result<Arc<Core<A>>, ConfigError> {
         let key = CollapserKey::new(&self.key)?;
         if let Some(err) = self.error {
             return Err(err);
@@ -229,7 +259,7 @@ where
         let env = Arc::clone(&command.state_arc().env);
         let properties = env.properties.register_collapser(&key, self.layer)?;
         let counters = env.collapser_counters(&key, &properties.load());
-        let core = Arc::new(Core {
+        Ok(Arc::new(Core {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             key,
             scope: self.scope,
@@ -238,22 +268,7 @@ where
             counters,
             shard_by: self.shard_by,
             cache_key: self.cache_key,
-        });
-        let runner: Arc<dyn BatchRunner<Slot<A, R, E>>> = Arc::new(Runner {
-            core: Arc::clone(&core),
-            command,
-            batch,
-            map,
-            fallback: self.fallback,
-            _types: PhantomData,
-        });
-        let global =
-            (self.scope == CollapserScope::Global).then(|| Batcher::new(Arc::clone(&runner), None));
-        Ok(Collapser {
-            core,
-            runner,
-            global,
-        })
+        }))
     }
 }
 
@@ -272,18 +287,52 @@ struct Core<A> {
     cache_key: Option<CacheKeyFn<A>>,
 }
 
-/// A request collapser: see the [module docs](self). Cheap to clone; clones share their
-/// batches (build one per collapser and share it).
-pub struct Collapser<A, R, E> {
-    core: Arc<Core<A>>,
-    runner: Arc<dyn BatchRunner<Slot<A, R, E>>>,
-    /// The batcher of a GLOBAL collapser.
-    global: Option<Arc<Batcher<A, Slot<A, R, E>>>>,
+impl<A> Core<A> {
+    /// What the batcher reads now from the properties.
+    fn limits(&self) -> Limits {
+        let props = self.properties.load();
+        Limits {
+            max_requests: usize::try_from(props.max_requests_in_batch).unwrap_or(usize::MAX),
+            timer_delay_ms: props.timer_delay_in_milliseconds,
+            share_duplicates: props.request_cache_enabled,
+        }
+    }
+
+    /// A batch starts: the slots still wanted, counted and split into shards; `None` if every
+    /// request left (nothing runs).
+    fn start_batch<S: BatchSlot<A>>(&self, batch: Vec<Arc<S>>) -> Option<Vec<Vec<Arc<S>>>> {
+        let batch: Vec<_> = batch.into_iter().filter(|slot| slot.is_wanted()).collect();
+        if batch.is_empty() {
+            return None;
+        }
+        let now_ms = self.env.clock.now_ms();
+        let sizes = self.properties.load().metrics_rolling_percentile_enabled;
+        self.counters.batch(now_ms, batch.len(), sizes);
+        let shards = shards(batch, self.shard_by.as_deref());
+        for shard in &shards {
+            self.counters.shard(now_ms, shard.len(), sizes);
+        }
+        Some(shards)
+    }
+
+    fn metrics(&self) -> CollapserMetrics {
+        let sizes = self.properties.load().metrics_rolling_percentile_enabled;
+        self.counters
+            .snapshot(&self.key, self.env.clock.now_ms(), sizes)
+    }
 }
 
-impl<A, R, E> Clone for Collapser<A, R, E> {
+/// A collapser's parts whatever its kind of slot `S`: what it is, how its batches run, and
+/// the batcher of a GLOBAL collapser.
+struct Parts<A, S> {
+    core: Arc<Core<A>>,
+    runner: Arc<dyn BatchRunner<S>>,
+    global: Option<Arc<Batcher<A, S>>>,
+}
+
+impl<A, S> Clone for Parts<A, S> {
     fn clone(&self) -> Self {
-        Collapser {
+        Parts {
             core: Arc::clone(&self.core),
             runner: Arc::clone(&self.runner),
             global: self.global.clone(),
@@ -291,11 +340,73 @@ impl<A, R, E> Clone for Collapser<A, R, E> {
     }
 }
 
+impl<A, S> Parts<A, S>
+where
+    A: Clone + Hash + Eq + Send + Sync + 'static,
+    S: BatchSlot<A>,
+{
+    fn new(core: Arc<Core<A>>, runner: Arc<dyn BatchRunner<S>>) -> Self {
+        let global =
+            (core.scope == CollapserScope::Global).then(|| Batcher::new(Arc::clone(&runner), None));
+        Parts {
+            core,
+            runner,
+            global,
+        }
+    }
+
+    /// The batcher a request joins now: the GLOBAL one, or that of `context` (made on its
+    /// first use there).
+    fn batcher<E>(
+        &self,
+        context: Option<&RequestContext>,
+    ) -> Result<Arc<Batcher<A, S>>, HystrixError<E>> {
+        let core = &self.core;
+        match (&self.global, context) {
+            (Some(global), _) => Ok(Arc::clone(global)),
+            (None, Some(context)) => {
+                let runner = Arc::clone(&self.runner);
+                let weak = context.downgrade();
+                context
+                    .variable(core.id, move || Batcher::new(runner, Some(weak)))
+                    .map(|batcher| Arc::clone(&*batcher))
+                    .ok_or_else(|| other_type(core))
+            }
+            (None, None) => Err(no_context(
+                core,
+                "has REQUEST scope (batches one request's calls)",
+            )),
+        }
+    }
+
+    /// Adds a request for `arg` to the batch of `batcher`, counted.
+    fn join(&self, batcher: &Batcher<A, S>, arg: A, init: S::Init, share: bool) -> Arc<S> {
+        let core = &self.core;
+        core.counters
+            .add(core.env.clock.now_ms(), CollapserEvent::AddedToBatch, 1);
+        batcher.submit(arg, init, share)
+    }
+}
+
+/// A request collapser: see the [module docs](self). Cheap to clone; clones share their
+/// batches (build one per collapser and share it).
+pub struct Collapser<A, R, E> {
+    parts: Parts<A, Slot<A, R, E>>,
+}
+
+impl<A, R, E> Clone for Collapser<A, R, E> {
+    fn clone(&self) -> Self {
+        Collapser {
+            parts: self.parts.clone(),
+        }
+    }
+}
+
 impl<A, R, E> fmt::Debug for Collapser<A, R, E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Collapser")
-            .field("key", &self.core.key)
-            .field("scope", &self.core.scope)
+            .field("key", &self.parts.core.key)
+            .field("scope", &self.parts.core.scope)
             .finish_non_exhaustive()
     }
 }
@@ -311,6 +422,7 @@ impl Collapser<(), (), ()> {
             shard_by: None,
             cache_key: None,
             fallback: None,
+            missing_is_error: false,
         }
     }
 }
@@ -347,7 +459,7 @@ where
     }
 
     fn submit(&self, arg: A) -> Result<CollapsedFuture<R, E>, HystrixError<E>> {
-        let core = &self.core;
+        let core = &self.parts.core;
         let props = core.properties.load();
         let context = RequestContext::current();
         let mut claim = None;
@@ -373,28 +485,10 @@ where
                 Some(Lookup::Miss(found)) => claim = Some(found),
             }
         }
-        let batcher = match (&self.global, &context) {
-            (Some(global), _) => Arc::clone(global),
-            (None, Some(context)) => {
-                let runner = Arc::clone(&self.runner);
-                let weak = context.downgrade();
-                context
-                    .variable(core.id, move || Batcher::new(runner, Some(weak)))
-                    .map(|batcher| Arc::clone(&*batcher))
-                    .ok_or_else(|| other_type(core))?
-            }
-            (None, None) => {
-                return Err(no_context(
-                    core,
-                    "has REQUEST scope (batches one request's calls)",
-                ));
-            }
-        };
-        core.counters
-            .add(core.env.clock.now_ms(), CollapserEvent::AddedToBatch, 1);
+        let batcher = self.parts.batcher(context.as_ref())?;
         // A cached request has its own entry (duplicates find it in the cache instead).
         let share = claim.is_none();
-        let slot = batcher.submit(arg, claim, share);
+        let slot = self.parts.join(&batcher, arg, claim, share);
         let wait = Arc::clone(&slot.entry).wait();
         Ok(CollapsedFuture::waiting(
             wait,
@@ -405,29 +499,22 @@ where
 
     /// The collapser key.
     pub fn key(&self) -> &CollapserKey {
-        &self.core.key
+        &self.parts.core.key
     }
 
     /// The scope.
     pub fn scope(&self) -> CollapserScope {
-        self.core.scope
+        self.parts.core.scope
     }
 
     /// A snapshot of the collapser key's live properties.
     pub fn properties(&self) -> CollapserProperties {
-        (**self.core.properties.load()).clone()
+        (**self.parts.core.properties.load()).clone()
     }
 
     /// A snapshot of the collapser key's metrics.
     pub fn metrics(&self) -> CollapserMetrics {
-        let sizes = self
-            .core
-            .properties
-            .load()
-            .metrics_rolling_percentile_enabled;
-        self.core
-            .counters
-            .snapshot(&self.core.key, self.core.env.clock.now_ms(), sizes)
+        self.parts.core.metrics()
     }
 }
 
@@ -453,12 +540,7 @@ where
     M: Fn(&mut B, &A) -> Option<R> + Send + Sync + 'static,
 {
     fn limits(&self) -> Limits {
-        let props = self.core.properties.load();
-        Limits {
-            max_requests: usize::try_from(props.max_requests_in_batch).unwrap_or(usize::MAX),
-            timer_delay_ms: props.timer_delay_in_milliseconds,
-            share_duplicates: props.request_cache_enabled,
-        }
+        self.core.limits()
     }
 
     fn schedule(&self, deadline_ms: u64, tick: Box<dyn FnOnce() + Send>) {
@@ -471,26 +553,20 @@ where
 
     fn run(self: Arc<Self>, batch: Vec<Arc<Slot<A, R, E>>>, context: Option<&WeakContext>) {
         // Requests whose callers all left stay out; if none is left, nothing runs.
-        let batch: Vec<_> = batch.into_iter().filter(|slot| slot.is_wanted()).collect();
-        if batch.is_empty() {
+        let Some(shards) = self.core.start_batch(batch) else {
             return;
-        }
-        let core = &self.core;
-        let now_ms = core.env.clock.now_ms();
-        let sizes = core.properties.load().metrics_rolling_percentile_enabled;
-        core.counters.batch(now_ms, batch.len(), sizes);
-        let Some(executor) = core.env.executor() else {
+        };
+        let Some(executor) = self.core.env.executor() else {
             let error = Arc::new(cancelled(self.command.key()));
-            for slot in &batch {
+            for slot in shards.iter().flatten() {
                 slot.deliver(shared_error(&error, ExecutionResult::empty()));
             }
             return;
         };
         let context = context.and_then(WeakContext::upgrade);
-        for shard in shards(batch, core.shard_by.as_deref()) {
-            core.counters.shard(now_ms, shard.len(), sizes);
+        for shard in shards {
             let this = Arc::clone(&self);
-            let in_flight = core.env.eager_started();
+            let in_flight = self.core.env.eager_started();
             let task = Carried::capture(context.as_ref()).scope(async move {
                 this.run_shard(shard).await;
                 drop(in_flight);

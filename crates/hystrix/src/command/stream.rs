@@ -211,6 +211,13 @@ impl<'c, C, S> StreamExecution<'c, C, S, NoFallback> {
 }
 
 impl<C, S, FB> StreamExecution<'_, C, S, FB> {
+    /// Marks this execution as a collapser's batch of `requests` requests
+    /// (COLLAPSED × `requests`).
+    pub(crate) fn collapsed(mut self, requests: u32) -> Self {
+        self.options = std::mem::take(&mut self.options).with_collapsed(requests);
+        self
+    }
+
     /// Overrides, for this call only, the time the run has to deliver its FIRST value (or to
     /// end), counted from the execution's start, instead of
     /// `execution.isolation.thread.timeoutInMilliseconds`; rounded up to whole milliseconds,
