@@ -137,10 +137,12 @@ impl fmt::Display for FailureType {
 /// callers and threads (SPEC Part A 19).
 #[derive(Clone)]
 pub enum TripCause {
-    /// The breaker is forced open by the property `circuitBreaker.forceOpen` (a manual
-    /// `force_open()` is a [`Message`](TripCause::Message) saying so: it lasts one sleep
-    /// window).
+    /// The breaker is forced open by the property `circuitBreaker.forceOpen`.
     ForcedOpen,
+    /// The breaker was opened by hand with
+    /// [`CircuitBreakerHandle::force_open`](crate::CircuitBreakerHandle::force_open), for one
+    /// sleep window (SPEC Part A 22).
+    ManuallyOpened,
     /// A failure, as shared error or as text.
     Failure(Arc<dyn StdError + Send + Sync + 'static>),
     /// A failure described in words (e.g. the error percentage that tripped it).
@@ -157,6 +159,9 @@ impl fmt::Display for TripCause {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TripCause::ForcedOpen => f.write_str("forced open"),
+            TripCause::ManuallyOpened => {
+                f.write_str("forced open by force_open() until its sleep window passes")
+            }
             TripCause::Failure(err) => fmt::Display::fmt(err, f),
             TripCause::Message(text) => f.write_str(text),
         }

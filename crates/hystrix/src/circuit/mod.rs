@@ -734,9 +734,7 @@ impl CircuitBreaker {
         };
         // Not `TripCause::ForcedOpen`: that names the sticky property, this is one opening.
         self.trip_cause
-            .store(Some(Arc::new(TripCause::Message(Arc::from(
-                "forced open by force_open() until its sleep window passes",
-            )))));
+            .store(Some(Arc::new(TripCause::ManuallyOpened)));
         site.emit(BreakerEventKind::ForcedOpen);
         if let Some(extras) = site.extras() {
             if let Some(probe) = &extras.probe {

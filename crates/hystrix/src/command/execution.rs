@@ -228,7 +228,8 @@ impl<'c, C, R, FB> Execution<'c, C, R, FB> {
     /// when executed), instead of `execution.isolation.thread.timeoutInMilliseconds`.
     /// `execution.timeout.enabled = false` still turns timeouts off.
     pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.options.timeout_ms = Some(crate::config::ceil_millis(timeout));
+        self.options =
+            std::mem::take(&mut self.options).with_timeout_ms(crate::config::ceil_millis(timeout));
         self
     }
 

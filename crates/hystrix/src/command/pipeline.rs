@@ -40,8 +40,11 @@ use crate::registry::CommandState;
 /// so a call without them moves and drops one pointer for them.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct CallOptions {
-    /// Overrides `execution.isolation.thread.timeoutInMilliseconds` for this call.
+    /// Overrides `execution.isolation.thread.timeoutInMilliseconds` for this call (set with
+    /// [`with_timeout_ms`](CallOptions::with_timeout_ms)).
     pub(crate) timeout_ms: Option<u64>,
+    /// Any option is set: the execution checks them (one branch when none is).
+    special: bool,
     /// The keyed breaker this call goes through (the command's own when `None`).
     breaker_key: Option<Arc<str>>,
     extras: Option<Box<CallExtras>>,
@@ -57,11 +60,20 @@ struct CallExtras {
 
 impl CallOptions {
     fn extras_mut(&mut self) -> &mut CallExtras {
+        self.special = true;
         self.extras.get_or_insert_with(Box::default)
+    }
+
+    /// Options with this per-call timeout.
+    pub(crate) fn with_timeout_ms(mut self, ms: u64) -> Self {
+        self.special = true;
+        self.timeout_ms = Some(ms);
+        self
     }
 
     /// Options through this keyed breaker (if any).
     pub(crate) fn with_breaker_key(mut self, key: Option<Arc<str>>) -> Self {
+        self.special |= key.is_some();
         self.breaker_key = key;
         self
     }
@@ -204,7 +216,23 @@ impl Drop for TimerGuard<'_> {
 // ------------------------------------------------------------------------------------------------
 // Steps shared by every mode
 
+#[inline(always)]
 pub(crate) fn check_options<E>(
+    state: &CommandState,
+    rec: &mut Recorder,
+    options: &CallOptions,
+) -> Result<(), HystrixError<E>> {
+    if options.special {
+        check_special_options(state, rec, options)
+    } else {
+        Ok(())
+    }
+}
+
+/// The per-call options of an execution that has some: misuse checks, COLLAPSED.
+#[cold]
+#[inline(never)]
+fn check_special_options<E>(
     state: &CommandState,
     rec: &mut Recorder,
     options: &CallOptions,
@@ -226,7 +254,6 @@ pub(crate) fn check_options<E>(
 }
 
 /// A collapser's batch carries COLLAPSED × its number of requests.
-#[cold]
 fn mark_collapsed(state: &CommandState, rec: &mut Recorder, extras: &CallExtras) {
     if extras.collapsed > 0 {
         rec.events.add_n(EventType::Collapsed, extras.collapsed);

@@ -227,7 +227,8 @@ impl<C, S, FB> StreamExecution<'_, C, S, FB> {
     /// "timed out after N ms (the timeout given to this call)". Where it is judged: see the
     /// [`StreamExecution`'s "Timeouts"](StreamExecution#timeouts).
     pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.options.timeout_ms = Some(crate::config::ceil_millis(timeout));
+        self.options =
+            std::mem::take(&mut self.options).with_timeout_ms(crate::config::ceil_millis(timeout));
         self
     }
 
