@@ -57,7 +57,16 @@ pub(crate) struct Env {
     store_rounds_started: AtomicBool,
     /// The metrics of every collapser key in use.
     collapsers: Mutex<HashMap<CollapserKey, Arc<CollapserCounters>>>,
+    /// Every collapser key's parts (its batchers), shared by its definitions.
+    collapser_parts: Mutex<HashMap<CollapserKey, SharedParts>>,
 }
+
+/// A collapser key's parts, type-erased: its scope, a description of its types, the parts.
+type SharedParts = (
+    crate::collapser::CollapserScope,
+    &'static str,
+    Arc<dyn std::any::Any + Send + Sync>,
+);
 
 /// An eager execution in flight on the executor (see [`Env::eager_started`]).
 pub(crate) struct EagerGuard(Arc<Env>);
@@ -170,6 +179,52 @@ impl Env {
                 .entry(key.clone())
                 .or_insert_with(|| Arc::new(CollapserCounters::new(props))),
         )
+    }
+
+    /// The parts of collapser `key`: those of its first definition (as Hystrix keeps one
+    /// collapser per key), made by `make` for the first.
+    ///
+    /// # Errors
+    /// [`ConfigError::ConflictingDefinition`] if the first definition has another scope or
+    /// other types (`types` describes this one's).
+    pub(crate) fn collapser_parts<P: Clone + Send + Sync + 'static>(
+        &self,
+        key: &CollapserKey,
+        scope: crate::collapser::CollapserScope,
+        types: &'static str,
+        make: impl FnOnce() -> P,
+    ) -> Result<P, ConfigError> {
+        let mut all = self.collapser_parts.lock();
+        if let Some((existing_scope, existing_types, parts)) = all.get(key) {
+            let conflict = |what: &str, existing: String, requested: String| {
+                ConfigError::ConflictingDefinition {
+                    key: key.to_string(),
+                    what: what.to_owned(),
+                    existing,
+                    requested,
+                }
+            };
+            if *existing_scope != scope {
+                return Err(conflict(
+                    "collapser scope",
+                    format!("{existing_scope:?}"),
+                    format!("{scope:?}"),
+                ));
+            }
+            return Arc::clone(parts)
+                .downcast::<P>()
+                .map(|parts| (*parts).clone())
+                .map_err(|_| {
+                    conflict(
+                        "collapser argument, response or error type",
+                        (*existing_types).to_owned(),
+                        types.to_owned(),
+                    )
+                });
+        }
+        let parts = make();
+        all.insert(key.clone(), (scope, types, Arc::new(parts.clone())));
+        Ok(parts)
     }
 
     /// Counts an eager execution running on the executor until the returned guard drops.
@@ -974,6 +1029,7 @@ impl RegistryBuilder {
                     store_interval_ms,
                     store_rounds_started: AtomicBool::new(false),
                     collapsers: Mutex::new(HashMap::new()),
+                    collapser_parts: Mutex::new(HashMap::new()),
                 }),
                 commands: Mutex::new(HashMap::new()),
             }),

@@ -494,7 +494,11 @@ fn a_stream_collapser_routes_each_value_to_the_requests_of_its_key() {
     let metrics = command.metrics();
     assert_eq!(metrics.cumulative_count(EventType::Emit), 3);
     assert_eq!(metrics.cumulative_count(EventType::Success), 1);
-    assert_eq!(metrics.cumulative_count(EventType::Collapsed), 3);
+    assert_eq!(
+        metrics.cumulative_count(EventType::Collapsed),
+        4,
+        "four requests collapsed"
+    );
     assert_eq!(
         collapser
             .metrics()
@@ -524,4 +528,137 @@ fn a_stream_collapser_can_make_a_missing_response_an_error_and_shares_a_batch_er
         items(broken),
         ["s900e1", "s900e2", "error: COMMAND_EXCEPTION"]
     );
+}
+
+#[test]
+fn callers_of_a_batch_cut_short_by_shutdown_are_answered() {
+    use std::time::Duration;
+    let clock = hystrix::clock::ManualClock::new();
+    let registry = hystrix::Registry::builder()
+        .clock(clock.clone())
+        .shutdown_timeout(Duration::from_millis(100))
+        .build();
+    let command = builder("Slow").build_in(&registry).unwrap();
+    let started = Arc::new(std::sync::Barrier::new(2));
+    let in_batch = Arc::clone(&started);
+    let collapser = Collapser::builder("SlowOne")
+        .scope(CollapserScope::Global)
+        .build(
+            command,
+            move |ids: Vec<u32>| {
+                let in_batch = Arc::clone(&in_batch);
+                async move {
+                    in_batch.wait();
+                    std::future::pending::<()>().await; // never answers
+                    Ok::<_, DependencyError>(ids)
+                }
+            },
+            |ids: &mut Vec<u32>, id: &u32| ids.contains(id).then_some(*id),
+        )
+        .unwrap();
+    let request = collapser.queue(1);
+    clock.advance_ms(10);
+    started.wait(); // the batch runs on the executor
+    registry.shutdown(); // drops the batch's task after 100 ms
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(block_on(request)).unwrap());
+    let answer = rx.recv_timeout(Duration::from_secs(10)).expect("answered");
+    let err = answer.unwrap_err();
+    assert_eq!(err.failure_type(), FailureType::Cancelled);
+    assert!(
+        err.to_string().contains("ended without answering it"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_cache_hit_keeps_its_batch_running_after_the_first_request_left() {
+    let test = TestRegistry::new();
+    let (collapser, _, batches) = ratings(&test, CollapserScope::Request, |b| {
+        b.cache_key(|id| id.to_string())
+    });
+    let ctx = RequestContext::new();
+    let _entered = ctx.enter();
+    let first = collapser.queue(7);
+    let hit = collapser.queue(7);
+    drop(first);
+    test.clock().advance_ms(10);
+    assert_eq!(value(hit), 70);
+    assert_eq!(*batches.lock().unwrap(), [vec![7]]);
+}
+
+#[test]
+fn added_to_batch_counts_the_requests_a_batch_ran_with() {
+    let test = TestRegistry::new();
+    let (collapser, command, _) = ratings(&test, CollapserScope::Global, |b| b);
+    let mut requests = [1, 2, 5, 5, 5].map(|id| collapser.queue(id)).into_iter();
+    let one = requests.next().unwrap();
+    drop(requests.next()); // 2 leaves
+    drop(requests.next()); // one of the 5s leaves; its slot stays for the others
+    let fives: Vec<_> = requests.collect();
+    test.clock().advance_ms(10);
+    assert_eq!(value(one), 10);
+    assert!(fives.into_iter().all(|five| value(five) == 50));
+    drop(collapser.queue(9)); // left before its window: no batch, not counted
+    test.clock().advance_ms(10);
+    let metrics = collapser.metrics();
+    assert_eq!(metrics.cumulative_count(CollapserEvent::AddedToBatch), 2);
+    assert_eq!(metrics.cumulative_count(CollapserEvent::BatchExecuted), 1);
+    assert_eq!(command.metrics().cumulative_count(EventType::Collapsed), 2);
+}
+
+#[test]
+fn definitions_of_one_collapser_key_share_its_batches() {
+    let test = TestRegistry::new();
+    // Hystrix's idiom: a collapser object per request, one batcher per key.
+    let (first, _, batches) = ratings(&test, CollapserScope::Global, |b| b);
+    let (second, _, unused) = ratings(&test, CollapserScope::Global, |b| b);
+    let a = first.queue(1);
+    let b = second.queue(2);
+    test.clock().advance_ms(10);
+    assert_eq!((value(a), value(b)), (10, 20));
+    assert_eq!(
+        *batches.lock().unwrap(),
+        [vec![1, 2]],
+        "one batch, the first definition's"
+    );
+    assert!(unused.lock().unwrap().is_empty());
+
+    let command = builder("GetRatings").build_in(test.registry()).unwrap();
+    let err = Collapser::builder::<u32, u32, DependencyError>("GetRating")
+        .scope(CollapserScope::Request)
+        .build(
+            command,
+            |ids: Vec<u32>| async move { Ok::<_, DependencyError>(ids) },
+            |_: &mut Vec<u32>, id: &u32| Some(*id),
+        )
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "command `GetRating` is already defined with a different collapser scope: first \
+         `Global`, now `Request`"
+    );
+}
+
+#[test]
+fn a_blocking_execute_inside_a_current_thread_runtime_is_refused() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let registry = hystrix::Registry::builder()
+        .executor(runtime.handle().clone())
+        .build();
+    let command = builder("Batch").build_in(&registry).unwrap();
+    let collapser = Collapser::builder("Inline")
+        .scope(CollapserScope::Global)
+        .build(
+            command,
+            |ids: Vec<u32>| async move { Ok::<_, DependencyError>(ids) },
+            |ids: &mut Vec<u32>, id: &u32| ids.contains(id).then_some(*id),
+        )
+        .unwrap();
+    let err = runtime
+        .block_on(async { collapser.execute(1) })
+        .unwrap_err();
+    assert_eq!(err.failure_type(), FailureType::Misuse);
 }

@@ -15,6 +15,7 @@ use std::sync::{Arc, Weak};
 use parking_lot::Mutex;
 
 use crate::context::{CachedOutcome, Claim, Entry, WeakContext};
+use crate::key::CommandKey;
 
 /// A place in a batch: an argument and where its requests' answers go.
 pub(crate) trait BatchSlot<A>: Send + Sync + 'static {
@@ -91,8 +92,9 @@ where
         self.waiting.join();
     }
 
+    /// A slot in the request cache is wanted by whoever finds its entry there later, too.
     fn is_wanted(&self) -> bool {
-        self.waiting.any()
+        self.waiting.any() || self.claim.lock().is_some()
     }
 }
 
@@ -108,6 +110,41 @@ impl<A, R, E> Slot<A, R, E> {
     /// A request left before its response came.
     pub(crate) fn leave(&self) {
         self.waiting.leave();
+    }
+}
+
+/// A slot whose requests can be told their batch will never answer.
+pub(crate) trait Abort {
+    /// Answers the slot's requests with [`FailureType::Cancelled`](crate::FailureType) naming
+    /// `key`, unless they have their answer already.
+    fn abort(&self, key: &CommandKey);
+}
+
+/// The slots of a shard being run: any still unanswered when it drops (its task was dropped:
+/// the executor stopped) are answered with a cancellation, so no caller waits forever.
+pub(crate) struct AnswerOnDrop<S: Abort> {
+    pub(crate) slots: Vec<Arc<S>>,
+    pub(crate) key: CommandKey,
+}
+
+impl<S: Abort> Drop for AnswerOnDrop<S> {
+    fn drop(&mut self) {
+        for slot in &self.slots {
+            slot.abort(&self.key);
+        }
+    }
+}
+
+impl<A, R, E> Abort for Slot<A, R, E> {
+    fn abort(&self, key: &CommandKey) {
+        if self.entry.is_settled() {
+            return;
+        }
+        let error = Arc::new(super::cancelled(key));
+        self.deliver(CachedOutcome {
+            response: Err(error),
+            result: crate::command::ExecutionResult::empty(),
+        });
     }
 }
 

@@ -80,7 +80,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
-use batcher::{BatchRunner, BatchSlot, Batcher, Limits, Slot};
+use batcher::{AnswerOnDrop, BatchRunner, BatchSlot, Batcher, Limits, Slot};
 pub(crate) use metrics::CollapserCounters;
 pub use metrics::{CollapserEvent, CollapserMetrics};
 pub use stream::{CollapsedItem, CollapsedStream, StreamCollapser};
@@ -148,7 +148,8 @@ impl<A, R, E> CollapserBuilder<A, R, E> {
     }
 
     /// `maxRequestsInBatch`: a batch that reaches this many requests runs at once (default no
-    /// limit); at least 1.
+    /// limit); at least 1. Lowered at run time, it applies from the next request: a batch
+    /// already holding more runs whole when that request arrives.
     pub fn max_requests_in_batch(self, max: u32) -> Self {
         self.property("maxRequestsInBatch", max)
     }
@@ -180,7 +181,8 @@ impl<A, R, E> CollapserBuilder<A, R, E> {
     /// Shares responses within a request context by `cache_key(argument)` (Hystrix's
     /// collapser `getCacheKey()`), while `requestCache.enabled`: a later request with the same
     /// cache key gets the first one's response without joining a batch. Needs a request
-    /// context ([`FailureType::NoRequestContext`] otherwise), in either scope.
+    /// context ([`FailureType::NoRequestContext`] otherwise), in either scope. Not used by a
+    /// [`StreamCollapser`] (each request there has its own stream).
     pub fn cache_key(mut self, cache_key: impl Fn(&A) -> String + Send + Sync + 'static) -> Self {
         self.cache_key = Some(Arc::new(cache_key));
         self
@@ -217,9 +219,15 @@ where
     /// and `map` takes each request's response out of the batch's response (`None`: none for
     /// this argument).
     ///
+    /// A collapser key is one collapser per registry, as in Hystrix (where a collapser object
+    /// is made per request and batches with the others of its key): a later build with the
+    /// same key shares the first's batches and runs them with the first's command and
+    /// functions (batch, map, shard, cache key, fallback); its property values join the key's.
+    ///
     /// # Errors
     /// [`ConfigError`] for an invalid collapser key or property (named with the reason), or a
-    /// conflict with another definition's values for this key.
+    /// conflict with another definition of this key: a different property value, scope, or
+    /// argument, response or error type.
     pub fn build<C, F, Fut, B, M>(
         self,
         command: Command<C>,
@@ -244,7 +252,7 @@ where
             _types: PhantomData,
         });
         Ok(Collapser {
-            parts: Parts::new(core, runner),
+            parts: Parts::shared(core, runner, std::any::type_name::<(A, R, E)>())?,
         })
     }
 }
@@ -308,6 +316,9 @@ impl<A> Core<A> {
         let now_ms = self.env.clock.now_ms();
         let sizes = self.properties.load().metrics_rolling_percentile_enabled;
         self.counters.batch(now_ms, batch.len(), sizes);
+        let added = u32::try_from(batch.len()).unwrap_or(u32::MAX);
+        self.counters
+            .add(now_ms, CollapserEvent::AddedToBatch, added);
         let shards = shards(batch, self.shard_by.as_deref());
         for shard in &shards {
             self.counters.shard(now_ms, shard.len(), sizes);
@@ -345,14 +356,24 @@ where
     A: Clone + Hash + Eq + Send + Sync + 'static,
     S: BatchSlot<A>,
 {
-    fn new(core: Arc<Core<A>>, runner: Arc<dyn BatchRunner<S>>) -> Self {
-        let global =
-            (core.scope == CollapserScope::Global).then(|| Batcher::new(Arc::clone(&runner), None));
-        Parts {
-            core,
-            runner,
-            global,
-        }
+    /// The parts of `core`'s key in its registry: those of the key's first definition (as
+    /// Hystrix keeps one collapser per key), or these.
+    fn shared(
+        core: Arc<Core<A>>,
+        runner: Arc<dyn BatchRunner<S>>,
+        types: &'static str,
+    ) -> Result<Self, ConfigError> {
+        let env = Arc::clone(&core.env);
+        let key = core.key.clone();
+        env.collapser_parts(&key, core.scope, types, move || {
+            let global = (core.scope == CollapserScope::Global)
+                .then(|| Batcher::new(Arc::clone(&runner), None));
+            Parts {
+                core,
+                runner,
+                global,
+            }
+        })
     }
 
     /// The batcher a request joins now: the GLOBAL one, or that of `context` (made on its
@@ -377,14 +398,6 @@ where
                 "has REQUEST scope (batches one request's calls)",
             )),
         }
-    }
-
-    /// Adds a request for `arg` to the batch of `batcher`, counted.
-    fn join(&self, batcher: &Batcher<A, S>, arg: A, init: S::Init, share: bool) -> Arc<S> {
-        let core = &self.core;
-        core.counters
-            .add(core.env.clock.now_ms(), CollapserEvent::AddedToBatch, 1);
-        batcher.submit(arg, init, share)
     }
 }
 
@@ -435,7 +448,12 @@ where
 {
     /// Adds a request for `arg` to the current batch now (or answers it from the request
     /// cache) and returns its response's future. Dropping the future before its batch runs
-    /// takes the request out (a batch whose requests all left does not run).
+    /// takes the request out (a batch whose requests all left does not run; a request in the
+    /// collapser's request cache stays, for later requests that find it there).
+    ///
+    /// `queue` is eager: the request context is the one current when it is called, so open
+    /// it around the call, e.g. `ctx.scope(async { collapser.queue(id).await })` (not
+    /// `ctx.scope(collapser.queue(id))`, which calls `queue` before the scope opens).
     ///
     /// The future resolves to the request's response; errors:
     /// [`FailureType::NoRequestContext`] for a REQUEST-scoped collapser (or one with a
@@ -450,12 +468,23 @@ where
     }
 
     /// As [`queue`](Self::queue), waiting on this thread for the response (the batch runs on
-    /// the registry's executor when its window closes).
+    /// the registry's executor when its window closes). Inside a multi-threaded tokio runtime
+    /// the wait goes through `block_in_place`; inside a current-thread runtime it is refused
+    /// ([`FailureType::Misuse`]: the batch could never run there); await `queue` instead.
     ///
     /// # Errors
     /// As [`queue`](Self::queue).
     pub fn execute(&self, arg: A) -> SharedResponse<R, E> {
-        crate::command::block_on(self.queue(arg))
+        match crate::command::block_safely(|| crate::command::block_on(self.queue(arg))) {
+            Ok(response) => response,
+            Err(_) => Err(Arc::new(collapser_error(
+                &self.parts.core,
+                FailureType::Misuse,
+                "(a collapser) was executed with a blocking execute() inside a current-thread \
+                 tokio runtime, where its batch could never run; await queue() instead"
+                    .to_owned(),
+            ))),
+        }
     }
 
     fn submit(&self, arg: A) -> Result<CollapsedFuture<R, E>, HystrixError<E>> {
@@ -488,7 +517,7 @@ where
         let batcher = self.parts.batcher(context.as_ref())?;
         // A cached request has its own entry (duplicates find it in the cache instead).
         let share = claim.is_none();
-        let slot = self.parts.join(&batcher, arg, claim, share);
+        let slot = batcher.submit(arg, claim, share);
         let wait = Arc::clone(&slot.entry).wait();
         Ok(CollapsedFuture::waiting(
             wait,
@@ -589,11 +618,16 @@ where
 {
     /// One execution of the batch command for `shard`, and each request's answer.
     async fn run_shard(&self, shard: Vec<Arc<Slot<A, R, E>>>) {
+        let guard = AnswerOnDrop {
+            slots: shard,
+            key: self.command.key().clone(),
+        };
+        let shard = &guard.slots;
         let args: Vec<A> = shard.iter().map(|slot| slot.arg.clone()).collect();
         let collapsed = u32::try_from(shard.len()).unwrap_or(u32::MAX);
         let Ok(call) = catch_unwind(AssertUnwindSafe(|| (self.batch)(args))) else {
             let error = Arc::new(self.error_of("batch function panicked"));
-            for slot in &shard {
+            for slot in shard {
                 slot.deliver(shared_error(&error, ExecutionResult::empty()));
             }
             return;
@@ -606,10 +640,10 @@ where
             .await
             .into_parts();
         match response {
-            Ok(mut batch) => self.map_responses(&mut batch, &shard, result),
+            Ok(mut batch) => self.map_responses(&mut batch, shard, result),
             Err(error) => {
                 let error = Arc::new(error);
-                for slot in &shard {
+                for slot in shard {
                     let fallback = self.fallback.as_ref().and_then(|fallback| {
                         catch_unwind(AssertUnwindSafe(|| fallback(&slot.arg, &error))).ok()
                     });
@@ -706,8 +740,8 @@ fn shared_error<R, E>(
 fn cancelled<E>(key: &CommandKey) -> HystrixError<E> {
     HystrixError::new(FailureType::Cancelled, key.clone(), Cause::None).with_detail(
         Detail::Message(
-            "was cancelled: its collapsed batch never answered it (the registry was shut down \
-             before the batch ran)"
+            "was cancelled: its collapsed batch ended without answering it (the registry's \
+             executor stopped, e.g. at shutdown)"
                 .into(),
         ),
     )
@@ -732,7 +766,8 @@ fn no_context<A, E>(core: &Core<A>, what: &str) -> HystrixError<E> {
         format!(
             "(a collapser) {what}, but no request context is current: open one around the \
              request with RequestContext::new().scope(future).await (async) or \
-             RequestContext::new().enter() (sync), or build it with CollapserScope::Global"
+             RequestContext::new().enter() (sync), around the call to queue() itself (it is \
+             eager), or build it with CollapserScope::Global"
         ),
     )
 }

@@ -14,13 +14,13 @@ use std::task::{Context, Poll, Waker};
 use futures_core::Stream;
 use parking_lot::Mutex;
 
-use super::batcher::{BatchRunner, BatchSlot, Limits, Waiting};
+use super::batcher::{Abort, AnswerOnDrop, BatchRunner, BatchSlot, Limits, Waiting};
 use super::{CollapserBuilder, CollapserMetrics, Core, Parts};
 use crate::command::{Classify, Command, panic_message};
 use crate::config::CollapserProperties;
 use crate::context::{Carried, RequestContext, WeakContext};
 use crate::error::{Cause, ConfigError, Detail, FailureType, HystrixError};
-use crate::key::CollapserKey;
+use crate::key::{CollapserKey, CommandKey};
 
 /// One item of a collapsed request's stream: a shared value, or the shared error that ends it.
 pub type CollapsedItem<V, E> = Result<Arc<V>, Arc<HystrixError<E>>>;
@@ -64,6 +64,13 @@ impl<A, V, E> StreamSlot<A, V, E> {
 
     fn got_any(&self) -> bool {
         self.feed.lock().got_any
+    }
+}
+
+impl<A, V, E> Abort for StreamSlot<A, V, E> {
+    fn abort(&self, key: &CommandKey) {
+        self.push(Err(Arc::new(super::cancelled(key))));
+        self.end();
     }
 }
 
@@ -252,7 +259,7 @@ where
             _types: PhantomData,
         });
         Ok(StreamCollapser {
-            parts: Parts::new(core, runner),
+            parts: Parts::shared(core, runner, std::any::type_name::<(A, V, E)>())?,
         })
     }
 }
@@ -271,7 +278,7 @@ where
             Ok(batcher) => batcher,
             Err(error) => return refused(error),
         };
-        let slot = self.parts.join(&batcher, arg, (), false);
+        let slot = batcher.submit(arg, (), false);
         CollapsedStream {
             state: StreamState::Reading {
                 source: slot,
@@ -377,6 +384,11 @@ where
     KA: Fn(&A) -> K + Send + Sync + 'static,
 {
     async fn run_shard(&self, shard: Vec<Arc<StreamSlot<A, V, E>>>) {
+        let guard = AnswerOnDrop {
+            slots: shard,
+            key: self.command.key().clone(),
+        };
+        let shard = &guard.slots;
         // Each distinct argument once (while requestCache.enabled), each request its stream.
         let mut args: Vec<A> = Vec::with_capacity(shard.len());
         let mut routes: HashMap<K, Vec<usize>> = HashMap::new();
@@ -393,10 +405,11 @@ where
                 }
             }
         }
-        let collapsed = u32::try_from(args.len()).unwrap_or(u32::MAX);
+        // COLLAPSED counts the requests (as the batch size in the collapser's metrics).
+        let collapsed = u32::try_from(shard.len()).unwrap_or(u32::MAX);
         let Ok(run) = catch_unwind(AssertUnwindSafe(|| (self.batch)(args))) else {
             let error = Arc::new(self.error_of("batch function panicked"));
-            for slot in &shard {
+            for slot in shard {
                 slot.push(Err(Arc::clone(&error)));
                 slot.end();
             }
@@ -427,7 +440,7 @@ where
                 }
                 Err(error) => {
                     let error = Arc::new(error);
-                    for slot in &shard {
+                    for slot in shard {
                         let fallback = self.fallback.as_ref().and_then(|fallback| {
                             catch_unwind(AssertUnwindSafe(|| fallback(&slot.arg, &error))).ok()
                         });
@@ -439,7 +452,7 @@ where
                 }
             }
         }
-        for slot in &shard {
+        for slot in shard {
             if self.missing_is_error && !slot.got_any() {
                 slot.push(Err(Arc::new(self.missing_response())));
             }

@@ -138,7 +138,7 @@ impl<O: Delivered> Drop for CompleteOnDrop<O> {
 
 /// Runs a blocking wait: as is outside tokio, through `block_in_place` on a multi-threaded
 /// runtime, refused on a current-thread runtime.
-fn block_safely<R>(wait: impl FnOnce() -> R) -> Result<R, &'static str> {
+pub(crate) fn block_safely<R>(wait: impl FnOnce() -> R) -> Result<R, &'static str> {
     match tokio::runtime::Handle::try_current() {
         Err(_) => Ok(wait()),
         Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread => {

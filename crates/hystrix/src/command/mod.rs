@@ -55,6 +55,7 @@ pub use execution::{
 #[cfg(feature = "tower")]
 pub(crate) use future::StateRef;
 pub use future::{ExecuteAsync, ExecuteAsyncOutcome, ExecutionFuture, OutcomeResponse};
+pub(crate) use handle::block_safely;
 pub use handle::{CachedObserved, CachedQueued, Observed, QueuedExecution, ToObservable};
 pub use hystrix_command::{HystrixAsyncCommand, HystrixCommand};
 pub use keyed::{KeyedCommands, KeyedCommandsBuilder};

@@ -175,6 +175,11 @@ enum EntryState<T, E> {
 }
 
 impl<T, E> Entry<T, E> {
+    /// Whether its outcome is there (or it was abandoned).
+    pub(crate) fn is_settled(&self) -> bool {
+        !matches!(*self.state.lock(), EntryState::Running(_))
+    }
+
     /// An entry whose outcome is still to come.
     pub(crate) fn new() -> Self {
         Entry {
@@ -215,7 +220,7 @@ pub(crate) struct Wait<T, E> {
 impl<T, E> Wait<T, E> {
     /// Whether the outcome is there (or the entry was abandoned).
     pub(crate) fn is_settled(&self) -> bool {
-        !matches!(*self.entry.state.lock(), EntryState::Running(_))
+        self.entry.is_settled()
     }
 }
 
