@@ -15,6 +15,8 @@
 //! Rolling values cover the completed buckets of their window; cumulative values everything since
 //! the key's state was created.
 
+#[cfg(feature = "metrics")]
+pub mod facade;
 pub(crate) mod health_ring;
 pub(crate) mod latency;
 pub(crate) mod rolling;
