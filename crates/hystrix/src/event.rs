@@ -293,6 +293,87 @@ pub trait EventNotifier: Send + Sync + 'static {
     }
 }
 
+/// Hears each execution's steps, synchronously, in Hystrix's order (Hystrix's
+/// `HystrixCommandExecutionHook`; per registry, SPEC Part A 16). An observer: it sees the
+/// command key (and the failure type), not the values, and cannot change anything. A panic inside
+/// one is caught and logged once; it never changes a command's outcome. Every method defaults to
+/// doing nothing.
+///
+/// The orders (SPEC §10), e.g. a THREAD success: `on_start`, `on_thread_start`,
+/// `on_execution_start`, `on_execution_emit`, `on_emit`, `on_execution_success`,
+/// `on_thread_complete`, `on_success`; a failure with a fallback: `on_start`,
+/// `on_execution_start`, `on_execution_error`, `on_fallback_start`, `on_fallback_emit`,
+/// `on_emit`, `on_fallback_success`, `on_success`; a short-circuit without fallback:
+/// `on_start`, `on_error`; a request-cache hit: `on_cache_hit` only; a cancelled execution:
+/// `on_unsubscribe` (then `on_thread_complete` if its run had gone to a pool).
+pub trait ExecutionHook: Send + Sync + 'static {
+    /// An execution starts (before the breaker check).
+    fn on_start(&self, key: &CommandKey) {
+        let _ = key;
+    }
+    /// Its run was handed to its pool (THREAD isolation).
+    fn on_thread_start(&self, key: &CommandKey) {
+        let _ = key;
+    }
+    /// Its run starts (admitted by the breaker and the bulkhead).
+    fn on_execution_start(&self, key: &CommandKey) {
+        let _ = key;
+    }
+    /// The run produced a value (each value, for a stream command).
+    fn on_execution_emit(&self, key: &CommandKey) {
+        let _ = key;
+    }
+    /// The run succeeded.
+    fn on_execution_success(&self, key: &CommandKey) {
+        let _ = key;
+    }
+    /// The run ended in an error (`event`: FAILURE, BAD_REQUEST or IGNORED); not called for a
+    /// timeout.
+    fn on_execution_error(&self, key: &CommandKey, event: EventType) {
+        let _ = (key, event);
+    }
+    /// The run's pool work ended (THREAD isolation).
+    fn on_thread_complete(&self, key: &CommandKey) {
+        let _ = key;
+    }
+    /// The fallback starts.
+    fn on_fallback_start(&self, key: &CommandKey) {
+        let _ = key;
+    }
+    /// The fallback produced a value (each value, for a stream fallback).
+    fn on_fallback_emit(&self, key: &CommandKey) {
+        let _ = key;
+    }
+    /// The fallback succeeded.
+    fn on_fallback_success(&self, key: &CommandKey) {
+        let _ = key;
+    }
+    /// The fallback failed.
+    fn on_fallback_error(&self, key: &CommandKey) {
+        let _ = key;
+    }
+    /// A value goes to the caller (from the run or the fallback).
+    fn on_emit(&self, key: &CommandKey) {
+        let _ = key;
+    }
+    /// The execution ended with a value for the caller.
+    fn on_success(&self, key: &CommandKey) {
+        let _ = key;
+    }
+    /// The execution ended with an error for the caller.
+    fn on_error(&self, key: &CommandKey, failure: crate::FailureType) {
+        let _ = (key, failure);
+    }
+    /// The response came from the request cache.
+    fn on_cache_hit(&self, key: &CommandKey) {
+        let _ = key;
+    }
+    /// The caller dropped (or cancelled) the execution before it ended.
+    fn on_unsubscribe(&self, key: &CommandKey) {
+        let _ = key;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

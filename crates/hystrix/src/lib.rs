@@ -92,7 +92,7 @@ pub use command::{
 pub use config::{CommandProperties, IsolationStrategy, PropertyValue, ThreadPoolProperties};
 pub use context::{CachedOutcome, RequestContext, SharedResponse};
 pub use error::{BoxError, ConfigError, FailureType, FallbackFailure, HystrixError, TripCause};
-pub use event::{EventCounts, EventNotifier, EventType};
+pub use event::{EventCounts, EventNotifier, EventType, ExecutionHook};
 pub use isolation::thread_pool::ThreadPoolMetrics;
 pub use key::{CommandKey, GroupKey, ThreadPoolKey};
 pub use metrics::{CommandMetrics, HealthCounts, LatencyPercentiles};

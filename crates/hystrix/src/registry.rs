@@ -29,7 +29,7 @@ use crate::config::{
     ThreadPoolLayer,
 };
 use crate::error::ConfigError;
-use crate::event::{EventCounts, EventNotifier, EventType};
+use crate::event::{EventCounts, EventNotifier, EventType, ExecutionHook};
 use crate::isolation::semaphore::Semaphore;
 use crate::isolation::thread_pool::{Rejection, ThreadPool, ThreadPoolMetrics};
 use crate::key::{CollapserKey, CommandKey, GroupKey, ThreadPoolKey};
@@ -48,6 +48,10 @@ pub(crate) struct Env {
     eager_ended: parking_lot::Condvar,
     notifier: Option<Arc<dyn EventNotifier>>,
     notifier_panicked: AtomicBool,
+    hook: Option<Arc<dyn ExecutionHook>>,
+    hook_panicked: AtomicBool,
+    /// `notifier` or `hook` is set (one load on the hot path).
+    observed: bool,
     breaker_listener: Option<Arc<dyn CircuitBreakerListener>>,
     breaker_listener_panicked: AtomicBool,
     /// The shared state store, if any (SPEC Part A 28), and the sync interval in ms (`None`:
@@ -272,6 +276,34 @@ impl Env {
             if !self.notifier_panicked.swap(true, Ordering::Relaxed) {
                 tracing::error!(
                     "hystrix: the event notifier panicked ({message}); its panics are ignored \
+                     and logged only once"
+                );
+            }
+        }
+    }
+
+    /// Whether an execution hook is registered.
+    #[inline]
+    pub(crate) fn has_hook(&self) -> bool {
+        self.hook.is_some()
+    }
+
+    /// Whether an event notifier or an execution hook is registered.
+    #[inline]
+    pub(crate) fn is_observed(&self) -> bool {
+        self.observed
+    }
+
+    /// Calls the execution hook, if any; a panic in it is caught and logged once.
+    pub(crate) fn hook(&self, call: impl FnOnce(&dyn ExecutionHook)) {
+        let Some(hook) = &self.hook else {
+            return;
+        };
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| call(hook.as_ref()))) {
+            let message = crate::command::panic_message(panic);
+            if !self.hook_panicked.swap(true, Ordering::Relaxed) {
+                tracing::error!(
+                    "hystrix: the execution hook panicked ({message}); its panics are ignored \
                      and logged only once"
                 );
             }
@@ -899,6 +931,7 @@ fn resolve_thread_pool_key(
 pub struct RegistryBuilder {
     clock: Option<Arc<dyn Clock>>,
     notifier: Option<Arc<dyn EventNotifier>>,
+    hook: Option<Arc<dyn ExecutionHook>>,
     breaker_listener: Option<Arc<dyn CircuitBreakerListener>>,
     shutdown_timeout: Option<Duration>,
     executor: Option<tokio::runtime::Handle>,
@@ -934,6 +967,12 @@ impl RegistryBuilder {
     /// The event notifier plugin (Hystrix's `HystrixEventNotifier`), for this registry only.
     pub fn event_notifier(mut self, notifier: impl EventNotifier) -> Self {
         self.notifier = Some(Arc::new(notifier));
+        self
+    }
+
+    /// The execution hook of this registry's commands (see [`ExecutionHook`]).
+    pub fn execution_hook(mut self, hook: impl ExecutionHook) -> Self {
+        self.hook = Some(Arc::new(hook));
         self
     }
 
@@ -1010,6 +1049,7 @@ impl RegistryBuilder {
                 Arc::clone(&clock),
             )
         });
+        let observed = self.notifier.is_some() || self.hook.is_some();
         Registry {
             inner: Arc::new(RegistryInner {
                 env: Arc::new(Env {
@@ -1023,6 +1063,9 @@ impl RegistryBuilder {
                     eager_ended: parking_lot::Condvar::new(),
                     notifier: self.notifier,
                     notifier_panicked: AtomicBool::new(false),
+                    observed,
+                    hook: self.hook,
+                    hook_panicked: AtomicBool::new(false),
                     breaker_listener: self.breaker_listener,
                     breaker_listener_panicked: AtomicBool::new(false),
                     store,

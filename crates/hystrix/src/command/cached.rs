@@ -572,6 +572,7 @@ fn hit<T, E>(
     let mut events = shared.result.events;
     events.add(EventType::ResponseFromCache);
     state.record_cache_hit(now_ms);
+    state.env.hook(|hook| hook.on_cache_hit(&state.key));
     if state.properties.hot().load().request_log_enabled() {
         context.log(RequestLogEntry {
             command_key: state.key.clone(),

@@ -272,7 +272,7 @@ where
                         match started {
                             Err(err) => (err, fallback),
                             Ok(running) => {
-                                rec.run_started();
+                                rec.run_started(state);
                                 this.phase.set(Phase::Running {
                                     running,
                                     sleep: None,

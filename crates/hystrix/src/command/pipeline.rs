@@ -155,7 +155,7 @@ where
         }
         _ => None,
     };
-    rec.run_started();
+    rec.run_started(state);
     let returned = catch_unwind(AssertUnwindSafe(|| run.call(token.clone())));
     let end = clock.now_ms();
     drop(timer);
@@ -551,6 +551,7 @@ pub(crate) fn fallback_gate<E>(
     }
     let limit = props.fallback_semaphore_max;
     if state.fallback_semaphore.try_take(limit) {
+        rec.fallback_started(state);
         return true;
     }
     rec.event(state, EventType::FallbackRejection);
@@ -710,6 +711,8 @@ pub(crate) struct Recorder {
     /// A request context exists and `requestLog.enabled` was true at the start: the execution
     /// is logged in the context current when it ends.
     log_requested: bool,
+    /// The registry has an event notifier or an execution hook: events and steps are told.
+    observed: bool,
 }
 
 impl Recorder {
@@ -727,6 +730,7 @@ impl Recorder {
             generation: None,
             keyed: None,
             log_requested: false,
+            observed: false,
         }
     }
 
@@ -816,20 +820,113 @@ impl Recorder {
         self.finished = false;
         self.log_requested =
             RequestContext::any_alive() && state.properties.hot().load().request_log_enabled();
+        self.observed = state.env.is_observed();
+        if self.observed {
+            state.env.hook(|hook| hook.on_start(&state.key));
+        }
     }
 
     #[inline]
     pub(crate) fn event(&mut self, state: &CommandState, event: EventType) {
-        self.events.add(event);
-        if state.env.has_notifier() {
-            state.env.notify_event(event, &state.key);
+        if self.observed {
+            self.observe_event(state, event);
         }
+        self.events.add(event);
+    }
+
+    /// Tells the event notifier of `event`, and the execution hook what it means.
+    #[cold]
+    fn observe_event(&self, state: &CommandState, event: EventType) {
+        state.env.notify_event(event, &state.key);
+        if state.env.has_hook() {
+            self.hook_event(state, event);
+        }
+    }
+
+    /// Tells the execution hook what `event` means, in Hystrix's order (SPEC §10).
+    fn hook_event(&self, state: &CommandState, event: EventType) {
+        let key = &state.key;
+        let in_thread = self.started_run && self.isolation == IsolationStrategy::Thread;
+        state.env.hook(|hook| match event {
+            EventType::Emit => {
+                hook.on_execution_emit(key);
+                hook.on_emit(key);
+            }
+            EventType::Success => {
+                // A stream's values were emitted one by one; a single value is emitted now.
+                if !self.events.contains(EventType::Emit) {
+                    hook.on_execution_emit(key);
+                    hook.on_emit(key);
+                }
+                hook.on_execution_success(key);
+                if in_thread {
+                    hook.on_thread_complete(key);
+                }
+            }
+            EventType::Failure | EventType::BadRequest | EventType::Ignored => {
+                hook.on_execution_error(key, event);
+                if in_thread {
+                    hook.on_thread_complete(key);
+                }
+            }
+            EventType::Timeout if in_thread => hook.on_thread_complete(key),
+            EventType::FallbackEmit => {
+                hook.on_fallback_emit(key);
+                hook.on_emit(key);
+            }
+            EventType::FallbackSuccess => {
+                if !self.events.contains(EventType::FallbackEmit) {
+                    hook.on_fallback_emit(key);
+                    hook.on_emit(key);
+                }
+                hook.on_fallback_success(key);
+            }
+            EventType::FallbackFailure => hook.on_fallback_error(key),
+            EventType::Cancelled => {
+                hook.on_unsubscribe(key);
+                if in_thread {
+                    hook.on_thread_complete(key);
+                }
+            }
+            _ => {}
+        });
     }
 
     /// User code starts now (or, under THREAD, was handed to the pool).
     #[inline]
-    pub(crate) fn run_started(&mut self) {
+    pub(crate) fn run_started(&mut self, state: &CommandState) {
         self.started_run = true;
+        if self.observed {
+            self.hook_run_started(state);
+        }
+    }
+
+    #[cold]
+    fn hook_run_started(&self, state: &CommandState) {
+        let thread = self.isolation == IsolationStrategy::Thread;
+        state.env.hook(|hook| {
+            if thread {
+                hook.on_thread_start(&state.key);
+            }
+            hook.on_execution_start(&state.key);
+        });
+    }
+
+    /// Tells the execution hook how the execution ended for its caller.
+    #[cold]
+    fn hook_finish(&self, state: &CommandState, failure: Option<FailureType>) {
+        state.env.hook(|hook| match failure {
+            None => hook.on_success(&state.key),
+            Some(failure) => hook.on_error(&state.key, failure),
+        });
+    }
+
+    /// The fallback starts (its permit taken).
+    #[inline]
+    pub(crate) fn fallback_started(&self, state: &CommandState) {
+        if self.observed {
+            state.env.hook(|hook| hook.on_fallback_start(&state.key));
+        }
     }
 
     /// The run ended (returned, panicked or reached its deadline) at `now_ms`.
@@ -878,6 +975,12 @@ impl Recorder {
         response: Result<T, HystrixError<E>>,
     ) -> Outcome<T, E> {
         let result = self.report(state, now_ms);
+        if self.observed {
+            self.hook_finish(
+                state,
+                response.as_ref().err().map(HystrixError::failure_type),
+            );
+        }
         Outcome { response, result }
     }
 

@@ -838,7 +838,7 @@ where
                         match started {
                             Err(err) => (err, fallback),
                             Ok(running) => {
-                                rec.run_started();
+                                rec.run_started(state);
                                 let here = !running.is_on_pool();
                                 this.phase.set(Phase::Running {
                                     running,
