@@ -142,8 +142,13 @@ impl Response {
         }
     }
 
-    /// The whole body (for a response with an end).
+    /// The whole body (for a response with an end: a Content-Length or a last chunk).
     pub async fn body(mut self) -> String {
+        if let Some(length) = self.header("content-length") {
+            let mut body = vec![0u8; length.parse().unwrap()];
+            self.reader.read_exact(&mut body).await.unwrap();
+            return String::from_utf8(body).unwrap();
+        }
         while self.fill().await {}
         String::from_utf8(self.pending).unwrap()
     }
