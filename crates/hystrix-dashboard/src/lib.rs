@@ -191,8 +191,8 @@ impl Dashboard {
     /// # Errors
     /// The address cannot be bound, or accepting fails.
     pub async fn serve(self, port: u16) -> std::io::Result<()> {
-        let listener = tokio::net::TcpListener::bind(SocketAddr::new(self.shared.bind_ip, port))
-            .await?;
+        let listener =
+            tokio::net::TcpListener::bind(SocketAddr::new(self.shared.bind_ip, port)).await?;
         axum::serve(listener, self.router()).await
     }
 }
@@ -200,7 +200,10 @@ impl Dashboard {
 async fn metrics_handler(State(shared): State<Arc<Shared>>) -> Response {
     let text = prometheus::render(&shared.registry, &shared.sums);
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
         text,
     )
         .into_response()
@@ -273,7 +276,10 @@ async fn stream_handler(State(shared): State<Arc<Shared>>) -> Response {
     let Some(slot) = take_slot(&shared) else {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("MaxConcurrentConnections reached: {}", shared.max_connections),
+            format!(
+                "MaxConcurrentConnections reached: {}",
+                shared.max_connections
+            ),
         )
             .into_response();
     };

@@ -43,19 +43,27 @@ const RAN: [EventType; 5] = [
     EventType::Ignored,
 ];
 
-const QUANTILES: [&str; 9] = ["0", "0.25", "0.5", "0.75", "0.9", "0.95", "0.99", "0.995", "1"];
+const QUANTILES: [&str; 9] = [
+    "0", "0.25", "0.5", "0.75", "0.9", "0.95", "0.99", "0.995", "1",
+];
 
 /// The estimated latency sums, per (command, summary): the count they cover and the sum in
 /// seconds.
 #[derive(Debug, Default)]
 pub(crate) struct LatencySums {
-    sums: Mutex<HashMap<(String, &'static str), (u64, f64)>>,
+    sums: Mutex<HashMap<SumKey, (u64, f64)>>,
 }
+
+/// A command key and a summary name.
+type SumKey = (String, &'static str);
 
 impl LatencySums {
     /// Adds the executions counted since the last call at `mean_ms`; returns the sum so far.
     fn advance(&self, command: &str, summary: &'static str, count: u64, mean_ms: i64) -> f64 {
-        let mut sums = self.sums.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut sums = self
+            .sums
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let entry = sums
             .entry((command.to_owned(), summary))
             .or_insert((0, 0.0));
@@ -349,7 +357,11 @@ pub(crate) fn render(registry: &Registry, sums: &LatencySums) -> String {
         let name = format!("hystrix_collapser_{suffix}");
         out.header(&name, "counter", help);
         for (key, metrics) in &collapsers {
-            out.sample(&name, &[("collapser", key)], metrics.cumulative_count(event));
+            out.sample(
+                &name,
+                &[("collapser", key)],
+                metrics.cumulative_count(event),
+            );
         }
     }
     out.header(

@@ -28,7 +28,11 @@ struct Percentiles {
 impl Serialize for Percentiles {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let named = self.values.named();
-        let named = if self.with_zero { &named[..] } else { &named[1..] };
+        let named = if self.with_zero {
+            &named[..]
+        } else {
+            &named[1..]
+        };
         let mut map = serializer.serialize_map(Some(named.len()))?;
         for (name, value) in named {
             map.serialize_entry(name, value)?;
@@ -282,8 +286,7 @@ pub fn command_json(registry: &Registry, key: &str) -> Option<String> {
         circuit_breaker_force_closed: props.circuit_breaker_force_closed,
         circuit_breaker_enabled: props.circuit_breaker_enabled,
         execution_isolation_strategy: isolation.name(),
-        execution_isolation_thread_timeout_in_milliseconds: props
-            .execution_timeout_in_milliseconds,
+        execution_isolation_thread_timeout_in_milliseconds: props.execution_timeout_in_milliseconds,
         execution_timeout_in_milliseconds: props.execution_timeout_in_milliseconds,
         execution_isolation_thread_interrupt_on_timeout: props
             .execution_isolation_thread_interrupt_on_timeout,

@@ -49,19 +49,43 @@ const COMMAND_KEYS: &[(&str, &str)] = &[
     ("latencyTotal_mean", "int"),
     ("latencyTotal", "percentiles"),
     ("propertyValue_circuitBreakerRequestVolumeThreshold", "int"),
-    ("propertyValue_circuitBreakerSleepWindowInMilliseconds", "int"),
-    ("propertyValue_circuitBreakerErrorThresholdPercentage", "int"),
+    (
+        "propertyValue_circuitBreakerSleepWindowInMilliseconds",
+        "int",
+    ),
+    (
+        "propertyValue_circuitBreakerErrorThresholdPercentage",
+        "int",
+    ),
     ("propertyValue_circuitBreakerForceOpen", "bool"),
     ("propertyValue_circuitBreakerForceClosed", "bool"),
     ("propertyValue_circuitBreakerEnabled", "bool"),
     ("propertyValue_executionIsolationStrategy", "string"),
-    ("propertyValue_executionIsolationThreadTimeoutInMilliseconds", "int"),
+    (
+        "propertyValue_executionIsolationThreadTimeoutInMilliseconds",
+        "int",
+    ),
     ("propertyValue_executionTimeoutInMilliseconds", "int"),
-    ("propertyValue_executionIsolationThreadInterruptOnTimeout", "bool"),
-    ("propertyValue_executionIsolationThreadPoolKeyOverride", "string-or-null"),
-    ("propertyValue_executionIsolationSemaphoreMaxConcurrentRequests", "int"),
-    ("propertyValue_fallbackIsolationSemaphoreMaxConcurrentRequests", "int"),
-    ("propertyValue_metricsRollingStatisticalWindowInMilliseconds", "int"),
+    (
+        "propertyValue_executionIsolationThreadInterruptOnTimeout",
+        "bool",
+    ),
+    (
+        "propertyValue_executionIsolationThreadPoolKeyOverride",
+        "string-or-null",
+    ),
+    (
+        "propertyValue_executionIsolationSemaphoreMaxConcurrentRequests",
+        "int",
+    ),
+    (
+        "propertyValue_fallbackIsolationSemaphoreMaxConcurrentRequests",
+        "int",
+    ),
+    (
+        "propertyValue_metricsRollingStatisticalWindowInMilliseconds",
+        "int",
+    ),
     ("propertyValue_requestCacheEnabled", "bool"),
     ("propertyValue_requestLogEnabled", "bool"),
     ("reportingHosts", "int"),
@@ -242,16 +266,31 @@ fn command_message_values_equal_the_snapshot() {
         ("rollingCountFallbackEmit", EventType::FallbackEmit),
         ("rollingCountFallbackFailure", EventType::FallbackFailure),
         ("rollingCountFallbackMissing", EventType::FallbackMissing),
-        ("rollingCountFallbackRejection", EventType::FallbackRejection),
+        (
+            "rollingCountFallbackRejection",
+            EventType::FallbackRejection,
+        ),
         ("rollingCountFallbackSuccess", EventType::FallbackSuccess),
-        ("rollingCountResponsesFromCache", EventType::ResponseFromCache),
-        ("rollingCountSemaphoreRejected", EventType::SemaphoreRejected),
+        (
+            "rollingCountResponsesFromCache",
+            EventType::ResponseFromCache,
+        ),
+        (
+            "rollingCountSemaphoreRejected",
+            EventType::SemaphoreRejected,
+        ),
         ("rollingCountShortCircuited", EventType::ShortCircuited),
         ("rollingCountSuccess", EventType::Success),
-        ("rollingCountThreadPoolRejected", EventType::ThreadPoolRejected),
+        (
+            "rollingCountThreadPoolRejected",
+            EventType::ThreadPoolRejected,
+        ),
         ("rollingCountTimeout", EventType::Timeout),
         ("rollingCountIgnored", EventType::Ignored),
-        ("rollingCountWouldShortCircuit", EventType::WouldShortCircuit),
+        (
+            "rollingCountWouldShortCircuit",
+            EventType::WouldShortCircuit,
+        ),
     ];
     for (key, event) in counters {
         assert_eq!(msg[key], metrics.rolling_count(event), "{key}");
@@ -352,12 +391,21 @@ fn thread_pool_message_has_hystrix_keys_and_the_snapshot_values() {
     assert_eq!(msg["rollingCountThreadsExecuted"], 2);
     assert_eq!(msg["currentActiveCount"], pool.current_active_count);
     assert_eq!(msg["currentCorePoolSize"], pool.current_core_pool_size);
-    assert_eq!(msg["currentMaximumPoolSize"], pool.current_maximum_pool_size);
+    assert_eq!(
+        msg["currentMaximumPoolSize"],
+        pool.current_maximum_pool_size
+    );
     assert_eq!(msg["currentPoolSize"], pool.current_pool_size);
-    assert_eq!(msg["currentLargestPoolSize"], pool.current_largest_pool_size);
+    assert_eq!(
+        msg["currentLargestPoolSize"],
+        pool.current_largest_pool_size
+    );
     assert_eq!(msg["currentQueueSize"], pool.current_queue_size);
     assert_eq!(msg["currentTaskCount"], pool.current_task_count);
-    assert_eq!(msg["rollingMaxActiveThreads"], pool.rolling_max_active_threads);
+    assert_eq!(
+        msg["rollingMaxActiveThreads"],
+        pool.rolling_max_active_threads
+    );
     assert_eq!(msg["rollingCountCommandRejections"], 0);
     assert_eq!(msg["propertyValue_queueSizeRejectionThreshold"], 5);
     assert_eq!(
@@ -384,7 +432,11 @@ async fn collapser_message_has_hystrix_keys_and_the_snapshot_values() {
         .build(
             batch,
             |ids: Vec<u32>| async move {
-                Ok::<_, common::Boom>(ids.iter().map(|&id| (id, id * 10)).collect::<HashMap<_, _>>())
+                Ok::<_, common::Boom>(
+                    ids.iter()
+                        .map(|&id| (id, id * 10))
+                        .collect::<HashMap<_, _>>(),
+                )
             },
             |ratings: &mut HashMap<u32, u32>, id: &u32| ratings.remove(id),
         )
