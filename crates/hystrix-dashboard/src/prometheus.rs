@@ -304,29 +304,24 @@ pub(crate) fn render(registry: &Registry, sums: &LatencySums) -> String {
             out.sample(&name, &[("thread_pool", key)], value(metrics, props));
         }
     }
-    out.header(
-        "hystrix_thread_pool_executions_total",
-        "counter",
-        "Commands executed on the pool since it was created.",
-    );
-    for (key, metrics, _) in &pools {
-        out.sample(
+    type PoolCounter = fn(&hystrix::ThreadPoolMetrics) -> u64;
+    let counters: [(&str, &str, PoolCounter); 2] = [
+        (
             "hystrix_thread_pool_executions_total",
-            &[("thread_pool", key)],
-            metrics.cumulative_count_threads_executed,
-        );
-    }
-    out.header(
-        "hystrix_thread_pool_rejections_total",
-        "counter",
-        "Commands the pool refused since it was created.",
-    );
-    for (key, metrics, _) in &pools {
-        out.sample(
+            "Commands executed on the pool since it was created.",
+            |m| m.cumulative_count_threads_executed,
+        ),
+        (
             "hystrix_thread_pool_rejections_total",
-            &[("thread_pool", key)],
-            metrics.cumulative_count_command_rejections,
-        );
+            "Commands the pool refused since it was created.",
+            |m| m.cumulative_count_command_rejections,
+        ),
+    ];
+    for (name, help, value) in counters {
+        out.header(name, "counter", help);
+        for (key, metrics, _) in &pools {
+            out.sample(name, &[("thread_pool", key)], value(metrics));
+        }
     }
 
     let collapsers: Vec<_> = registry
