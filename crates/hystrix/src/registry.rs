@@ -354,6 +354,22 @@ impl Env {
     }
 }
 
+/// A command key's identity, from [`Registry::command_info`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CommandInfo {
+    /// The command key.
+    pub command_key: CommandKey,
+    /// The group key its first definition gave.
+    pub group: GroupKey,
+    /// The thread-pool key its THREAD executions use (after `threadPoolKeyOverride`).
+    pub thread_pool_key: ThreadPoolKey,
+    /// Whether an execution of this key has used its thread pool (ran under THREAD isolation,
+    /// or was rejected by the pool). With `execution.isolation.strategy` unset, the isolation
+    /// depends on the run kind of each call (SPEC Part A 18); this tells which one was seen.
+    pub used_thread_pool: bool,
+}
+
 /// The shared state of one command key: breaker, semaphores, metrics and live properties.
 pub(crate) struct CommandState {
     pub(crate) key: CommandKey,
@@ -611,6 +627,19 @@ impl Registry {
     pub fn command_metrics(&self, key: &str) -> Option<CommandMetrics> {
         let state = self.inner.commands.lock().get(key).cloned()?;
         Some(state.metrics())
+    }
+
+    /// Who a command key is: its group and thread-pool key, and whether it has run on its
+    /// thread pool (for reporters such as the Hystrix stream, which show a key's group, pool and
+    /// isolation); `None` if the key has no state here.
+    pub fn command_info(&self, key: &str) -> Option<CommandInfo> {
+        let state = self.inner.commands.lock().get(key).cloned()?;
+        Some(CommandInfo {
+            command_key: state.key.clone(),
+            group: state.group.clone(),
+            thread_pool_key: state.thread_pool_key.clone(),
+            used_thread_pool: state.pool.get().is_some(),
+        })
     }
 
     /// Every collapser key in use in this registry, sorted by name.

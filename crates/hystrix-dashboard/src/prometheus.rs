@@ -1,0 +1,390 @@
+//! Prometheus text exposition (format 0.0.4) rendered from registry snapshots, with the names of
+//! ECOSYSTEM §3.7.
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `hystrix_command_events_total` | counter (cumulative) | `command`, `group`, `event` (snake_case event type) |
+//! | `hystrix_command_latency_execute_seconds` | summary | `command`, `group`, `quantile` |
+//! | `hystrix_command_latency_total_seconds` | summary | `command`, `group`, `quantile` |
+//! | `hystrix_command_concurrent_executions` | gauge | `command`, `group` |
+//! | `hystrix_command_error_ratio` | gauge 0-1 (rolling health window) | `command`, `group` |
+//! | `hystrix_circuit_breaker_state` | gauge 0/1 per state | `command`, `group`, `state` |
+//! | `hystrix_thread_pool_{active_threads,queue_size,pool_size,max_pool_size,queue_capacity}` | gauge | `thread_pool` |
+//! | `hystrix_thread_pool_{executions_total,rejections_total}` | counter | `thread_pool` |
+//! | `hystrix_collapser_{batches_total,requests_batched_total,responses_from_cache_total}` | counter | `collapser` |
+//! | `hystrix_collapser_batch_size` | summary | `collapser`, `quantile` |
+//!
+//! Latency summaries: the quantiles are the rolling percentiles (`metrics.rollingPercentile.*`
+//! window, whole ms, as seconds; absent when percentiles are disabled). `_count` is the
+//! cumulative number of executions that ran user code (SUCCESS, FAILURE, TIMEOUT, BAD_REQUEST,
+//! IGNORED). The library keeps no cumulative latency sum, so **`_sum` is an estimate**: at each
+//! render, the executions counted since the previous render are added at the rolling mean of
+//! that moment. It never decreases, and `rate(_sum) / rate(_count)` reads as the mean latency
+//! (exact while latency is steady). The collapser's batch-size `_sum` and `_count` are exact
+//! (requests batched, batches).
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+
+use hystrix::Status;
+use hystrix::collapser::CollapserEvent;
+use hystrix::{EventType, LatencyPercentiles, Registry};
+
+/// Events that are never counted (so never exported).
+const NOT_COUNTED: [EventType; 2] = [EventType::FallbackDisabled, EventType::CommandMaxActive];
+
+/// Executions whose execution latency is measured.
+const RAN: [EventType; 5] = [
+    EventType::Success,
+    EventType::Failure,
+    EventType::Timeout,
+    EventType::BadRequest,
+    EventType::Ignored,
+];
+
+const QUANTILES: [&str; 9] = [
+    "0", "0.25", "0.5", "0.75", "0.9", "0.95", "0.99", "0.995", "1",
+];
+
+/// The estimated latency sums, per (command, summary): the count they cover and the sum in
+/// seconds.
+#[derive(Debug, Default)]
+pub(crate) struct LatencySums {
+    sums: Mutex<HashMap<SumKey, (u64, f64)>>,
+}
+
+/// A command key and a summary name.
+type SumKey = (String, &'static str);
+
+impl LatencySums {
+    /// Adds the executions counted since the last call at `mean_ms`; returns the sum so far.
+    fn advance(&self, command: &str, summary: &'static str, count: u64, mean_ms: i64) -> f64 {
+        let mut sums = self
+            .sums
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let entry = sums
+            .entry((command.to_owned(), summary))
+            .or_insert((0, 0.0));
+        let new = count.saturating_sub(entry.0);
+        if mean_ms >= 0 {
+            entry.1 += new as f64 * mean_ms as f64 / 1000.0;
+        }
+        entry.0 = count;
+        entry.1
+    }
+}
+
+/// Escapes a label value: backslash, double quote and newline.
+pub(crate) fn escape_label(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A metric family being written: its header once, then samples.
+struct Out {
+    text: String,
+}
+
+impl Out {
+    fn header(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.text, "# HELP {name} {help}");
+        let _ = writeln!(self.text, "# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl std::fmt::Display) {
+        self.text.push_str(name);
+        if !labels.is_empty() {
+            self.text.push('{');
+            for (i, (label, value)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.text.push(',');
+                }
+                let _ = write!(self.text, "{label}=\"{}\"", escape_label(value));
+            }
+            self.text.push('}');
+        }
+        let _ = writeln!(self.text, " {value}");
+    }
+}
+
+fn seconds(ms: i64) -> f64 {
+    ms as f64 / 1000.0
+}
+
+struct Command {
+    key: String,
+    group: String,
+    metrics: hystrix::CommandMetrics,
+    state: &'static str,
+}
+
+/// Renders the registry as Prometheus text.
+pub(crate) fn render(registry: &Registry, sums: &LatencySums) -> String {
+    let commands: Vec<Command> = registry
+        .command_keys()
+        .iter()
+        .filter_map(|key| {
+            let metrics = registry.command_metrics(key.as_str())?;
+            let info = registry.command_info(key.as_str())?;
+            let props = registry.properties().command(key);
+            let status = registry.circuit_breaker(key.as_str())?.status();
+            let state = if props.circuit_breaker_force_open {
+                "forced_open"
+            } else if !props.circuit_breaker_enabled {
+                "disabled"
+            } else if props.circuit_breaker_force_closed {
+                "forced_closed"
+            } else {
+                match status {
+                    Status::Closed => "closed",
+                    Status::Open => "open",
+                    Status::HalfOpen => "half_open",
+                }
+            };
+            Some(Command {
+                key: key.as_str().to_owned(),
+                group: info.group.as_str().to_owned(),
+                metrics,
+                state,
+            })
+        })
+        .collect();
+    let mut out = Out {
+        text: String::new(),
+    };
+
+    out.header(
+        "hystrix_command_events_total",
+        "counter",
+        "Command execution events since the key was created, by Hystrix event type.",
+    );
+    for c in &commands {
+        for event in EventType::ALL {
+            if NOT_COUNTED.contains(&event) {
+                continue;
+            }
+            let name = event.name().to_ascii_lowercase();
+            out.sample(
+                "hystrix_command_events_total",
+                &[("command", &c.key), ("group", &c.group), ("event", &name)],
+                c.metrics.cumulative_count(event),
+            );
+        }
+    }
+
+    for (summary, help, pick) in [
+        (
+            "hystrix_command_latency_execute_seconds",
+            "Execution latency: rolling percentiles; _sum is an estimate (see the crate docs).",
+            hystrix::CommandMetrics::execution_latency as fn(&hystrix::CommandMetrics) -> _,
+        ),
+        (
+            "hystrix_command_latency_total_seconds",
+            "Total latency (fallback included): rolling percentiles; _sum is an estimate.",
+            hystrix::CommandMetrics::total_latency,
+        ),
+    ] {
+        out.header(summary, "summary", help);
+        for c in &commands {
+            let latency: LatencyPercentiles = pick(&c.metrics);
+            let labels = [("command", c.key.as_str()), ("group", c.group.as_str())];
+            if latency.mean >= 0 {
+                for (quantile, (_, ms)) in QUANTILES.iter().zip(latency.named()) {
+                    out.sample(
+                        summary,
+                        &[labels[0], labels[1], ("quantile", quantile)],
+                        seconds(ms),
+                    );
+                }
+            }
+            let count: u64 = RAN.iter().map(|e| c.metrics.cumulative_count(*e)).sum();
+            let sum = sums.advance(&c.key, summary, count, latency.mean);
+            out.sample(&format!("{summary}_sum"), &labels, sum);
+            out.sample(&format!("{summary}_count"), &labels, count);
+        }
+    }
+
+    out.header(
+        "hystrix_command_concurrent_executions",
+        "gauge",
+        "Executions whose user code is running now.",
+    );
+    for c in &commands {
+        out.sample(
+            "hystrix_command_concurrent_executions",
+            &[("command", &c.key), ("group", &c.group)],
+            c.metrics.current_concurrent_execution_count(),
+        );
+    }
+
+    out.header(
+        "hystrix_command_error_ratio",
+        "gauge",
+        "Errors / requests over the breaker's rolling health window (0 with no requests).",
+    );
+    for c in &commands {
+        let health = c.metrics.health_counts();
+        let ratio = if health.total_requests == 0 {
+            0.0
+        } else {
+            health.error_count as f64 / health.total_requests as f64
+        };
+        out.sample(
+            "hystrix_command_error_ratio",
+            &[("command", &c.key), ("group", &c.group)],
+            ratio,
+        );
+    }
+
+    out.header(
+        "hystrix_circuit_breaker_state",
+        "gauge",
+        "1 for the circuit breaker's current state, 0 for the others.",
+    );
+    for c in &commands {
+        for state in [
+            "closed",
+            "open",
+            "half_open",
+            "forced_open",
+            "forced_closed",
+            "disabled",
+        ] {
+            out.sample(
+                "hystrix_circuit_breaker_state",
+                &[("command", &c.key), ("group", &c.group), ("state", state)],
+                u8::from(c.state == state),
+            );
+        }
+    }
+
+    let pools: Vec<_> = registry
+        .thread_pool_keys()
+        .iter()
+        .filter_map(|key| {
+            let metrics = registry.thread_pool_metrics(key.as_str())?;
+            let props = registry.properties().thread_pool(key);
+            Some((key.as_str().to_owned(), metrics, props))
+        })
+        .collect();
+    type PoolGauge = fn(&hystrix::ThreadPoolMetrics, &hystrix::ThreadPoolProperties) -> i64;
+    let gauges: [(&str, &str, PoolGauge); 5] = [
+        ("active_threads", "Tasks running now.", |m, _| {
+            i64::from(m.current_active_count)
+        }),
+        ("queue_size", "Tasks waiting in the queue.", |m, _| {
+            i64::from(m.current_queue_size)
+        }),
+        ("pool_size", "Pool threads alive.", |m, _| {
+            i64::from(m.current_pool_size)
+        }),
+        ("max_pool_size", "The pool's maximum size now.", |m, _| {
+            i64::from(m.current_maximum_pool_size)
+        }),
+        (
+            "queue_capacity",
+            "queueSizeRejectionThreshold: queued tasks beyond it are rejected.",
+            |_, p| i64::from(p.queue_size_rejection_threshold),
+        ),
+    ];
+    for (suffix, help, value) in gauges {
+        let name = format!("hystrix_thread_pool_{suffix}");
+        out.header(&name, "gauge", help);
+        for (key, metrics, props) in &pools {
+            out.sample(&name, &[("thread_pool", key)], value(metrics, props));
+        }
+    }
+    type PoolCounter = fn(&hystrix::ThreadPoolMetrics) -> u64;
+    let counters: [(&str, &str, PoolCounter); 2] = [
+        (
+            "hystrix_thread_pool_executions_total",
+            "Commands executed on the pool since it was created.",
+            |m| m.cumulative_count_threads_executed,
+        ),
+        (
+            "hystrix_thread_pool_rejections_total",
+            "Commands the pool refused since it was created.",
+            |m| m.cumulative_count_command_rejections,
+        ),
+    ];
+    for (name, help, value) in counters {
+        out.header(name, "counter", help);
+        for (key, metrics, _) in &pools {
+            out.sample(name, &[("thread_pool", key)], value(metrics));
+        }
+    }
+
+    let collapsers: Vec<_> = registry
+        .collapser_keys()
+        .iter()
+        .filter_map(|key| {
+            let metrics = registry.collapser_metrics(key.as_str())?;
+            Some((key.as_str().to_owned(), metrics))
+        })
+        .collect();
+    for (suffix, help, event) in [
+        (
+            "batches_total",
+            "Batches executed.",
+            CollapserEvent::BatchExecuted,
+        ),
+        (
+            "requests_batched_total",
+            "Requests added to a batch.",
+            CollapserEvent::AddedToBatch,
+        ),
+        (
+            "responses_from_cache_total",
+            "Requests answered from the collapser's request cache.",
+            CollapserEvent::ResponseFromCache,
+        ),
+    ] {
+        let name = format!("hystrix_collapser_{suffix}");
+        out.header(&name, "counter", help);
+        for (key, metrics) in &collapsers {
+            out.sample(
+                &name,
+                &[("collapser", key)],
+                metrics.cumulative_count(event),
+            );
+        }
+    }
+    out.header(
+        "hystrix_collapser_batch_size",
+        "summary",
+        "Requests per batch: rolling percentiles; _sum and _count since creation.",
+    );
+    for (key, metrics) in &collapsers {
+        let sizes = metrics.batch_size();
+        if sizes.mean >= 0 {
+            for (quantile, (_, size)) in QUANTILES.iter().zip(sizes.named()) {
+                out.sample(
+                    "hystrix_collapser_batch_size",
+                    &[("collapser", key), ("quantile", quantile)],
+                    size,
+                );
+            }
+        }
+        out.sample(
+            "hystrix_collapser_batch_size_sum",
+            &[("collapser", key)],
+            metrics.cumulative_count(CollapserEvent::AddedToBatch),
+        );
+        out.sample(
+            "hystrix_collapser_batch_size_count",
+            &[("collapser", key)],
+            metrics.cumulative_count(CollapserEvent::BatchExecuted),
+        );
+    }
+    out.text
+}

@@ -1,0 +1,396 @@
+//! The messages of Hystrix's dashboard stream (`/hystrix.stream`): one JSON object per command
+//! key, thread pool and collapser, with Hystrix's keys in Hystrix's order (ECOSYSTEM §1.2-1.4,
+//! SPEC §9.2-9.3).
+//!
+//! Field order is the declaration order of the structs below (serde writes struct fields in
+//! order), so no ordered map is needed.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use hystrix::collapser::CollapserEvent;
+use hystrix::{EventType, IsolationStrategy, LatencyPercentiles, Registry};
+use serde::ser::{Serialize, SerializeMap, Serializer};
+
+/// Epoch wall-clock ms (Turbine compares `currentTime` with its own clock).
+fn now_epoch_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis() as u64)
+}
+
+/// Percentiles as Hystrix's object `{"0": ms, "25": ms, ..., "100": ms}`, in that order.
+struct Percentiles {
+    values: LatencyPercentiles,
+    /// Collapser batch sizes have no `"0"` key.
+    with_zero: bool,
+}
+
+impl Serialize for Percentiles {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let named = self.values.named();
+        let named = if self.with_zero {
+            &named[..]
+        } else {
+            &named[1..]
+        };
+        let mut map = serializer.serialize_map(Some(named.len()))?;
+        for (name, value) in named {
+            map.serialize_entry(name, value)?;
+        }
+        map.end()
+    }
+}
+
+#[derive(serde::Serialize)]
+struct CommandMessage<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    name: &'a str,
+    group: &'a str,
+    #[serde(rename = "currentTime")]
+    current_time: u64,
+    #[serde(rename = "isCircuitBreakerOpen")]
+    is_circuit_breaker_open: bool,
+    #[serde(rename = "errorPercentage")]
+    error_percentage: u32,
+    #[serde(rename = "errorCount")]
+    error_count: u64,
+    #[serde(rename = "requestCount")]
+    request_count: u64,
+    #[serde(rename = "rollingCountBadRequests")]
+    bad_requests: u64,
+    #[serde(rename = "rollingCountCollapsedRequests")]
+    collapsed_requests: u64,
+    #[serde(rename = "rollingCountEmit")]
+    emit: u64,
+    #[serde(rename = "rollingCountExceptionsThrown")]
+    exceptions_thrown: u64,
+    #[serde(rename = "rollingCountFailure")]
+    failure: u64,
+    #[serde(rename = "rollingCountFallbackEmit")]
+    fallback_emit: u64,
+    #[serde(rename = "rollingCountFallbackFailure")]
+    fallback_failure: u64,
+    #[serde(rename = "rollingCountFallbackMissing")]
+    fallback_missing: u64,
+    #[serde(rename = "rollingCountFallbackRejection")]
+    fallback_rejection: u64,
+    #[serde(rename = "rollingCountFallbackSuccess")]
+    fallback_success: u64,
+    #[serde(rename = "rollingCountResponsesFromCache")]
+    responses_from_cache: u64,
+    #[serde(rename = "rollingCountSemaphoreRejected")]
+    semaphore_rejected: u64,
+    #[serde(rename = "rollingCountShortCircuited")]
+    short_circuited: u64,
+    #[serde(rename = "rollingCountSuccess")]
+    success: u64,
+    #[serde(rename = "rollingCountThreadPoolRejected")]
+    thread_pool_rejected: u64,
+    #[serde(rename = "rollingCountTimeout")]
+    timeout: u64,
+    /// Extension (SPEC Part A 23).
+    #[serde(rename = "rollingCountIgnored")]
+    ignored: u64,
+    /// Extension (SPEC Part A 23).
+    #[serde(rename = "rollingCountWouldShortCircuit")]
+    would_short_circuit: u64,
+    #[serde(rename = "currentConcurrentExecutionCount")]
+    current_concurrent_execution_count: u32,
+    #[serde(rename = "rollingMaxConcurrentExecutionCount")]
+    rolling_max_concurrent_execution_count: u64,
+    #[serde(rename = "latencyExecute_mean")]
+    latency_execute_mean: i64,
+    #[serde(rename = "latencyExecute")]
+    latency_execute: Percentiles,
+    #[serde(rename = "latencyTotal_mean")]
+    latency_total_mean: i64,
+    #[serde(rename = "latencyTotal")]
+    latency_total: Percentiles,
+    #[serde(rename = "propertyValue_circuitBreakerRequestVolumeThreshold")]
+    circuit_breaker_request_volume_threshold: u32,
+    #[serde(rename = "propertyValue_circuitBreakerSleepWindowInMilliseconds")]
+    circuit_breaker_sleep_window_in_milliseconds: u64,
+    #[serde(rename = "propertyValue_circuitBreakerErrorThresholdPercentage")]
+    circuit_breaker_error_threshold_percentage: u32,
+    #[serde(rename = "propertyValue_circuitBreakerForceOpen")]
+    circuit_breaker_force_open: bool,
+    #[serde(rename = "propertyValue_circuitBreakerForceClosed")]
+    circuit_breaker_force_closed: bool,
+    #[serde(rename = "propertyValue_circuitBreakerEnabled")]
+    circuit_breaker_enabled: bool,
+    #[serde(rename = "propertyValue_executionIsolationStrategy")]
+    execution_isolation_strategy: &'static str,
+    #[serde(rename = "propertyValue_executionIsolationThreadTimeoutInMilliseconds")]
+    execution_isolation_thread_timeout_in_milliseconds: u64,
+    #[serde(rename = "propertyValue_executionTimeoutInMilliseconds")]
+    execution_timeout_in_milliseconds: u64,
+    #[serde(rename = "propertyValue_executionIsolationThreadInterruptOnTimeout")]
+    execution_isolation_thread_interrupt_on_timeout: bool,
+    #[serde(rename = "propertyValue_executionIsolationThreadPoolKeyOverride")]
+    execution_isolation_thread_pool_key_override: Option<&'a str>,
+    #[serde(rename = "propertyValue_executionIsolationSemaphoreMaxConcurrentRequests")]
+    execution_isolation_semaphore_max_concurrent_requests: u32,
+    #[serde(rename = "propertyValue_fallbackIsolationSemaphoreMaxConcurrentRequests")]
+    fallback_isolation_semaphore_max_concurrent_requests: u32,
+    #[serde(rename = "propertyValue_metricsRollingStatisticalWindowInMilliseconds")]
+    metrics_rolling_statistical_window_in_milliseconds: u64,
+    #[serde(rename = "propertyValue_requestCacheEnabled")]
+    request_cache_enabled: bool,
+    #[serde(rename = "propertyValue_requestLogEnabled")]
+    request_log_enabled: bool,
+    #[serde(rename = "reportingHosts")]
+    reporting_hosts: u32,
+    #[serde(rename = "threadPool")]
+    thread_pool: &'a str,
+}
+
+#[derive(serde::Serialize)]
+struct ThreadPoolMessage<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    name: &'a str,
+    #[serde(rename = "currentTime")]
+    current_time: u64,
+    #[serde(rename = "currentActiveCount")]
+    current_active_count: u32,
+    #[serde(rename = "currentCompletedTaskCount")]
+    current_completed_task_count: u64,
+    #[serde(rename = "currentCorePoolSize")]
+    current_core_pool_size: u32,
+    #[serde(rename = "currentLargestPoolSize")]
+    current_largest_pool_size: u32,
+    #[serde(rename = "currentMaximumPoolSize")]
+    current_maximum_pool_size: u32,
+    #[serde(rename = "currentPoolSize")]
+    current_pool_size: u32,
+    #[serde(rename = "currentQueueSize")]
+    current_queue_size: u32,
+    #[serde(rename = "currentTaskCount")]
+    current_task_count: u64,
+    #[serde(rename = "rollingCountThreadsExecuted")]
+    rolling_count_threads_executed: u64,
+    #[serde(rename = "rollingMaxActiveThreads")]
+    rolling_max_active_threads: u64,
+    #[serde(rename = "rollingCountCommandRejections")]
+    rolling_count_command_rejections: u64,
+    #[serde(rename = "propertyValue_queueSizeRejectionThreshold")]
+    queue_size_rejection_threshold: i32,
+    #[serde(rename = "propertyValue_metricsRollingStatisticalWindowInMilliseconds")]
+    metrics_rolling_statistical_window_in_milliseconds: u64,
+    #[serde(rename = "reportingHosts")]
+    reporting_hosts: u32,
+}
+
+#[derive(serde::Serialize)]
+struct CollapserMessage<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    name: &'a str,
+    #[serde(rename = "currentTime")]
+    current_time: u64,
+    #[serde(rename = "rollingCountRequestsBatched")]
+    rolling_count_requests_batched: u64,
+    #[serde(rename = "rollingCountBatches")]
+    rolling_count_batches: u64,
+    #[serde(rename = "rollingCountResponsesFromCache")]
+    rolling_count_responses_from_cache: u64,
+    #[serde(rename = "batchSize_mean")]
+    batch_size_mean: i64,
+    #[serde(rename = "batchSize")]
+    batch_size: Percentiles,
+    #[serde(rename = "propertyValue_requestCacheEnabled")]
+    request_cache_enabled: bool,
+    #[serde(rename = "propertyValue_maxRequestsInBatch")]
+    max_requests_in_batch: u32,
+    #[serde(rename = "propertyValue_timerDelayInMilliseconds")]
+    timer_delay_in_milliseconds: u64,
+    #[serde(rename = "reportingHosts")]
+    reporting_hosts: u32,
+}
+
+fn to_json(message: &impl Serialize) -> String {
+    // Serializing these structs cannot fail: string keys, plain values.
+    serde_json::to_string(message).unwrap_or_default()
+}
+
+/// The `HystrixCommand` message of a command key (compact, single-line JSON); `None` if the key
+/// has no state in `registry`.
+///
+/// Counts are the rolling window's (completed buckets); `errorPercentage`, `errorCount` and
+/// `requestCount` are the breaker's health counts; latencies are whole ms over the percentile
+/// window. `propertyValue_executionIsolationStrategy` is the configured strategy, or, when
+/// `execution.isolation.strategy` is unset (isolation by run kind), `"THREAD"` once the key has
+/// used its thread pool and `"SEMAPHORE"` before. Beside Hystrix's keys it carries
+/// `rollingCountIgnored` and `rollingCountWouldShortCircuit` (SPEC Part A 23), after
+/// `rollingCountTimeout`.
+pub fn command_json(registry: &Registry, key: &str) -> Option<String> {
+    let metrics = registry.command_metrics(key)?;
+    let info = registry.command_info(key)?;
+    let open = registry.is_circuit_breaker_open(key).unwrap_or(false);
+    let props = registry.properties().command(&info.command_key);
+    let rolling = |event| metrics.rolling_count(event);
+    let health = metrics.health_counts();
+    let execution = metrics.execution_latency();
+    let total = metrics.total_latency();
+    let isolation = match props.execution_isolation_strategy {
+        Some(strategy) => strategy,
+        None if info.used_thread_pool => IsolationStrategy::Thread,
+        None => IsolationStrategy::Semaphore,
+    };
+    Some(to_json(&CommandMessage {
+        kind: "HystrixCommand",
+        name: key,
+        group: info.group.as_str(),
+        current_time: now_epoch_ms(),
+        is_circuit_breaker_open: open,
+        error_percentage: health.error_percentage,
+        error_count: health.error_count,
+        request_count: health.total_requests,
+        bad_requests: rolling(EventType::BadRequest),
+        collapsed_requests: rolling(EventType::Collapsed),
+        emit: rolling(EventType::Emit),
+        exceptions_thrown: rolling(EventType::ExceptionThrown),
+        failure: rolling(EventType::Failure),
+        fallback_emit: rolling(EventType::FallbackEmit),
+        fallback_failure: rolling(EventType::FallbackFailure),
+        fallback_missing: rolling(EventType::FallbackMissing),
+        fallback_rejection: rolling(EventType::FallbackRejection),
+        fallback_success: rolling(EventType::FallbackSuccess),
+        responses_from_cache: rolling(EventType::ResponseFromCache),
+        semaphore_rejected: rolling(EventType::SemaphoreRejected),
+        short_circuited: rolling(EventType::ShortCircuited),
+        success: rolling(EventType::Success),
+        thread_pool_rejected: rolling(EventType::ThreadPoolRejected),
+        timeout: rolling(EventType::Timeout),
+        ignored: rolling(EventType::Ignored),
+        would_short_circuit: rolling(EventType::WouldShortCircuit),
+        current_concurrent_execution_count: metrics.current_concurrent_execution_count(),
+        rolling_max_concurrent_execution_count: metrics.rolling_max_concurrent_execution_count(),
+        latency_execute_mean: execution.mean,
+        latency_execute: Percentiles {
+            values: execution,
+            with_zero: true,
+        },
+        latency_total_mean: total.mean,
+        latency_total: Percentiles {
+            values: total,
+            with_zero: true,
+        },
+        circuit_breaker_request_volume_threshold: props.circuit_breaker_request_volume_threshold,
+        circuit_breaker_sleep_window_in_milliseconds: props
+            .circuit_breaker_sleep_window_in_milliseconds,
+        circuit_breaker_error_threshold_percentage: props
+            .circuit_breaker_error_threshold_percentage,
+        circuit_breaker_force_open: props.circuit_breaker_force_open,
+        circuit_breaker_force_closed: props.circuit_breaker_force_closed,
+        circuit_breaker_enabled: props.circuit_breaker_enabled,
+        execution_isolation_strategy: isolation.name(),
+        execution_isolation_thread_timeout_in_milliseconds: props.execution_timeout_in_milliseconds,
+        execution_timeout_in_milliseconds: props.execution_timeout_in_milliseconds,
+        execution_isolation_thread_interrupt_on_timeout: props
+            .execution_isolation_thread_interrupt_on_timeout,
+        execution_isolation_thread_pool_key_override: props.thread_pool_key_override.as_deref(),
+        execution_isolation_semaphore_max_concurrent_requests: props
+            .execution_isolation_semaphore_max_concurrent_requests,
+        fallback_isolation_semaphore_max_concurrent_requests: props
+            .fallback_isolation_semaphore_max_concurrent_requests,
+        metrics_rolling_statistical_window_in_milliseconds: props
+            .metrics_rolling_stats_time_in_milliseconds,
+        request_cache_enabled: props.request_cache_enabled,
+        request_log_enabled: props.request_log_enabled,
+        reporting_hosts: 1,
+        thread_pool: info.thread_pool_key.as_str(),
+    }))
+}
+
+/// The `HystrixThreadPool` message of a thread pool; `None` if `registry` has no pool of that
+/// key (pools are made on first use under THREAD isolation).
+pub fn thread_pool_json(registry: &Registry, key: &str) -> Option<String> {
+    let metrics = registry.thread_pool_metrics(key)?;
+    let props = registry.properties().thread_pool(&metrics.thread_pool_key);
+    Some(to_json(&ThreadPoolMessage {
+        kind: "HystrixThreadPool",
+        name: key,
+        current_time: now_epoch_ms(),
+        current_active_count: metrics.current_active_count,
+        current_completed_task_count: metrics.current_completed_task_count,
+        current_core_pool_size: metrics.current_core_pool_size,
+        current_largest_pool_size: metrics.current_largest_pool_size,
+        current_maximum_pool_size: metrics.current_maximum_pool_size,
+        current_pool_size: metrics.current_pool_size,
+        current_queue_size: metrics.current_queue_size,
+        current_task_count: metrics.current_task_count,
+        rolling_count_threads_executed: metrics.rolling_count_threads_executed,
+        rolling_max_active_threads: metrics.rolling_max_active_threads,
+        rolling_count_command_rejections: metrics.rolling_count_command_rejections,
+        queue_size_rejection_threshold: props.queue_size_rejection_threshold,
+        metrics_rolling_statistical_window_in_milliseconds: props
+            .metrics_rolling_stats_time_in_milliseconds,
+        reporting_hosts: 1,
+    }))
+}
+
+/// The `HystrixCollapser` message of a collapser key; `None` if no collapser of that key was
+/// built in `registry`. `rollingCountRequestsBatched` counts ADDED_TO_BATCH, `rollingCountBatches`
+/// BATCH_EXECUTED; `batchSize` has the keys `"25"` to `"100"` (no `"0"`, as Hystrix).
+pub fn collapser_json(registry: &Registry, key: &str) -> Option<String> {
+    let metrics = registry.collapser_metrics(key)?;
+    let props = registry.properties().collapser(metrics.collapser_key());
+    let batch_size = metrics.batch_size();
+    Some(to_json(&CollapserMessage {
+        kind: "HystrixCollapser",
+        name: key,
+        current_time: now_epoch_ms(),
+        rolling_count_requests_batched: metrics.rolling_count(CollapserEvent::AddedToBatch),
+        rolling_count_batches: metrics.rolling_count(CollapserEvent::BatchExecuted),
+        rolling_count_responses_from_cache: metrics
+            .rolling_count(CollapserEvent::ResponseFromCache),
+        batch_size_mean: batch_size.mean,
+        batch_size: Percentiles {
+            values: batch_size,
+            with_zero: false,
+        },
+        request_cache_enabled: props.request_cache_enabled,
+        max_requests_in_batch: props.max_requests_in_batch,
+        timer_delay_in_milliseconds: props.timer_delay_in_milliseconds,
+        reporting_hosts: 1,
+    }))
+}
+
+/// One tick of the dashboard stream: a message per command key, then per thread pool, then per
+/// collapser, each sorted by key. Every pool the registry has is reported (pools exist only
+/// once a THREAD execution used them, which is what Hystrix's filter on executed pools is for).
+pub fn sample(registry: &Registry) -> Vec<String> {
+    let commands = registry.command_keys();
+    let pools = registry.thread_pool_keys();
+    let collapsers = registry.collapser_keys();
+    let mut messages = Vec::with_capacity(commands.len() + pools.len() + collapsers.len());
+    messages.extend(
+        commands
+            .iter()
+            .filter_map(|key| command_json(registry, key.as_str())),
+    );
+    messages.extend(
+        pools
+            .iter()
+            .filter_map(|key| thread_pool_json(registry, key.as_str())),
+    );
+    messages.extend(
+        collapsers
+            .iter()
+            .filter_map(|key| collapser_json(registry, key.as_str())),
+    );
+    messages
+}
+
+/// A tick framed as Server-Sent Events: `data: <json>\n\n` per message.
+pub(crate) fn frame(messages: &[String]) -> String {
+    let mut out = String::with_capacity(messages.iter().map(|m| m.len() + 8).sum());
+    for message in messages {
+        out.push_str("data: ");
+        out.push_str(message);
+        out.push_str("\n\n");
+    }
+    out
+}

@@ -1,0 +1,212 @@
+//! Shared test helpers: a registry driven to known counts and a raw HTTP/1.1 client.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use hystrix::testing::TestRegistry;
+use hystrix::{Command, FailureType, IsolationStrategy};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+#[derive(Debug)]
+pub struct Boom;
+
+impl std::fmt::Display for Boom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("boom")
+    }
+}
+
+impl std::error::Error for Boom {}
+
+/// Command "Mixed" (group "Shop", SEMAPHORE, timeout 100 ms) driven to: 3 successes (20 ms
+/// each), 2 failures with a fallback, 1 timeout, 2 short-circuits (forced open), 2 semaphore
+/// rejections (permits set to 0); then the clock moves 10 s so the buckets are complete.
+pub fn drive_mixed(test: &TestRegistry) {
+    let cmd = Command::builder("Mixed")
+        .group("Shop")
+        .isolation(IsolationStrategy::Semaphore)
+        .timeout(Duration::from_millis(100))
+        .build_in(test.registry())
+        .unwrap();
+    for _ in 0..3 {
+        let clock = test.clone();
+        cmd.run(move || {
+            clock.advance(Duration::from_millis(20));
+            Ok::<_, Boom>(1)
+        })
+        .execute()
+        .unwrap();
+    }
+    for _ in 0..2 {
+        let value = cmd
+            .run(|| Err::<u32, _>(Boom))
+            .fallback(|_| Ok::<_, Boom>(7))
+            .execute()
+            .unwrap();
+        assert_eq!(value, 7);
+    }
+    let clock = test.clone();
+    let err = cmd
+        .run(move || {
+            clock.advance(Duration::from_millis(150));
+            Ok::<_, Boom>(1)
+        })
+        .execute()
+        .unwrap_err();
+    assert_eq!(err.failure_type(), FailureType::Timeout);
+    test.force_open("Mixed").unwrap();
+    for _ in 0..2 {
+        let err = cmd.run(|| Ok::<_, Boom>(1)).execute().unwrap_err();
+        assert_eq!(err.failure_type(), FailureType::ShortCircuit);
+    }
+    test.clear_forced("Mixed").unwrap();
+    test.registry()
+        .properties()
+        .set(
+            "hystrix.command.Mixed.execution.isolation.semaphore.maxConcurrentRequests",
+            0,
+        )
+        .unwrap();
+    for _ in 0..2 {
+        let err = cmd.run(|| Ok::<_, Boom>(1)).execute().unwrap_err();
+        assert_eq!(err.failure_type(), FailureType::RejectedSemaphoreExecution);
+    }
+    test.advance(Duration::from_millis(10_000));
+}
+
+/// Command "Pooled" (group "Shop", THREAD, pool "ShopPool"): 2 successes on the pool.
+pub fn drive_pooled(test: &TestRegistry) {
+    let cmd = Command::builder("Pooled")
+        .group("Shop")
+        .thread_pool_key("ShopPool")
+        .isolation(IsolationStrategy::Thread)
+        .build_in(test.registry())
+        .unwrap();
+    for _ in 0..2 {
+        cmd.run(|| Ok::<_, Boom>(1)).execute().unwrap();
+    }
+}
+
+/// A raw HTTP/1.1 response being read: status, headers, then a (chunked) body.
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    reader: BufReader<TcpStream>,
+    chunked: bool,
+    /// De-chunked body bytes not consumed yet.
+    pending: Vec<u8>,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Reads more body bytes (one chunk).
+    async fn fill(&mut self) -> bool {
+        if !self.chunked {
+            let mut buf = [0u8; 4096];
+            let n = self.reader.read(&mut buf).await.unwrap();
+            self.pending.extend_from_slice(&buf[..n]);
+            return n > 0;
+        }
+        let mut size = String::new();
+        if self.reader.read_line(&mut size).await.unwrap() == 0 {
+            return false;
+        }
+        let size = usize::from_str_radix(size.trim(), 16).unwrap();
+        if size == 0 {
+            return false;
+        }
+        let mut chunk = vec![0u8; size + 2];
+        self.reader.read_exact(&mut chunk).await.unwrap();
+        assert_eq!(&chunk[size..], b"\r\n");
+        self.pending.extend_from_slice(&chunk[..size]);
+        true
+    }
+
+    /// The next SSE frame (up to and including its blank line), or `None` at the end.
+    pub async fn next_frame(&mut self) -> Option<String> {
+        loop {
+            if let Some(at) = self.pending.windows(2).position(|w| w == b"\n\n") {
+                let frame: Vec<u8> = self.pending.drain(..at + 2).collect();
+                return Some(String::from_utf8(frame).unwrap());
+            }
+            if !self.fill().await {
+                return None;
+            }
+        }
+    }
+
+    /// The whole body (for a response with an end: a Content-Length or a last chunk).
+    pub async fn body(mut self) -> String {
+        if let Some(length) = self.header("content-length") {
+            let mut body = vec![0u8; length.parse().unwrap()];
+            self.reader.read_exact(&mut body).await.unwrap();
+            return String::from_utf8(body).unwrap();
+        }
+        while self.fill().await {}
+        String::from_utf8(self.pending).unwrap()
+    }
+}
+
+/// Sends `GET path` and reads the status line and headers.
+pub async fn get(addr: std::net::SocketAddr, path: &str) -> Response {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    reader.read_line(&mut line).await.unwrap();
+    let status = line.split(' ').nth(1).unwrap().parse().unwrap();
+    let mut headers = Vec::new();
+    loop {
+        line.clear();
+        reader.read_line(&mut line).await.unwrap();
+        let trimmed = line.trim_end();
+        if trimmed.is_empty() {
+            break;
+        }
+        let (name, value) = trimmed.split_once(':').unwrap();
+        headers.push((name.trim().to_owned(), value.trim().to_owned()));
+    }
+    let chunked = headers
+        .iter()
+        .any(|(n, v)| n.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
+    Response {
+        status,
+        headers,
+        reader,
+        chunked,
+        pending: Vec::new(),
+    }
+}
+
+/// Serves `router` on 127.0.0.1:0; returns the address.
+pub async fn spawn_server(router: axum::Router) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    addr
+}
+
+/// A bounded wait: every network step of a test gets at most 5 s.
+pub async fn within<T>(future: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(5), future)
+        .await
+        .expect("timed out after 5 s")
+}
+
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}

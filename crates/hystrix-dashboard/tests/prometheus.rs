@@ -1,0 +1,279 @@
+//! /metrics: the Prometheus text parses (a small line parser here) and its numbers equal the
+//! registry's snapshots.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+
+use hystrix::EventType;
+use hystrix::testing::TestRegistry;
+use hystrix_dashboard::Dashboard;
+
+type Labels = BTreeMap<String, String>;
+
+#[derive(Debug, Default)]
+struct Exposition {
+    types: HashMap<String, String>,
+    helps: HashMap<String, String>,
+    samples: Vec<(String, Labels, f64)>,
+}
+
+impl Exposition {
+    fn value(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        let want: Labels = labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let found: Vec<_> = self
+            .samples
+            .iter()
+            .filter(|(n, l, _)| n == name && *l == want)
+            .collect();
+        assert_eq!(found.len(), 1, "{name} {want:?}: {found:?}");
+        found[0].2
+    }
+}
+
+fn valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+}
+
+/// Parses the text format 0.0.4: `# HELP`, `# TYPE`, and `name{label="value",...} number`
+/// with `\\`, `\"` and `\n` escapes in label values.
+fn parse(text: &str) -> Exposition {
+    let mut out = Exposition::default();
+    for line in text.lines() {
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let (name, help) = rest.split_once(' ').unwrap();
+            assert!(out.helps.insert(name.into(), help.into()).is_none());
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap();
+            assert!(["counter", "gauge", "summary", "histogram", "untyped"].contains(&kind));
+            assert!(out.helps.contains_key(name), "HELP before TYPE for {name}");
+            assert!(out.types.insert(name.into(), kind.into()).is_none());
+            continue;
+        }
+        assert!(!line.starts_with('#'), "{line}");
+        let name_end = line.find(['{', ' ']).unwrap();
+        let name = &line[..name_end];
+        assert!(valid_name(name), "{name}");
+        let mut labels = Labels::new();
+        let mut rest = &line[name_end..];
+        if let Some(body) = rest.strip_prefix('{') {
+            let mut chars = body.char_indices().peekable();
+            let end;
+            loop {
+                let (start, c) = chars.next().unwrap();
+                if c == '}' {
+                    end = Some(start);
+                    break;
+                }
+                let eq = body[start..].find('=').unwrap() + start;
+                let label = &body[start..eq];
+                assert!(valid_name(label), "{label}");
+                while chars.peek().unwrap().0 <= eq {
+                    chars.next();
+                }
+                assert_eq!(chars.next().unwrap().1, '"');
+                let mut value = String::new();
+                loop {
+                    match chars.next().unwrap().1 {
+                        '\\' => match chars.next().unwrap().1 {
+                            'n' => value.push('\n'),
+                            c @ ('\\' | '"') => value.push(c),
+                            c => panic!("bad escape \\{c}"),
+                        },
+                        '"' => break,
+                        c => value.push(c),
+                    }
+                }
+                labels.insert(label.to_owned(), value);
+                if chars.peek().unwrap().1 == ',' {
+                    chars.next();
+                }
+                if let Some(&(i, '}')) = chars.peek() {
+                    end = Some(i);
+                    break;
+                }
+            }
+            rest = &body[end.unwrap() + 1..];
+        }
+        let value: f64 = rest.trim().parse().unwrap();
+        let family = ["_sum", "_count"]
+            .iter()
+            .find_map(|suffix| name.strip_suffix(suffix))
+            .filter(|base| out.types.get(*base).is_some_and(|t| t == "summary"))
+            .unwrap_or(name);
+        assert!(out.types.contains_key(family), "no TYPE for {name}");
+        out.samples.push((name.to_owned(), labels, value));
+    }
+    out
+}
+
+#[test]
+fn metrics_parse_and_equal_the_snapshot() {
+    let test = TestRegistry::new();
+    common::drive_mixed(&test);
+    common::drive_pooled(&test);
+    let dashboard = Dashboard::builder(test.registry().clone()).build();
+    let text = dashboard.render_metrics();
+    let metrics = parse(&text);
+    let snapshot = test.registry().command_metrics("Mixed").unwrap();
+    let mixed = [("command", "Mixed"), ("group", "Shop")];
+
+    assert_eq!(metrics.types["hystrix_command_events_total"], "counter");
+    for (event, expected) in [
+        ("success", 3.0),
+        ("failure", 2.0),
+        ("timeout", 1.0),
+        ("short_circuited", 2.0),
+        ("semaphore_rejected", 2.0),
+        ("fallback_success", 2.0),
+        ("fallback_missing", 5.0),
+        ("exception_thrown", 5.0),
+        ("bad_request", 0.0),
+        ("ignored", 0.0),
+        ("would_short_circuit", 0.0),
+    ] {
+        let labels = [mixed[0], mixed[1], ("event", event)];
+        assert_eq!(
+            metrics.value("hystrix_command_events_total", &labels),
+            expected,
+            "{event}"
+        );
+    }
+    for event in EventType::ALL {
+        if matches!(
+            event,
+            EventType::FallbackDisabled | EventType::CommandMaxActive
+        ) {
+            continue;
+        }
+        let name = event.name().to_ascii_lowercase();
+        let labels = [mixed[0], mixed[1], ("event", name.as_str())];
+        assert_eq!(
+            metrics.value("hystrix_command_events_total", &labels),
+            snapshot.cumulative_count(event) as f64
+        );
+    }
+
+    // Latency summaries: quantiles from the rolling percentiles, in seconds.
+    let summary = "hystrix_command_latency_execute_seconds";
+    assert_eq!(metrics.types[summary], "summary");
+    let latency = snapshot.execution_latency();
+    for (quantile, ms) in [
+        ("0.5", latency.p50),
+        ("0.995", latency.p99_5),
+        ("1", latency.p100),
+    ] {
+        let labels = [mixed[0], mixed[1], ("quantile", quantile)];
+        assert_eq!(metrics.value(summary, &labels), ms as f64 / 1000.0);
+    }
+    // _count: executions that ran (3 successes, 2 failures, 1 timeout).
+    assert_eq!(metrics.value(&format!("{summary}_count"), &mixed), 6.0);
+    let sum = metrics.value(&format!("{summary}_sum"), &mixed);
+    assert!(
+        (sum - 6.0 * latency.mean as f64 / 1000.0).abs() < 1e-9,
+        "{sum}"
+    );
+
+    // The breaker: closed (only forced open while driving).
+    for (state, expected) in [("closed", 1.0), ("open", 0.0), ("forced_open", 0.0)] {
+        let labels = [mixed[0], mixed[1], ("state", state)];
+        assert_eq!(
+            metrics.value("hystrix_circuit_breaker_state", &labels),
+            expected
+        );
+    }
+    test.force_open("Mixed").unwrap();
+    let forced = parse(&dashboard.render_metrics());
+    let labels = [mixed[0], mixed[1], ("state", "forced_open")];
+    assert_eq!(forced.value("hystrix_circuit_breaker_state", &labels), 1.0);
+    // The estimated _sum does not move without new executions.
+    assert_eq!(forced.value(&format!("{summary}_sum"), &mixed), sum);
+
+    assert_eq!(
+        metrics.value("hystrix_command_concurrent_executions", &mixed),
+        0.0
+    );
+    assert_eq!(
+        metrics.value("hystrix_command_error_ratio", &mixed),
+        5.0 / 8.0
+    );
+
+    // The thread pool.
+    let pool = [("thread_pool", "ShopPool")];
+    assert_eq!(
+        metrics.value("hystrix_thread_pool_executions_total", &pool),
+        2.0
+    );
+    assert_eq!(
+        metrics.value("hystrix_thread_pool_rejections_total", &pool),
+        0.0
+    );
+    assert_eq!(
+        metrics.value("hystrix_thread_pool_queue_capacity", &pool),
+        5.0
+    );
+    let snapshot = test.registry().thread_pool_metrics("ShopPool").unwrap();
+    assert_eq!(
+        metrics.value("hystrix_thread_pool_max_pool_size", &pool),
+        f64::from(snapshot.current_maximum_pool_size)
+    );
+    assert_eq!(metrics.types["hystrix_thread_pool_active_threads"], "gauge");
+}
+
+#[test]
+fn label_values_are_escaped() {
+    let test = TestRegistry::new();
+    let cmd = hystrix::Command::builder("Quote")
+        .group("a\"b\\c")
+        .isolation(hystrix::IsolationStrategy::Semaphore)
+        .build_in(test.registry())
+        .unwrap();
+    cmd.run(|| Ok::<_, common::Boom>(1)).execute().unwrap();
+    let text = Dashboard::builder(test.registry().clone())
+        .build()
+        .render_metrics();
+    assert!(text.contains(r#"group="a\"b\\c""#), "{text}");
+    let metrics = parse(&text);
+    let labels = [
+        ("command", "Quote"),
+        ("group", "a\"b\\c"),
+        ("event", "success"),
+    ];
+    assert_eq!(metrics.value("hystrix_command_events_total", &labels), 1.0);
+}
+
+#[test]
+fn metrics_endpoint_serves_the_text() {
+    let test = TestRegistry::new();
+    common::drive_mixed(&test);
+    let router = hystrix_dashboard::router(test.registry().clone());
+    common::runtime().block_on(async move {
+        let addr = common::spawn_server(router).await;
+        let response = common::within(common::get(addr, "/metrics")).await;
+        assert_eq!(response.status, 200);
+        assert_eq!(
+            response.header("content-type"),
+            Some("text/plain; version=0.0.4; charset=utf-8")
+        );
+        let metrics = parse(&common::within(response.body()).await);
+        let labels = [
+            ("command", "Mixed"),
+            ("group", "Shop"),
+            ("event", "success"),
+        ];
+        assert_eq!(metrics.value("hystrix_command_events_total", &labels), 3.0);
+    });
+}

@@ -1,0 +1,479 @@
+//! Golden tests of the hystrix.stream messages: key set, order and JSON types per message type,
+//! and values equal to the registry's snapshots for a registry driven to known counts.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hystrix::collapser::{Collapser, CollapserEvent, CollapserScope};
+use hystrix::testing::TestRegistry;
+use hystrix::{Command, EventType, IsolationStrategy};
+use hystrix_dashboard::stream;
+use serde_json::Value;
+
+/// Hystrix's HystrixCommand keys in its order, each with the JSON type it must have, with our
+/// two extension counters after `rollingCountTimeout`.
+const COMMAND_KEYS: &[(&str, &str)] = &[
+    ("type", "string"),
+    ("name", "string"),
+    ("group", "string"),
+    ("currentTime", "int"),
+    ("isCircuitBreakerOpen", "bool"),
+    ("errorPercentage", "int"),
+    ("errorCount", "int"),
+    ("requestCount", "int"),
+    ("rollingCountBadRequests", "int"),
+    ("rollingCountCollapsedRequests", "int"),
+    ("rollingCountEmit", "int"),
+    ("rollingCountExceptionsThrown", "int"),
+    ("rollingCountFailure", "int"),
+    ("rollingCountFallbackEmit", "int"),
+    ("rollingCountFallbackFailure", "int"),
+    ("rollingCountFallbackMissing", "int"),
+    ("rollingCountFallbackRejection", "int"),
+    ("rollingCountFallbackSuccess", "int"),
+    ("rollingCountResponsesFromCache", "int"),
+    ("rollingCountSemaphoreRejected", "int"),
+    ("rollingCountShortCircuited", "int"),
+    ("rollingCountSuccess", "int"),
+    ("rollingCountThreadPoolRejected", "int"),
+    ("rollingCountTimeout", "int"),
+    ("rollingCountIgnored", "int"),
+    ("rollingCountWouldShortCircuit", "int"),
+    ("currentConcurrentExecutionCount", "int"),
+    ("rollingMaxConcurrentExecutionCount", "int"),
+    ("latencyExecute_mean", "int"),
+    ("latencyExecute", "percentiles"),
+    ("latencyTotal_mean", "int"),
+    ("latencyTotal", "percentiles"),
+    ("propertyValue_circuitBreakerRequestVolumeThreshold", "int"),
+    (
+        "propertyValue_circuitBreakerSleepWindowInMilliseconds",
+        "int",
+    ),
+    (
+        "propertyValue_circuitBreakerErrorThresholdPercentage",
+        "int",
+    ),
+    ("propertyValue_circuitBreakerForceOpen", "bool"),
+    ("propertyValue_circuitBreakerForceClosed", "bool"),
+    ("propertyValue_circuitBreakerEnabled", "bool"),
+    ("propertyValue_executionIsolationStrategy", "string"),
+    (
+        "propertyValue_executionIsolationThreadTimeoutInMilliseconds",
+        "int",
+    ),
+    ("propertyValue_executionTimeoutInMilliseconds", "int"),
+    (
+        "propertyValue_executionIsolationThreadInterruptOnTimeout",
+        "bool",
+    ),
+    (
+        "propertyValue_executionIsolationThreadPoolKeyOverride",
+        "string-or-null",
+    ),
+    (
+        "propertyValue_executionIsolationSemaphoreMaxConcurrentRequests",
+        "int",
+    ),
+    (
+        "propertyValue_fallbackIsolationSemaphoreMaxConcurrentRequests",
+        "int",
+    ),
+    (
+        "propertyValue_metricsRollingStatisticalWindowInMilliseconds",
+        "int",
+    ),
+    ("propertyValue_requestCacheEnabled", "bool"),
+    ("propertyValue_requestLogEnabled", "bool"),
+    ("reportingHosts", "int"),
+    ("threadPool", "string"),
+];
+
+/// The keys the Hystrix Dashboard requires (`validateData`): a missing one drops the message.
+const REQUIRED_COMMAND_KEYS: [&str; 37] = [
+    "type",
+    "name",
+    "group",
+    "isCircuitBreakerOpen",
+    "errorPercentage",
+    "errorCount",
+    "requestCount",
+    "rollingCountBadRequests",
+    "rollingCountCollapsedRequests",
+    "rollingCountExceptionsThrown",
+    "rollingCountFailure",
+    "rollingCountFallbackFailure",
+    "rollingCountFallbackRejection",
+    "rollingCountFallbackSuccess",
+    "rollingCountResponsesFromCache",
+    "rollingCountSemaphoreRejected",
+    "rollingCountShortCircuited",
+    "rollingCountSuccess",
+    "rollingCountThreadPoolRejected",
+    "rollingCountTimeout",
+    "currentConcurrentExecutionCount",
+    "latencyExecute_mean",
+    "latencyExecute",
+    "propertyValue_circuitBreakerRequestVolumeThreshold",
+    "propertyValue_circuitBreakerSleepWindowInMilliseconds",
+    "propertyValue_circuitBreakerErrorThresholdPercentage",
+    "propertyValue_circuitBreakerForceOpen",
+    "propertyValue_circuitBreakerForceClosed",
+    "propertyValue_executionIsolationStrategy",
+    "propertyValue_executionIsolationThreadTimeoutInMilliseconds",
+    "propertyValue_executionIsolationThreadInterruptOnTimeout",
+    "propertyValue_executionIsolationSemaphoreMaxConcurrentRequests",
+    "propertyValue_fallbackIsolationSemaphoreMaxConcurrentRequests",
+    "propertyValue_metricsRollingStatisticalWindowInMilliseconds",
+    "propertyValue_requestCacheEnabled",
+    "propertyValue_requestLogEnabled",
+    "reportingHosts",
+];
+
+const THREAD_POOL_KEYS: &[&str] = &[
+    "type",
+    "name",
+    "currentTime",
+    "currentActiveCount",
+    "currentCompletedTaskCount",
+    "currentCorePoolSize",
+    "currentLargestPoolSize",
+    "currentMaximumPoolSize",
+    "currentPoolSize",
+    "currentQueueSize",
+    "currentTaskCount",
+    "rollingCountThreadsExecuted",
+    "rollingMaxActiveThreads",
+    "rollingCountCommandRejections",
+    "propertyValue_queueSizeRejectionThreshold",
+    "propertyValue_metricsRollingStatisticalWindowInMilliseconds",
+    "reportingHosts",
+];
+
+const COLLAPSER_KEYS: &[&str] = &[
+    "type",
+    "name",
+    "currentTime",
+    "rollingCountRequestsBatched",
+    "rollingCountBatches",
+    "rollingCountResponsesFromCache",
+    "batchSize_mean",
+    "batchSize",
+    "propertyValue_requestCacheEnabled",
+    "propertyValue_maxRequestsInBatch",
+    "propertyValue_timerDelayInMilliseconds",
+    "reportingHosts",
+];
+
+const PERCENTILE_KEYS: [&str; 9] = ["0", "25", "50", "75", "90", "95", "99", "99.5", "100"];
+
+fn parse(json: &str) -> serde_json::Map<String, Value> {
+    assert!(!json.contains('\n'), "single-line JSON: {json}");
+    match serde_json::from_str(json).unwrap() {
+        Value::Object(map) => map,
+        other => panic!("not an object: {other}"),
+    }
+}
+
+fn keys(map: &serde_json::Map<String, Value>) -> Vec<&str> {
+    map.keys().map(String::as_str).collect()
+}
+
+fn is_int(value: &Value) -> bool {
+    value.is_i64() || value.is_u64()
+}
+
+fn assert_percentiles(value: &Value, expected: &[&str]) {
+    let map = value.as_object().unwrap();
+    assert_eq!(keys(map), expected);
+    assert!(map.values().all(is_int), "{value}");
+}
+
+fn epoch_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+#[test]
+fn command_message_has_hystrix_keys_in_order_with_their_types() {
+    let test = TestRegistry::new();
+    common::drive_mixed(&test);
+    let before = epoch_ms();
+    let json = stream::command_json(test.registry(), "Mixed").unwrap();
+    let after = epoch_ms();
+    let msg = parse(&json);
+    let expected: Vec<&str> = COMMAND_KEYS.iter().map(|(k, _)| *k).collect();
+    assert_eq!(keys(&msg), expected);
+    for key in REQUIRED_COMMAND_KEYS {
+        assert!(msg.contains_key(key), "required key {key} missing");
+    }
+    for (key, kind) in COMMAND_KEYS {
+        let value = &msg[*key];
+        match *kind {
+            "string" => assert!(value.is_string(), "{key}: {value}"),
+            "int" => assert!(is_int(value), "{key}: {value}"),
+            "bool" => assert!(value.is_boolean(), "{key}: {value}"),
+            "string-or-null" => assert!(value.is_string() || value.is_null(), "{key}"),
+            "percentiles" => assert_percentiles(value, &PERCENTILE_KEYS),
+            _ => unreachable!(),
+        }
+    }
+    let now = msg["currentTime"].as_u64().unwrap();
+    assert!((before..=after).contains(&now), "wall-clock epoch ms");
+}
+
+#[test]
+fn command_message_values_equal_the_snapshot() {
+    let test = TestRegistry::new();
+    common::drive_mixed(&test);
+    let registry = test.registry();
+    let msg = parse(&stream::command_json(registry, "Mixed").unwrap());
+    let metrics = registry.command_metrics("Mixed").unwrap();
+    let props = registry
+        .properties()
+        .command(&hystrix::CommandKey::new("Mixed").unwrap());
+
+    // The known counts.
+    let known = [
+        ("rollingCountSuccess", 3),
+        ("rollingCountFailure", 2),
+        ("rollingCountTimeout", 1),
+        ("rollingCountShortCircuited", 2),
+        ("rollingCountSemaphoreRejected", 2),
+        ("rollingCountThreadPoolRejected", 0),
+        ("rollingCountFallbackSuccess", 2),
+        ("rollingCountFallbackMissing", 5),
+        ("rollingCountExceptionsThrown", 5),
+        ("requestCount", 8),
+        ("errorCount", 5),
+        ("errorPercentage", 62),
+    ];
+    for (key, value) in known {
+        assert_eq!(msg[key], value, "{key}");
+    }
+    // Every counter equals the snapshot.
+    let counters = [
+        ("rollingCountBadRequests", EventType::BadRequest),
+        ("rollingCountCollapsedRequests", EventType::Collapsed),
+        ("rollingCountEmit", EventType::Emit),
+        ("rollingCountExceptionsThrown", EventType::ExceptionThrown),
+        ("rollingCountFailure", EventType::Failure),
+        ("rollingCountFallbackEmit", EventType::FallbackEmit),
+        ("rollingCountFallbackFailure", EventType::FallbackFailure),
+        ("rollingCountFallbackMissing", EventType::FallbackMissing),
+        (
+            "rollingCountFallbackRejection",
+            EventType::FallbackRejection,
+        ),
+        ("rollingCountFallbackSuccess", EventType::FallbackSuccess),
+        (
+            "rollingCountResponsesFromCache",
+            EventType::ResponseFromCache,
+        ),
+        (
+            "rollingCountSemaphoreRejected",
+            EventType::SemaphoreRejected,
+        ),
+        ("rollingCountShortCircuited", EventType::ShortCircuited),
+        ("rollingCountSuccess", EventType::Success),
+        (
+            "rollingCountThreadPoolRejected",
+            EventType::ThreadPoolRejected,
+        ),
+        ("rollingCountTimeout", EventType::Timeout),
+        ("rollingCountIgnored", EventType::Ignored),
+        (
+            "rollingCountWouldShortCircuit",
+            EventType::WouldShortCircuit,
+        ),
+    ];
+    for (key, event) in counters {
+        assert_eq!(msg[key], metrics.rolling_count(event), "{key}");
+    }
+    let health = metrics.health_counts();
+    assert_eq!(msg["requestCount"], health.total_requests);
+    assert_eq!(msg["errorCount"], health.error_count);
+    assert_eq!(msg["errorPercentage"], health.error_percentage);
+    assert_eq!(msg["isCircuitBreakerOpen"], false);
+    assert_eq!(msg["name"], "Mixed");
+    assert_eq!(msg["group"], "Shop");
+    assert_eq!(msg["threadPool"], "Shop");
+    assert_eq!(msg["reportingHosts"], 1);
+    assert_eq!(msg["propertyValue_executionIsolationStrategy"], "SEMAPHORE");
+    assert_eq!(
+        msg["currentConcurrentExecutionCount"],
+        metrics.current_concurrent_execution_count()
+    );
+    assert_eq!(
+        msg["rollingMaxConcurrentExecutionCount"],
+        metrics.rolling_max_concurrent_execution_count()
+    );
+    // Latencies: 3 runs of 20 ms, 2 of 0 ms, and the timed-out run, which went on to 150 ms
+    // on the caller's thread.
+    let execution = metrics.execution_latency();
+    assert_eq!(execution.p100, 150);
+    assert_eq!(msg["latencyExecute_mean"], execution.mean);
+    for (name, value) in execution.named() {
+        assert_eq!(msg["latencyExecute"][name], value, "latencyExecute.{name}");
+    }
+    let total = metrics.total_latency();
+    assert_eq!(msg["latencyTotal_mean"], total.mean);
+    for (name, value) in total.named() {
+        assert_eq!(msg["latencyTotal"][name], value, "latencyTotal.{name}");
+    }
+    // Properties, both timeout names, the runtime change of the semaphore.
+    assert_eq!(
+        msg["propertyValue_executionIsolationSemaphoreMaxConcurrentRequests"],
+        0
+    );
+    assert_eq!(
+        msg["propertyValue_executionIsolationThreadTimeoutInMilliseconds"],
+        100
+    );
+    assert_eq!(msg["propertyValue_executionTimeoutInMilliseconds"], 100);
+    assert_eq!(
+        msg["propertyValue_circuitBreakerRequestVolumeThreshold"],
+        props.circuit_breaker_request_volume_threshold
+    );
+    assert_eq!(
+        msg["propertyValue_circuitBreakerSleepWindowInMilliseconds"],
+        props.circuit_breaker_sleep_window_in_milliseconds
+    );
+    assert_eq!(
+        msg["propertyValue_circuitBreakerErrorThresholdPercentage"],
+        props.circuit_breaker_error_threshold_percentage
+    );
+    assert_eq!(
+        msg["propertyValue_metricsRollingStatisticalWindowInMilliseconds"],
+        10_000
+    );
+    assert_eq!(
+        msg["propertyValue_executionIsolationThreadPoolKeyOverride"],
+        Value::Null
+    );
+    assert_eq!(msg["propertyValue_circuitBreakerForceOpen"], false);
+}
+
+#[test]
+fn a_forced_open_circuit_reads_open() {
+    let test = TestRegistry::new();
+    common::drive_mixed(&test);
+    test.force_open("Mixed").unwrap();
+    let msg = parse(&stream::command_json(test.registry(), "Mixed").unwrap());
+    assert_eq!(msg["isCircuitBreakerOpen"], true);
+    assert_eq!(msg["propertyValue_circuitBreakerForceOpen"], true);
+}
+
+#[test]
+fn thread_pool_message_has_hystrix_keys_and_the_snapshot_values() {
+    let test = TestRegistry::new();
+    common::drive_pooled(&test);
+    test.advance(Duration::from_millis(10_000));
+    let registry = test.registry();
+    let msg = parse(&stream::thread_pool_json(registry, "ShopPool").unwrap());
+    assert_eq!(keys(&msg), THREAD_POOL_KEYS);
+    assert!(msg.iter().all(|(k, v)| {
+        if matches!(k.as_str(), "type" | "name") {
+            v.is_string()
+        } else {
+            is_int(v)
+        }
+    }));
+    let pool = registry.thread_pool_metrics("ShopPool").unwrap();
+    assert_eq!(msg["type"], "HystrixThreadPool");
+    assert_eq!(msg["name"], "ShopPool");
+    assert_eq!(msg["currentCompletedTaskCount"], 2);
+    assert_eq!(msg["rollingCountThreadsExecuted"], 2);
+    assert_eq!(msg["currentActiveCount"], pool.current_active_count);
+    assert_eq!(msg["currentCorePoolSize"], pool.current_core_pool_size);
+    assert_eq!(
+        msg["currentMaximumPoolSize"],
+        pool.current_maximum_pool_size
+    );
+    assert_eq!(msg["currentPoolSize"], pool.current_pool_size);
+    assert_eq!(
+        msg["currentLargestPoolSize"],
+        pool.current_largest_pool_size
+    );
+    assert_eq!(msg["currentQueueSize"], pool.current_queue_size);
+    assert_eq!(msg["currentTaskCount"], pool.current_task_count);
+    assert_eq!(
+        msg["rollingMaxActiveThreads"],
+        pool.rolling_max_active_threads
+    );
+    assert_eq!(msg["rollingCountCommandRejections"], 0);
+    assert_eq!(msg["propertyValue_queueSizeRejectionThreshold"], 5);
+    assert_eq!(
+        msg["propertyValue_metricsRollingStatisticalWindowInMilliseconds"],
+        10_000
+    );
+    assert_eq!(msg["reportingHosts"], 1);
+    // The pooled command reports THREAD and its pool.
+    let cmd = parse(&stream::command_json(registry, "Pooled").unwrap());
+    assert_eq!(cmd["propertyValue_executionIsolationStrategy"], "THREAD");
+    assert_eq!(cmd["threadPool"], "ShopPool");
+}
+
+#[tokio::test]
+async fn collapser_message_has_hystrix_keys_and_the_snapshot_values() {
+    let test = TestRegistry::new();
+    let batch = Command::builder("GetRatings")
+        .group("Ratings")
+        .isolation(IsolationStrategy::Semaphore)
+        .build_in(test.registry())
+        .unwrap();
+    let rating = Collapser::builder("GetRating")
+        .scope(CollapserScope::Global)
+        .build(
+            batch,
+            |ids: Vec<u32>| async move {
+                Ok::<_, common::Boom>(
+                    ids.iter()
+                        .map(|&id| (id, id * 10))
+                        .collect::<HashMap<_, _>>(),
+                )
+            },
+            |ratings: &mut HashMap<u32, u32>, id: &u32| ratings.remove(id),
+        )
+        .unwrap();
+    let first = rating.queue(1);
+    let second = rating.queue(2);
+    let third = rating.queue(3);
+    test.clock().advance_ms(10);
+    let answers = common::within(async { (first.await, second.await, third.await) }).await;
+    assert_eq!(*answers.2.unwrap(), 30);
+    // Both windows' buckets complete, still inside the 10 s rolling window.
+    test.advance(Duration::from_millis(10_000));
+    let registry = test.registry();
+    let msg = parse(&stream::collapser_json(registry, "GetRating").unwrap());
+    assert_eq!(keys(&msg), COLLAPSER_KEYS);
+    let metrics = registry.collapser_metrics("GetRating").unwrap();
+    assert_eq!(msg["type"], "HystrixCollapser");
+    assert_eq!(msg["rollingCountBatches"], 1);
+    assert_eq!(msg["rollingCountRequestsBatched"], 3);
+    assert_eq!(
+        msg["rollingCountBatches"],
+        metrics.rolling_count(CollapserEvent::BatchExecuted)
+    );
+    assert_eq!(msg["rollingCountResponsesFromCache"], 0);
+    assert_percentiles(&msg["batchSize"], &PERCENTILE_KEYS[1..]);
+    assert_eq!(msg["batchSize_mean"], metrics.batch_size().mean);
+    assert_eq!(msg["batchSize"]["100"], metrics.batch_size().p100);
+    assert_eq!(msg["propertyValue_requestCacheEnabled"], true);
+    assert_eq!(msg["propertyValue_maxRequestsInBatch"], 2_147_483_647);
+    assert_eq!(msg["propertyValue_timerDelayInMilliseconds"], 10);
+    assert_eq!(msg["reportingHosts"], 1);
+
+    // A tick: commands first (sorted), then pools, then collapsers.
+    let tick = stream::sample(registry);
+    let types: Vec<String> = tick
+        .iter()
+        .map(|m| parse(m)["type"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(types, ["HystrixCommand", "HystrixCollapser"]);
+}
