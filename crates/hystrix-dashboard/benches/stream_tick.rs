@@ -1,0 +1,49 @@
+//! The cost of one tick of `/hystrix.stream` (every command's, pool's and collapser's message
+//! rendered once; one sampler serves every client) and of one `/metrics` scrape, for a registry
+//! of 100 and of 1000 command keys that have all run.
+//!
+//! Run with `cargo bench -p hystrix-dashboard --bench stream_tick`.
+
+#![allow(missing_docs, clippy::unwrap_used)]
+
+use std::hint::black_box;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use hystrix::{Command, IsolationStrategy, Registry};
+use hystrix_dashboard::{Dashboard, stream};
+
+fn registry_with(commands: usize) -> Registry {
+    let registry = Registry::new();
+    for n in 0..commands {
+        let command = Command::builder(format!("Command{n}"))
+            .group(format!("Group{}", n % 10))
+            .isolation(IsolationStrategy::Semaphore)
+            .build_in(&registry)
+            .unwrap();
+        for _ in 0..3 {
+            command
+                .run(|| Ok::<u64, std::convert::Infallible>(1))
+                .execute()
+                .unwrap();
+        }
+    }
+    registry
+}
+
+fn ticks(c: &mut Criterion) {
+    let mut group = c.benchmark_group("dashboard_tick");
+    for commands in [100, 1000] {
+        let registry = registry_with(commands);
+        let dashboard = Dashboard::builder(registry.clone()).build();
+        group.bench_function(format!("hystrix.stream tick, {commands} commands"), |b| {
+            b.iter(|| black_box(stream::sample(&registry)));
+        });
+        group.bench_function(format!("/metrics scrape, {commands} commands"), |b| {
+            b.iter(|| black_box(dashboard.render_metrics()));
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, ticks);
+criterion_main!(benches);
