@@ -159,6 +159,24 @@ impl<'c, C, R: RunFn> CachedExecution<'c, C, R, NoFallback> {
     }
 }
 
+impl<'c, C, R, FB> CachedExecution<'c, C, R, FB> {
+    /// Runs the execution's own blocking mode `execute` through the cache, on this thread.
+    fn blocking<T, E>(
+        self,
+        execute: impl FnOnce(Execution<'c, C, R, FB>) -> Outcome<T, E>,
+    ) -> CachedOutcome<T, E>
+    where
+        T: Send + Sync + 'static,
+        E: Send + Sync + 'static,
+    {
+        let state = Arc::clone(self.execution.command().state_arc());
+        let execution = self.execution;
+        pipeline::block_on(CachedFuture::new(state, Some(self.cache_key), async move {
+            execute(execution)
+        }))
+    }
+}
+
 macro_rules! cached_blocking_execute {
     ($kind:ident, $($run:tt)*) => {
         impl<C, F, T, E, FB> CachedExecution<'_, C, $kind<F>, FB>
@@ -182,13 +200,7 @@ macro_rules! cached_blocking_execute {
 
             /// As [`execute`](Self::execute), also returning the [`ExecutionResult`].
             pub fn execute_outcome(self) -> CachedOutcome<T, E> {
-                let state = Arc::clone(self.execution.command().state_arc());
-                let execution = self.execution;
-                pipeline::block_on(CachedFuture::new(
-                    state,
-                    Some(self.cache_key),
-                    async move { execution.execute_outcome() },
-                ))
+                self.blocking(|execution| execution.execute_outcome())
             }
         }
     };
@@ -215,11 +227,7 @@ where
 
     /// As [`execute`](Self::execute), also returning the [`ExecutionResult`].
     pub fn execute_outcome(self) -> CachedOutcome<T, E> {
-        let state = Arc::clone(self.execution.command().state_arc());
-        let execution = self.execution;
-        pipeline::block_on(CachedFuture::new(state, Some(self.cache_key), async move {
-            execution.execute_outcome()
-        }))
+        self.blocking(|execution| execution.execute_outcome())
     }
 }
 
