@@ -123,7 +123,6 @@ impl DashboardBuilder {
                 bind_ip: self.bind_ip,
                 connections: AtomicUsize::new(0),
                 ticks: Mutex::new(None),
-                sums: prometheus::LatencySums::default(),
             }),
         }
     }
@@ -151,7 +150,6 @@ struct Shared {
     connections: AtomicUsize,
     /// The sampler's channel while it runs (it stops when its last client leaves).
     ticks: Mutex<Option<broadcast::Sender<Bytes>>>,
-    sums: prometheus::LatencySums,
 }
 
 impl Dashboard {
@@ -182,7 +180,7 @@ impl Dashboard {
 
     /// The Prometheus text `/metrics` serves now (see [`prometheus`]).
     pub fn render_metrics(&self) -> String {
-        prometheus::render(&self.shared.registry, &self.shared.sums)
+        prometheus::render(&self.shared.registry)
     }
 
     /// Serves [`router`](Self::router) on `bind_ip:port` (127.0.0.1 by default) until the
@@ -198,7 +196,7 @@ impl Dashboard {
 }
 
 async fn metrics_handler(State(shared): State<Arc<Shared>>) -> Response {
-    let text = prometheus::render(&shared.registry, &shared.sums);
+    let text = prometheus::render(&shared.registry);
     (
         [(
             header::CONTENT_TYPE,

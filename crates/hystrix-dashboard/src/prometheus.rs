@@ -17,15 +17,12 @@
 //! Latency summaries: the quantiles are the rolling percentiles (`metrics.rollingPercentile.*`
 //! window, whole ms, as seconds; absent when percentiles are disabled). `_count` is the
 //! cumulative number of executions that ran user code (SUCCESS, FAILURE, TIMEOUT, BAD_REQUEST,
-//! IGNORED). The library keeps no cumulative latency sum, so **`_sum` is an estimate**: at each
-//! render, the executions counted since the previous render are added at the rolling mean of
-//! that moment. It never decreases, and `rate(_sum) / rate(_count)` reads as the mean latency
-//! (exact while latency is steady). The collapser's batch-size `_sum` and `_count` are exact
+//! IGNORED). There is no `_sum`: the library keeps no cumulative latency sum, and an estimate
+//! from rolling means read as zero for bursts (a fresh user's trial showed it), so the summary
+//! is honest quantiles and a count. The collapser's batch-size `_sum` and `_count` are exact
 //! (requests batched, batches).
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::Mutex;
 
 use hystrix::Status;
 use hystrix::collapser::CollapserEvent;
@@ -46,35 +43,6 @@ const RAN: [EventType; 5] = [
 const QUANTILES: [&str; 9] = [
     "0", "0.25", "0.5", "0.75", "0.9", "0.95", "0.99", "0.995", "1",
 ];
-
-/// The estimated latency sums, per (command, summary): the count they cover and the sum in
-/// seconds.
-#[derive(Debug, Default)]
-pub(crate) struct LatencySums {
-    sums: Mutex<HashMap<SumKey, (u64, f64)>>,
-}
-
-/// A command key and a summary name.
-type SumKey = (String, &'static str);
-
-impl LatencySums {
-    /// Adds the executions counted since the last call at `mean_ms`; returns the sum so far.
-    fn advance(&self, command: &str, summary: &'static str, count: u64, mean_ms: i64) -> f64 {
-        let mut sums = self
-            .sums
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let entry = sums
-            .entry((command.to_owned(), summary))
-            .or_insert((0, 0.0));
-        let new = count.saturating_sub(entry.0);
-        if mean_ms >= 0 {
-            entry.1 += new as f64 * mean_ms as f64 / 1000.0;
-        }
-        entry.0 = count;
-        entry.1
-    }
-}
 
 /// Escapes a label value: backslash, double quote and newline.
 pub(crate) fn escape_label(value: &str) -> String {
@@ -129,7 +97,7 @@ struct Command {
 }
 
 /// Renders the registry as Prometheus text.
-pub(crate) fn render(registry: &Registry, sums: &LatencySums) -> String {
+pub(crate) fn render(registry: &Registry) -> String {
     let commands: Vec<Command> = registry
         .command_keys()
         .iter()
@@ -138,10 +106,11 @@ pub(crate) fn render(registry: &Registry, sums: &LatencySums) -> String {
             let info = registry.command_info(key.as_str())?;
             let props = registry.properties().command(key);
             let status = registry.circuit_breaker(key.as_str())?.status();
-            let state = if props.circuit_breaker_force_open {
-                "forced_open"
-            } else if !props.circuit_breaker_enabled {
+            // A disabled breaker lets everything through, whatever the force flags say.
+            let state = if !props.circuit_breaker_enabled {
                 "disabled"
+            } else if props.circuit_breaker_force_open {
+                "forced_open"
             } else if props.circuit_breaker_force_closed {
                 "forced_closed"
             } else {
@@ -185,12 +154,12 @@ pub(crate) fn render(registry: &Registry, sums: &LatencySums) -> String {
     for (summary, help, pick) in [
         (
             "hystrix_command_latency_execute_seconds",
-            "Execution latency: rolling percentiles; _sum is an estimate (see the crate docs).",
+            "Execution latency: rolling percentiles and the count of executions (no _sum).",
             hystrix::CommandMetrics::execution_latency as fn(&hystrix::CommandMetrics) -> _,
         ),
         (
             "hystrix_command_latency_total_seconds",
-            "Total latency (fallback included): rolling percentiles; _sum is an estimate.",
+            "Total latency (fallback included): rolling percentiles and the count (no _sum).",
             hystrix::CommandMetrics::total_latency,
         ),
     ] {
@@ -208,8 +177,6 @@ pub(crate) fn render(registry: &Registry, sums: &LatencySums) -> String {
                 }
             }
             let count: u64 = RAN.iter().map(|e| c.metrics.cumulative_count(*e)).sum();
-            let sum = sums.advance(&c.key, summary, count, latency.mean);
-            out.sample(&format!("{summary}_sum"), &labels, sum);
             out.sample(&format!("{summary}_count"), &labels, count);
         }
     }

@@ -181,10 +181,12 @@ fn metrics_parse_and_equal_the_snapshot() {
     }
     // _count: executions that ran (3 successes, 2 failures, 1 timeout).
     assert_eq!(metrics.value(&format!("{summary}_count"), &mixed), 6.0);
-    let sum = metrics.value(&format!("{summary}_sum"), &mixed);
     assert!(
-        (sum - 6.0 * latency.mean as f64 / 1000.0).abs() < 1e-9,
-        "{sum}"
+        metrics
+            .samples
+            .iter()
+            .all(|(name, _, _)| name != &format!("{summary}_sum")),
+        "no estimated _sum"
     );
 
     // The breaker: closed (only forced open while driving).
@@ -199,8 +201,6 @@ fn metrics_parse_and_equal_the_snapshot() {
     let forced = parse(&dashboard.render_metrics());
     let labels = [mixed[0], mixed[1], ("state", "forced_open")];
     assert_eq!(forced.value("hystrix_circuit_breaker_state", &labels), 1.0);
-    // The estimated _sum does not move without new executions.
-    assert_eq!(forced.value(&format!("{summary}_sum"), &mixed), sum);
 
     assert_eq!(
         metrics.value("hystrix_command_concurrent_executions", &mixed),

@@ -22,7 +22,13 @@
 //! ```
 //!
 //! The command key is the only command label: an event notifier hears the key, not the group
-//! (the registry's snapshots, e.g. the dashboard crate's `/metrics`, carry the group).
+//! (the registry's snapshots, e.g. the dashboard crate's `/metrics`, carry the group). Use one
+//! of the two for Prometheus, not both: they share metric names with other label sets.
+//!
+//! Install the recorder before the first execution: as the `metrics` crate advises, each
+//! command's handles are resolved once, at its first execution, and a handle resolved while no
+//! recorder is installed stays a no-op. EXCEPTION_THROWN is not counted here (the registry
+//! derives it when read; its snapshots have it).
 
 use std::collections::HashMap;
 use std::sync::Arc;
