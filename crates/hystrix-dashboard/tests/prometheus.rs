@@ -234,6 +234,32 @@ fn metrics_parse_and_equal_the_snapshot() {
 }
 
 #[test]
+fn a_disabled_breaker_is_disabled_whatever_its_force_flags() {
+    let test = TestRegistry::new();
+    let cmd = hystrix::Command::builder("Off")
+        .group("G")
+        .isolation(hystrix::IsolationStrategy::Semaphore)
+        .property("circuitBreaker.enabled", false)
+        .property("circuitBreaker.forceOpen", true)
+        .build_in(test.registry())
+        .unwrap();
+    assert_eq!(cmd.run(|| Ok::<_, common::Boom>(1)).execute().unwrap(), 1);
+    let metrics = parse(
+        &Dashboard::builder(test.registry().clone())
+            .build()
+            .render_metrics(),
+    );
+    for (state, expected) in [("disabled", 1.0), ("forced_open", 0.0)] {
+        let labels = [("command", "Off"), ("group", "G"), ("state", state)];
+        assert_eq!(
+            metrics.value("hystrix_circuit_breaker_state", &labels),
+            expected,
+            "{state}"
+        );
+    }
+}
+
+#[test]
 fn label_values_are_escaped() {
     let test = TestRegistry::new();
     let cmd = hystrix::Command::builder("Quote")
