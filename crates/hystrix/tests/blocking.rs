@@ -526,6 +526,8 @@ fn disabled_fallback_is_not_called_and_only_the_notifier_hears_of_it() {
         [
             "NoFallbackAllowed:FAILURE",
             "NoFallbackAllowed:FALLBACK_DISABLED",
+            // The caller gets an error after fallback handling (SPEC §10).
+            "NoFallbackAllowed:EXCEPTION_THROWN",
             "NoFallbackAllowed:executed SEMAPHORE 0ms [FAILURE]",
         ]
     );

@@ -97,6 +97,18 @@ fn events_latencies_and_transitions_reach_the_recorder() {
         )),
         "1"
     );
+    // The short-circuit without fallback threw: EXCEPTION_THROWN, as the registry counts it.
+    assert_eq!(
+        get(&format!(
+            "{EVENTS_TOTAL}{{command=GetUser,event=exception_thrown}}"
+        )),
+        "1"
+    );
+    assert_eq!(
+        cmd.metrics()
+            .cumulative_count(hystrix::EventType::ExceptionThrown),
+        1
+    );
     // Runs that started: 250 ms and 0 ms; the short-circuit has no execution latency.
     assert_eq!(
         get(&format!("{LATENCY_EXECUTE_SECONDS}{{command=GetUser}}")),

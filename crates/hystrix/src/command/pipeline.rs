@@ -912,6 +912,18 @@ impl Recorder {
         });
     }
 
+    /// Tells the event notifier of EXCEPTION_THROWN (SPEC §10): the caller gets an error after
+    /// fallback handling (a bad request; a failed, missing or rejected fallback; fallback
+    /// disabled). The metrics derive the same count when read.
+    #[cold]
+    fn notify_exception_thrown(&self, state: &CommandState) {
+        if self.events.bits() & crate::event::THROWS_MASK != 0 || self.fallback_disabled {
+            state
+                .env
+                .notify_event(EventType::ExceptionThrown, &state.key);
+        }
+    }
+
     /// Tells the execution hook how the execution ended for its caller.
     #[cold]
     fn hook_finish(&self, state: &CommandState, failure: Option<FailureType>) {
@@ -949,6 +961,9 @@ impl Recorder {
         };
         // A misused execution (refused before any step) has no events and is not counted.
         if !self.events.is_empty() {
+            if self.observed {
+                self.notify_exception_thrown(state);
+            }
             // Each breaker judges the calls it admitted: an execution through a keyed breaker
             // counts in that breaker's health window, not in the command's.
             let current = self.keyed.is_none()

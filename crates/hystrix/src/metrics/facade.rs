@@ -27,8 +27,7 @@
 //!
 //! Install the recorder before the first execution: as the `metrics` crate advises, each
 //! command's handles are resolved once, at its first execution, and a handle resolved while no
-//! recorder is installed stays a no-op. EXCEPTION_THROWN is not counted here (the registry
-//! derives it when read; its snapshots have it).
+//! recorder is installed stays a no-op.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -99,6 +98,13 @@ impl MetricsFacade {
 }
 
 impl EventNotifier for MetricsFacade {
+    /// EXCEPTION_THROWN is told here only (it is not among an execution's events).
+    fn mark_event(&self, event: EventType, key: &CommandKey) {
+        if event == EventType::ExceptionThrown {
+            self.handles(key).events[event.index()].increment(1);
+        }
+    }
+
     fn mark_command_execution(
         &self,
         key: &CommandKey,
