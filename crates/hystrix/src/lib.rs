@@ -89,7 +89,9 @@ pub use command::{
     AllFailures, CachedExecution, Class, Classifier, Classify, Command, CommandBuilder, Execution,
     ExecutionResult, HystrixAsyncCommand, HystrixCommand, Outcome, StreamExecution,
 };
-pub use config::{CommandProperties, IsolationStrategy, PropertyValue, ThreadPoolProperties};
+pub use config::{
+    CommandProperties, IsolationStrategy, PropertyValue, StreamProperties, ThreadPoolProperties,
+};
 pub use context::{CachedOutcome, RequestContext, SharedResponse};
 pub use error::{BoxError, ConfigError, FailureType, FallbackFailure, HystrixError, TripCause};
 pub use event::{EventCounts, EventNotifier, EventType, ExecutionHook};

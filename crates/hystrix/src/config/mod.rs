@@ -41,6 +41,7 @@
 mod collapser;
 mod command;
 mod store;
+mod stream;
 mod thread_pool;
 mod value;
 
@@ -53,6 +54,8 @@ pub use command::{COMMAND_PROPERTIES, CommandProperties};
 pub(crate) use command::{CommandLayer, HotSnapshot};
 pub use store::Properties;
 pub(crate) use store::{CollapserKind, CommandKind, PropertyCell, ThreadPoolKind, layer_error};
+pub(crate) use stream::StreamLayer;
+pub use stream::{STREAM_PROPERTIES, StreamProperties};
 pub(crate) use thread_pool::ThreadPoolLayer;
 pub use thread_pool::{THREAD_POOL_PROPERTIES, ThreadPoolProperties};
 pub use value::PropertyValue;

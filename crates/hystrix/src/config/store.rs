@@ -12,7 +12,8 @@ use crate::config::command::{CommandLayer, HotCommandProperties};
 use crate::config::thread_pool::{HotThreadPoolProperties, ThreadPoolLayer};
 use crate::config::{
     COLLAPSER_PROPERTIES, COMMAND_PROPERTIES, CollapserProperties, CommandProperties, LayerError,
-    PropertyInfo, PropertyValue, THREAD_POOL_PROPERTIES, ThreadPoolProperties,
+    PropertyInfo, PropertyValue, STREAM_PROPERTIES, StreamLayer, StreamProperties,
+    THREAD_POOL_PROPERTIES, ThreadPoolProperties,
 };
 use crate::error::ConfigError;
 use crate::key::{CollapserKey, CommandKey, ThreadPoolKey};
@@ -318,6 +319,8 @@ struct StoreState {
     command: Layers<CommandKind>,
     thread_pool: Layers<ThreadPoolKind>,
     collapser: Layers<CollapserKind>,
+    /// The global stream properties (no keys, no live cells: read once by their users).
+    stream: StreamLayer,
 }
 
 /// A registry's properties: the dynamic global and per-key layers, and the live snapshot of
@@ -326,7 +329,9 @@ struct StoreState {
 /// Names are Hystrix's full names: `hystrix.command.default.<name>`,
 /// `hystrix.command.<CommandKey>.<name>`, `hystrix.threadpool.default.<name>`,
 /// `hystrix.threadpool.<ThreadPoolKey>.<name>`, `hystrix.collapser.default.<name>`,
-/// `hystrix.collapser.<CollapserKey>.<name>` (see the module docs for the layers).
+/// `hystrix.collapser.<CollapserKey>.<name>` (see the module docs for the layers), and the
+/// global stream properties `hystrix.stream.*` / `hystrix.config.stream.*` (SPEC §1.5, see
+/// [`StreamProperties`]).
 pub struct Properties {
     state: Mutex<StoreState>,
 }
@@ -355,12 +360,26 @@ enum TargetKind {
     Command,
     ThreadPool,
     Collapser,
+    Stream,
 }
+
+/// The prefix of the stream properties' names (`hystrix.stream.*`, `hystrix.config.stream.*`).
+const STREAM_PREFIX: &str = "hystrix.";
 
 fn parse_name(full_name: &str) -> Result<Target<'_>, ConfigError> {
     let unknown = || ConfigError::UnknownProperty {
         name: full_name.to_owned(),
     };
+    if let Some(property) = full_name
+        .strip_prefix(STREAM_PREFIX)
+        .and_then(|rest| STREAM_PROPERTIES.iter().find(|p| p.name == rest))
+    {
+        return Ok(Target {
+            kind: TargetKind::Stream,
+            key: None,
+            property: property.name,
+        });
+    }
     let (kind, rest, info) = if let Some(rest) = full_name.strip_prefix(CommandKind::PREFIX) {
         (TargetKind::Command, rest, CommandKind::INFO)
     } else if let Some(rest) = full_name.strip_prefix(ThreadPoolKind::PREFIX) {
@@ -393,6 +412,7 @@ fn parse_name(full_name: &str) -> Result<Target<'_>, ConfigError> {
         TargetKind::Command => CommandKey::new(key).map(drop)?,
         TargetKind::ThreadPool => ThreadPoolKey::new(key).map(drop)?,
         TargetKind::Collapser => CollapserKey::new(key).map(drop)?,
+        TargetKind::Stream => {}
     }
     Ok(Target {
         kind,
@@ -430,8 +450,8 @@ impl Properties {
     /// Sets a dynamic property by its full Hystrix name; it applies to the next execution.
     ///
     /// # Errors
-    /// - [`ConfigError::UnknownProperty`] if the name is not a command, thread-pool or
-    ///   collapser property;
+    /// - [`ConfigError::UnknownProperty`] if the name is not a command, thread-pool,
+    ///   collapser or stream property;
     /// - [`ConfigError::InvalidValue`] if the value does not parse, is out of range, or breaks a
     ///   rule tying properties together for any key it affects (the error names this property
     ///   and the one it conflicts with; change both at once with
@@ -475,6 +495,7 @@ impl Properties {
             command,
             thread_pool,
             collapser,
+            stream,
         } = &mut *state;
         // Each kind is checked on its own: no rule ties a command property to a pool's.
         let of_kind = |kind: TargetKind| {
@@ -488,6 +509,13 @@ impl Properties {
         let command_updates = set_checked(&mut next_command, of_kind(TargetKind::Command))?;
         let pool_updates = set_checked(&mut next_pool, of_kind(TargetKind::ThreadPool))?;
         let collapser_updates = set_checked(&mut next_collapser, of_kind(TargetKind::Collapser))?;
+        let mut next_stream = stream.clone();
+        for (target, full_name, value) in of_kind(TargetKind::Stream) {
+            next_stream
+                .set(target.property, value, false)
+                .map_err(|e| layer_error(e, full_name, value))?;
+        }
+        *stream = next_stream;
         *command = next_command;
         *thread_pool = next_pool;
         *collapser = next_collapser;
@@ -510,6 +538,10 @@ impl Properties {
             TargetKind::Command => unset_in(&mut state.command, &target, full_name),
             TargetKind::ThreadPool => unset_in(&mut state.thread_pool, &target, full_name),
             TargetKind::Collapser => unset_in(&mut state.collapser, &target, full_name),
+            TargetKind::Stream => state
+                .stream
+                .unset(target.property)
+                .map_err(|e| layer_error(e, full_name, &PropertyValue::Str(String::new()))),
         }
         .map_err(|err| name_the_change(err, full_name, "(unset)"))
     }
@@ -532,6 +564,7 @@ impl Properties {
             TargetKind::Collapser => {
                 CollapserKind::get(&state.collapser.resolved(target.key), target.property)
             }
+            TargetKind::Stream => resolved_stream(&state.stream).get(target.property),
         })
     }
 
@@ -549,6 +582,11 @@ impl Properties {
     /// exists).
     pub fn collapser(&self, key: &CollapserKey) -> CollapserProperties {
         self.state.lock().collapser.resolved(Some(key.as_str()))
+    }
+
+    /// The stream properties (SPEC §1.5): the values set, else Hystrix's defaults.
+    pub fn stream(&self) -> StreamProperties {
+        resolved_stream(&self.state.lock().stream)
     }
 
     /// Registers a collapser key's builder values (the union of its definitions' values;
@@ -593,6 +631,11 @@ impl Properties {
     pub(crate) fn remove_thread_pool(&self, key: &ThreadPoolKey) {
         self.state.lock().thread_pool.cells.remove(key.as_str());
     }
+}
+
+fn resolved_stream(layer: &StreamLayer) -> StreamProperties {
+    let none = StreamLayer::default();
+    StreamLayer::resolve(layer, &none, &none)
 }
 
 /// Writes `targets` into `layers` and checks the result; returns the snapshots to publish.
@@ -663,6 +706,43 @@ fn name_the_change(err: ConfigError, full_name: &str, value: &str) -> ConfigErro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stream_properties_are_global_and_validated() {
+        let p = Properties::new();
+        assert_eq!(p.stream(), StreamProperties::default());
+        assert_eq!(p.stream().dashboard_interval_in_milliseconds, 500);
+        p.set("hystrix.stream.dashboard.intervalInMilliseconds", "250")
+            .unwrap();
+        p.set("hystrix.config.stream.maxConcurrentConnections", 2)
+            .unwrap();
+        let stream = p.stream();
+        assert_eq!(stream.dashboard_interval_in_milliseconds, 250);
+        assert_eq!(stream.max_concurrent_connections, 2);
+        assert_eq!(stream.config_interval_in_milliseconds, 5000);
+        assert_eq!(
+            p.get("hystrix.config.stream.maxConcurrentConnections")
+                .unwrap(),
+            Some(PropertyValue::Int(2))
+        );
+        let err = p
+            .set("hystrix.stream.config.intervalInMilliseconds", 0)
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid value `0` for `hystrix.stream.config.intervalInMilliseconds`: must be at \
+             least 1 ms"
+        );
+        assert!(matches!(
+            p.set("hystrix.stream.dashboard.interval", 1),
+            Err(ConfigError::UnknownProperty { .. })
+        ));
+        assert!(
+            p.unset("hystrix.stream.dashboard.intervalInMilliseconds")
+                .unwrap()
+        );
+        assert_eq!(p.stream().dashboard_interval_in_milliseconds, 500);
+    }
 
     fn key(name: &str) -> CommandKey {
         CommandKey::new(name).unwrap()

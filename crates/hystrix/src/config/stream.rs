@@ -1,0 +1,40 @@
+//! Stream properties (SPEC §1.5): global values, no per-key form, read once by whoever serves
+//! the streams (the `hystrix-dashboard` crate reads them when a dashboard is built).
+
+use crate::config::{at_least_one, positive_ms, property_table};
+use crate::error::ConfigError;
+
+property_table! {
+    /// The metrics streams' settings, set by their full names (`hystrix.stream.*`,
+    /// `hystrix.config.stream.*`) with [`Properties::set`](crate::config::Properties::set).
+    ///
+    /// Obtain a snapshot with [`Properties::stream`](crate::config::Properties::stream).
+    pub struct StreamProperties;
+    layer StreamLayer;
+    info STREAM_PROPERTIES;
+
+    /// `hystrix.stream.dashboard.intervalInMilliseconds`: how often `/hystrix.stream` sends
+    /// a sample, in ms. Default 500. Read when the stream server is built.
+    dashboard_interval_in_milliseconds: u64 = 500;
+        "stream.dashboard.intervalInMilliseconds", Fixed, Any, positive_ms;
+    /// `hystrix.stream.utilization.intervalInMilliseconds`: how often the utilization stream
+    /// sends a sample, in ms. Default 500. Read when the stream server is built.
+    utilization_interval_in_milliseconds: u64 = 500;
+        "stream.utilization.intervalInMilliseconds", Fixed, Any, positive_ms;
+    /// `hystrix.stream.config.intervalInMilliseconds`: how often the configuration stream
+    /// sends a sample, in ms. Default 5000. Read when the stream server is built.
+    config_interval_in_milliseconds: u64 = 5_000;
+        "stream.config.intervalInMilliseconds", Fixed, Any, positive_ms;
+    /// `hystrix.config.stream.maxConcurrentConnections`: clients each stream serves at once;
+    /// the next one gets 503. Default 5 (Hystrix uses this one name for all its streams).
+    /// Read when the stream server is built.
+    max_concurrent_connections: u32 = 5;
+        "config.stream.maxConcurrentConnections", Fixed, Any, at_least_one;
+}
+
+impl StreamProperties {
+    /// No rule ties stream properties together.
+    pub(crate) fn validate(&self, _prefix: &str) -> Result<(), ConfigError> {
+        Ok(())
+    }
+}
