@@ -223,6 +223,7 @@ macro_rules! property_table {
             }
 
             /// Keeps `current`'s value of every fixed property; returns the names that differed.
+            #[allow(dead_code, reason = "the global stream properties have no keys in use")]
             pub(crate) fn keep_fixed_from(&mut self, current: &Self) -> Vec<&'static str> {
                 let mut kept = Vec::new();
                 $(
@@ -280,6 +281,7 @@ macro_rules! property_table {
             /// This layer with `other`'s values added: a property set in only one keeps that
             /// value; one set in both to different values is a conflict, returned as
             /// (name, value here, value there).
+            #[allow(dead_code, reason = "the global stream properties have no definitions")]
             pub(crate) fn merge(&self, other: &Self) -> Result<Self, (&'static str, String, String)> {
                 fn show(v: Option<$crate::config::PropertyValue>) -> String {
                     v.map_or_else(|| "unset".to_owned(), |v| v.to_string())

@@ -2,7 +2,6 @@
 //! the streams (the `hystrix-dashboard` crate reads them when a dashboard is built).
 
 use crate::config::{at_least_one, positive_ms, property_table};
-use crate::error::ConfigError;
 
 property_table! {
     /// The metrics streams' settings, set by their full names (`hystrix.stream.*`,
@@ -30,11 +29,4 @@ property_table! {
     /// Read when the stream server is built.
     max_concurrent_connections: u32 = 5;
         "config.stream.maxConcurrentConnections", Fixed, Any, at_least_one;
-}
-
-impl StreamProperties {
-    /// No rule ties stream properties together.
-    pub(crate) fn validate(&self, _prefix: &str) -> Result<(), ConfigError> {
-        Ok(())
-    }
 }
