@@ -3,7 +3,7 @@
 use std::fmt;
 
 use crate::config::IsolationStrategy;
-use crate::key::CommandKey;
+use crate::key::{CommandKey, GroupKey, ThreadPoolKey};
 
 /// What happened during an execution, in Hystrix's declaration order (the order in which
 /// [`EventCounts::iter`] and request logs list them), followed by our extensions
@@ -255,6 +255,25 @@ impl EventCounts {
     }
 }
 
+/// The events as the request log writes them: names in Hystrix's order, separated by `, `,
+/// counted events with `xN` when more than one, e.g. `FAILURE, FALLBACK_SUCCESS` or
+/// `EMITx3, SUCCESS`.
+impl fmt::Display for EventCounts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, event) in self.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            f.write_str(event.name())?;
+            let times = self.count(event);
+            if times > 1 {
+                write!(f, "x{times}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
 impl fmt::Debug for EventCounts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut list = f.debug_list();
@@ -290,6 +309,18 @@ pub trait EventNotifier: Send + Sync + 'static {
         events: &EventCounts,
     ) {
         let _ = (key, isolation, execution_time_ms, events);
+    }
+
+    /// Called once per command key, when the registry creates its state (before its first
+    /// execution), with its group and (resolved) thread-pool keys: what a notifier needs to
+    /// label the key's metrics. Not part of Hystrix's notifier.
+    fn mark_command_created(
+        &self,
+        key: &CommandKey,
+        group: &GroupKey,
+        thread_pool: &ThreadPoolKey,
+    ) {
+        let _ = (key, group, thread_pool);
     }
 }
 

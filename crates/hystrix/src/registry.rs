@@ -883,6 +883,11 @@ impl Registry {
             self.start_store_rounds(&state);
         }
         commands.insert(key, Arc::clone(&state));
+        // Told outside the registry's lock: the notifier may look at the registry.
+        drop(commands);
+        self.inner.env.notify(|n| {
+            n.mark_command_created(&state.key, &state.group, &state.thread_pool_key);
+        });
         Ok(state)
     }
 

@@ -68,39 +68,44 @@ fn events_latencies_and_transitions_reach_the_recorder() {
         cmd.run(|| Ok::<u32, DependencyError>(1))
             .execute()
             .unwrap_err();
+        cmd.circuit_breaker().reset();
     });
     let seen = snapshot(&recorder);
     let get = |name: &str| seen.get(name).cloned().unwrap_or_default();
     assert_eq!(
-        get(&format!("{EVENTS_TOTAL}{{command=GetUser,event=success}}")),
-        "1"
-    );
-    assert_eq!(
-        get(&format!("{EVENTS_TOTAL}{{command=GetUser,event=failure}}")),
-        "1"
-    );
-    assert_eq!(
         get(&format!(
-            "{EVENTS_TOTAL}{{command=GetUser,event=fallback_success}}"
+            "{EVENTS_TOTAL}{{command=GetUser,group=Test,event=success}}"
         )),
         "1"
     );
     assert_eq!(
         get(&format!(
-            "{EVENTS_TOTAL}{{command=GetUser,event=short_circuited}}"
+            "{EVENTS_TOTAL}{{command=GetUser,group=Test,event=failure}}"
         )),
         "1"
     );
     assert_eq!(
         get(&format!(
-            "{EVENTS_TOTAL}{{command=GetUser,event=fallback_missing}}"
+            "{EVENTS_TOTAL}{{command=GetUser,group=Test,event=fallback_success}}"
+        )),
+        "1"
+    );
+    assert_eq!(
+        get(&format!(
+            "{EVENTS_TOTAL}{{command=GetUser,group=Test,event=short_circuited}}"
+        )),
+        "1"
+    );
+    assert_eq!(
+        get(&format!(
+            "{EVENTS_TOTAL}{{command=GetUser,group=Test,event=fallback_missing}}"
         )),
         "1"
     );
     // The short-circuit without fallback threw: EXCEPTION_THROWN, as the registry counts it.
     assert_eq!(
         get(&format!(
-            "{EVENTS_TOTAL}{{command=GetUser,event=exception_thrown}}"
+            "{EVENTS_TOTAL}{{command=GetUser,group=Test,event=exception_thrown}}"
         )),
         "1"
     );
@@ -111,12 +116,20 @@ fn events_latencies_and_transitions_reach_the_recorder() {
     );
     // Runs that started: 250 ms and 0 ms; the short-circuit has no execution latency.
     assert_eq!(
-        get(&format!("{LATENCY_EXECUTE_SECONDS}{{command=GetUser}}")),
+        get(&format!(
+            "{LATENCY_EXECUTE_SECONDS}{{command=GetUser,group=Test}}"
+        )),
         "[0.25, 0.0]"
     );
     assert_eq!(
         get(&format!(
-            "{BREAKER_TRANSITIONS_TOTAL}{{command=GetUser,to=forced_open}}"
+            "{BREAKER_TRANSITIONS_TOTAL}{{command=GetUser,group=Test,from=closed,to=forced_open}}"
+        )),
+        "1"
+    );
+    assert_eq!(
+        get(&format!(
+            "{BREAKER_TRANSITIONS_TOTAL}{{command=GetUser,group=Test,from=forced_open,to=closed}}"
         )),
         "1"
     );

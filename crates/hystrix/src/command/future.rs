@@ -219,6 +219,13 @@ where
         let mut this = self.project();
         let state: &Arc<CommandState> = this.state;
         let rec = &mut *this.recorder;
+        // Not begun yet (a first poll): the execution's span opens now; every poll enters it.
+        let span = if rec.is_settled() {
+            rec.open_span(state)
+        } else {
+            rec.span().cloned()
+        };
+        let _entered = span.as_ref().map(tracing::Span::enter);
         loop {
             // Each arm either returns, or hands a failure and the fallback to the code below.
             let (mut error, fallback) = match this.phase.as_mut().project() {

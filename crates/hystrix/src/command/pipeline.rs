@@ -120,6 +120,8 @@ where
     C: Classify<R::Error>,
 {
     let mut rec = Recorder::idle();
+    let span = rec.open_span(state);
+    let _entered = span.as_ref().map(tracing::Span::enter);
     rec.begin(state, IsolationStrategy::Semaphore);
     if let Err(err) = check_options(state, &mut rec, options) {
         return rec.finish_now(state, Err(err));
@@ -713,6 +715,9 @@ pub(crate) struct Recorder {
     log_requested: bool,
     /// The registry has an event notifier or an execution hook: events and steps are told.
     observed: bool,
+    /// The execution's `tracing` span; `None` while no subscriber exists (disabled if the
+    /// subscriber does not want it).
+    span: Option<tracing::Span>,
 }
 
 impl Recorder {
@@ -731,7 +736,53 @@ impl Recorder {
             keyed: None,
             log_requested: false,
             observed: false,
+            span: None,
         }
+    }
+
+    /// Opens the execution's span: `hystrix.execution` at DEBUG level, target
+    /// `hystrix::command`, with the command, group and thread-pool keys; `outcome` and
+    /// `latency_ms` are recorded when the execution is reported. Returns a handle to enter
+    /// around the execution's steps.
+    ///
+    /// With no `tracing` subscriber at all there is no span (`None`, one atomic load): a
+    /// `Span` value, even disabled, costs ~40 instructions per execution to move and drop,
+    /// and with `tracing`'s `log` feature (on in many apps, e.g. through axum's defaults) its
+    /// lifecycle goes to the `log` crate, ~400 (measured).
+    #[inline]
+    pub(crate) fn open_span(&mut self, state: &CommandState) -> Option<tracing::Span> {
+        if !tracing::dispatcher::has_been_set() {
+            return None;
+        }
+        self.open_traced_span(state)
+    }
+
+    /// [`open_span`](Recorder::open_span) once a subscriber exists.
+    #[cold]
+    fn open_traced_span(&mut self, state: &CommandState) -> Option<tracing::Span> {
+        self.span = Some(tracing::debug_span!(
+            target: "hystrix::command",
+            "hystrix.execution",
+            command = %state.key,
+            group = %state.group,
+            thread_pool = %state.thread_pool_key,
+            outcome = tracing::field::Empty,
+            latency_ms = tracing::field::Empty,
+        ));
+        self.span.clone()
+    }
+
+    /// The execution's span (see [`open_span`](Recorder::open_span)).
+    #[inline]
+    pub(crate) fn span(&self) -> Option<&tracing::Span> {
+        self.span.as_ref()
+    }
+
+    /// Records how the execution ended on its span.
+    #[cold]
+    fn record_span(span: &tracing::Span, result: &ExecutionResult) {
+        span.record("outcome", tracing::field::display(result.events))
+            .record("latency_ms", result.total_time_ms);
     }
 
     /// The breaker this execution went through.
@@ -959,6 +1010,9 @@ impl Recorder {
             isolation: self.isolation,
             executed_in_thread: self.started_run && self.isolation == IsolationStrategy::Thread,
         };
+        if let Some(span) = &self.span {
+            Self::record_span(span, &result);
+        }
         // A misused execution (refused before any step) has no events and is not counted.
         if !self.events.is_empty() {
             if self.observed {

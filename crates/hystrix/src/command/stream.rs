@@ -796,6 +796,13 @@ where
         let mut this = self.project();
         let state: &Arc<CommandState> = this.state;
         let rec = &mut *this.recorder;
+        // A first poll opens the execution's span; every poll of the run enters it.
+        let span = match this.phase.as_mut().project() {
+            PhaseProj::Start { .. } => rec.open_span(state),
+            PhaseProj::Done => return Poll::Ready(None),
+            _ => rec.span().cloned(),
+        };
+        let _entered = span.as_ref().map(tracing::Span::enter);
         loop {
             // Each arm either returns, or hands a failure and the fallback to the code below.
             let (error, fallback) = match this.phase.as_mut().project() {

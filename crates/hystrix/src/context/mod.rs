@@ -385,19 +385,8 @@ impl fmt::Display for RequestLog {
             if i > 0 {
                 f.write_str(", ")?;
             }
-            write!(f, "{}[", entry.command_key)?;
-            for (j, event) in entry.events.iter().enumerate() {
-                if j > 0 {
-                    f.write_str(", ")?;
-                }
-                f.write_str(event.name())?;
-                // EMIT, FALLBACK_EMIT and COLLAPSED are counted.
-                let times = entry.events.count(event);
-                if times > 1 {
-                    write!(f, "x{times}")?;
-                }
-            }
-            write!(f, "][{ms}ms]")?;
+            // EMIT, FALLBACK_EMIT and COLLAPSED are counted (`EMITx3`).
+            write!(f, "{}[{}][{ms}ms]", entry.command_key, entry.events)?;
             if count > 1 {
                 write!(f, "x{count}")?;
             }

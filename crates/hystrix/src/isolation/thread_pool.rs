@@ -94,6 +94,8 @@ struct Shared {
     queue_size: AtomicU32,
     pool_size: AtomicU32,
     largest: AtomicU32,
+    /// Worker threads of the pool's runtime for async runs (0 until it is created).
+    runtime_workers: AtomicU32,
     completed: AtomicU64,
     /// Rolling EXECUTED / REJECTED counts and the rolling max of active tasks, over the pool's
     /// `metrics.rollingStats.*` window (fixed at creation).
@@ -171,6 +173,7 @@ impl ThreadPool {
                 queue_size: AtomicU32::new(0),
                 pool_size: AtomicU32::new(0),
                 largest: AtomicU32::new(0),
+                runtime_workers: AtomicU32::new(0),
                 completed: AtomicU64::new(0),
                 counts: RollingCounts::new(bucket_ms, window.fine_buckets_kept()),
                 window,
@@ -279,6 +282,10 @@ impl ThreadPool {
             .build()?;
         let handle = created.handle().clone();
         *runtime = Some(created);
+        self.shared.runtime_workers.store(
+            u32::try_from(workers).unwrap_or(u32::MAX),
+            Ordering::Release,
+        );
         Ok(handle)
     }
 
@@ -301,12 +308,13 @@ impl ThreadPool {
         let active = shared.active.load(Ordering::Acquire);
         let queue_size = shared.queue_size.load(Ordering::Acquire);
         let completed = shared.completed.load(Ordering::Acquire);
+        let runtime_workers = shared.runtime_workers.load(Ordering::Acquire);
         ThreadPoolMetrics {
             thread_pool_key: shared.key.clone(),
             current_active_count: active,
             current_queue_size: queue_size,
-            current_pool_size: shared.pool_size.load(Ordering::Acquire),
-            current_largest_pool_size: shared.largest.load(Ordering::Acquire),
+            current_pool_size: shared.pool_size.load(Ordering::Acquire) + runtime_workers,
+            current_largest_pool_size: shared.largest.load(Ordering::Acquire) + runtime_workers,
             current_completed_task_count: completed,
             current_task_count: completed + u64::from(active) + u64::from(queue_size),
             current_core_pool_size: props.core_size,
@@ -544,12 +552,12 @@ pub struct ThreadPoolMetrics {
     pub current_active_count: u32,
     /// Tasks waiting in the queue.
     pub current_queue_size: u32,
-    /// Pool threads alive: the threads that run blocking runs. Async runs (and so every call
-    /// through the tower layer under THREAD isolation) run on the pool's own runtime, whose
-    /// `coreSize` workers are not counted here; they show in `current_active_count` and
-    /// `rolling_max_active_threads`.
+    /// Pool threads alive: the threads that run blocking runs, plus, once an async run (e.g.
+    /// a call through the tower layer under THREAD isolation) has used the pool, the worker
+    /// threads of its runtime for async runs (`coreSize` when it was created; they live until
+    /// shutdown).
     pub current_pool_size: u32,
-    /// The most pool threads (for blocking runs) alive at once.
+    /// The most threads for blocking runs alive at once, plus the runtime's workers as above.
     pub current_largest_pool_size: u32,
     /// Tasks finished since the pool was created.
     pub current_completed_task_count: u64,
@@ -620,6 +628,18 @@ mod tests {
             .register_thread_pool(&key, ThreadPoolLayer::default())
             .unwrap();
         ThreadPool::new(key, cell, max_queue, Arc::new(clock.clone()))
+    }
+
+    #[test]
+    fn the_runtime_for_async_runs_counts_in_the_pool_size() {
+        let clock = ManualClock::new();
+        let pool = pool(&clock, &[("coreSize", "3")]);
+        assert_eq!(pool.metrics().current_pool_size, 0);
+        pool.runtime().unwrap();
+        pool.runtime().unwrap();
+        assert_eq!(pool.metrics().current_pool_size, 3);
+        assert_eq!(pool.metrics().current_largest_pool_size, 3);
+        pool.shutdown(std::time::Duration::from_secs(5));
     }
 
     #[test]

@@ -5,9 +5,16 @@
 //!
 //! | metric | kind | labels |
 //! |---|---|---|
-//! | `hystrix_command_events_total` | counter | `command`, `event` (snake_case event name, e.g. `short_circuited`) |
-//! | `hystrix_command_latency_execute_seconds` | histogram | `command` (executions whose run started) |
-//! | `hystrix_circuit_breaker_transitions_total` | counter | `command`, `to` (`open`, `half_open`, `closed`, `forced_open`, `forced_closed`, `reset`) |
+//! | `hystrix_command_events_total` | counter | `command`, `group`, `event` (snake_case event name, e.g. `short_circuited`) |
+//! | `hystrix_command_latency_execute_seconds` | histogram | `command`, `group` (executions whose run started) |
+//! | `hystrix_circuit_breaker_transitions_total` | counter | `command`, `group`, `from`, `to` (`closed`, `open`, `half_open`, `forced_open`, `forced_closed`) |
+//!
+//! `group` is the command's group key, heard when the registry creates the command
+//! ([`EventNotifier::mark_command_created`]); a command created before the facade was
+//! registered has an empty group. `from` is the state the facade last saw the breaker enter
+//! (a breaker starts `closed`; a reset enters `closed`); the breakers of one command's keys
+//! ([`breaker_per_key`](crate::command::CommandBuilder::breaker_per_key)) are tracked apart
+//! and counted in the command's series.
 //!
 //! ```
 //! use hystrix::metrics::facade::MetricsFacade;
@@ -21,9 +28,8 @@
 //! # drop(registry);
 //! ```
 //!
-//! The command key is the only command label: an event notifier hears the key, not the group
-//! (the registry's snapshots, e.g. the dashboard crate's `/metrics`, carry the group). Use one
-//! of the two for Prometheus, not both: they share metric names with other label sets.
+//! The registry's snapshots (e.g. the dashboard crate's `/metrics`) carry the same names and
+//! labels for events; use one of the two for Prometheus, not both.
 //!
 //! Install the recorder before the first execution: as the `metrics` crate advises, each
 //! command's handles are resolved once, at its first execution, and a handle resolved while no
@@ -33,19 +39,22 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use metrics::{Counter, Histogram, counter, histogram};
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 use crate::circuit::{BreakerEventKind, CircuitBreakerEvent, CircuitBreakerListener};
 use crate::config::IsolationStrategy;
 use crate::event::{EventCounts, EventNotifier, EventType};
-use crate::key::CommandKey;
+use crate::key::{CommandKey, GroupKey, ThreadPoolKey};
 
 /// Counter of every event of every execution, by command and event.
 pub const EVENTS_TOTAL: &str = "hystrix_command_events_total";
 /// Histogram of execution latency in seconds, by command.
 pub const LATENCY_EXECUTE_SECONDS: &str = "hystrix_command_latency_execute_seconds";
-/// Counter of circuit-breaker transitions, by command and the state entered.
+/// Counter of circuit-breaker transitions, by command, the state left and the state entered.
 pub const BREAKER_TRANSITIONS_TOTAL: &str = "hystrix_circuit_breaker_transitions_total";
+
+/// A breaker: its command, and its key for a command with a breaker per key.
+type BreakerId = (CommandKey, Option<Arc<str>>);
 
 /// The handles of one command key, resolved once (labels are not hashed per call).
 struct Handles {
@@ -59,6 +68,10 @@ struct Handles {
 #[derive(Clone, Default)]
 pub struct MetricsFacade {
     commands: Arc<RwLock<HashMap<CommandKey, Arc<Handles>>>>,
+    /// Each command's group key, heard at its creation.
+    groups: Arc<RwLock<HashMap<CommandKey, GroupKey>>>,
+    /// The state each breaker (command, breaker key) last entered.
+    breaker_states: Arc<Mutex<HashMap<BreakerId, &'static str>>>,
 }
 
 impl std::fmt::Debug for MetricsFacade {
@@ -80,6 +93,7 @@ impl MetricsFacade {
             return Arc::clone(handles);
         }
         let command = key.to_string();
+        let group = self.group_of(key);
         let handles = Arc::new(Handles {
             events: EventType::ALL
                 .iter()
@@ -87,13 +101,26 @@ impl MetricsFacade {
                     counter!(
                         EVENTS_TOTAL,
                         "command" => command.clone(),
+                        "group" => group.clone(),
                         "event" => event.name().to_ascii_lowercase()
                     )
                 })
                 .collect(),
-            latency: histogram!(LATENCY_EXECUTE_SECONDS, "command" => command),
+            latency: histogram!(
+                LATENCY_EXECUTE_SECONDS,
+                "command" => command,
+                "group" => group
+            ),
         });
         Arc::clone(self.commands.write().entry(key.clone()).or_insert(handles))
+    }
+
+    /// The command's group key as heard at its creation (empty if not heard).
+    fn group_of(&self, key: &CommandKey) -> String {
+        self.groups
+            .read()
+            .get(key)
+            .map_or_else(String::new, ToString::to_string)
     }
 }
 
@@ -131,6 +158,10 @@ impl EventNotifier for MetricsFacade {
             handles.latency.record(execution_time_ms as f64 / 1000.0);
         }
     }
+
+    fn mark_command_created(&self, key: &CommandKey, group: &GroupKey, _: &ThreadPoolKey) {
+        self.groups.write().insert(key.clone(), group.clone());
+    }
 }
 
 impl CircuitBreakerListener for MetricsFacade {
@@ -138,15 +169,21 @@ impl CircuitBreakerListener for MetricsFacade {
         let to = match event.kind {
             BreakerEventKind::Opened { .. } => "open",
             BreakerEventKind::HalfOpened { .. } => "half_open",
-            BreakerEventKind::Closed { .. } => "closed",
+            BreakerEventKind::Closed { .. } | BreakerEventKind::Reset => "closed",
             BreakerEventKind::ForcedOpen => "forced_open",
             BreakerEventKind::ForcedClosed => "forced_closed",
-            BreakerEventKind::Reset => "reset",
             _ => return,
         };
+        let from = self
+            .breaker_states
+            .lock()
+            .insert((event.command_key.clone(), event.breaker_key.clone()), to)
+            .unwrap_or("closed");
         counter!(
             BREAKER_TRANSITIONS_TOTAL,
             "command" => event.command_key.to_string(),
+            "group" => self.group_of(&event.command_key),
+            "from" => from,
             "to" => to
         )
         .increment(1);
