@@ -9,6 +9,8 @@
 //!   `hystrix.config.stream.maxConcurrentConnections` (5, [`DashboardBuilder::max_connections`])
 //!   clients at once, the next gets `503 MaxConcurrentConnections reached: 5`. A `?delay=`
 //!   query is accepted and ignored (as Hystrix 1.5). The messages are in [`stream`].
+//! - The messages of Hystrix 1.5's other streams: [`utilization`], [`configuration`] and
+//!   [`requests`].
 //! - `GET /metrics`: Prometheus text exposition rendered from registry snapshots (no global
 //!   metrics recorder needed); names and meanings in [`prometheus`].
 //!
@@ -41,8 +43,11 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod configuration;
 pub mod prometheus;
+pub mod requests;
 pub mod stream;
+pub mod utilization;
 
 use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

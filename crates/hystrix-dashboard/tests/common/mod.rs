@@ -3,6 +3,9 @@
 
 use std::time::Duration;
 
+use std::collections::HashMap;
+
+use hystrix::collapser::{Collapser, CollapserScope};
 use hystrix::testing::TestRegistry;
 use hystrix::{Command, FailureType, IsolationStrategy};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -86,6 +89,34 @@ pub fn drive_pooled(test: &TestRegistry) {
     for _ in 0..2 {
         cmd.run(|| Ok::<_, Boom>(1)).execute().unwrap();
     }
+}
+
+/// A SEMAPHORE command `key` of `group` in `test`'s registry.
+pub fn semaphore_command(test: &TestRegistry, key: &str, group: &str) -> Command {
+    Command::builder(key)
+        .group(group)
+        .isolation(IsolationStrategy::Semaphore)
+        .build_in(test.registry())
+        .unwrap()
+}
+
+/// Collapser "GetRating" of `scope` over the SEMAPHORE batch command "GetRatings" (group
+/// "Ratings"): a rating is id × 10.
+pub fn ratings_collapser(test: &TestRegistry, scope: CollapserScope) -> Collapser<u32, u32, Boom> {
+    Collapser::builder("GetRating")
+        .scope(scope)
+        .build(
+            semaphore_command(test, "GetRatings", "Ratings"),
+            |ids: Vec<u32>| async move {
+                Ok::<_, Boom>(
+                    ids.iter()
+                        .map(|&id| (id, id * 10))
+                        .collect::<HashMap<_, _>>(),
+                )
+            },
+            |ratings: &mut HashMap<u32, u32>, id: &u32| ratings.remove(id),
+        )
+        .unwrap()
 }
 
 /// A raw HTTP/1.1 response being read: status, headers, then a (chunked) body.
