@@ -413,14 +413,3 @@ pub fn sample(registry: &Registry) -> Vec<String> {
     );
     messages
 }
-
-/// A tick framed as Server-Sent Events: `data: <json>\n\n` per message.
-pub(crate) fn frame(messages: &[String]) -> String {
-    let mut out = String::with_capacity(messages.iter().map(|m| m.len() + 8).sum());
-    for message in messages {
-        out.push_str("data: ");
-        out.push_str(message);
-        out.push_str("\n\n");
-    }
-    out
-}
