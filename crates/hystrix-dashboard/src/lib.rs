@@ -1,16 +1,39 @@
-//! The Hystrix dashboard stream and Prometheus metrics for [`hystrix`], as an [axum] router.
+//! The Hystrix metrics streams and Prometheus metrics for [`hystrix`], as an [axum] router.
 //!
-//! - `GET /hystrix.stream`: Server-Sent Events in Hystrix's exact format, for the Hystrix
-//!   Dashboard and Turbine: every `hystrix.stream.dashboard.intervalInMilliseconds` (500 ms by
-//!   default, [`DashboardBuilder::interval`]) one `data: <json>\n\n` per command key
+//! Routes (the paths of Hystrix's example web app, SPEC §9.1):
+//!
+//! - `GET /hystrix.stream`: the dashboard stream, for the Hystrix Dashboard and Turbine: every
+//!   `hystrix.stream.dashboard.intervalInMilliseconds` (500 ms by default,
+//!   [`DashboardBuilder::interval`]) one `data: <json>\n\n` per command key
 //!   (`HystrixCommand`), then per thread pool (`HystrixThreadPool`), then per collapser
-//!   (`HystrixCollapser`); a `ping: \n\n` heartbeat on connect and every 500 ms
-//!   ([`DashboardBuilder::heartbeat`]). One sampler task serves every client; at most
-//!   `hystrix.config.stream.maxConcurrentConnections` (5, [`DashboardBuilder::max_connections`])
-//!   clients at once, the next gets `503 MaxConcurrentConnections reached: 5`. A `?delay=`
-//!   query is accepted and ignored (as Hystrix 1.5). The messages are in [`stream`].
+//!   (`HystrixCollapser`). A `?delay=` query is accepted and ignored (as Hystrix 1.5). The
+//!   messages are in [`stream`].
+//! - `GET /hystrix/utilization.stream`: every `hystrix.stream.utilization.intervalInMilliseconds`
+//!   (500 ms, [`DashboardBuilder::utilization_interval`]) one `HystrixUtilization` message: the
+//!   executions and pool tasks active now ([`utilization`]).
+//! - `GET /hystrix/config.stream`: every `hystrix.stream.config.intervalInMilliseconds`
+//!   (5000 ms, [`DashboardBuilder::config_interval`]) one `HystrixConfig` message: the
+//!   properties in force for every command, pool and collapser ([`configuration`]).
+//! - `GET /hystrix/requests.stream` (also `/hystrix/request.stream`, the JAX-RS module's
+//!   path): one JSON array per request context that ends (its last handle dropped; see
+//!   [`subscribe_request_logs`](hystrix::context::subscribe_request_logs)), listing what its
+//!   executions did ([`requests`]). Request contexts belong to the process, so every request
+//!   of the process is shown, whichever registry its commands are in. Requests that end while
+//!   the stream has no client are not kept; if more than 1024 ended requests wait for the
+//!   stream's task, the excess is dropped rather than slow the code that ends them.
 //! - `GET /metrics`: Prometheus text exposition rendered from registry snapshots (no global
 //!   metrics recorder needed); names and meanings in [`prometheus`].
+//!
+//! Every stream is Server-Sent Events in Hystrix's format (`Content-Type:
+//! text/event-stream;charset=UTF-8`, no caching, `ping: \n\n` on connect and every 500 ms,
+//! [`DashboardBuilder::heartbeat`]), served by one sampler task per stream that all its clients
+//! share (started by the first client, stopped when the last leaves; a slow client skips
+//! messages, it never holds up the sampler or other clients). Each stream takes at most
+//! `hystrix.config.stream.maxConcurrentConnections` (5, [`DashboardBuilder::max_connections`])
+//! clients at once, counted per stream as Hystrix counts per servlet; the next one gets
+//! `503 MaxConcurrentConnections reached: 5`. After [`Dashboard::shutdown`] every stream ends
+//! and answers `503 Service has been shut down.`. The stream properties are read from the
+//! registry once, when [`Dashboard::builder`] is called (as Hystrix reads them at start-up).
 //!
 //! Mount it into your app (two lines):
 //!
@@ -35,72 +58,138 @@
 //!     .interval(Duration::from_millis(1000))
 //!     .max_connections(10)
 //!     .build()
-//!     .serve(7979) // http://127.0.0.1:7979/hystrix.stream and /metrics
+//!     .serve(7979) // http://127.0.0.1:7979/hystrix.stream, /hystrix/*.stream and /metrics
 //!     .await
 //! # }
 //! ```
 #![deny(missing_docs)]
 
+pub mod configuration;
 pub mod prometheus;
+pub mod requests;
+mod sse;
 pub mod stream;
+pub mod utilization;
 
-use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use hystrix::Registry;
-use tokio::sync::broadcast;
+use tokio::sync::watch;
+
+use crate::sse::{Feed, Schedule};
 
 /// The heartbeat frame Hystrix writes (`ping: ` and a blank line).
 pub const PING: &str = "ping: \n\n";
 
-/// Default of `hystrix.stream.dashboard.intervalInMilliseconds`.
+/// Hystrix's default of `hystrix.stream.dashboard.intervalInMilliseconds` (the builder's
+/// default comes from the registry's properties, which default to this).
 pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(500);
 
-/// Default of `hystrix.config.stream.maxConcurrentConnections`.
+/// Hystrix's default of `hystrix.config.stream.maxConcurrentConnections` (the builder's
+/// default comes from the registry's properties, which default to this).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 5;
 
-/// The `/hystrix.stream` and `/metrics` routes for `registry`, with the defaults (500 ms
-/// interval, 5 stream clients). Same as `Dashboard::builder(registry).build().router()`.
+/// How often a stream client gets [`PING`] by default: 500 ms, Hystrix's poller delay.
+const DEFAULT_HEARTBEAT: Duration = Duration::from_millis(500);
+
+/// The routes of [`Dashboard::router`] for `registry`, with its stream properties. Same as
+/// `Dashboard::builder(registry).build().router()`.
 pub fn router(registry: Registry) -> Router {
     Dashboard::builder(registry).build().router()
 }
 
-/// Options for a [`Dashboard`].
+/// One of the dashboard's SSE streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StreamKind {
+    /// `/hystrix.stream`: command, thread-pool and collapser metrics ([`stream`]).
+    Dashboard = 0,
+    /// `/hystrix/utilization.stream`: active executions and pool tasks ([`utilization`]).
+    Utilization = 1,
+    /// `/hystrix/config.stream`: the properties in force ([`configuration`]).
+    Config = 2,
+    /// `/hystrix/requests.stream`: one message per finished request ([`requests`]).
+    Requests = 3,
+}
+
+impl StreamKind {
+    /// Every stream, in route order.
+    pub const ALL: [StreamKind; 4] = [
+        StreamKind::Dashboard,
+        StreamKind::Utilization,
+        StreamKind::Config,
+        StreamKind::Requests,
+    ];
+
+    /// The stream's path in [`Dashboard::router`] (SPEC §9.1).
+    pub fn path(self) -> &'static str {
+        match self {
+            StreamKind::Dashboard => "/hystrix.stream",
+            StreamKind::Utilization => "/hystrix/utilization.stream",
+            StreamKind::Config => "/hystrix/config.stream",
+            StreamKind::Requests => "/hystrix/requests.stream",
+        }
+    }
+}
+
+/// Options for a [`Dashboard`]; every default comes from the registry's stream properties
+/// (SPEC §1.5), read once by [`Dashboard::builder`]. An explicit call overrides its property.
 #[derive(Debug, Clone)]
 pub struct DashboardBuilder {
     registry: Registry,
     interval: Duration,
+    utilization_interval: Duration,
+    config_interval: Duration,
     heartbeat: Duration,
     max_connections: usize,
     bind_ip: IpAddr,
 }
 
 impl DashboardBuilder {
-    /// How often the stream samples the registry
-    /// (`hystrix.stream.dashboard.intervalInMilliseconds`); default 500 ms, at least 1 ms.
+    /// How often `/hystrix.stream` samples the registry, at least 1 ms. Default:
+    /// `hystrix.stream.dashboard.intervalInMilliseconds` when [`Dashboard::builder`] was
+    /// called (500 ms unless set); this call overrides it.
     pub fn interval(mut self, interval: Duration) -> Self {
-        self.interval = interval.max(Duration::from_millis(1));
+        self.interval = at_least_1ms(interval);
         self
     }
 
-    /// How often each stream client gets `ping: \n\n` (also sent on connect); default 500 ms,
-    /// at least 1 ms. Turbine expects one at least every 3 s; a failed write frees the slot.
+    /// How often `/hystrix/utilization.stream` sends a sample, at least 1 ms. Default:
+    /// `hystrix.stream.utilization.intervalInMilliseconds` when [`Dashboard::builder`] was
+    /// called (500 ms unless set); this call overrides it.
+    pub fn utilization_interval(mut self, interval: Duration) -> Self {
+        self.utilization_interval = at_least_1ms(interval);
+        self
+    }
+
+    /// How often `/hystrix/config.stream` sends a sample, at least 1 ms. Default:
+    /// `hystrix.stream.config.intervalInMilliseconds` when [`Dashboard::builder`] was called
+    /// (5000 ms unless set); this call overrides it.
+    pub fn config_interval(mut self, interval: Duration) -> Self {
+        self.config_interval = at_least_1ms(interval);
+        self
+    }
+
+    /// How often each stream client gets `ping: \n\n` (also sent on connect), at least 1 ms;
+    /// default 500 ms (Hystrix's poller delay; there is no property for it). Turbine expects
+    /// one at least every 3 s; a failed write frees the client's slot.
     pub fn heartbeat(mut self, heartbeat: Duration) -> Self {
-        self.heartbeat = heartbeat.max(Duration::from_millis(1));
+        self.heartbeat = at_least_1ms(heartbeat);
         self
     }
 
-    /// Stream clients served at once (`hystrix.config.stream.maxConcurrentConnections`);
-    /// default 5. Past it, a client gets 503 `MaxConcurrentConnections reached: <n>`.
+    /// Clients each stream serves at once, counted per stream (as Hystrix counts per servlet,
+    /// every one limited by the same property). Default:
+    /// `hystrix.config.stream.maxConcurrentConnections` when [`Dashboard::builder`] was called
+    /// (5 unless set); this call overrides it. Past it, a client gets 503
+    /// `MaxConcurrentConnections reached: <n>`; 0 refuses every client.
     pub fn max_connections(mut self, max: usize) -> Self {
         self.max_connections = max;
         self
@@ -114,15 +203,34 @@ impl DashboardBuilder {
 
     /// The dashboard.
     pub fn build(self) -> Dashboard {
+        let (shutdown, shut) = watch::channel(false);
+        let feed = |schedule| {
+            Arc::new(Feed::new(
+                self.registry.clone(),
+                schedule,
+                self.max_connections,
+                self.heartbeat,
+                shut.clone(),
+            ))
+        };
+        let feeds = StreamKind::ALL.map(|kind| {
+            feed(match kind {
+                StreamKind::Dashboard => Schedule::Every(self.interval, stream::sample),
+                StreamKind::Utilization => Schedule::Every(self.utilization_interval, |r| {
+                    vec![utilization::utilization_json(r)]
+                }),
+                StreamKind::Config => Schedule::Every(self.config_interval, |r| {
+                    vec![configuration::config_json(r)]
+                }),
+                StreamKind::Requests => Schedule::RequestLogs,
+            })
+        });
         Dashboard {
             shared: Arc::new(Shared {
                 registry: self.registry,
-                interval: self.interval,
-                heartbeat: self.heartbeat,
-                max_connections: self.max_connections,
                 bind_ip: self.bind_ip,
-                connections: AtomicUsize::new(0),
-                ticks: Mutex::new(None),
+                feeds,
+                shutdown,
             }),
         }
     }
@@ -133,7 +241,11 @@ impl DashboardBuilder {
     }
 }
 
-/// The stream and metrics endpoints of one registry. Cheap to clone (a shared handle).
+fn at_least_1ms(duration: Duration) -> Duration {
+    duration.max(Duration::from_millis(1))
+}
+
+/// The streams and metrics endpoints of one registry. Cheap to clone (a shared handle).
 #[derive(Debug, Clone)]
 pub struct Dashboard {
     shared: Arc<Shared>,
@@ -142,40 +254,78 @@ pub struct Dashboard {
 #[derive(Debug)]
 struct Shared {
     registry: Registry,
-    interval: Duration,
-    heartbeat: Duration,
-    max_connections: usize,
     bind_ip: IpAddr,
-    /// Stream clients connected now.
-    connections: AtomicUsize,
-    /// The sampler's channel while it runs (it stops when its last client leaves).
-    ticks: Mutex<Option<broadcast::Sender<Bytes>>>,
+    /// One per stream, at the index of its [`StreamKind`] (the order of [`StreamKind::ALL`]).
+    feeds: [Arc<Feed>; 4],
+    /// Set once, by [`Dashboard::shutdown`].
+    shutdown: watch::Sender<bool>,
 }
 
 impl Dashboard {
-    /// Options, starting from the defaults.
+    /// Options, starting from `registry`'s stream properties, read now (SPEC §1.5: as Hystrix
+    /// reads them once at start-up; changing them later does not change this dashboard):
+    /// `hystrix.stream.dashboard.intervalInMilliseconds`,
+    /// `hystrix.stream.utilization.intervalInMilliseconds`,
+    /// `hystrix.stream.config.intervalInMilliseconds` and
+    /// `hystrix.config.stream.maxConcurrentConnections`.
     pub fn builder(registry: Registry) -> DashboardBuilder {
+        let props = registry.properties().stream();
         DashboardBuilder {
-            registry,
-            interval: DEFAULT_INTERVAL,
-            heartbeat: Duration::from_millis(500),
-            max_connections: DEFAULT_MAX_CONNECTIONS,
+            interval: Duration::from_millis(props.dashboard_interval_in_milliseconds),
+            utilization_interval: Duration::from_millis(props.utilization_interval_in_milliseconds),
+            config_interval: Duration::from_millis(props.config_interval_in_milliseconds),
+            heartbeat: DEFAULT_HEARTBEAT,
+            max_connections: usize::try_from(props.max_concurrent_connections)
+                .unwrap_or(usize::MAX),
             bind_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            registry,
         }
     }
 
-    /// The routes `GET /hystrix.stream` and `GET /metrics`, to serve or to
-    /// [`merge`](Router::merge) into an app.
+    /// The routes: `GET /hystrix.stream`, `/hystrix/utilization.stream`,
+    /// `/hystrix/config.stream`, `/hystrix/requests.stream` (and its alias
+    /// `/hystrix/request.stream`) and `/metrics`, to serve or to [`merge`](Router::merge) into
+    /// an app.
     pub fn router(&self) -> Router {
-        Router::new()
-            .route("/hystrix.stream", get(stream_handler))
-            .route("/metrics", get(metrics_handler))
-            .with_state(Arc::clone(&self.shared))
+        let route = |kind: StreamKind| get(sse::serve).with_state(self.feed(kind));
+        let mut router = Router::new();
+        for kind in StreamKind::ALL {
+            router = router.route(kind.path(), route(kind));
+        }
+        router
+            .route("/hystrix/request.stream", route(StreamKind::Requests))
+            .route(
+                "/metrics",
+                get(metrics_handler).with_state(Arc::clone(&self.shared)),
+            )
     }
 
-    /// Stream clients connected now.
+    fn feed(&self, kind: StreamKind) -> Arc<Feed> {
+        Arc::clone(&self.shared.feeds[kind as usize])
+    }
+
+    /// Clients of `/hystrix.stream` connected now (see
+    /// [`stream_connections`](Self::stream_connections) for the other streams).
     pub fn connections(&self) -> usize {
-        self.shared.connections.load(Ordering::Acquire)
+        self.stream_connections(StreamKind::Dashboard)
+    }
+
+    /// Clients of `stream` connected now (both paths of the requests stream count as one).
+    pub fn stream_connections(&self, stream: StreamKind) -> usize {
+        self.feed(stream).connections()
+    }
+
+    /// Shuts every stream down (Hystrix's servlet `shutdown()`): every connected stream ends
+    /// (its response body closes after the data already sent), the samplers stop, and every
+    /// later stream request gets 503 `Service has been shut down.` (SPEC §9.1). `/metrics`
+    /// keeps working. Irreversible; calling it again does nothing.
+    pub fn shutdown(&self) {
+        self.shared.shutdown.send_replace(true);
+    }
+
+    /// Whether [`shutdown`](Self::shutdown) was called.
+    pub fn is_shut_down(&self) -> bool {
+        *self.shared.shutdown.borrow()
     }
 
     /// The Prometheus text `/metrics` serves now (see [`prometheus`]).
@@ -203,123 +353,6 @@ async fn metrics_handler(State(shared): State<Arc<Shared>>) -> Response {
             "text/plain; version=0.0.4; charset=utf-8",
         )],
         text,
-    )
-        .into_response()
-}
-
-/// A stream client's slot: freed when the response body (which owns it) is dropped.
-struct Slot(Arc<Shared>);
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.connections.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-fn take_slot(shared: &Arc<Shared>) -> Option<Slot> {
-    shared
-        .connections
-        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-            (n < shared.max_connections).then_some(n + 1)
-        })
-        .ok()
-        .map(|_| Slot(Arc::clone(shared)))
-}
-
-/// Subscribes to the sampler, starting it if no client is connected.
-fn subscribe(shared: &Arc<Shared>) -> broadcast::Receiver<Bytes> {
-    let mut ticks = shared.ticks.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(sender) = ticks.as_ref() {
-        return sender.subscribe();
-    }
-    let (sender, receiver) = broadcast::channel(4);
-    *ticks = Some(sender.clone());
-    tokio::spawn(sampler(Arc::downgrade(shared), sender, shared.interval));
-    receiver
-}
-
-/// One task for every client: renders a tick per interval and broadcasts it; ends when no
-/// client is left (or the dashboard is gone).
-async fn sampler(shared: Weak<Shared>, sender: broadcast::Sender<Bytes>, every: Duration) {
-    let mut interval = tokio::time::interval(every);
-    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        interval.tick().await;
-        let Some(shared) = shared.upgrade() else {
-            return;
-        };
-        {
-            // Under the lock a new client cannot subscribe between the check and the stop.
-            let mut ticks = shared.ticks.lock().unwrap_or_else(|p| p.into_inner());
-            if sender.receiver_count() == 0 {
-                *ticks = None;
-                return;
-            }
-        }
-        let frame = stream::frame(&stream::sample(&shared.registry));
-        if !frame.is_empty() {
-            let _ = sender.send(Bytes::from(frame));
-        }
-    }
-}
-
-struct Connection {
-    ticks: broadcast::Receiver<Bytes>,
-    ping: tokio::time::Interval,
-    first: bool,
-    _slot: Slot,
-}
-
-async fn stream_handler(State(shared): State<Arc<Shared>>) -> Response {
-    let Some(slot) = take_slot(&shared) else {
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "MaxConcurrentConnections reached: {}",
-                shared.max_connections
-            ),
-        )
-            .into_response();
-    };
-    let mut ping = tokio::time::interval_at(
-        tokio::time::Instant::now() + shared.heartbeat,
-        shared.heartbeat,
-    );
-    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let connection = Connection {
-        ticks: subscribe(&shared),
-        ping,
-        first: true,
-        _slot: slot,
-    };
-    let body = futures_util::stream::unfold(connection, |mut c| async move {
-        if c.first {
-            c.first = false;
-            return Some((Ok::<_, Infallible>(Bytes::from_static(PING.as_bytes())), c));
-        }
-        loop {
-            tokio::select! {
-                tick = c.ticks.recv() => match tick {
-                    Ok(frame) => return Some((Ok(frame), c)),
-                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(broadcast::error::RecvError::Closed) => return None,
-                },
-                _ = c.ping.tick() => {
-                    return Some((Ok(Bytes::from_static(PING.as_bytes())), c));
-                }
-            }
-        }
-    });
-    (
-        [
-            (header::CONTENT_TYPE, "text/event-stream;charset=UTF-8"),
-            (
-                header::CACHE_CONTROL,
-                "no-cache, no-store, max-age=0, must-revalidate",
-            ),
-            (header::PRAGMA, "no-cache"),
-        ],
-        Body::from_stream(body),
     )
         .into_response()
 }

@@ -8,7 +8,8 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use hystrix::collapser::CollapserEvent;
-use hystrix::{EventType, IsolationStrategy, LatencyPercentiles, Registry};
+use hystrix::config::CommandProperties;
+use hystrix::{CommandInfo, EventType, IsolationStrategy, LatencyPercentiles, Registry};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
 /// Epoch wall-clock ms (Turbine compares `currentTime` with its own clock).
@@ -209,9 +210,42 @@ struct CollapserMessage<'a> {
     reporting_hosts: u32,
 }
 
-fn to_json(message: &impl Serialize) -> String {
-    // Serializing these structs cannot fail: string keys, plain values.
+/// Compact, single-line JSON of a message.
+pub(crate) fn to_json(message: &impl Serialize) -> String {
+    // Serializing these messages cannot fail: string keys, plain values.
     serde_json::to_string(message).unwrap_or_default()
+}
+
+/// A JSON object keyed by name (a command, pool or collapser key), in the order given.
+pub(crate) struct Keyed<T>(Vec<(String, T)>);
+
+impl<T> Keyed<T> {
+    /// The values `value` gives for `keys`, under their names; keys it gives none for are left
+    /// out (they went away meanwhile).
+    pub(crate) fn of<K: std::fmt::Display>(keys: Vec<K>, value: impl Fn(&K) -> Option<T>) -> Self {
+        Keyed(
+            keys.into_iter()
+                .filter_map(|key| Some((key.to_string(), value(&key)?)))
+                .collect(),
+        )
+    }
+}
+
+impl<T: Serialize> Serialize for Keyed<T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|(key, value)| (key, value)))
+    }
+}
+
+/// The isolation a command key reports: the configured strategy, or, when
+/// `execution.isolation.strategy` is unset (isolation by run kind, SPEC Part A 18), THREAD once
+/// the key has used its thread pool and SEMAPHORE before.
+pub(crate) fn isolation_of(props: &CommandProperties, info: &CommandInfo) -> IsolationStrategy {
+    match props.execution_isolation_strategy {
+        Some(strategy) => strategy,
+        None if info.used_thread_pool => IsolationStrategy::Thread,
+        None => IsolationStrategy::Semaphore,
+    }
 }
 
 /// The `HystrixCommand` message of a command key (compact, single-line JSON); `None` if the key
@@ -233,11 +267,7 @@ pub fn command_json(registry: &Registry, key: &str) -> Option<String> {
     let health = metrics.health_counts();
     let execution = metrics.execution_latency();
     let total = metrics.total_latency();
-    let isolation = match props.execution_isolation_strategy {
-        Some(strategy) => strategy,
-        None if info.used_thread_pool => IsolationStrategy::Thread,
-        None => IsolationStrategy::Semaphore,
-    };
+    let isolation = isolation_of(&props, &info);
     Some(to_json(&CommandMessage {
         kind: "HystrixCommand",
         name: key,
@@ -382,15 +412,4 @@ pub fn sample(registry: &Registry) -> Vec<String> {
             .filter_map(|key| collapser_json(registry, key.as_str())),
     );
     messages
-}
-
-/// A tick framed as Server-Sent Events: `data: <json>\n\n` per message.
-pub(crate) fn frame(messages: &[String]) -> String {
-    let mut out = String::with_capacity(messages.iter().map(|m| m.len() + 8).sum());
-    for message in messages {
-        out.push_str("data: ");
-        out.push_str(message);
-        out.push_str("\n\n");
-    }
-    out
 }

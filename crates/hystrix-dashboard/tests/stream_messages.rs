@@ -4,12 +4,11 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use hystrix::collapser::{Collapser, CollapserEvent, CollapserScope};
+use hystrix::EventType;
+use hystrix::collapser::{CollapserEvent, CollapserScope};
 use hystrix::testing::TestRegistry;
-use hystrix::{Command, EventType, IsolationStrategy};
 use hystrix_dashboard::stream;
 use serde_json::Value;
 
@@ -422,25 +421,7 @@ fn thread_pool_message_has_hystrix_keys_and_the_snapshot_values() {
 #[tokio::test]
 async fn collapser_message_has_hystrix_keys_and_the_snapshot_values() {
     let test = TestRegistry::new();
-    let batch = Command::builder("GetRatings")
-        .group("Ratings")
-        .isolation(IsolationStrategy::Semaphore)
-        .build_in(test.registry())
-        .unwrap();
-    let rating = Collapser::builder("GetRating")
-        .scope(CollapserScope::Global)
-        .build(
-            batch,
-            |ids: Vec<u32>| async move {
-                Ok::<_, common::Boom>(
-                    ids.iter()
-                        .map(|&id| (id, id * 10))
-                        .collect::<HashMap<_, _>>(),
-                )
-            },
-            |ratings: &mut HashMap<u32, u32>, id: &u32| ratings.remove(id),
-        )
-        .unwrap();
+    let rating = common::ratings_collapser(&test, CollapserScope::Global);
     let first = rating.queue(1);
     let second = rating.queue(2);
     let third = rating.queue(3);

@@ -88,6 +88,14 @@ fn three_requests_in_one_window_are_one_batch_and_three_responses() {
         "GetRatings[SUCCESS, COLLAPSEDx3][0ms]",
         "the batch ran in the request's context"
     );
+    let log = ctx.request_log();
+    let entry = &log.entries()[0];
+    assert_eq!(
+        entry.collapser_key.as_ref().map(|k| k.as_str()),
+        Some("GetRating")
+    );
+    assert_eq!(entry.events.count(EventType::Collapsed), 3);
+    assert!(!entry.is_cache_hit());
     // Collapser metrics: sizes are read from completed buckets (10 s each by default).
     test.clock().advance_ms(10_000);
     let metrics = collapser.metrics();

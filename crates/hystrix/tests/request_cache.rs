@@ -95,6 +95,13 @@ fn a_cache_key_runs_once_per_context_and_later_executions_share_the_value() {
         ctx.request_log().to_string(),
         "GetUser[SUCCESS][0ms]x2, GetUser[SUCCESS, RESPONSE_FROM_CACHE][0ms]"
     );
+    let hits: Vec<bool> = ctx
+        .request_log()
+        .entries()
+        .iter()
+        .map(|entry| entry.is_cache_hit())
+        .collect();
+    assert_eq!(hits, [false, true, false], "u1, u1 from the cache, u2");
 }
 
 #[test]

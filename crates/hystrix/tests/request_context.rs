@@ -239,20 +239,32 @@ fn the_context_and_the_span_are_re_entered_on_pool_threads() {
     assert_eq!(ctx.request_log().to_string(), "Pooled[SUCCESS][0ms]x2");
 }
 
+/// Queues on `cmd`, inside `ctx`, a run that waits until told through the returned sender and
+/// then answers the context current in it.
+fn queue_until_told(
+    cmd: &Command,
+    ctx: &RequestContext,
+) -> (
+    futures::channel::oneshot::Sender<()>,
+    hystrix::command::QueuedExecution<Option<RequestContext>, DependencyError>,
+) {
+    let (tx, rx) = futures::channel::oneshot::channel::<()>();
+    let _entered = ctx.enter();
+    let handle = cmd
+        .run_async(async move {
+            rx.await.unwrap();
+            Ok::<_, DependencyError>(RequestContext::current())
+        })
+        .queue();
+    (tx, handle)
+}
+
 #[test]
 fn an_eager_execution_carries_the_context_to_the_executor() {
     let test = TestRegistry::new();
     let cmd = builder("Eager").build_in(test.registry()).unwrap();
     let ctx = RequestContext::new();
-    let (tx, rx) = futures::channel::oneshot::channel::<()>();
-    let handle = {
-        let _entered = ctx.enter();
-        cmd.run_async(async move {
-            rx.await.unwrap();
-            Ok::<_, DependencyError>(RequestContext::current())
-        })
-        .queue()
-    };
+    let (tx, handle) = queue_until_told(&cmd, &ctx);
     // The run finishes on the executor, after the caller left the context.
     tx.send(()).unwrap();
     assert_eq!(handle.get().unwrap(), Some(ctx.clone()));
@@ -326,4 +338,93 @@ impl tracing::Subscriber for Forward {
         let metadata = self.0.spans.lock().unwrap()[id as usize - 1];
         tracing_core::span::Current::new(tracing::span::Id::from_u64(id), metadata)
     }
+}
+
+/// The logs of finished contexts that mention `key` (listeners hear every context of the
+/// process, and tests run in parallel), as their strings.
+fn hear(
+    key: &'static str,
+) -> (
+    Arc<Mutex<Vec<String>>>,
+    hystrix::context::RequestLogSubscription,
+) {
+    let heard = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&heard);
+    let subscription = hystrix::context::subscribe_request_logs(move |log| {
+        if log.entries().iter().any(|e| e.command_key.as_str() == key) {
+            sink.lock().unwrap().push(log.to_string());
+        }
+    });
+    (heard, subscription)
+}
+
+/// A new request context in which `run` ran.
+fn request(run: impl FnOnce()) -> RequestContext {
+    let ctx = RequestContext::new();
+    let _entered = ctx.enter();
+    run();
+    drop(_entered);
+    ctx
+}
+
+#[test]
+fn a_context_publishes_its_log_once_when_its_last_handle_drops() {
+    let test = TestRegistry::new();
+    let cmd = builder("Published").build_in(test.registry()).unwrap();
+    let (heard, subscription) = hear("Published");
+    let ctx = request(|| {
+        cmd.run(ok).execute().unwrap();
+        cmd.run(boom).execute().unwrap_err();
+    });
+    let clone = ctx.clone();
+    drop(ctx);
+    assert!(
+        heard.lock().unwrap().is_empty(),
+        "a clone keeps the request open"
+    );
+    drop(clone);
+    assert_eq!(
+        *heard.lock().unwrap(),
+        ["Published[SUCCESS][0ms], Published[FAILURE, FALLBACK_MISSING][0ms]"]
+    );
+    // A context that logged nothing is not published; after unsubscribing nothing is heard.
+    drop(RequestContext::new());
+    drop(subscription);
+    drop(request(|| {
+        cmd.run(ok).execute().unwrap();
+    }));
+    assert_eq!(heard.lock().unwrap().len(), 1);
+}
+
+#[test]
+fn an_execution_carrying_the_context_keeps_the_request_open_until_it_ends() {
+    let test = TestRegistry::new();
+    let cmd = builder("Carrying").build_in(test.registry()).unwrap();
+    let (heard, _subscription) = hear("Carrying");
+    let ctx = RequestContext::new();
+    let (tx, handle) = queue_until_told(&cmd, &ctx);
+    drop(ctx);
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(heard.lock().unwrap().is_empty(), "the run still carries it");
+    tx.send(()).unwrap();
+    // (The answer is the context: dropped at once, it is no longer a handle.)
+    assert!(handle.get().unwrap().is_some());
+    // The executor's task lets its copy go just after answering: a bounded wait.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while heard.lock().unwrap().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(*heard.lock().unwrap(), ["Carrying[SUCCESS][0ms]"]);
+}
+
+#[test]
+fn a_panicking_listener_neither_stops_the_others_nor_reaches_the_dropper() {
+    let test = TestRegistry::new();
+    let cmd = builder("Panicky").build_in(test.registry()).unwrap();
+    let _panics = hystrix::context::subscribe_request_logs(|_| panic!("listener bug"));
+    let (heard, _subscription) = hear("Panicky");
+    drop(request(|| {
+        cmd.run(ok).execute().unwrap();
+    }));
+    assert_eq!(*heard.lock().unwrap(), ["Panicky[SUCCESS][0ms]"]);
 }

@@ -3,6 +3,9 @@
 
 use std::time::Duration;
 
+use std::collections::HashMap;
+
+use hystrix::collapser::{Collapser, CollapserScope};
 use hystrix::testing::TestRegistry;
 use hystrix::{Command, FailureType, IsolationStrategy};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -88,6 +91,34 @@ pub fn drive_pooled(test: &TestRegistry) {
     }
 }
 
+/// A SEMAPHORE command `key` of `group` in `test`'s registry.
+pub fn semaphore_command(test: &TestRegistry, key: &str, group: &str) -> Command {
+    Command::builder(key)
+        .group(group)
+        .isolation(IsolationStrategy::Semaphore)
+        .build_in(test.registry())
+        .unwrap()
+}
+
+/// Collapser "GetRating" of `scope` over the SEMAPHORE batch command "GetRatings" (group
+/// "Ratings"): a rating is id × 10.
+pub fn ratings_collapser(test: &TestRegistry, scope: CollapserScope) -> Collapser<u32, u32, Boom> {
+    Collapser::builder("GetRating")
+        .scope(scope)
+        .build(
+            semaphore_command(test, "GetRatings", "Ratings"),
+            |ids: Vec<u32>| async move {
+                Ok::<_, Boom>(
+                    ids.iter()
+                        .map(|&id| (id, id * 10))
+                        .collect::<HashMap<_, _>>(),
+                )
+            },
+            |ratings: &mut HashMap<u32, u32>, id: &u32| ratings.remove(id),
+        )
+        .unwrap()
+}
+
 /// A raw HTTP/1.1 response being read: status, headers, then a (chunked) body.
 pub struct Response {
     pub status: u16,
@@ -154,9 +185,28 @@ impl Response {
     }
 }
 
+/// Asserts Hystrix's SSE response: 200 and its headers, uncompressed.
+pub fn assert_sse_headers(response: &Response) {
+    assert_eq!(response.status, 200);
+    assert_eq!(
+        response.header("content-type"),
+        Some("text/event-stream;charset=UTF-8")
+    );
+    assert_eq!(
+        response.header("cache-control"),
+        Some("no-cache, no-store, max-age=0, must-revalidate")
+    );
+    assert_eq!(response.header("pragma"), Some("no-cache"));
+    assert_eq!(response.header("content-encoding"), None);
+}
+
 /// Sends `GET path` and reads the status line and headers.
 pub async fn get(addr: std::net::SocketAddr, path: &str) -> Response {
-    let mut stream = TcpStream::connect(addr).await.unwrap();
+    get_on(TcpStream::connect(addr).await.unwrap(), path).await
+}
+
+/// Sends `GET path` on a connected `stream` and reads the status line and headers.
+pub async fn get_on(mut stream: TcpStream, path: &str) -> Response {
     stream
         .write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
         .await
@@ -201,6 +251,27 @@ pub async fn within<T>(future: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(Duration::from_secs(5), future)
         .await
         .expect("timed out after 5 s")
+}
+
+/// Serves `router` on a runtime of two workers and runs `test` with its address.
+pub fn with_server<F: std::future::Future>(
+    router: axum::Router,
+    test: impl FnOnce(std::net::SocketAddr) -> F,
+) -> F::Output {
+    runtime().block_on(async move {
+        let addr = spawn_server(router).await;
+        test(addr).await
+    })
+}
+
+/// Waits (at most 5 s, polling every 2 ms) until `done` holds.
+pub async fn eventually(mut done: impl FnMut() -> bool) {
+    within(async {
+        while !done() {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+    .await;
 }
 
 pub fn runtime() -> tokio::runtime::Runtime {

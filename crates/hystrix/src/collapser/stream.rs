@@ -363,7 +363,9 @@ where
             let this = Arc::clone(&self);
             let in_flight = self.core.env.eager_started();
             let task = Carried::capture(context.as_ref()).scope(async move {
-                this.run_shard(shard).await;
+                // Its COLLAPSED execution is logged with this collapser's key.
+                let key = this.core.key.clone();
+                crate::context::collapsing(key, this.run_shard(shard)).await;
                 drop(in_flight);
             });
             executor.spawn(task);

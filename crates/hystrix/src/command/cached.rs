@@ -582,11 +582,7 @@ fn hit<T, E>(
     state.record_cache_hit(now_ms);
     state.env.hook(|hook| hook.on_cache_hit(&state.key));
     if state.properties.hot().load().request_log_enabled() {
-        context.log(RequestLogEntry {
-            command_key: state.key.clone(),
-            events,
-            execution_time_ms: 0,
-        });
+        context.log(RequestLogEntry::new(state.key.clone(), events, 0));
     }
     CachedOutcome {
         response: shared.response,

@@ -1095,9 +1095,9 @@ fn count_in(keyed: &KeyedBreaker, generation: Option<u32>, now_ms: u64, error: b
 /// Adds a finished execution to its request's log.
 #[cold]
 fn log_execution(state: &CommandState, context: &RequestContext, result: &ExecutionResult) {
-    context.log(RequestLogEntry {
-        command_key: state.key.clone(),
-        events: result.events,
-        execution_time_ms: result.execution_time_ms.unwrap_or(0),
-    });
+    context.log(RequestLogEntry::new(
+        state.key.clone(),
+        result.events,
+        result.execution_time_ms.unwrap_or(0),
+    ));
 }

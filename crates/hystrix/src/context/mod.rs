@@ -10,18 +10,23 @@
 //! `observe()`), and is logged in it when it ends (on the caller's thread or task, or where the
 //! context was carried). A future polled outside any scope (e.g. moved to another task) is
 //! logged in the context current where it ends, if any.
+//!
+//! A context ends when its last handle is dropped (every clone, including those an execution
+//! carried to a pool thread, a timer or an executor task). Its request log is then complete,
+//! and is handed to the listeners of [`subscribe_request_logs`] (what Hystrix's request log
+//! publishes to its "requests" stream on `HystrixRequestContext.shutdown()`, SPEC §7, §9.4).
 
 use std::cell::RefCell;
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 
 use crate::event::EventCounts;
-use crate::key::CommandKey;
+use crate::key::{CollapserKey, CommandKey};
 
 mod cache;
 
@@ -38,6 +43,9 @@ static LIVE: AtomicUsize = AtomicUsize::new(0);
 
 tokio::task_local! {
     static TASK_CONTEXT: RequestContext;
+    /// The collapser whose batch command runs in this task (set by the collapsers around a
+    /// batch; read only when a COLLAPSED execution is logged).
+    static COLLAPSING: CollapserKey;
 }
 
 /// A context entered on a thread: the guard's id, the context, and the task scope it was
@@ -100,8 +108,12 @@ impl WeakContext {
 }
 
 impl Drop for Inner {
+    /// The context ends: its log goes to the listeners, if any (one relaxed load otherwise).
     fn drop(&mut self) {
         LIVE.fetch_sub(1, Ordering::Relaxed);
+        if LISTENING.load(Ordering::Relaxed) > 0 {
+            publish(std::mem::take(self.log.get_mut()));
+        }
     }
 }
 
@@ -334,17 +346,63 @@ impl Carried {
     }
 }
 
+/// Runs `future` (a collapser's batch execution) with `key` as the collapser its COLLAPSED
+/// executions are logged with.
+pub(crate) async fn collapsing<F: Future>(key: CollapserKey, future: F) -> F::Output {
+    COLLAPSING.scope(key, future).await
+}
+
+/// The collapser whose batch runs in this task, if any.
+fn collapsing_key() -> Option<CollapserKey> {
+    COLLAPSING.try_with(CollapserKey::clone).ok()
+}
+
 /// One execution in a [`RequestLog`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RequestLogEntry {
     /// The command key.
     pub command_key: CommandKey,
-    /// The execution's events (Hystrix's `getExecutionEvents()`).
+    /// The execution's events (Hystrix's `getExecutionEvents()`). A cache hit has the events
+    /// of the execution it shares plus RESPONSE_FROM_CACHE; a collapser's batch has COLLAPSED
+    /// counted once per request it batched (the batch size).
     pub events: EventCounts,
     /// Its execution time in ms (from its start to the run's end; 0 when the run never
-    /// started), as Hystrix's `getExecutionTimeInMilliseconds()`.
+    /// started, and for a cache hit), as Hystrix's `getExecutionTimeInMilliseconds()`.
     pub execution_time_ms: u64,
+    /// The collapser whose batch this execution ran (Hystrix's
+    /// `getOriginatingCollapserKey()`); `Some` exactly when `events` has COLLAPSED.
+    pub collapser_key: Option<CollapserKey>,
+}
+
+impl RequestLogEntry {
+    /// An entry for a finished execution; the collapser is the one whose batch runs in this
+    /// task when `events` has COLLAPSED.
+    pub(crate) fn new(
+        command_key: CommandKey,
+        events: EventCounts,
+        execution_time_ms: u64,
+    ) -> Self {
+        let collapser_key = if events.contains(crate::event::EventType::Collapsed) {
+            collapsing_key()
+        } else {
+            None
+        };
+        RequestLogEntry {
+            command_key,
+            events,
+            execution_time_ms,
+            collapser_key,
+        }
+    }
+
+    /// Whether this entry is a cache hit (its events have RESPONSE_FROM_CACHE): it shared the
+    /// outcome of another execution of the same command and cache key in this request (one
+    /// that ran earlier, or was still running).
+    pub fn is_cache_hit(&self) -> bool {
+        self.events
+            .contains(crate::event::EventType::ResponseFromCache)
+    }
 }
 
 /// The executions of one request ([`RequestContext::request_log`]), in the order they
@@ -395,6 +453,127 @@ impl fmt::Display for RequestLog {
     }
 }
 
+// ------------------------------------------------------------------------------------------------
+// Listeners of finished request logs
+
+/// A listener of finished request logs.
+type Listener = Arc<dyn Fn(Arc<RequestLog>) + Send + Sync>;
+
+/// Listeners subscribed now: while there are none, a context's end costs one relaxed load.
+static LISTENING: AtomicUsize = AtomicUsize::new(0);
+static LISTENERS: std::sync::Mutex<Vec<(u64, Listener)>> = std::sync::Mutex::new(Vec::new());
+static NEXT_LISTENER: AtomicU64 = AtomicU64::new(0);
+static LISTENER_PANICKED: AtomicBool = AtomicBool::new(false);
+
+/// Calls `listener` with the request log of every [`RequestContext`] that ends from now on,
+/// until the returned subscription is dropped. Process-wide, as request contexts are not tied
+/// to a registry: every context of the process is heard, whichever registries its commands
+/// belong to.
+///
+/// A context ends when its last handle is dropped (every clone of it, including those carried
+/// to pool threads, timers and executor tasks by executions still running — e.g. a blocking
+/// run that outlived its timeout keeps its request open until it returns). Its log is then
+/// complete; Hystrix publishes it at the same point, `HystrixRequestContext.shutdown()`, to its
+/// "requests" stream (SPEC §9.4). A context that logged no execution is not published (as
+/// Hystrix, whose request log exists only once a command used it).
+///
+/// `listener` runs synchronously on the thread that dropped the last handle, once per context
+/// and listener; keep it short and non-blocking (e.g. hand the log to a channel). A panic in it
+/// is caught and logged once; it never reaches the code that dropped the context. With no
+/// listener subscribed, a context's end costs one relaxed atomic load; executions never pay
+/// anything for listeners.
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use hystrix::context::{RequestContext, subscribe_request_logs};
+/// use hystrix::{Command, IsolationStrategy, Registry};
+///
+/// let registry = Registry::new();
+/// let get_user = Command::builder("GetUser")
+///     .group("Users")
+///     .isolation(IsolationStrategy::Semaphore)
+///     .build_in(&registry)?;
+/// let heard = Arc::new(Mutex::new(Vec::new()));
+/// let sink = Arc::clone(&heard);
+/// let subscription = subscribe_request_logs(move |log| {
+///     sink.lock().unwrap().push(log.to_string());
+/// });
+///
+/// let ctx = RequestContext::new();
+/// {
+///     let _entered = ctx.enter();
+///     get_user.run(|| Ok::<_, std::io::Error>(1)).execute()?;
+/// }
+/// drop(ctx); // the last handle: the request is over
+/// drop(subscription);
+/// let heard = heard.lock().unwrap();
+/// assert!(heard.contains(&"GetUser[SUCCESS][0ms]".to_string()));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn subscribe_request_logs<F>(listener: F) -> RequestLogSubscription
+where
+    F: Fn(Arc<RequestLog>) + Send + Sync + 'static,
+{
+    let id = NEXT_LISTENER.fetch_add(1, Ordering::Relaxed);
+    let mut listeners = LISTENERS.lock().unwrap_or_else(|p| p.into_inner());
+    listeners.push((id, Arc::new(listener)));
+    LISTENING.store(listeners.len(), Ordering::Relaxed);
+    RequestLogSubscription { id }
+}
+
+/// A listener's subscription to finished request logs, from [`subscribe_request_logs`]; the
+/// listener is removed when this is dropped (it may still be running on another thread for a
+/// context that ended just before).
+#[must_use = "the listener is removed when the subscription is dropped"]
+pub struct RequestLogSubscription {
+    id: u64,
+}
+
+impl fmt::Debug for RequestLogSubscription {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RequestLogSubscription")
+            .field("id", &self.id)
+            .finish()
+    }
+}
+
+impl Drop for RequestLogSubscription {
+    fn drop(&mut self) {
+        let mut listeners = LISTENERS.lock().unwrap_or_else(|p| p.into_inner());
+        listeners.retain(|(id, _)| *id != self.id);
+        LISTENING.store(listeners.len(), Ordering::Relaxed);
+    }
+}
+
+/// Hands a finished context's log to every listener (outside the lock, so a listener may end
+/// a context or subscribe itself).
+#[cold]
+#[inline(never)]
+fn publish(entries: Vec<RequestLogEntry>) {
+    if entries.is_empty() {
+        return;
+    }
+    let listeners: Vec<Listener> = LISTENERS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .map(|(_, listener)| Arc::clone(listener))
+        .collect();
+    let log = Arc::new(RequestLog { entries });
+    for listener in listeners {
+        let log = Arc::clone(&log);
+        if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| listener(log)))
+            && !LISTENER_PANICKED.swap(true, Ordering::Relaxed)
+        {
+            tracing::error!(
+                "hystrix: a request log listener panicked ({}); its panics are ignored and \
+                 logged only once",
+                crate::command::panic_message(panic)
+            );
+        }
+    }
+}
+
 #[cfg(all(test, not(hystrix_loom)))]
 mod tests {
     use super::*;
@@ -409,6 +588,7 @@ mod tests {
             command_key: CommandKey::new(key).expect("a valid key"),
             events: counts,
             execution_time_ms: ms,
+            collapser_key: None,
         }
     }
 
