@@ -114,12 +114,24 @@
 //! each `__` as a `.`, left to right, so it is reversible for every name without `__` and
 //! without a `_` just before a `.` (give those verbatim). A property set both ways is an error
 //! ([`LoadError::Conflict`]), not a guess.
+//!
+//! ## Hot reload
+//!
+//! With the feature `reload` (off by default), `Properties::watch_file` loads a file and
+//! reloads it whenever it changes: it watches the file's folder (editors replace files by
+//! renaming), waits for changes to settle (200 ms by default), then loads the file as
+//! [`Properties::load_file`] does. An invalid file changes nothing; the last good values stay,
+//! the error (file, line, property) is logged with `tracing::error!` and handed to the
+//! `on_reload` callback. The watcher stops when its handle drops; `reload_now()` reloads at
+//! once, for tests and admin tools.
 
 mod collapser;
 mod command;
 mod env;
 #[cfg(feature = "config-files")]
 mod file;
+#[cfg(feature = "reload")]
+mod reload;
 mod report;
 mod source;
 mod store;
@@ -137,6 +149,8 @@ pub(crate) use command::{CommandLayer, HotSnapshot};
 pub use env::{ENV_PREFIX, env_var_name, property_name_of_env_var};
 #[cfg(feature = "config-files")]
 pub use file::FileFormat;
+#[cfg(feature = "reload")]
+pub use reload::{DEFAULT_DEBOUNCE, FileWatcher, ReloadEvent, ReloadTrigger, WatchOptions};
 pub use report::{LayerValue, Origin, PropertyLayer, PropertyReport};
 pub use source::{LoadError, LoadReport, LoadWarning};
 pub use store::Properties;

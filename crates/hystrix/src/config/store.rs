@@ -6,6 +6,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
+#[cfg(feature = "reload")]
+use std::sync::Weak;
 
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
@@ -669,6 +671,20 @@ impl fmt::Debug for Properties {
     }
 }
 
+/// A handle on a registry's properties that does not keep them alive (a file watcher holds
+/// one, so it never outlives the registry's use of its properties).
+#[cfg(feature = "reload")]
+#[derive(Clone)]
+pub(crate) struct WeakProperties(Weak<Mutex<StoreState>>);
+
+#[cfg(feature = "reload")]
+impl WeakProperties {
+    /// The properties, if their registry still exists.
+    pub(crate) fn upgrade(&self) -> Option<Properties> {
+        self.0.upgrade().map(|state| Properties { state })
+    }
+}
+
 /// A parsed full property name.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Target<'a> {
@@ -951,6 +967,12 @@ impl Properties {
         Properties {
             state: Arc::new(Mutex::new(StoreState::default())),
         }
+    }
+
+    /// A handle that does not keep these properties alive.
+    #[cfg(feature = "reload")]
+    pub(crate) fn downgrade(&self) -> WeakProperties {
+        WeakProperties(Arc::downgrade(&self.state))
     }
 
     /// Sets a dynamic property by its full Hystrix name, as a run-time value: it ranks above
