@@ -12,7 +12,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use common::{DependencyError, builder, command, names};
+use common::{DependencyError, builder, command, names, slow};
 use hystrix::testing::TestRegistry;
 use hystrix::{CancellationToken, Class, EventType, FailureType, FallbackFailure, HystrixError};
 
@@ -20,20 +20,6 @@ type Error = HystrixError<DependencyError>;
 
 fn ok(value: u32) -> Result<u32, DependencyError> {
     Ok(value)
-}
-
-/// A run that takes `ms` of manual time and returns `value`: it advances the clock itself (a
-/// SEMAPHORE run executes on the caller's thread).
-fn slow(
-    test: &TestRegistry,
-    ms: u64,
-    value: u32,
-) -> impl FnOnce() -> Result<u32, DependencyError> + Send + 'static {
-    let test = test.clone();
-    move || {
-        test.advance(Duration::from_millis(ms));
-        ok(value)
-    }
 }
 
 fn boom() -> Result<u32, DependencyError> {

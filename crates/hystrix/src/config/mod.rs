@@ -10,11 +10,10 @@
 //! 4. the dynamic per-key value, `hystrix.command.<CommandKey>.<name>`.
 //!
 //! A builder value therefore hides the dynamic global default; only the per-key value can
-//! override it. Dynamic values are set with [`Properties::set`] and removed with
-//! [`Properties::unset`]; a change applies to the next execution. Properties marked *fixed* (the
-//! window sizes and bucket counts, `threadPoolKeyOverride`, `maxQueueSize`) cannot change for a
-//! key already in use: a per-key change is refused, a global change applies to keys created
-//! later and is logged for the others.
+//! override it. A change of a dynamic value applies to the next execution. Properties marked
+//! *fixed* (the window sizes and bucket counts, `threadPoolKeyOverride`, `maxQueueSize`) cannot
+//! change for a key already in use: a per-key change is refused, a global change applies to keys
+//! created later and is reported for the others ([`LoadWarning::FixedKept`] and a log line).
 //!
 //! Invalid values are refused with the property's full name and the reason, never replaced by a
 //! default (SPEC Part A 9).
@@ -37,9 +36,104 @@
 //! );
 //! # Ok::<(), hystrix::ConfigError>(())
 //! ```
+//!
+//! # Sources
+//!
+//! The two dynamic layers (global default, per key) are each fed by three kinds of source,
+//! ranked within the layer (SPEC Part A 25), lowest first:
+//!
+//! 1. configuration files ([`Properties::load_file`], feature `config-files`, on by default);
+//!    among several files, the one loaded later ranks higher;
+//! 2. the environment ([`Properties::load_env`], [`Properties::load_env_from`]);
+//! 3. run-time changes ([`Properties::set`], [`Properties::set_all`], [`Properties::unset`];
+//!    the admin endpoint uses them).
+//!
+//! So a per-key value from a file still beats a global default set at run time: the layers of
+//! SPEC §1.1 come first, the sources only order values within one layer. Loading a source again
+//! replaces only what that source gave before: a reload of a file keeps run-time and
+//! environment values. Every load checks the whole result before it swaps it in, so an invalid
+//! source changes nothing ([`LoadError`] names the file and line, or the variable, and the
+//! property). [`Properties::explain`] reports a property's effective value, its layer and its
+//! source ([`Origin`]: code, a file's line, a variable, run time).
+//!
+//! Names that are not properties never fail a load (property files often carry other
+//! libraries' keys): a name under `hystrix.` is a warning in the [`LoadReport`], with a
+//! did-you-mean suggestion when one is close (`...timeoutInMiliseconds`: did you mean
+//! `...timeoutInMilliseconds`?); a name outside `hystrix.` is a warning only when it is close to
+//! a property name, else it is skipped.
+//!
+//! ## Java `.properties` files
+//!
+//! A Hystrix or Archaius property file loads unchanged: the same names, `=`, `:` or whitespace
+//! between name and value, `#` and `!` comments, `\` continuation lines and escapes, as
+//! `java.util.Properties` reads them ([`FileFormat::Properties`]).
+//!
+//! ```properties
+//! hystrix.command.default.execution.isolation.thread.timeoutInMilliseconds=1000
+//! hystrix.command.GetUser.circuitBreaker.errorThresholdPercentage: 40
+//! hystrix.threadpool.UserService.coreSize 20
+//! ```
+//!
+//! ## TOML files
+//!
+//! A value's full name is the path of TOML keys that leads to it, joined with dots. So a table
+//! per key with dotted property names, fully nested tables, and quoted full names all mean the
+//! same; a command key that contains dots is quoted in a table header.
+//!
+//! ```toml
+//! [hystrix.command.default]
+//! execution.isolation.thread.timeoutInMilliseconds = 1000
+//! circuitBreaker.errorThresholdPercentage = 50
+//!
+//! [hystrix.command.GetUser]
+//! execution.isolation.thread.timeoutInMilliseconds = 250
+//! "circuitBreaker.requestVolumeThreshold" = 10   # a quoted key's dots count too
+//!
+//! [hystrix.command."svc.users.GetProfile"]       # a key with dots
+//! fallback.enabled = false
+//!
+//! [hystrix.threadpool.UserService]
+//! coreSize = 20
+//! maxQueueSize = 100
+//! ```
+//!
+//! Integers, booleans and strings are values (`"500"` works as well as `500`); a float, a date
+//! or an array is refused by name.
+//!
+//! ## Environment variables
+//!
+//! Two forms, both exact and case-sensitive (see [`env_var_name`]):
+//!
+//! | form | variable | property |
+//! |---|---|---|
+//! | verbatim (as Archaius reads the environment) | `hystrix.command.GetUser.fallback.enabled` | the same |
+//! | shell-friendly: `HYSTRIX__`, then the name after `hystrix.` with each `.` written `__` | `HYSTRIX__command__GetUser__fallback__enabled` | `hystrix.command.GetUser.fallback.enabled` |
+//!
+//! The shell-friendly form keeps every letter's case, because names and keys are
+//! case-sensitive: `HYSTRIX__threadpool__UserService__coreSize=20`. It is read back by taking
+//! each `__` as a `.`, left to right, so it is reversible for every name without `__` and
+//! without a `_` just before a `.` (give those verbatim). A property set both ways is an error
+//! ([`LoadError::Conflict`]), not a guess.
+//!
+//! ## Hot reload
+//!
+//! With the feature `reload` (off by default), `Properties::watch_file` loads a file and
+//! reloads it whenever it changes: it watches the file's folder (editors replace files by
+//! renaming), waits for changes to settle (200 ms by default), then loads the file as
+//! [`Properties::load_file`] does. An invalid file changes nothing; the last good values stay,
+//! the error (file, line, property) is logged with `tracing::error!` and handed to the
+//! `on_reload` callback. The watcher stops when its handle drops; `reload_now()` reloads at
+//! once, for tests and admin tools.
 
 mod collapser;
 mod command;
+mod env;
+#[cfg(feature = "config-files")]
+mod file;
+#[cfg(feature = "reload")]
+mod reload;
+mod report;
+mod source;
 mod store;
 mod stream;
 mod thread_pool;
@@ -52,6 +146,13 @@ pub(crate) use collapser::CollapserLayer;
 pub use collapser::{COLLAPSER_PROPERTIES, CollapserProperties};
 pub use command::{COMMAND_PROPERTIES, CommandProperties};
 pub(crate) use command::{CommandLayer, HotSnapshot};
+pub use env::{ENV_PREFIX, env_var_name, property_name_of_env_var};
+#[cfg(feature = "config-files")]
+pub use file::FileFormat;
+#[cfg(feature = "reload")]
+pub use reload::{DEFAULT_DEBOUNCE, FileWatcher, ReloadEvent, ReloadTrigger, WatchOptions};
+pub use report::{LayerValue, Origin, PropertyLayer, PropertyReport};
+pub use source::{LoadError, LoadReport, LoadWarning};
 pub use store::Properties;
 pub(crate) use store::{CollapserKind, CommandKind, PropertyCell, ThreadPoolKind, layer_error};
 pub(crate) use stream::StreamLayer;
@@ -223,7 +324,6 @@ macro_rules! property_table {
             }
 
             /// Keeps `current`'s value of every fixed property; returns the names that differed.
-            #[allow(dead_code, reason = "the global stream properties have no keys in use")]
             pub(crate) fn keep_fixed_from(&mut self, current: &Self) -> Vec<&'static str> {
                 let mut kept = Vec::new();
                 $(
@@ -270,6 +370,23 @@ macro_rules! property_table {
                 }
             }
 
+            /// The value this layer holds under `name`; `None` if it says nothing (or the name
+            /// is unknown).
+            pub(crate) fn get(&self, name: &str) -> Option<$crate::config::PropertyValue> {
+                match name {
+                    $( $name => self.$field.as_ref().and_then($crate::config::PropertyType::to_value), )*
+                    _ => None,
+                }
+            }
+
+            /// This layer over `lower`: each property takes this layer's value if it has one,
+            /// else `lower`'s.
+            pub(crate) fn over(&self, lower: &Self) -> Self {
+                Self {
+                    $( $field: self.$field.clone().or_else(|| lower.$field.clone()), )*
+                }
+            }
+
             /// Removes the value under `name`; `Ok(true)` if there was one.
             pub(crate) fn unset(&mut self, name: &str) -> Result<bool, $crate::config::LayerError> {
                 match name {
@@ -281,7 +398,6 @@ macro_rules! property_table {
             /// This layer with `other`'s values added: a property set in only one keeps that
             /// value; one set in both to different values is a conflict, returned as
             /// (name, value here, value there).
-            #[allow(dead_code, reason = "the global stream properties have no definitions")]
             pub(crate) fn merge(&self, other: &Self) -> Result<Self, (&'static str, String, String)> {
                 fn show(v: Option<$crate::config::PropertyValue>) -> String {
                     v.map_or_else(|| "unset".to_owned(), |v| v.to_string())

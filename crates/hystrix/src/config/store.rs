@@ -1,8 +1,13 @@
-//! The registry's property store: dynamic layers, resolution and live snapshots per key.
+//! The registry's property store: the dynamic layers, each kept per source (files, the
+//! environment, run time), their resolution with provenance, and the live snapshot of every key
+//! in use.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::Arc;
+#[cfg(feature = "reload")]
+use std::sync::Weak;
 
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
@@ -12,20 +17,23 @@ use crate::config::command::{CommandLayer, HotCommandProperties};
 use crate::config::thread_pool::{HotThreadPoolProperties, ThreadPoolLayer};
 use crate::config::{
     COLLAPSER_PROPERTIES, COMMAND_PROPERTIES, CollapserProperties, CommandProperties, LayerError,
-    PropertyInfo, PropertyValue, STREAM_PROPERTIES, StreamLayer, StreamProperties,
-    THREAD_POOL_PROPERTIES, ThreadPoolProperties,
+    LayerValue, Origin, PropertyInfo, PropertyLayer, PropertyReport, PropertyValue,
+    STREAM_PROPERTIES, StreamLayer, StreamProperties, THREAD_POOL_PROPERTIES, ThreadPoolProperties,
 };
 use crate::error::ConfigError;
 use crate::key::{CollapserKey, CommandKey, ThreadPoolKey};
 
-/// One kind of property (command or thread pool): its types, name prefix and rules.
-pub(crate) trait PropertyKind: 'static {
+/// One kind of property (command, thread pool, collapser, stream): its types, name prefix and
+/// rules.
+pub(crate) trait PropertyKind: 'static + Sized {
     type Props: Clone + PartialEq + Default + Send + Sync + fmt::Debug + 'static;
     type Layer: Clone + Default + PartialEq + Send + Sync + fmt::Debug + 'static;
     /// What the hot path reads without a snapshot guard (atomics), kept equal to the snapshot.
     type Hot: Default + Send + Sync + fmt::Debug + 'static;
-    /// `hystrix.command.` or `hystrix.threadpool.`.
+    /// `hystrix.command.`, `hystrix.threadpool.`, `hystrix.collapser.` or `hystrix.`.
     const PREFIX: &'static str;
+    /// Whether names carry a key (`<PREFIX><Key|default>.<name>`); the stream properties do not.
+    const KEYED: bool;
     const INFO: &'static [PropertyInfo];
     fn set(
         layer: &mut Self::Layer,
@@ -34,6 +42,8 @@ pub(crate) trait PropertyKind: 'static {
         instance: bool,
     ) -> Result<(), LayerError>;
     fn unset(layer: &mut Self::Layer, name: &str) -> Result<bool, LayerError>;
+    fn get_layer(layer: &Self::Layer, name: &str) -> Option<PropertyValue>;
+    fn over(upper: &Self::Layer, lower: &Self::Layer) -> Self::Layer;
     fn resolve(global: &Self::Layer, builder: &Self::Layer, instance: &Self::Layer) -> Self::Props;
     fn validate(props: &Self::Props, prefix: &str) -> Result<(), ConfigError>;
     fn keep_fixed(next: &mut Self::Props, current: &Self::Props) -> Vec<&'static str>;
@@ -43,10 +53,25 @@ pub(crate) trait PropertyKind: 'static {
         a: &Self::Layer,
         b: &Self::Layer,
     ) -> Result<Self::Layer, (&'static str, String, String)>;
+    /// This kind's layers in the store.
+    fn of(state: &StoreState) -> &Layers<Self>;
+    fn of_mut(state: &mut StoreState) -> &mut Layers<Self>;
+
+    /// The full name of `property` for `key` (`None`: the global default).
+    fn full_name(key: Option<&str>, property: &str) -> String {
+        if Self::KEYED {
+            format!("{}{}.{property}", Self::PREFIX, key.unwrap_or("default"))
+        } else {
+            format!("{}{property}", Self::PREFIX)
+        }
+    }
 }
 
 macro_rules! property_kind {
-    ($Kind:ident, $Props:ty, $Layer:ty, $Hot:ty, $prefix:literal, $info:expr, $publish:expr) => {
+    (
+        $Kind:ident, $Props:ty, $Layer:ty, $Hot:ty, $prefix:literal, $keyed:literal, $info:expr,
+        $publish:expr, $field:ident
+    ) => {
         #[derive(Debug)]
         pub(crate) struct $Kind;
 
@@ -55,6 +80,7 @@ macro_rules! property_kind {
             type Layer = $Layer;
             type Hot = $Hot;
             const PREFIX: &'static str = $prefix;
+            const KEYED: bool = $keyed;
             const INFO: &'static [PropertyInfo] = $info;
             fn set(
                 layer: &mut $Layer,
@@ -66,6 +92,12 @@ macro_rules! property_kind {
             }
             fn unset(layer: &mut $Layer, name: &str) -> Result<bool, LayerError> {
                 layer.unset(name)
+            }
+            fn get_layer(layer: &$Layer, name: &str) -> Option<PropertyValue> {
+                layer.get(name)
+            }
+            fn over(upper: &$Layer, lower: &$Layer) -> $Layer {
+                upper.over(lower)
             }
             fn resolve(global: &$Layer, builder: &$Layer, instance: &$Layer) -> $Props {
                 <$Layer>::resolve(global, builder, instance)
@@ -86,6 +118,12 @@ macro_rules! property_kind {
             fn merge(a: &$Layer, b: &$Layer) -> Result<$Layer, (&'static str, String, String)> {
                 a.merge(b)
             }
+            fn of(state: &StoreState) -> &Layers<Self> {
+                &state.$field
+            }
+            fn of_mut(state: &mut StoreState) -> &mut Layers<Self> {
+                &mut state.$field
+            }
         }
     };
 }
@@ -96,8 +134,10 @@ property_kind!(
     CommandLayer,
     HotCommandProperties,
     "hystrix.command.",
+    true,
     COMMAND_PROPERTIES,
-    HotCommandProperties::publish
+    HotCommandProperties::publish,
+    command
 );
 property_kind!(
     ThreadPoolKind,
@@ -105,8 +145,10 @@ property_kind!(
     ThreadPoolLayer,
     HotThreadPoolProperties,
     "hystrix.threadpool.",
+    true,
     THREAD_POOL_PROPERTIES,
-    HotThreadPoolProperties::publish
+    HotThreadPoolProperties::publish,
+    thread_pool
 );
 property_kind!(
     CollapserKind,
@@ -114,8 +156,22 @@ property_kind!(
     CollapserLayer,
     HotCollapserProperties,
     "hystrix.collapser.",
+    true,
     COLLAPSER_PROPERTIES,
-    HotCollapserProperties::publish
+    HotCollapserProperties::publish,
+    collapser
+);
+// The global stream properties: no keys, so no live cells (their users read them once).
+property_kind!(
+    StreamKind,
+    StreamProperties,
+    StreamLayer,
+    (),
+    "hystrix.",
+    false,
+    STREAM_PROPERTIES,
+    |_, _| {},
+    stream
 );
 
 /// The live properties of one key in use: the resolved snapshot, and its hot-path mirror, both
@@ -147,6 +203,10 @@ impl<K: PropertyKind> PropertyCell<K> {
         &self.hot
     }
 
+    pub(crate) fn load_full(&self) -> Arc<K::Props> {
+        self.live.load_full()
+    }
+
     fn store(&self, props: K::Props) {
         K::publish_hot(&self.hot, &props);
         self.live.store(Arc::new(props));
@@ -161,21 +221,140 @@ impl<K: PropertyKind> fmt::Debug for PropertyCell<K> {
     }
 }
 
-struct Layers<K: PropertyKind> {
+/// A source of dynamic values. Within each dynamic layer (global default, per key) the sources
+/// rank as listed, lowest first (SPEC Part A 25).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum SourceId {
+    /// A configuration file, by path; files loaded later rank above those loaded earlier.
+    #[cfg_attr(
+        not(feature = "config-files"),
+        allow(dead_code, reason = "files are read with the config-files feature")
+    )]
+    File(PathBuf),
+    /// The process environment.
+    Env,
+    /// `Properties::set` / `set_all` / `unset`.
+    Runtime,
+}
+
+/// A property of one dynamic layer: `None` for the global default, else the key.
+type Slot = (Option<String>, &'static str);
+
+/// The dynamic values one source gives one kind of property, and where each was written.
+struct Dynamic<K: PropertyKind> {
     global: K::Layer,
     instance: HashMap<String, K::Layer>,
-    /// Per key in use: the union of its definitions' builder values, and its live cell.
-    cells: HashMap<String, (K::Layer, Arc<PropertyCell<K>>)>,
+    /// Where each value was written; a value without an entry was set at run time.
+    origins: HashMap<Slot, Origin>,
+}
+
+impl<K: PropertyKind> Clone for Dynamic<K> {
+    fn clone(&self) -> Self {
+        Dynamic {
+            global: self.global.clone(),
+            instance: self.instance.clone(),
+            origins: self.origins.clone(),
+        }
+    }
+}
+
+impl<K: PropertyKind> Default for Dynamic<K> {
+    fn default() -> Self {
+        Dynamic {
+            global: K::Layer::default(),
+            instance: HashMap::new(),
+            origins: HashMap::new(),
+        }
+    }
+}
+
+impl<K: PropertyKind> Dynamic<K> {
+    fn layer(&self, key: Option<&str>) -> Option<&K::Layer> {
+        match key {
+            None => Some(&self.global),
+            Some(key) => self.instance.get(key),
+        }
+    }
+
+    fn layer_mut(&mut self, key: Option<&str>) -> &mut K::Layer {
+        match key {
+            None => &mut self.global,
+            Some(key) => self.instance.entry(key.to_owned()).or_default(),
+        }
+    }
+
+    fn value(&self, key: Option<&str>, property: &str) -> Option<PropertyValue> {
+        self.layer(key)
+            .and_then(|layer| K::get_layer(layer, property))
+    }
+
+    fn origin(&self, key: Option<&str>, property: &'static str) -> Origin {
+        self.origins
+            .get(&(key.map(str::to_owned), property))
+            .cloned()
+            .unwrap_or(Origin::Runtime)
+    }
+
+    /// The slots whose values differ between `self` and `other`.
+    fn diff(&self, other: &Self) -> Vec<Slot> {
+        let keys: BTreeSet<Option<&str>> = std::iter::once(None)
+            .chain(self.instance.keys().map(|key| Some(key.as_str())))
+            .chain(other.instance.keys().map(|key| Some(key.as_str())))
+            .collect();
+        let mut changes = Vec::new();
+        for key in keys {
+            for info in K::INFO {
+                if self.value(key, info.name) != other.value(key, info.name) {
+                    changes.push((key.map(str::to_owned), info.name));
+                }
+            }
+        }
+        changes
+    }
+}
+
+/// A key in use: the union of its definitions' builder values, its live cell, and where each
+/// fixed property's value came from when the key was first used.
+struct Cell<K: PropertyKind> {
+    builder: K::Layer,
+    live: Arc<PropertyCell<K>>,
+    first_use: HashMap<&'static str, LayerValue>,
+}
+
+impl<K: PropertyKind> Clone for Cell<K> {
+    fn clone(&self) -> Self {
+        Cell {
+            builder: self.builder.clone(),
+            live: Arc::clone(&self.live),
+            first_use: self.first_use.clone(),
+        }
+    }
+}
+
+/// One kind's dynamic values per source, and its keys in use.
+pub(crate) struct Layers<K: PropertyKind> {
+    /// Lowest precedence first: files in the order they were first loaded, the environment,
+    /// run time. Every kind lists the same sources in the same order.
+    sources: Vec<(SourceId, Dynamic<K>)>,
+    cells: HashMap<String, Cell<K>>,
 }
 
 /// Live cells and the snapshots to publish in them.
 type Updates<K> = Vec<(Arc<PropertyCell<K>>, <K as PropertyKind>::Props)>;
 
+/// A global change of a fixed property that a key in use does not take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FixedKept {
+    /// The global default's full name.
+    pub(crate) name: String,
+    /// The key that keeps its value.
+    pub(crate) key: String,
+}
+
 impl<K: PropertyKind> Clone for Layers<K> {
     fn clone(&self) -> Self {
         Layers {
-            global: self.global.clone(),
-            instance: self.instance.clone(),
+            sources: self.sources.clone(),
             cells: self.cells.clone(),
         }
     }
@@ -184,8 +363,10 @@ impl<K: PropertyKind> Clone for Layers<K> {
 impl<K: PropertyKind> Default for Layers<K> {
     fn default() -> Self {
         Layers {
-            global: K::Layer::default(),
-            instance: HashMap::new(),
+            sources: vec![
+                (SourceId::Env, Dynamic::default()),
+                (SourceId::Runtime, Dynamic::default()),
+            ],
             cells: HashMap::new(),
         }
     }
@@ -196,76 +377,112 @@ fn prefix_for<K: PropertyKind>(key: &str) -> String {
 }
 
 impl<K: PropertyKind> Layers<K> {
+    /// The dynamic layer of `key` (`None`: the global default), its sources merged.
+    fn merged(&self, key: Option<&str>) -> K::Layer {
+        self.sources
+            .iter()
+            .fold(K::Layer::default(), |lower, (_, source)| {
+                match source.layer(key) {
+                    Some(layer) => K::over(layer, &lower),
+                    None => lower,
+                }
+            })
+    }
+
+    fn global(&self) -> K::Layer {
+        self.merged(None)
+    }
+
     fn instance_layer(&self, key: &str) -> K::Layer {
-        self.instance.get(key).cloned().unwrap_or_default()
+        self.merged(Some(key))
+    }
+
+    fn source(&self, id: &SourceId) -> Option<&Dynamic<K>> {
+        self.sources
+            .iter()
+            .find(|(source, _)| source == id)
+            .map(|(_, values)| values)
+    }
+
+    /// Replaces `id`'s values (a new file ranks above the files before it, below the
+    /// environment) and returns the slots that changed.
+    fn replace_source(&mut self, id: &SourceId, values: Dynamic<K>) -> Vec<Slot> {
+        if let Some((_, current)) = self.sources.iter_mut().find(|(source, _)| source == id) {
+            let changes = current.diff(&values);
+            *current = values;
+            return changes;
+        }
+        let changes = Dynamic::default().diff(&values);
+        let at = self
+            .sources
+            .iter()
+            .position(|(source, _)| !matches!(source, SourceId::File(_)))
+            .unwrap_or(self.sources.len());
+        self.sources.insert(at, (id.clone(), values));
+        changes
     }
 
     fn resolved(&self, key: Option<&str>) -> K::Props {
         match key {
             Some(key) => match self.cells.get(key) {
-                Some((_, cell)) => (**cell.load()).clone(),
+                Some(cell) => (**cell.live.load()).clone(),
                 None => K::resolve(
-                    &self.global,
+                    &self.global(),
                     &K::Layer::default(),
                     &self.instance_layer(key),
                 ),
             },
-            None => K::resolve(&self.global, &K::Layer::default(), &K::Layer::default()),
+            None => K::resolve(&self.global(), &K::Layer::default(), &K::Layer::default()),
         }
     }
 
-    /// The layer a change of `key` edits (`None`: the global default).
-    fn layer_mut(&mut self, key: Option<&str>) -> &mut K::Layer {
-        match key {
-            Some(key) => self.instance.entry(key.to_owned()).or_default(),
-            None => &mut self.global,
-        }
-    }
-
-    /// Checks these layers after `changes` (each a layer, `None` for the global default, and a
-    /// property) were written into them: every key they affect must stay valid, and a fixed
-    /// property of a key in use cannot change per key. Returns the snapshots to publish.
-    fn check(&self, changes: &[(Option<&str>, &'static str)]) -> Result<Updates<K>, ConfigError> {
+    /// Checks these layers after the slots in `changes` changed: every key they affect must
+    /// stay valid, and a fixed property of a key in use cannot change per key. Returns the
+    /// snapshots to publish, and the global changes of fixed properties that keys in use do
+    /// not take.
+    fn check(&self, changes: &[Slot]) -> Result<(Updates<K>, Vec<FixedKept>), ConfigError> {
         let empty = K::Layer::default();
+        let global = self.global();
         K::validate(
-            &K::resolve(&self.global, &empty, &empty),
+            &K::resolve(&global, &empty, &empty),
             &format!("{}default.", K::PREFIX),
         )?;
-        for key in changes.iter().filter_map(|(key, _)| *key) {
+        for key in changes.iter().filter_map(|(key, _)| key.as_deref()) {
             if !self.cells.contains_key(key) {
-                let props = K::resolve(&self.global, &empty, &self.instance_layer(key));
+                let props = K::resolve(&global, &empty, &self.instance_layer(key));
                 K::validate(&props, &prefix_for::<K>(key))?;
             }
         }
         let mut updates = Vec::new();
-        for (name, (builder, cell)) in &self.cells {
-            let mut next = K::resolve(&self.global, builder, &self.instance_layer(name));
-            let live = cell.load_full();
+        let mut kept = Vec::new();
+        for (name, cell) in &self.cells {
+            let mut next = K::resolve(&global, &cell.builder, &self.instance_layer(name));
+            let live = cell.live.load_full();
             for fixed in K::keep_fixed(&mut next, &live) {
                 let changed = |layer: Option<&str>| {
                     changes
                         .iter()
-                        .any(|(key, property)| *key == layer && *property == fixed)
+                        .any(|(key, property)| key.as_deref() == layer && *property == fixed)
                 };
                 if changed(Some(name)) {
                     return Err(ConfigError::FixedAfterFirstUse {
-                        name: format!("{}{name}.{fixed}", K::PREFIX),
+                        name: K::full_name(Some(name), fixed),
                     });
                 }
                 if changed(None) {
-                    tracing::warn!(
-                        "hystrix: {}default.{fixed} is fixed once a key is in use; `{name}` keeps \
-                         its value, keys created later use the new one",
-                        K::PREFIX
-                    );
+                    kept.push(FixedKept {
+                        name: K::full_name(None, fixed),
+                        key: name.clone(),
+                    });
                 }
             }
             K::validate(&next, &prefix_for::<K>(name))?;
             if *live != next {
-                updates.push((Arc::clone(cell), next));
+                updates.push((Arc::clone(&cell.live), next));
             }
         }
-        Ok(updates)
+        kept.sort_by(|a, b| (&a.name, &a.key).cmp(&(&b.name, &b.key)));
+        Ok((updates, kept))
     }
 
     /// Adds a definition's builder values for `key` (the union of all definitions' values
@@ -275,65 +492,172 @@ impl<K: PropertyKind> Layers<K> {
         key: &str,
         builder: K::Layer,
     ) -> Result<Arc<PropertyCell<K>>, ConfigError> {
-        let Some((existing, cell)) = self.cells.get(key) else {
-            let props = K::resolve(&self.global, &builder, &self.instance_layer(key));
+        let Some(cell) = self.cells.get(key) else {
+            let props = K::resolve(&self.global(), &builder, &self.instance_layer(key));
             K::validate(&props, &prefix_for::<K>(key))?;
-            let cell = Arc::new(PropertyCell::new(props));
-            self.cells
-                .insert(key.to_owned(), (builder, Arc::clone(&cell)));
-            return Ok(cell);
+            let first_use = K::INFO
+                .iter()
+                .filter(|info| !info.dynamic)
+                .filter_map(|info| {
+                    let top = self.values(Some(key), info.name, Some(&builder));
+                    Some((info.name, top.into_iter().next()?))
+                })
+                .collect();
+            let live = Arc::new(PropertyCell::new(props));
+            self.cells.insert(
+                key.to_owned(),
+                Cell {
+                    builder,
+                    live: Arc::clone(&live),
+                    first_use,
+                },
+            );
+            return Ok(live);
         };
-        let merged = K::merge(existing, &builder).map_err(|(name, existing, requested)| {
+        let merged = K::merge(&cell.builder, &builder).map_err(|(name, existing, requested)| {
             ConfigError::ConflictingDefinition {
                 key: key.to_owned(),
-                what: format!("value for `{}{key}.{name}`", K::PREFIX),
+                what: format!("value for `{}`", K::full_name(Some(key), name)),
                 existing,
                 requested,
             }
         })?;
-        let cell = Arc::clone(cell);
-        if merged != *existing {
-            let mut next = K::resolve(&self.global, &merged, &self.instance_layer(key));
-            if let Some(name) = K::keep_fixed(&mut next, &cell.load_full()).first() {
+        let live = Arc::clone(&cell.live);
+        if merged != cell.builder {
+            let mut next = K::resolve(&self.global(), &merged, &self.instance_layer(key));
+            if let Some(name) = K::keep_fixed(&mut next, &live.load_full()).first() {
                 return Err(ConfigError::FixedAfterFirstUse {
-                    name: format!("{}{key}.{name}", K::PREFIX),
+                    name: K::full_name(Some(key), name),
                 });
             }
             K::validate(&next, &prefix_for::<K>(key))?;
-            cell.store(next);
-            self.cells
-                .insert(key.to_owned(), (merged, Arc::clone(&cell)));
+            live.store(next);
+            if let Some(cell) = self.cells.get_mut(key) {
+                cell.builder = merged;
+            }
         }
-        Ok(cell)
+        Ok(live)
+    }
+
+    /// Every value the layers give `property` of `key` (`None`: the global default), highest
+    /// precedence first; the last is the code default.
+    fn values(
+        &self,
+        key: Option<&str>,
+        property: &'static str,
+        builder: Option<&K::Layer>,
+    ) -> Vec<LayerValue> {
+        let mut values = Vec::new();
+        if key.is_some() {
+            self.push_dynamic(&mut values, key, property, PropertyLayer::PerKey);
+        }
+        if let Some(value) = builder.and_then(|builder| K::get_layer(builder, property)) {
+            values.push(LayerValue {
+                value: Some(value),
+                layer: PropertyLayer::Builder,
+                origin: Origin::Code,
+            });
+        }
+        self.push_dynamic(&mut values, None, property, PropertyLayer::GlobalDefault);
+        values.push(LayerValue {
+            value: K::get(&K::Props::default(), property),
+            layer: PropertyLayer::CodeDefault,
+            origin: Origin::Code,
+        });
+        values
+    }
+
+    /// Adds the values the sources give one dynamic layer, highest first.
+    fn push_dynamic(
+        &self,
+        values: &mut Vec<LayerValue>,
+        key: Option<&str>,
+        property: &'static str,
+        layer: PropertyLayer,
+    ) {
+        for (_, source) in self.sources.iter().rev() {
+            if let Some(value) = source.value(key, property) {
+                values.push(LayerValue {
+                    value: Some(value),
+                    layer,
+                    origin: source.origin(key, property),
+                });
+            }
+        }
+    }
+
+    /// The effective value of `property` for `key` and where it came from.
+    fn explain(
+        &self,
+        key: Option<&str>,
+        property: &'static str,
+        full_name: &str,
+    ) -> PropertyReport {
+        let dynamic = K::INFO
+            .iter()
+            .find(|info| info.name == property)
+            .is_some_and(|info| info.dynamic);
+        let cell = key.and_then(|key| self.cells.get(key));
+        let mut values = self.values(key, property, cell.map(|cell| &cell.builder));
+        let configured = values.remove(0);
+        let (effective, pending) = match cell {
+            // A fixed property keeps the value it had at the key's first use.
+            Some(cell) if !dynamic => {
+                let live = K::get(&cell.live.load(), property);
+                if live == configured.value {
+                    (configured, None)
+                } else {
+                    let first = cell.first_use.get(property).cloned().unwrap_or(LayerValue {
+                        value: live.clone(),
+                        layer: configured.layer,
+                        origin: configured.origin.clone(),
+                    });
+                    (
+                        LayerValue {
+                            value: live,
+                            ..first
+                        },
+                        Some(configured),
+                    )
+                }
+            }
+            _ => (configured, None),
+        };
+        PropertyReport {
+            name: full_name.to_owned(),
+            value: effective.value,
+            layer: effective.layer,
+            origin: effective.origin,
+            dynamic: dynamic && K::KEYED,
+            key_in_use: cell.is_some(),
+            pending,
+            overridden: values,
+        }
     }
 }
 
-impl<K: PropertyKind> PropertyCell<K> {
-    pub(crate) fn load_full(&self) -> Arc<K::Props> {
-        self.live.load_full()
-    }
-}
-
-#[derive(Default)]
-struct StoreState {
+/// Every kind's layers. Cloned to stage a change, which is then swapped in whole.
+#[derive(Default, Clone)]
+pub(crate) struct StoreState {
     command: Layers<CommandKind>,
     thread_pool: Layers<ThreadPoolKind>,
     collapser: Layers<CollapserKind>,
     /// The global stream properties (no keys, no live cells: read once by their users).
-    stream: StreamLayer,
+    stream: Layers<StreamKind>,
 }
 
-/// A registry's properties: the dynamic global and per-key layers, and the live snapshot of
-/// every key in use. Obtain it with [`Registry::properties`](crate::Registry::properties).
+/// A registry's properties: the dynamic global and per-key layers (each fed by files, the
+/// environment and run-time changes), and the live snapshot of every key in use. Obtain it with
+/// [`Registry::properties`](crate::Registry::properties).
 ///
 /// Names are Hystrix's full names: `hystrix.command.default.<name>`,
 /// `hystrix.command.<CommandKey>.<name>`, `hystrix.threadpool.default.<name>`,
 /// `hystrix.threadpool.<ThreadPoolKey>.<name>`, `hystrix.collapser.default.<name>`,
-/// `hystrix.collapser.<CollapserKey>.<name>` (see the module docs for the layers), and the
-/// global stream properties `hystrix.stream.*` / `hystrix.config.stream.*` (SPEC §1.5, see
-/// [`StreamProperties`]).
+/// `hystrix.collapser.<CollapserKey>.<name>` (see the [module docs](crate::config) for the
+/// layers and sources), and the global stream properties `hystrix.stream.*` /
+/// `hystrix.config.stream.*` (SPEC §1.5, see [`StreamProperties`]).
 pub struct Properties {
-    state: Mutex<StoreState>,
+    state: Arc<Mutex<StoreState>>,
 }
 
 impl fmt::Debug for Properties {
@@ -347,31 +671,60 @@ impl fmt::Debug for Properties {
     }
 }
 
-/// A parsed full property name.
-struct Target<'a> {
-    kind: TargetKind,
-    /// `None` for the global default (`...default.<name>`).
-    key: Option<&'a str>,
-    property: &'static str,
+/// A handle on a registry's properties that does not keep them alive (a file watcher holds
+/// one, so it never outlives the registry's use of its properties).
+#[cfg(feature = "reload")]
+#[derive(Clone)]
+pub(crate) struct WeakProperties(Weak<Mutex<StoreState>>);
+
+#[cfg(feature = "reload")]
+impl WeakProperties {
+    /// The properties, if their registry still exists.
+    pub(crate) fn upgrade(&self) -> Option<Properties> {
+        self.0.upgrade().map(|state| Properties { state })
+    }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum TargetKind {
+/// A parsed full property name.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Target<'a> {
+    pub(crate) kind: TargetKind,
+    /// `None` for the global default (`...default.<name>`) and the stream properties.
+    pub(crate) key: Option<&'a str>,
+    pub(crate) property: &'static str,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TargetKind {
     Command,
     ThreadPool,
     Collapser,
     Stream,
 }
 
-/// The prefix of the stream properties' names (`hystrix.stream.*`, `hystrix.config.stream.*`).
-const STREAM_PREFIX: &str = "hystrix.";
+/// Runs the generic function `$f::<Kind>` for the property kind `$kind`.
+macro_rules! by_kind {
+    ($kind:expr, $f:ident($($arg:expr),* $(,)?)) => {
+        match $kind {
+            TargetKind::Command => $f::<CommandKind>($($arg),*),
+            TargetKind::ThreadPool => $f::<ThreadPoolKind>($($arg),*),
+            TargetKind::Collapser => $f::<CollapserKind>($($arg),*),
+            TargetKind::Stream => $f::<StreamKind>($($arg),*),
+        }
+    };
+}
 
-fn parse_name(full_name: &str) -> Result<Target<'_>, ConfigError> {
+/// Parses a full property name: its kind, key (`None` for `default`) and property.
+///
+/// # Errors
+/// [`ConfigError::UnknownProperty`] for a name that is not a property;
+/// [`ConfigError::InvalidKey`] for a key no command, pool or collapser can have.
+pub(crate) fn parse_name(full_name: &str) -> Result<Target<'_>, ConfigError> {
     let unknown = || ConfigError::UnknownProperty {
         name: full_name.to_owned(),
     };
     if let Some(property) = full_name
-        .strip_prefix(STREAM_PREFIX)
+        .strip_prefix(StreamKind::PREFIX)
         .and_then(|rest| STREAM_PROPERTIES.iter().find(|p| p.name == rest))
     {
         return Ok(Target {
@@ -440,14 +793,191 @@ pub(crate) fn layer_error(err: LayerError, full_name: &str, value: &PropertyValu
     }
 }
 
+/// One write into a source: a value to set (`None`: to remove) and where it was written.
+pub(crate) struct Write<'a> {
+    pub(crate) target: Target<'a>,
+    pub(crate) name: &'a str,
+    pub(crate) value: Option<PropertyValue>,
+    pub(crate) origin: Origin,
+}
+
+/// A staged change that failed: the write at fault if one value was refused on its own, and the
+/// error (which names the property).
+#[derive(Debug)]
+pub(crate) struct StageError {
+    pub(crate) write: Option<usize>,
+    pub(crate) error: ConfigError,
+}
+
+/// What a committed change did.
+#[derive(Debug, Default)]
+pub(crate) struct Applied {
+    /// Full names whose value in the source changed (added, changed or removed), sorted.
+    pub(crate) changed: Vec<String>,
+    /// Global changes of fixed properties that keys in use do not take.
+    pub(crate) fixed_kept: Vec<FixedKept>,
+}
+
+/// A checked copy of the store with a change applied, and the snapshots to publish.
+struct Staged {
+    state: StoreState,
+    command: Updates<CommandKind>,
+    thread_pool: Updates<ThreadPoolKind>,
+    collapser: Updates<CollapserKind>,
+    applied: Applied,
+}
+
+impl Staged {
+    /// Swaps the staged state in and publishes the new snapshots.
+    fn commit(self, state: &mut StoreState) -> Applied {
+        *state = self.state;
+        publish(self.command);
+        publish(self.thread_pool);
+        publish(self.collapser);
+        for kept in &self.applied.fixed_kept {
+            tracing::warn!(
+                "hystrix: {} is fixed once a key is in use; `{}` keeps its value, keys created \
+                 later use the new one",
+                kept.name,
+                kept.key
+            );
+        }
+        self.applied
+    }
+}
+
+/// Applies `writes` to `source` (on top of its values, or replacing them all) in a copy of
+/// `state`, and checks every key the change affects.
+fn stage(
+    state: &StoreState,
+    source: &SourceId,
+    writes: &[Write<'_>],
+    replace: bool,
+) -> Result<Staged, StageError> {
+    let mut next = state.clone();
+    let mut applied = Applied::default();
+    // Each kind is checked on its own: no rule ties a command property to a pool's.
+    let command = stage_kind::<CommandKind>(&mut next, source, writes, replace, &mut applied)?;
+    let thread_pool =
+        stage_kind::<ThreadPoolKind>(&mut next, source, writes, replace, &mut applied)?;
+    let collapser = stage_kind::<CollapserKind>(&mut next, source, writes, replace, &mut applied)?;
+    stage_kind::<StreamKind>(&mut next, source, writes, replace, &mut applied)?;
+    applied.changed.sort();
+    Ok(Staged {
+        state: next,
+        command,
+        thread_pool,
+        collapser,
+        applied,
+    })
+}
+
+fn kind_of<K: PropertyKind>() -> TargetKind {
+    match K::PREFIX {
+        "hystrix.command." => TargetKind::Command,
+        "hystrix.threadpool." => TargetKind::ThreadPool,
+        "hystrix.collapser." => TargetKind::Collapser,
+        _ => TargetKind::Stream,
+    }
+}
+
+fn stage_kind<K: PropertyKind>(
+    state: &mut StoreState,
+    source: &SourceId,
+    writes: &[Write<'_>],
+    replace: bool,
+    applied: &mut Applied,
+) -> Result<Updates<K>, StageError> {
+    let layers = K::of_mut(state);
+    let mut values = match layers.source(source) {
+        Some(values) if !replace => values.clone(),
+        _ => Dynamic::default(),
+    };
+    let kind = kind_of::<K>();
+    for (index, write) in writes
+        .iter()
+        .enumerate()
+        .filter(|(_, write)| write.target.kind == kind)
+    {
+        let Target { key, property, .. } = write.target;
+        let slot = (key.map(str::to_owned), property);
+        match &write.value {
+            Some(value) => {
+                K::set(values.layer_mut(key), property, value, key.is_some()).map_err(|err| {
+                    StageError {
+                        write: Some(index),
+                        error: layer_error(err, write.name, value),
+                    }
+                })?;
+                values.origins.insert(slot, write.origin.clone());
+            }
+            None => {
+                // The name parsed, so the layer knows it.
+                let _ = K::unset(values.layer_mut(key), property);
+                values.origins.remove(&slot);
+            }
+        }
+    }
+    let changes = layers.replace_source(source, values);
+    if changes.is_empty() {
+        return Ok(Vec::new());
+    }
+    applied.changed.extend(
+        changes
+            .iter()
+            .map(|(key, property)| K::full_name(key.as_deref(), property)),
+    );
+    let (updates, kept) = layers
+        .check(&changes)
+        .map_err(|error| StageError { write: None, error })?;
+    applied.fixed_kept.extend(kept);
+    Ok(updates)
+}
+
+/// Stores new snapshots in their live cells.
+fn publish<K: PropertyKind>(updates: Updates<K>) {
+    for (cell, props) in updates {
+        cell.store(props);
+    }
+}
+
+fn explain_in<K: PropertyKind>(
+    state: &StoreState,
+    target: &Target<'_>,
+    full_name: &str,
+) -> PropertyReport {
+    K::of(state).explain(target.key, target.property, full_name)
+}
+
+fn get_in<K: PropertyKind>(state: &StoreState, target: &Target<'_>) -> Option<PropertyValue> {
+    K::get(&K::of(state).resolved(target.key), target.property)
+}
+
+fn runtime_value_in<K: PropertyKind>(
+    state: &StoreState,
+    target: &Target<'_>,
+) -> Option<PropertyValue> {
+    K::of(state)
+        .source(&SourceId::Runtime)
+        .and_then(|values| values.value(target.key, target.property))
+}
+
 impl Properties {
     pub(crate) fn new() -> Self {
         Properties {
-            state: Mutex::new(StoreState::default()),
+            state: Arc::new(Mutex::new(StoreState::default())),
         }
     }
 
-    /// Sets a dynamic property by its full Hystrix name; it applies to the next execution.
+    /// A handle that does not keep these properties alive.
+    #[cfg(feature = "reload")]
+    pub(crate) fn downgrade(&self) -> WeakProperties {
+        WeakProperties(Arc::downgrade(&self.state))
+    }
+
+    /// Sets a dynamic property by its full Hystrix name, as a run-time value: it ranks above
+    /// the values of files and the environment in its layer (SPEC Part A 25), survives their
+    /// reloads, and applies to the next execution.
     ///
     /// # Errors
     /// - [`ConfigError::UnknownProperty`] if the name is not a command, thread-pool,
@@ -467,9 +997,9 @@ impl Properties {
             .map_err(|err| name_the_change(err, full_name, &shown))
     }
 
-    /// Sets several properties at once: all of them apply, or (on any error) none. The rules
-    /// tying properties together are checked on the result, so values that are only valid
-    /// together can be set together, in any order:
+    /// Sets several properties at once, as run-time values: all of them apply, or (on any
+    /// error) none. The rules tying properties together are checked on the result, so values
+    /// that are only valid together can be set together, in any order:
     ///
     /// ```
     /// let registry = hystrix::Registry::new();
@@ -486,47 +1016,26 @@ impl Properties {
         &self,
         values: impl IntoIterator<Item = (&'a str, V)>,
     ) -> Result<(), ConfigError> {
-        let targets = values
+        let writes = values
             .into_iter()
-            .map(|(full_name, value)| Ok((parse_name(full_name)?, full_name, value.into())))
+            .map(|(full_name, value)| {
+                Ok(Write {
+                    target: parse_name(full_name)?,
+                    name: full_name,
+                    value: Some(value.into()),
+                    origin: Origin::Runtime,
+                })
+            })
             .collect::<Result<Vec<_>, ConfigError>>()?;
         let mut state = self.state.lock();
-        let StoreState {
-            command,
-            thread_pool,
-            collapser,
-            stream,
-        } = &mut *state;
-        // Each kind is checked on its own: no rule ties a command property to a pool's.
-        let of_kind = |kind: TargetKind| {
-            targets
-                .iter()
-                .filter(move |(target, _, _)| target.kind == kind)
-        };
-        let mut next_command = command.clone();
-        let mut next_pool = thread_pool.clone();
-        let mut next_collapser = collapser.clone();
-        let command_updates = set_checked(&mut next_command, of_kind(TargetKind::Command))?;
-        let pool_updates = set_checked(&mut next_pool, of_kind(TargetKind::ThreadPool))?;
-        let collapser_updates = set_checked(&mut next_collapser, of_kind(TargetKind::Collapser))?;
-        let mut next_stream = stream.clone();
-        for (target, full_name, value) in of_kind(TargetKind::Stream) {
-            next_stream
-                .set(target.property, value, false)
-                .map_err(|e| layer_error(e, full_name, value))?;
-        }
-        *stream = next_stream;
-        *command = next_command;
-        *thread_pool = next_pool;
-        *collapser = next_collapser;
-        publish(command_updates);
-        publish(pool_updates);
-        publish(collapser_updates);
+        let staged = stage(&state, &SourceId::Runtime, &writes, false).map_err(|e| e.error)?;
+        staged.commit(&mut state);
         Ok(())
     }
 
-    /// Removes a dynamic property set with [`set`](Properties::set); lower layers apply again
-    /// from the next execution. Returns whether a value was removed.
+    /// Removes a run-time value set with [`set`](Properties::set); lower sources and layers
+    /// apply again from the next execution (a value from a file or the environment, else the
+    /// builder's or the global default). Returns whether a run-time value was removed.
     ///
     /// # Errors
     /// As [`set`](Properties::set): an unknown name, or a removal that would leave some key's
@@ -534,16 +1043,19 @@ impl Properties {
     pub fn unset(&self, full_name: &str) -> Result<bool, ConfigError> {
         let target = parse_name(full_name)?;
         let mut state = self.state.lock();
-        match target.kind {
-            TargetKind::Command => unset_in(&mut state.command, &target, full_name),
-            TargetKind::ThreadPool => unset_in(&mut state.thread_pool, &target, full_name),
-            TargetKind::Collapser => unset_in(&mut state.collapser, &target, full_name),
-            TargetKind::Stream => state
-                .stream
-                .unset(target.property)
-                .map_err(|e| layer_error(e, full_name, &PropertyValue::Str(String::new()))),
+        if by_kind!(target.kind, runtime_value_in(&state, &target)).is_none() {
+            return Ok(false);
         }
-        .map_err(|err| name_the_change(err, full_name, "(unset)"))
+        let write = Write {
+            target,
+            name: full_name,
+            value: None,
+            origin: Origin::Runtime,
+        };
+        let staged = stage(&state, &SourceId::Runtime, &[write], false)
+            .map_err(|e| name_the_change(e.error, full_name, "(unset)"))?;
+        staged.commit(&mut state);
+        Ok(true)
     }
 
     /// The effective value of a property by its full name: for a key in use its live value,
@@ -554,18 +1066,72 @@ impl Properties {
     pub fn get(&self, full_name: &str) -> Result<Option<PropertyValue>, ConfigError> {
         let target = parse_name(full_name)?;
         let state = self.state.lock();
-        Ok(match target.kind {
-            TargetKind::Command => {
-                CommandKind::get(&state.command.resolved(target.key), target.property)
+        Ok(by_kind!(target.kind, get_in(&state, &target)))
+    }
+
+    /// The effective value of a property by its full name (as [`get`](Properties::get)), with
+    /// the layer and source that gave it and the values it hides: for example that
+    /// `hystrix.command.GetUser.execution.isolation.thread.timeoutInMilliseconds` is 250, per
+    /// key, set by `/etc/app/hystrix.properties:12`, over 400 from the builder.
+    ///
+    /// ```
+    /// use hystrix::config::{Origin, PropertyLayer};
+    /// use hystrix::PropertyValue;
+    ///
+    /// let registry = hystrix::Registry::new();
+    /// let name = "hystrix.command.GetUser.execution.isolation.thread.timeoutInMilliseconds";
+    /// registry.properties().set(name, 250)?;
+    /// let report = registry.properties().explain(name)?;
+    /// assert_eq!(report.value, Some(PropertyValue::Int(250)));
+    /// assert_eq!((report.layer, report.origin), (PropertyLayer::PerKey, Origin::Runtime));
+    /// assert_eq!(report.overridden[0].layer, PropertyLayer::CodeDefault); // 1000
+    /// # Ok::<(), hystrix::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`ConfigError::UnknownProperty`] for a name that is not a property,
+    /// [`ConfigError::InvalidKey`] for a key that cannot exist.
+    pub fn explain(&self, full_name: &str) -> Result<PropertyReport, ConfigError> {
+        let target = parse_name(full_name)?;
+        let state = self.state.lock();
+        Ok(by_kind!(
+            target.kind,
+            explain_in(&state, &target, full_name)
+        ))
+    }
+
+    /// Replaces every value `source` gives with `writes`, all or nothing: the whole result is
+    /// checked before it is swapped in.
+    ///
+    /// When a rule between properties fails, the error's `write` is the first write at which
+    /// the writes, taken in order, break that rule (the line that made the file invalid, read
+    /// top to bottom); `None` if the rule breaks without any of them (a value the source gave
+    /// before was removed).
+    pub(crate) fn replace_source(
+        &self,
+        source: &SourceId,
+        writes: &[Write<'_>],
+    ) -> Result<Applied, StageError> {
+        let mut state = self.state.lock();
+        match stage(&state, source, writes, true) {
+            Ok(staged) => Ok(staged.commit(&mut state)),
+            Err(StageError { write: None, error }) => {
+                let same = |err: &StageError| err.error == error;
+                // Only on a refused load: one staging per write.
+                let culprit = (0..=writes.len())
+                    .find(|&end| {
+                        stage(&state, source, &writes[..end], true)
+                            .err()
+                            .is_some_and(|err| same(&err))
+                    })
+                    .and_then(|end| end.checked_sub(1));
+                Err(StageError {
+                    write: culprit,
+                    error,
+                })
             }
-            TargetKind::ThreadPool => {
-                ThreadPoolKind::get(&state.thread_pool.resolved(target.key), target.property)
-            }
-            TargetKind::Collapser => {
-                CollapserKind::get(&state.collapser.resolved(target.key), target.property)
-            }
-            TargetKind::Stream => resolved_stream(&state.stream).get(target.property),
-        })
+            Err(err) => Err(err),
+        }
     }
 
     /// A snapshot of a command key's properties (what a new key would get if it is not in use).
@@ -586,7 +1152,7 @@ impl Properties {
 
     /// The stream properties (SPEC §1.5): the values set, else Hystrix's defaults.
     pub fn stream(&self) -> StreamProperties {
-        resolved_stream(&self.state.lock().stream)
+        self.state.lock().stream.resolved(None)
     }
 
     /// Registers a collapser key's builder values (the union of its definitions' values;
@@ -633,59 +1199,25 @@ impl Properties {
     }
 }
 
-fn resolved_stream(layer: &StreamLayer) -> StreamProperties {
-    let none = StreamLayer::default();
-    StreamLayer::resolve(layer, &none, &none)
-}
-
-/// Writes `targets` into `layers` and checks the result; returns the snapshots to publish.
-fn set_checked<'t, K: PropertyKind>(
-    layers: &mut Layers<K>,
-    targets: impl Iterator<Item = &'t (Target<'t>, &'t str, PropertyValue)>,
-) -> Result<Updates<K>, ConfigError> {
-    let mut changes = Vec::new();
-    for (target, full_name, value) in targets {
-        K::set(
-            layers.layer_mut(target.key),
-            target.property,
-            value,
-            target.key.is_some(),
-        )
-        .map_err(|e| layer_error(e, full_name, value))?;
-        changes.push((target.key, target.property));
-    }
-    if changes.is_empty() {
-        return Ok(Vec::new());
-    }
-    layers.check(&changes)
-}
-
-fn unset_in<K: PropertyKind>(
-    layers: &mut Layers<K>,
-    target: &Target<'_>,
-    full_name: &str,
-) -> Result<bool, ConfigError> {
-    let mut next = layers.clone();
-    let removed = K::unset(next.layer_mut(target.key), target.property)
-        .map_err(|e| layer_error(e, full_name, &PropertyValue::Str(String::new())))?;
-    if removed {
-        let updates = next.check(&[(target.key, target.property)])?;
-        *layers = next;
-        publish(updates);
-    }
-    Ok(removed)
-}
-
-/// Stores new snapshots in their live cells.
-fn publish<K: PropertyKind>(updates: Updates<K>) {
-    for (cell, props) in updates {
-        cell.store(props);
-    }
-}
-
 /// A change of `full_name` (to `value`) broke a rule through another property: the error names
 /// the property changed, and the one it conflicts with.
 fn name_the_change(err: ConfigError, full_name: &str, value: &str) -> ConfigError {
+    name_the_value(
+        err,
+        full_name,
+        value,
+        " (change both at once with Properties::set_all)",
+    )
+}
+
+/// `err` (a rule that broke) as an error of the value `full_name` = `value` that broke it,
+/// naming the property it conflicts with; `hint` ends the reason.
+pub(crate) fn name_the_value(
+    err: ConfigError,
+    full_name: &str,
+    value: &str,
+    hint: &str,
+) -> ConfigError {
     match err {
         ConfigError::InvalidValue {
             name,
@@ -694,10 +1226,7 @@ fn name_the_change(err: ConfigError, full_name: &str, value: &str) -> ConfigErro
         } if name != full_name => ConfigError::InvalidValue {
             name: full_name.to_owned(),
             value: value.to_owned(),
-            reason: format!(
-                "conflicts with `{name}` = {other_value}, which {reason} (change both at once \
-                 with Properties::set_all)"
-            ),
+            reason: format!("conflicts with `{name}` = {other_value}, which {reason}{hint}"),
         },
         other => other,
     }

@@ -21,6 +21,21 @@ impl std::fmt::Display for DependencyError {
 
 impl std::error::Error for DependencyError {}
 
+/// A blocking run that takes `ms` of manual time, then returns `value`: it advances the clock
+/// itself (a SEMAPHORE run executes on the caller's thread, so this stands for a slow dependency,
+/// deterministically).
+pub fn slow(
+    test: &TestRegistry,
+    ms: u64,
+    value: u32,
+) -> impl FnOnce() -> Result<u32, DependencyError> + Send + 'static {
+    let test = test.clone();
+    move || {
+        test.advance(std::time::Duration::from_millis(ms));
+        Ok(value)
+    }
+}
+
 /// A builder for a SEMAPHORE command in group "Test".
 pub fn builder(key: &str) -> CommandBuilder {
     Command::builder(key)

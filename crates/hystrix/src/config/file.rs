@@ -1,0 +1,289 @@
+//! Configuration files: Java `.properties` (as Hystrix and Archaius read them) and TOML.
+
+use std::path::{Path, PathBuf};
+
+use toml::de::{DeTable, DeValue};
+
+use crate::config::source::Entry;
+use crate::config::store::SourceId;
+use crate::config::{LoadError, LoadReport, Origin, Properties, PropertyValue};
+
+/// The format of a configuration file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FileFormat {
+    /// A Java `.properties` file: `name = value`, `name: value` or `name value` lines, `#` and
+    /// `!` comments, `\` line continuations and escapes (`\uXXXX`, `\t`, `\=`, ...), as
+    /// `java.util.Properties` reads them. Read as UTF-8 (ASCII files, and so Hystrix's,
+    /// read the same as under Java's ISO-8859-1); a byte-order mark is skipped.
+    Properties,
+    /// A TOML file: each value's full name is the path of keys leading to it, joined with dots
+    /// (see the [module docs](crate::config) for an example).
+    Toml,
+}
+
+impl FileFormat {
+    /// The format a file's extension names: `.properties` or `.toml` (in any case).
+    pub fn from_path(path: &Path) -> Option<FileFormat> {
+        let extension = path.extension()?.to_str()?;
+        if extension.eq_ignore_ascii_case("properties") {
+            Some(FileFormat::Properties)
+        } else if extension.eq_ignore_ascii_case("toml") {
+            Some(FileFormat::Toml)
+        } else {
+            None
+        }
+    }
+}
+
+impl Properties {
+    /// Loads a configuration file, its format named by its extension (`.properties` or
+    /// `.toml`), as a file source: its values enter the dynamic layers (global default, per
+    /// key) their names give, above the values of files loaded before it and below the
+    /// environment's and run-time values (SPEC Part A 25). Loading the same path again
+    /// replaces the values it gave before (a reload); run-time and environment values stay.
+    ///
+    /// ```
+    /// use hystrix::Registry;
+    ///
+    /// let dir = std::env::temp_dir().join(format!("hystrix-doc-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir)?;
+    /// let path = dir.join("hystrix.properties");
+    /// std::fs::write(&path, "\
+    /// hystrix.command.default.execution.isolation.thread.timeoutInMilliseconds=500
+    /// hystrix.threadpool.UserService.coreSize=20
+    /// ribbon.ReadTimeout=3000
+    /// ")?;
+    /// let registry = Registry::new();
+    /// let report = registry.properties().load_file(&path)?;
+    /// assert_eq!((report.applied, report.skipped), (2, 1)); // ribbon.* is not ours
+    /// # std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// Names that are not properties are warnings in the report, with a did-you-mean
+    /// suggestion when one is close; names outside `hystrix.*` that are close to none are
+    /// skipped quietly (another library's keys).
+    ///
+    /// # Errors
+    /// - [`LoadError::UnknownFormat`] for another extension (see
+    ///   [`load_file_as`](Properties::load_file_as));
+    /// - [`LoadError::Read`] if the file cannot be read;
+    /// - [`LoadError::Syntax`] naming the line (and the property, when it can be read);
+    /// - [`LoadError::Invalid`] naming the line and the property, for a value that does not
+    ///   parse, is out of range or breaks a rule (SPEC Part A 9), or a per-key change of a
+    ///   fixed property of a key in use; [`LoadError::Removal`] if dropping a value the file
+    ///   gave before breaks a rule.
+    ///
+    /// On error nothing changes: the values loaded before stay.
+    pub fn load_file(&self, path: impl AsRef<Path>) -> Result<LoadReport, LoadError> {
+        let path = path.as_ref();
+        let format = FileFormat::from_path(path).ok_or_else(|| LoadError::UnknownFormat {
+            path: path.to_owned(),
+        })?;
+        self.load_file_as(path, format)
+    }
+
+    /// [`load_file`](Properties::load_file) with the format given, whatever the extension.
+    ///
+    /// # Errors
+    /// As [`load_file`](Properties::load_file).
+    pub fn load_file_as(
+        &self,
+        path: impl AsRef<Path>,
+        format: FileFormat,
+    ) -> Result<LoadReport, LoadError> {
+        let path = absolute(path.as_ref())?;
+        let bytes = std::fs::read(&path).map_err(|err| LoadError::Read {
+            path: path.clone(),
+            reason: err.to_string(),
+        })?;
+        let entries = parse(&path, format, &bytes)?;
+        self.load_entries(SourceId::File(path), &entries)
+    }
+
+    /// Loads `text` as if it were the file `path` (which is not read): for configuration
+    /// embedded in the program (`include_str!`) or fetched elsewhere. Loading text under the
+    /// same path again replaces the values it gave before.
+    ///
+    /// # Errors
+    /// As [`load_file`](Properties::load_file), without the reading.
+    pub fn load_text(
+        &self,
+        path: impl AsRef<Path>,
+        format: FileFormat,
+        text: &str,
+    ) -> Result<LoadReport, LoadError> {
+        let path = path.as_ref().to_owned();
+        let entries = parse(&path, format, text.as_bytes())?;
+        self.load_entries(SourceId::File(path), &entries)
+    }
+}
+
+fn absolute(path: &Path) -> Result<PathBuf, LoadError> {
+    std::path::absolute(path).map_err(|err| LoadError::Read {
+        path: path.to_owned(),
+        reason: err.to_string(),
+    })
+}
+
+/// The values of a file, in the order written.
+pub(crate) fn parse(
+    path: &Path,
+    format: FileFormat,
+    bytes: &[u8],
+) -> Result<Vec<Entry>, LoadError> {
+    match format {
+        FileFormat::Properties => parse_properties(path, bytes),
+        FileFormat::Toml => parse_toml(path, bytes),
+    }
+}
+
+fn parse_properties(path: &Path, bytes: &[u8]) -> Result<Vec<Entry>, LoadError> {
+    let lines = java_properties::PropertiesIter::new_with_encoding(bytes, encoding_rs::UTF_8);
+    let mut entries = Vec::new();
+    for line in lines {
+        let line = line.map_err(|err| {
+            let line = err.line_number().unwrap_or(1);
+            // The crate adds "(line_number = N)" to its message; we say the line ourselves.
+            let message = err.to_string();
+            let message = message
+                .split(" (line_number")
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+            LoadError::Syntax {
+                path: path.to_owned(),
+                line,
+                property: raw_key(bytes, line),
+                message,
+            }
+        })?;
+        let number = line.line_number();
+        if let java_properties::LineContent::KVPair(name, value) = line.consume_content() {
+            let origin = Origin::File {
+                path: path.to_owned(),
+                line: number,
+            };
+            entries.push(Entry::new(name, PropertyValue::Str(value), origin));
+        }
+    }
+    Ok(entries)
+}
+
+/// The key written on a `.properties` line (up to its separator), escapes left as written.
+fn raw_key(bytes: &[u8], line: usize) -> Option<String> {
+    let text = String::from_utf8_lossy(bytes);
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let physical = text.lines().nth(line.checked_sub(1)?)?.trim_start();
+    let mut escaped = false;
+    let end = physical
+        .char_indices()
+        .find(|&(_, c)| {
+            let ends = !escaped && matches!(c, '=' | ':' | ' ' | '\t' | '\x0c');
+            escaped = !escaped && c == '\\';
+            ends
+        })
+        .map_or(physical.len(), |(at, _)| at);
+    let key = &physical[..end];
+    (!key.is_empty()).then(|| key.to_owned())
+}
+
+fn parse_toml(path: &Path, bytes: &[u8]) -> Result<Vec<Entry>, LoadError> {
+    let syntax = |offset: usize, text: &[u8], message: String| LoadError::Syntax {
+        path: path.to_owned(),
+        line: line_at(text, offset),
+        property: None,
+        message,
+    };
+    let text = std::str::from_utf8(bytes).map_err(|err| {
+        syntax(
+            err.valid_up_to(),
+            bytes,
+            "not valid UTF-8 (TOML files are UTF-8)".into(),
+        )
+    })?;
+    // A byte-order mark is not TOML; it takes no line, so line numbers stay.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let table = DeTable::parse(text).map_err(|err| {
+        let offset = err.span().map_or(0, |span| span.start);
+        syntax(offset, text.as_bytes(), err.message().to_owned())
+    })?;
+    let mut entries = Vec::new();
+    walk(path, text, "", table.get_ref(), &mut entries);
+    // Tables are kept in key order; sort by line so the later of two spellings of one name
+    // wins, as in a .properties file.
+    entries.sort_by_key(|entry| match entry.origin {
+        Origin::File { line, .. } => line,
+        _ => 0,
+    });
+    Ok(entries)
+}
+
+/// Collects the values of `table`, whose keys continue the name `prefix`.
+fn walk(path: &Path, text: &str, prefix: &str, table: &DeTable<'_>, entries: &mut Vec<Entry>) {
+    for (key, value) in table {
+        let name = if prefix.is_empty() {
+            key.get_ref().to_string()
+        } else {
+            format!("{prefix}.{}", key.get_ref())
+        };
+        let raw = || text.get(value.span()).unwrap_or_default().trim().to_owned();
+        let (value, refused) = match value.get_ref() {
+            DeValue::Table(inner) => {
+                walk(path, text, &name, inner, entries);
+                continue;
+            }
+            DeValue::Integer(int) => {
+                let parsed = i128::from_str_radix(int.as_str(), int.radix()).ok();
+                let value = parsed
+                    .and_then(|i| i64::try_from(i).ok())
+                    .map_or_else(|| PropertyValue::Str(raw()), PropertyValue::Int);
+                (value, None)
+            }
+            DeValue::Boolean(flag) => (PropertyValue::Bool(*flag), None),
+            DeValue::String(s) => (PropertyValue::Str(s.to_string()), None),
+            // Left to the property's type, which names what it expects (a whole number...).
+            DeValue::Float(_) | DeValue::Datetime(_) => (PropertyValue::Str(raw()), None),
+            DeValue::Array(_) => (
+                PropertyValue::Str(raw()),
+                Some("an array is not a property value"),
+            ),
+        };
+        let origin = Origin::File {
+            path: path.to_owned(),
+            line: line_at(text.as_bytes(), key.span().start),
+        };
+        entries.push(Entry {
+            refused,
+            ..Entry::new(name, value, origin)
+        });
+    }
+}
+
+/// The 1-based line of byte `offset` in `text`.
+fn line_at(text: &[u8], offset: usize) -> usize {
+    let end = offset.min(text.len());
+    text[..end].iter().filter(|&&b| b == b'\n').count() + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_keys_stop_at_the_first_unescaped_separator() {
+        let text = b"a.b=1\n  c\\=d : 2\n\\u00zz.x 3\n";
+        assert_eq!(raw_key(text, 1).as_deref(), Some("a.b"));
+        assert_eq!(raw_key(text, 2).as_deref(), Some("c\\=d"));
+        assert_eq!(raw_key(text, 3).as_deref(), Some("\\u00zz.x"));
+        assert_eq!(raw_key(text, 9), None);
+    }
+
+    #[test]
+    fn line_numbers_count_from_one() {
+        assert_eq!(line_at(b"a\nb\nc", 0), 1);
+        assert_eq!(line_at(b"a\nb\nc", 2), 2);
+        assert_eq!(line_at(b"a\nb\nc", 99), 3);
+    }
+}

@@ -1,0 +1,504 @@
+//! Loading a whole source (a file, the environment) into the store: name checks with
+//! did-you-mean suggestions, the all-or-nothing swap, and what a load reports.
+
+use std::collections::HashMap;
+use std::error::Error as StdError;
+use std::fmt;
+
+use crate::config::store::{SourceId, StageError, Write, name_the_value, parse_name};
+use crate::config::{
+    COLLAPSER_PROPERTIES, COMMAND_PROPERTIES, Origin, Properties, PropertyInfo, PropertyValue,
+    STREAM_PROPERTIES, THREAD_POOL_PROPERTIES,
+};
+use crate::error::ConfigError;
+
+/// What a successful load did: how many values the source gives now, which changed, and the
+/// warnings (names that are not properties, and changes some keys do not take).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct LoadReport {
+    /// The values this source gives now (each a property of one key or a global default).
+    pub applied: usize,
+    /// The full names whose value from this source was added, changed or removed by this load,
+    /// sorted. Empty when a reload found nothing new.
+    pub changed: Vec<String>,
+    /// Names outside `hystrix.*` that are not close to any property name (another library's
+    /// keys in a shared file), left alone without a warning.
+    pub skipped: usize,
+    /// What the caller should know; each is also logged with `tracing::warn!`.
+    pub warnings: Vec<LoadWarning>,
+}
+
+/// Something a load left alone, or a change some keys do not take. Loads never fail for these.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LoadWarning {
+    /// A name that is not a property (Hystrix files often carry other libraries' keys): ignored.
+    UnknownProperty {
+        /// The name as written.
+        name: String,
+        /// Where it was written.
+        origin: Origin,
+        /// The closest property name, when one is close (a typo, another case).
+        suggestion: Option<String>,
+    },
+    /// A Hystrix property that hystrix-rs does not have: ignored, with the reason.
+    Unsupported {
+        /// The name as written.
+        name: String,
+        /// Where it was written.
+        origin: Origin,
+        /// Why, and what to use instead.
+        reason: &'static str,
+    },
+    /// A property name whose key no command, pool or collapser can have (e.g. one with
+    /// surrounding whitespace): ignored.
+    UnusableKey {
+        /// The name as written.
+        name: String,
+        /// Where it was written.
+        origin: Origin,
+        /// Why the key cannot be used.
+        reason: String,
+    },
+    /// A name set twice in one source: the later value applies (as in a Java `.properties`
+    /// file).
+    Duplicate {
+        /// The full name.
+        name: String,
+        /// The value that applies.
+        origin: Origin,
+        /// The earlier value, ignored.
+        ignored: Origin,
+    },
+    /// A changed global default of a property that is fixed once a key is in use (SPEC §1.1):
+    /// the keys listed keep their value; keys created later take the new one.
+    FixedKept {
+        /// The global default's full name.
+        name: String,
+        /// The keys in use that keep their value, sorted.
+        keys: Vec<String>,
+    },
+}
+
+impl fmt::Display for LoadWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LoadWarning::UnknownProperty {
+                name,
+                origin,
+                suggestion: Some(suggestion),
+            } => write!(
+                f,
+                "{origin}: unknown property `{name}` ignored; did you mean `{suggestion}`?"
+            ),
+            LoadWarning::UnknownProperty { name, origin, .. } => {
+                write!(f, "{origin}: unknown property `{name}` ignored")
+            }
+            LoadWarning::Unsupported {
+                name,
+                origin,
+                reason,
+            } => write!(f, "{origin}: `{name}` ignored: {reason}"),
+            LoadWarning::UnusableKey {
+                name,
+                origin,
+                reason,
+            } => write!(f, "{origin}: `{name}` ignored: {reason}"),
+            LoadWarning::Duplicate {
+                name,
+                origin,
+                ignored,
+            } => write!(
+                f,
+                "{origin}: `{name}` is also set at {ignored}; the value here applies"
+            ),
+            LoadWarning::FixedKept { name, keys } => write!(
+                f,
+                "`{name}` is fixed once a key is in use: {} keep their value, keys created later \
+                 use the new one",
+                keys.join(", ")
+            ),
+        }
+    }
+}
+
+/// Why a load changed nothing: the source could not be read or parsed, or a value was refused.
+/// Every variant names where (file and line, or variable) and, for a value, the property.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LoadError {
+    /// The file could not be read.
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The operating system's reason.
+        reason: String,
+    },
+    /// The file's extension names no format this build reads (`.toml`, `.properties`).
+    UnknownFormat {
+        /// The file.
+        path: std::path::PathBuf,
+    },
+    /// The text is not valid in its format.
+    Syntax {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The 1-based line where the problem is.
+        line: usize,
+        /// The property name on that line, when it can be read.
+        property: Option<String>,
+        /// What is wrong.
+        message: String,
+    },
+    /// A value was refused: it does not parse, is out of range, breaks a rule tying properties
+    /// together, or changes a fixed property of a key in use. `error` names the property.
+    Invalid {
+        /// Where the value was written. For a rule between properties: the first value at
+        /// which the source, read in order, breaks the rule.
+        origin: Origin,
+        /// Why, naming the full property name (boxed: it is large, and errors are rare).
+        error: Box<ConfigError>,
+    },
+    /// A rule broke because this load removed values the source gave before (e.g. a run-time
+    /// value relied on one): `error` names the property.
+    Removal {
+        /// The source: a file's path or `environment`.
+        source: String,
+        /// Why, naming the full property name.
+        error: Box<ConfigError>,
+    },
+    /// Two environment variables set one property (its verbatim and its shell-friendly name).
+    Conflict {
+        /// The full property name.
+        name: String,
+        /// The variables.
+        variables: [String; 2],
+    },
+}
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LoadError::Read { path, reason } => {
+                write!(f, "cannot read {}: {reason}", path.display())
+            }
+            LoadError::UnknownFormat { path } => write!(
+                f,
+                "cannot tell the format of {}: expected a .toml or .properties file (or name \
+                 the format with load_file_as)",
+                path.display()
+            ),
+            LoadError::Syntax {
+                path,
+                line,
+                property: Some(property),
+                message,
+            } => write!(f, "{}:{line}: `{property}`: {message}", path.display()),
+            LoadError::Syntax {
+                path,
+                line,
+                message,
+                ..
+            } => write!(f, "{}:{line}: {message}", path.display()),
+            LoadError::Invalid { origin, error } => write!(f, "{origin}: {error}"),
+            LoadError::Removal { source, error } => write!(f, "{source}: {error}"),
+            LoadError::Conflict { name, variables } => write!(
+                f,
+                "`{name}` is set by two environment variables, {} and {}: keep one",
+                variables[0], variables[1]
+            ),
+        }
+    }
+}
+
+impl StdError for LoadError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            LoadError::Invalid { error, .. } | LoadError::Removal { error, .. } => {
+                Some(error.as_ref())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// One value read from a source: its name as written, its value, where it was written, and a
+/// reason to refuse it whatever the property (a TOML array).
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    pub(crate) name: String,
+    pub(crate) value: PropertyValue,
+    pub(crate) origin: Origin,
+    pub(crate) refused: Option<&'static str>,
+}
+
+impl Entry {
+    pub(crate) fn new(name: String, value: PropertyValue, origin: Origin) -> Self {
+        Entry {
+            name,
+            value,
+            origin,
+            refused: None,
+        }
+    }
+}
+
+/// What a name in a source is.
+enum Kind {
+    Property,
+    UnusableKey(String),
+    Unsupported(&'static str),
+    Unknown(Option<String>),
+    /// Outside `hystrix.*` and far from every property: another library's key.
+    Foreign,
+}
+
+fn kind_of(name: &str) -> Kind {
+    match parse_name(name) {
+        Ok(_) => return Kind::Property,
+        Err(ConfigError::UnknownProperty { .. }) => {}
+        Err(other) => return Kind::UnusableKey(other.to_string()),
+    }
+    if name.starts_with("hystrix.timer.threadpool.") {
+        return Kind::Unsupported(
+            "hystrix-rs has no timer thread pool: timeouts and timers run on the registry's Clock",
+        );
+    }
+    if name.starts_with("hystrix.plugin.") {
+        return Kind::Unsupported(
+            "plugins are registered in code, per registry, with Registry::builder()",
+        );
+    }
+    let suggestion = suggest(name);
+    if name.starts_with("hystrix.") || suggestion.is_some() {
+        Kind::Unknown(suggestion)
+    } else {
+        Kind::Foreign
+    }
+}
+
+/// The keyed kinds: the first two segments of their names, and their properties.
+const KEYED_KINDS: [(&str, &[PropertyInfo]); 3] = [
+    ("hystrix.command", COMMAND_PROPERTIES),
+    ("hystrix.threadpool", THREAD_POOL_PROPERTIES),
+    ("hystrix.collapser", COLLAPSER_PROPERTIES),
+];
+
+/// The property name closest to `name`, if one is close: within a quarter of the property
+/// name's length in edits (at least 2), comparing without case first (names are case-sensitive,
+/// so `coresize` suggests `coreSize`). The key is kept as written.
+pub(crate) fn suggest(name: &str) -> Option<String> {
+    let lower = name.to_ascii_lowercase();
+    let mut best: Option<((usize, usize), String)> = None;
+    let mut consider = |candidate: String, property: &str| {
+        let budget = (property.len() / 4).max(2);
+        if candidate.len().abs_diff(name.len()) > budget || candidate == name {
+            return;
+        }
+        let score = (
+            strsim::osa_distance(&lower, &candidate.to_ascii_lowercase()),
+            strsim::osa_distance(name, &candidate),
+        );
+        if score.0 <= budget && best.as_ref().is_none_or(|(top, _)| score < *top) {
+            best = Some((score, candidate));
+        }
+    };
+    for info in STREAM_PROPERTIES {
+        consider(format!("hystrix.{}", info.name), info.name);
+    }
+    let segments: Vec<&str> = name.split('.').collect();
+    for (prefix, infos) in KEYED_KINDS {
+        for info in infos {
+            let tail = info.name.split('.').count();
+            // A typo may also add or lose a dot: try the key one segment shorter or longer.
+            for tail in tail.saturating_sub(1).max(1)..=tail + 1 {
+                if segments.len() < 3 + tail {
+                    continue;
+                }
+                let key = segments[2..segments.len() - tail].join(".");
+                let key = if key.eq_ignore_ascii_case("default") {
+                    if info.instance_only {
+                        continue;
+                    }
+                    "default".to_owned()
+                } else {
+                    key
+                };
+                consider(format!("{prefix}.{key}.{}", info.name), info.name);
+            }
+        }
+    }
+    best.map(|(_, candidate)| candidate)
+}
+
+impl Properties {
+    /// Replaces every value `source` gave with `entries`, all or nothing, and reports what
+    /// changed. Names that are not properties are warned about (or skipped), never errors.
+    pub(crate) fn load_entries(
+        &self,
+        source: SourceId,
+        entries: &[Entry],
+    ) -> Result<LoadReport, LoadError> {
+        let mut report = LoadReport::default();
+        let mut last: HashMap<&str, usize> = HashMap::new();
+        for (index, entry) in entries.iter().enumerate() {
+            if let Some(earlier) = last.insert(&entry.name, index) {
+                report.warnings.push(LoadWarning::Duplicate {
+                    name: entry.name.clone(),
+                    origin: entry.origin.clone(),
+                    ignored: entries[earlier].origin.clone(),
+                });
+            }
+        }
+        let mut writes = Vec::new();
+        for (index, entry) in entries.iter().enumerate() {
+            if last.get(entry.name.as_str()) != Some(&index) {
+                continue;
+            }
+            match kind_of(&entry.name) {
+                Kind::Property => {
+                    let target = parse_name(&entry.name);
+                    let error = match (entry.refused, target) {
+                        (None, Ok(target)) => {
+                            writes.push(Write {
+                                target,
+                                name: &entry.name,
+                                value: Some(entry.value.clone()),
+                                origin: entry.origin.clone(),
+                            });
+                            continue;
+                        }
+                        (Some(reason), _) => ConfigError::InvalidValue {
+                            name: entry.name.clone(),
+                            value: entry.value.to_string(),
+                            reason: reason.to_owned(),
+                        },
+                        (None, Err(error)) => error,
+                    };
+                    return Err(LoadError::Invalid {
+                        origin: entry.origin.clone(),
+                        error: Box::new(error),
+                    });
+                }
+                Kind::UnusableKey(reason) => report.warnings.push(LoadWarning::UnusableKey {
+                    name: entry.name.clone(),
+                    origin: entry.origin.clone(),
+                    reason,
+                }),
+                Kind::Unsupported(reason) => report.warnings.push(LoadWarning::Unsupported {
+                    name: entry.name.clone(),
+                    origin: entry.origin.clone(),
+                    reason,
+                }),
+                Kind::Unknown(suggestion) => report.warnings.push(LoadWarning::UnknownProperty {
+                    name: entry.name.clone(),
+                    origin: entry.origin.clone(),
+                    suggestion,
+                }),
+                Kind::Foreign => report.skipped += 1,
+            }
+        }
+        let applied = self
+            .replace_source(&source, &writes)
+            .map_err(|err| attribute(err, &writes, &source))?;
+        report.applied = writes.len();
+        report.changed = applied.changed;
+        let mut kept: Vec<LoadWarning> = Vec::new();
+        for fixed in applied.fixed_kept {
+            match kept.last_mut() {
+                Some(LoadWarning::FixedKept { name, keys }) if *name == fixed.name => {
+                    keys.push(fixed.key);
+                }
+                _ => kept.push(LoadWarning::FixedKept {
+                    name: fixed.name,
+                    keys: vec![fixed.key],
+                }),
+            }
+        }
+        report.warnings.extend(kept);
+        for warning in &report.warnings {
+            tracing::warn!("hystrix: {warning}");
+        }
+        tracing::info!(
+            "hystrix: loaded {} properties from {} ({} changed)",
+            report.applied,
+            describe(&source),
+            report.changed.len()
+        );
+        Ok(report)
+    }
+}
+
+fn describe(source: &SourceId) -> String {
+    match source {
+        SourceId::File(path) => path.display().to_string(),
+        SourceId::Env => "environment".to_owned(),
+        SourceId::Runtime => "run time".to_owned(),
+    }
+}
+
+/// Where a refused load went wrong: the write that broke a rule (see
+/// `Properties::replace_source`), or the removal of values the source gave before.
+fn attribute(err: StageError, writes: &[Write<'_>], source: &SourceId) -> LoadError {
+    let StageError { write, error } = err;
+    match write.and_then(|index| writes.get(index)) {
+        Some(write) => {
+            let value = write.value.as_ref().map(ToString::to_string);
+            LoadError::Invalid {
+                origin: write.origin.clone(),
+                error: Box::new(name_the_value(
+                    error,
+                    write.name,
+                    &value.unwrap_or_default(),
+                    "",
+                )),
+            }
+        }
+        None => LoadError::Removal {
+            source: describe(source),
+            error: Box::new(error),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggestions_fix_typos_case_and_keep_the_key() {
+        let cases = [
+            (
+                "hystrix.command.default.execution.isolation.thread.timeoutInMiliseconds",
+                Some("hystrix.command.default.execution.isolation.thread.timeoutInMilliseconds"),
+            ),
+            (
+                "hystrix.command.GetUser.execution.isolation.thread.interruptOnCancel",
+                Some("hystrix.command.GetUser.execution.isolation.thread.interruptOnFutureCancel"),
+            ),
+            (
+                "hystrix.threadpool.svc.users.coresize",
+                Some("hystrix.threadpool.svc.users.coreSize"),
+            ),
+            (
+                "hystrix.comand.GetUser.fallback.enabled",
+                Some("hystrix.command.GetUser.fallback.enabled"),
+            ),
+            (
+                "hystrix.COMMAND.DEFAULT.CIRCUITBREAKER.ENABLED",
+                Some("hystrix.command.default.circuitBreaker.enabled"),
+            ),
+            (
+                "hystrix.stream.dashboard.intervalInMilis",
+                Some("hystrix.stream.dashboard.intervalInMilliseconds"),
+            ),
+            ("hystrix.command.GetUser.somethingElse", None),
+            ("ribbon.ReadTimeout", None),
+            ("eureka.client.serviceUrl.defaultZone", None),
+        ];
+        for (name, expected) in cases {
+            assert_eq!(suggest(name).as_deref(), expected, "{name}");
+        }
+    }
+}

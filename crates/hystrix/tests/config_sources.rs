@@ -1,0 +1,1369 @@
+//! Configuration sources (SPEC §1.1, Part A 9, 25 and 32): `.properties` and TOML files, the
+//! environment and run-time values, each in the layer its name gives and ranked within it
+//! (file < environment < run time); provenance from `explain`; reloads that replace only a
+//! file's own values; validation that refuses a whole source and keeps the last good values.
+//!
+//! Time-dependent tests run on the manual clock. Run-time changes of the semaphore size and
+//! the queue threshold are covered in async_execution.rs and thread_isolation.rs.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::{DependencyError, builder, names, slow};
+use hystrix::config::{
+    FileFormat, LayerValue, LoadError, LoadReport, LoadWarning, Origin, Properties, PropertyLayer,
+    env_var_name,
+};
+use hystrix::testing::TestRegistry;
+use hystrix::{
+    Command, CommandKey, CommandProperties, ConfigError, IsolationStrategy, PropertyValue,
+    Registry, Status, ThreadPoolProperties,
+};
+use proptest::prelude::*;
+
+const TIMEOUT: &str = "execution.isolation.thread.timeoutInMilliseconds";
+const PROPS: FileFormat = FileFormat::Properties;
+
+fn at(path: &str, line: usize) -> Origin {
+    Origin::File {
+        path: PathBuf::from(path),
+        line,
+    }
+}
+
+fn var(name: &str) -> Origin {
+    Origin::Environment {
+        variable: name.to_owned(),
+    }
+}
+
+fn int(value: i64) -> Option<PropertyValue> {
+    Some(PropertyValue::Int(value))
+}
+
+fn string(value: &str) -> Option<PropertyValue> {
+    Some(PropertyValue::Str(value.to_owned()))
+}
+
+fn value(value: Option<PropertyValue>, layer: PropertyLayer, origin: Origin) -> LayerValue {
+    LayerValue {
+        value,
+        layer,
+        origin,
+    }
+}
+
+fn code_default(default: i64) -> LayerValue {
+    value(int(default), PropertyLayer::CodeDefault, Origin::Code)
+}
+
+fn command_of(properties: &Properties, key: &str) -> CommandProperties {
+    properties.command(&CommandKey::new(key).unwrap())
+}
+
+fn pool_of(properties: &Properties, key: &str) -> ThreadPoolProperties {
+    properties.thread_pool(&hystrix::ThreadPoolKey::new(key).unwrap())
+}
+
+/// Checks each (full name, value, line): the value is effective and comes from `path` at the line.
+fn assert_values_from(
+    properties: &Properties,
+    path: &str,
+    expected: &[(&str, Option<PropertyValue>, usize)],
+) {
+    for (name, parsed, line) in expected {
+        let report = properties.explain(name).unwrap();
+        assert_eq!(report.value, *parsed, "{name}");
+        assert_eq!(report.origin, at(path, *line), "{name}");
+    }
+}
+
+/// Loads `text` as the file `app.properties`.
+fn load(properties: &Properties, text: &str) -> Result<LoadReport, LoadError> {
+    properties.load_text("app.properties", PROPS, text)
+}
+
+fn timeout_of(registry: &Registry, key: &str) -> u64 {
+    command_of(registry.properties(), key).execution_timeout_in_milliseconds
+}
+
+// ---------------------------------------------------------------------------------------------
+// Precedence: SPEC §1.1's layers first, then the sources within a layer (Part A 25).
+
+#[test]
+fn code_default_then_file_global_then_file_per_key() {
+    let registry = Registry::new();
+    let properties = registry.properties();
+    let name = format!("hystrix.command.GetUser.{TIMEOUT}");
+    let report = properties.explain(&name).unwrap();
+    assert_eq!(report.value, int(1000));
+    assert_eq!(
+        (report.layer, report.origin),
+        (PropertyLayer::CodeDefault, Origin::Code)
+    );
+    assert!(report.overridden.is_empty());
+
+    let global = format!("hystrix.command.default.{TIMEOUT}=700\n");
+    load(properties, &global).unwrap();
+    assert_eq!(timeout_of(&registry, "GetUser"), 700);
+    let report = properties.explain(&name).unwrap();
+    assert_eq!(
+        (report.value, report.layer, report.origin),
+        (
+            int(700),
+            PropertyLayer::GlobalDefault,
+            at("app.properties", 1)
+        )
+    );
+    assert_eq!(report.overridden, [code_default(1000)]);
+
+    let both = format!("{global}{name}=300\n");
+    let report = load(properties, &both).unwrap();
+    assert_eq!(report.applied, 2);
+    assert_eq!(report.changed, [name.as_str()]);
+    assert_eq!(timeout_of(&registry, "GetUser"), 300);
+    assert_eq!(timeout_of(&registry, "Other"), 700);
+    let report = properties.explain(&name).unwrap();
+    assert_eq!(
+        (report.value, report.layer, report.origin),
+        (int(300), PropertyLayer::PerKey, at("app.properties", 2))
+    );
+    assert_eq!(
+        report.overridden,
+        [
+            value(
+                int(700),
+                PropertyLayer::GlobalDefault,
+                at("app.properties", 1)
+            ),
+            code_default(1000)
+        ]
+    );
+    assert!(report.dynamic && !report.key_in_use && report.pending.is_none());
+}
+
+#[test]
+fn a_builder_value_hides_the_file_global_default_but_not_the_file_per_key_value() {
+    let test = TestRegistry::new();
+    let properties = test.registry().properties();
+    let property = "execution.isolation.semaphore.maxConcurrentRequests";
+    let global = format!("hystrix.command.default.{property} = 50\n");
+    load(properties, &global).unwrap();
+    let coded = builder("Coded")
+        .semaphore_max_concurrent_requests(5)
+        .build_in(test.registry())
+        .unwrap();
+    let defaulted = builder("Defaulted").build_in(test.registry()).unwrap();
+    let max = |cmd: &Command| {
+        cmd.properties()
+            .execution_isolation_semaphore_max_concurrent_requests
+    };
+    assert_eq!((max(&coded), max(&defaulted)), (5, 50));
+    let report = properties
+        .explain(&format!("hystrix.command.Coded.{property}"))
+        .unwrap();
+    assert_eq!(
+        (report.value, report.layer, report.origin),
+        (int(5), PropertyLayer::Builder, Origin::Code)
+    );
+    assert!(report.key_in_use);
+    assert_eq!(
+        report.overridden,
+        [
+            value(
+                int(50),
+                PropertyLayer::GlobalDefault,
+                at("app.properties", 1)
+            ),
+            code_default(10)
+        ]
+    );
+
+    let per_key = format!("{global}hystrix.command.Coded.{property} = 7\n");
+    load(properties, &per_key).unwrap();
+    assert_eq!((max(&coded), max(&defaulted)), (7, 50));
+    let report = properties
+        .explain(&format!("hystrix.command.Coded.{property}"))
+        .unwrap();
+    assert_eq!(
+        (report.layer, report.origin),
+        (PropertyLayer::PerKey, at("app.properties", 2))
+    );
+}
+
+#[test]
+fn environment_ranks_above_files_and_run_time_above_both() {
+    let registry = Registry::new();
+    let properties = registry.properties();
+    let name = format!("hystrix.command.GetUser.{TIMEOUT}");
+    let variable = env_var_name(&name).unwrap();
+    assert_eq!(
+        variable,
+        "HYSTRIX__command__GetUser__execution__isolation__thread__timeoutInMilliseconds"
+    );
+    load(properties, &format!("{name}=300")).unwrap();
+    properties
+        .load_env_from([(variable.as_str(), "200")])
+        .unwrap();
+    let report = properties.explain(&name).unwrap();
+    assert_eq!(
+        (report.value, report.layer, report.origin),
+        (int(200), PropertyLayer::PerKey, var(&variable))
+    );
+    assert_eq!(
+        report.overridden,
+        [
+            value(int(300), PropertyLayer::PerKey, at("app.properties", 1)),
+            code_default(1000)
+        ]
+    );
+
+    properties.set(&name, 100).unwrap();
+    assert_eq!(timeout_of(&registry, "GetUser"), 100);
+    let report = properties.explain(&name).unwrap();
+    assert_eq!(
+        (report.value, report.layer, report.origin),
+        (int(100), PropertyLayer::PerKey, Origin::Runtime)
+    );
+    assert_eq!(report.overridden.len(), 3);
+
+    // Reloading the other sources keeps the run-time value (SPEC Part A 25).
+    let reloaded = load(properties, &format!("{name}=350")).unwrap();
+    assert_eq!(reloaded.changed, [name.as_str()]);
+    let cleared = properties
+        .load_env_from(std::iter::empty::<(&str, &str)>())
+        .unwrap();
+    assert_eq!(cleared.changed, [name.as_str()]);
+    assert_eq!(timeout_of(&registry, "GetUser"), 100);
+
+    assert!(properties.unset(&name).unwrap());
+    assert!(!properties.unset(&name).unwrap());
+    assert_eq!(timeout_of(&registry, "GetUser"), 350);
+    assert_eq!(
+        properties.explain(&name).unwrap().origin,
+        at("app.properties", 1)
+    );
+}
+
+#[test]
+fn a_per_key_file_value_beats_a_global_run_time_value() {
+    let registry = Registry::new();
+    let properties = registry.properties();
+    properties
+        .set(&format!("hystrix.command.default.{TIMEOUT}"), 900)
+        .unwrap();
+    load(
+        properties,
+        &format!("hystrix.command.GetUser.{TIMEOUT}=300"),
+    )
+    .unwrap();
+    assert_eq!(timeout_of(&registry, "GetUser"), 300);
+    assert_eq!(timeout_of(&registry, "Other"), 900);
+}
+
+#[test]
+fn a_file_loaded_later_ranks_above_one_loaded_earlier_and_keeps_its_rank_on_reload() {
+    let registry = Registry::new();
+    let properties = registry.properties();
+    let global = format!("hystrix.command.default.{TIMEOUT}");
+    properties
+        .load_text("base.properties", PROPS, &format!("{global}=700"))
+        .unwrap();
+    properties
+        .load_text("site.properties", PROPS, &format!("\n{global}=600"))
+        .unwrap();
+    properties
+        .load_text("base.properties", PROPS, &format!("{global}=800"))
+        .unwrap();
+    let report = properties.explain(&global).unwrap();
+    assert_eq!(
+        (report.value, report.origin),
+        (int(600), at("site.properties", 2))
+    );
+    assert_eq!(
+        report.overridden[0],
+        value(
+            int(800),
+            PropertyLayer::GlobalDefault,
+            at("base.properties", 1)
+        )
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Each source parses.
+
+#[test]
+fn properties_syntax_separators_continuations_escapes_comments_bom_and_blank_lines() {
+    let registry = Registry::new();
+    let properties = registry.properties();
+    let text = "\u{feff}# a comment = not a value\n\
+                ! another comment\n\
+                \n\
+                \x20  \n\
+                hystrix.command.A.execution.isolation.thread.timeoutInMilliseconds : 1500\n\
+                hystrix.command.A.circuitBreaker.errorThresholdPercentage   40\n\
+                hystrix.command.A.circuitBreaker.requestVolumeThreshold=\\\n\
+                \x20   30\n\
+                hystrix.command.A.fallback\\\n\
+                \x20 .enabled = false\r\n\
+                hystrix.threadpool.A\\ B.coreSize = 2 \r\n\
+                hystrix.threadpool.Pool.maxQueueSize=\\u0031\\u0030\n\
+                hystrix.command.A.requestLog.enabled\t=\tfalse";
+    let report = properties
+        .load_text("edge.properties", PROPS, text)
+        .unwrap();
+    assert_eq!((report.applied, report.skipped), (7, 0));
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    // Values are reported parsed, as the executions read them.
+    let off = Some(PropertyValue::Bool(false));
+    let expected = [
+        (
+            "hystrix.command.A.execution.isolation.thread.timeoutInMilliseconds",
+            int(1500),
+            5,
+        ),
+        (
+            "hystrix.command.A.circuitBreaker.errorThresholdPercentage",
+            int(40),
+            6,
+        ),
+        (
+            "hystrix.command.A.circuitBreaker.requestVolumeThreshold",
+            int(30),
+            7,
+        ),
+        ("hystrix.command.A.fallback.enabled", off.clone(), 9),
+        ("hystrix.threadpool.A B.coreSize", int(2), 11),
+        ("hystrix.threadpool.Pool.maxQueueSize", int(10), 12),
+        ("hystrix.command.A.requestLog.enabled", off, 13),
+    ];
+    assert_values_from(properties, "edge.properties", &expected);
+    let a = command_of(properties, "A");
+    assert_eq!(a.execution_timeout_in_milliseconds, 1500);
+    assert_eq!(a.circuit_breaker_error_threshold_percentage, 40);
+    assert_eq!(a.circuit_breaker_request_volume_threshold, 30);
+    assert!(!a.fallback_enabled && !a.request_log_enabled);
+    assert_eq!(pool_of(properties, "A B").core_size, 2);
+    assert_eq!(pool_of(properties, "Pool").max_queue_size, 10);
+}
+
+#[test]
+fn properties_syntax_errors_name_the_line_and_the_property() {
+    let registry = Registry::new();
+    let text = "# fine\nhystrix.command.A.fallback.enabled=false\nhystrix.command.A.requestLog.enabled=\\u00zz\n";
+    let err = registry
+        .properties()
+        .load_text("bad.properties", PROPS, text)
+        .unwrap_err();
+    assert_eq!(
+        err,
+        LoadError::Syntax {
+            path: PathBuf::from("bad.properties"),
+            line: 3,
+            property: Some("hystrix.command.A.requestLog.enabled".into()),
+            message: "Malformed \\uxxxx encoding: not hex.".into(),
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "bad.properties:3: `hystrix.command.A.requestLog.enabled`: Malformed \\uxxxx encoding: \
+         not hex."
+    );
+    // Nothing was applied, not even the good line before it.
+    assert!(command_of(registry.properties(), "A").fallback_enabled);
+}
+
+#[test]
+fn toml_names_are_key_paths_joined_with_dots() {
+    let registry = Registry::new();
+    let properties = registry.properties();
+    let text = r#"# Hystrix settings
+"hystrix.config.stream.maxConcurrentConnections" = 3
+
+[hystrix.command.default]
+execution.isolation.thread.timeoutInMilliseconds = 800
+circuitBreaker.errorThresholdPercentage = 40
+
+[hystrix.command.GetUser]
+"circuitBreaker.requestVolumeThreshold" = 10
+execution.timeout.enabled = false
+execution.isolation.strategy = "SEMAPHORE"
+
+[hystrix.command."svc.users.GetProfile"]
+fallback.enabled = false
+
+[hystrix.threadpool.UserService]
+coreSize = 0x14
+maxQueueSize = -1
+
+[hystrix.collapser.Batcher]
+timerDelayInMilliseconds = "25"
+
+[hystrix.stream]
+dashboard = { intervalInMilliseconds = 250 }
+"#;
+    let report = properties
+        .load_text("app.toml", FileFormat::Toml, text)
+        .unwrap();
+    assert_eq!(report.applied, 11);
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    let expected = [
+        ("hystrix.config.stream.maxConcurrentConnections", int(3), 2),
+        (
+            "hystrix.command.default.execution.isolation.thread.timeoutInMilliseconds",
+            int(800),
+            5,
+        ),
+        (
+            "hystrix.command.default.circuitBreaker.errorThresholdPercentage",
+            int(40),
+            6,
+        ),
+        (
+            "hystrix.command.GetUser.circuitBreaker.requestVolumeThreshold",
+            int(10),
+            9,
+        ),
+        (
+            "hystrix.command.GetUser.execution.timeout.enabled",
+            Some(PropertyValue::Bool(false)),
+            10,
+        ),
+        (
+            "hystrix.command.GetUser.execution.isolation.strategy",
+            string("SEMAPHORE"),
+            11,
+        ),
+        (
+            "hystrix.command.svc.users.GetProfile.fallback.enabled",
+            Some(PropertyValue::Bool(false)),
+            14,
+        ),
+        ("hystrix.threadpool.UserService.coreSize", int(20), 17),
+        ("hystrix.threadpool.UserService.maxQueueSize", int(-1), 18),
+        (
+            "hystrix.collapser.Batcher.timerDelayInMilliseconds",
+            int(25),
+            21,
+        ),
+        (
+            "hystrix.stream.dashboard.intervalInMilliseconds",
+            int(250),
+            24,
+        ),
+    ];
+    assert_values_from(properties, "app.toml", &expected);
+    let get_user = command_of(properties, "GetUser");
+    assert_eq!(get_user.execution_timeout_in_milliseconds, 800);
+    assert_eq!(
+        get_user.execution_isolation_strategy,
+        Some(IsolationStrategy::Semaphore)
+    );
+    assert_eq!(properties.stream().max_concurrent_connections, 3);
+}
+
+#[test]
+fn toml_values_of_the_wrong_type_and_syntax_errors_name_the_line() {
+    let registry = Registry::new();
+    let properties = registry.properties();
+    let cases = [
+        (
+            "[hystrix.command.A]\nfallback.enabled = true\nexecution.isolation.thread.timeoutInMilliseconds = 1.5\n",
+            "app.toml:3: invalid value `1.5` for \
+             `hystrix.command.A.execution.isolation.thread.timeoutInMilliseconds`: expected a \
+             whole number",
+        ),
+        (
+            "[hystrix.threadpool.P]\ncoreSize = [1, 2]\n",
+            "app.toml:2: invalid value `[1, 2]` for `hystrix.threadpool.P.coreSize`: an array is \
+             not a property value",
+        ),
+        (
+            "[hystrix.command.A]\nfallback.enabled = 1\n",
+            "app.toml:2: invalid value `1` for `hystrix.command.A.fallback.enabled`: expected \
+             true or false",
+        ),
+    ];
+    for (text, message) in cases {
+        let err = properties
+            .load_text("app.toml", FileFormat::Toml, text)
+            .unwrap_err();
+        assert_eq!(err.to_string(), message);
+    }
+    let err = properties
+        .load_text(
+            "app.toml",
+            FileFormat::Toml,
+            "[hystrix.command.A]\nfallback.enabled = \n",
+        )
+        .unwrap_err();
+    let LoadError::Syntax { line, property, .. } = err else {
+        panic!("a syntax error: {err}");
+    };
+    assert_eq!((line, property), (2, None));
+    assert!(command_of(properties, "A").fallback_enabled);
+}
+
+#[test]
+fn environment_variables_in_both_forms_unknown_names_and_conflicts() {
+    let registry = Registry::new();
+    let properties = registry.properties();
+    let report = properties
+        .load_env_from([
+            ("HYSTRIX__threadpool__UserService__coreSize", "12"),
+            ("hystrix.command.default.fallback.enabled", "false"),
+            (
+                "HYSTRIX__command__default__execution__isolation__thread__timeoutInMiliseconds",
+                "5",
+            ),
+            ("HOME", "/root"),
+            ("HYSTRIX_DASHBOARD_PORT", "7979"),
+        ])
+        .unwrap();
+    assert_eq!((report.applied, report.skipped), (2, 0));
+    assert_eq!(
+        report
+            .warnings
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        ["environment variable \
+             HYSTRIX__command__default__execution__isolation__thread__timeoutInMiliseconds: \
+             unknown property \
+             `hystrix.command.default.execution.isolation.thread.timeoutInMiliseconds` ignored; \
+             did you mean \
+             `hystrix.command.default.execution.isolation.thread.timeoutInMilliseconds`?"]
+    );
+    assert_eq!(pool_of(properties, "UserService").core_size, 12);
+    assert_eq!(
+        properties
+            .explain("hystrix.command.Any.fallback.enabled")
+            .unwrap()
+            .origin,
+        var("hystrix.command.default.fallback.enabled")
+    );
+
+    let err = properties
+        .load_env_from([
+            ("HYSTRIX__threadpool__UserService__coreSize", "12"),
+            ("hystrix.threadpool.UserService.coreSize", "13"),
+        ])
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "`hystrix.threadpool.UserService.coreSize` is set by two environment variables, \
+         HYSTRIX__threadpool__UserService__coreSize and hystrix.threadpool.UserService.coreSize: \
+         keep one"
+    );
+    let err = properties
+        .load_env_from([("HYSTRIX__threadpool__UserService__coreSize", "-2")])
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "environment variable HYSTRIX__threadpool__UserService__coreSize: invalid value `-2` for \
+         `hystrix.threadpool.UserService.coreSize`: must not be negative"
+    );
+    // Both refused loads changed nothing.
+    assert_eq!(pool_of(properties, "UserService").core_size, 12);
+}
+
+#[test]
+fn files_load_by_extension_from_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = Registry::new();
+    let properties = registry.properties();
+    let toml = dir.path().join("hystrix.toml");
+    std::fs::write(&toml, "[hystrix.threadpool.default]\ncoreSize = 7\n").unwrap();
+    properties.load_file(&toml).unwrap();
+    assert_eq!(
+        properties
+            .explain("hystrix.threadpool.P.coreSize")
+            .unwrap()
+            .origin,
+        Origin::File {
+            path: toml.clone(),
+            line: 2
+        }
+    );
+    let yaml = dir.path().join("hystrix.yaml");
+    std::fs::write(&yaml, "").unwrap();
+    assert_eq!(
+        properties.load_file(&yaml).unwrap_err(),
+        LoadError::UnknownFormat { path: yaml.clone() }
+    );
+    // Any name, with the format given.
+    std::fs::write(&yaml, "hystrix.threadpool.default.coreSize=8\n").unwrap();
+    properties.load_file_as(&yaml, PROPS).unwrap();
+    assert_eq!(pool_of(properties, "P").core_size, 8);
+    let missing = dir.path().join("missing.properties");
+    let err = properties.load_file(&missing).unwrap_err();
+    assert!(
+        matches!(&err, LoadError::Read { path, .. } if *path == missing),
+        "{err}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// A Hystrix user's file, unchanged.
+
+const HYSTRIX_USER_FILE: &str = "\
+# user-service: config.properties (Archaius)
+eureka.client.serviceUrl.defaultZone=http://localhost:8761/eureka/
+ribbon.ReadTimeout=3000
+ribbon.ConnectTimeout=1000
+
+# Hystrix defaults
+hystrix.command.default.execution.isolation.strategy=THREAD
+hystrix.command.default.execution.isolation.thread.timeoutInMilliseconds=2000
+hystrix.command.default.execution.timeout.enabled=true
+hystrix.command.default.execution.isolation.thread.interruptOnTimeout=true
+hystrix.command.default.fallback.enabled=true
+hystrix.command.default.circuitBreaker.enabled=true
+hystrix.command.default.circuitBreaker.requestVolumeThreshold=20
+hystrix.command.default.circuitBreaker.sleepWindowInMilliseconds=5000
+hystrix.command.default.circuitBreaker.errorThresholdPercentage=50
+hystrix.command.default.metrics.rollingStats.timeInMilliseconds=10000
+hystrix.command.default.metrics.rollingStats.numBuckets=10
+hystrix.command.default.metrics.rollingPercentile.enabled=true
+hystrix.command.default.metrics.healthSnapshot.intervalInMilliseconds=500
+hystrix.command.default.requestCache.enabled=true
+hystrix.command.default.requestLog.enabled=true
+
+# Per command
+hystrix.command.GetUserById.execution.isolation.thread.timeoutInMilliseconds=500
+hystrix.command.GetUserById.circuitBreaker.errorThresholdPercentage=25
+hystrix.command.SearchUsers.execution.isolation.strategy=SEMAPHORE
+hystrix.command.SearchUsers.execution.isolation.semaphore.maxConcurrentRequests=50
+hystrix.command.SearchUsers.fallback.isolation.semaphore.maxConcurrentRequests=50
+hystrix.command.LegacyExport.execution.timeout.enabled=false
+hystrix.command.LegacyExport.threadPoolKeyOverride=ExportPool
+
+# Thread pools
+hystrix.threadpool.default.coreSize=10
+hystrix.threadpool.UserService.coreSize=30
+hystrix.threadpool.UserService.maximumSize=40
+hystrix.threadpool.UserService.allowMaximumSizeToDivergeFromCoreSize=true
+hystrix.threadpool.UserService.keepAliveTimeMinutes=2
+hystrix.threadpool.UserService.maxQueueSize=100
+hystrix.threadpool.UserService.queueSizeRejectionThreshold=80
+hystrix.threadpool.ExportPool.coreSize=2
+
+# Collapser
+hystrix.collapser.UserBatch.maxRequestsInBatch=100
+hystrix.collapser.UserBatch.timerDelayInMilliseconds=5
+
+# Streams and plugins
+hystrix.stream.dashboard.intervalInMilliseconds=1000
+hystrix.config.stream.maxConcurrentConnections=10
+hystrix.timer.threadpool.default.coreSize=4
+hystrix.plugin.HystrixCommandExecutionHook.implementation=com.example.TracingHook
+";
+
+#[test]
+fn a_hystrix_users_properties_file_works_unchanged() {
+    let test = TestRegistry::new();
+    let properties = test.registry().properties();
+    let report = properties
+        .load_text("config.properties", PROPS, HYSTRIX_USER_FILE)
+        .unwrap();
+    assert_eq!((report.applied, report.skipped), (34, 3));
+    assert_eq!(
+        report
+            .warnings
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        [
+            "config.properties:49: `hystrix.timer.threadpool.default.coreSize` ignored: \
+             hystrix-rs has no timer thread pool: timeouts and timers run on the registry's Clock",
+            "config.properties:50: \
+             `hystrix.plugin.HystrixCommandExecutionHook.implementation` ignored: plugins are \
+             registered in code, per registry, with Registry::builder()",
+        ]
+    );
+
+    let get_user = Command::builder("GetUserById")
+        .group("UserService")
+        .build_in(test.registry())
+        .unwrap();
+    let props = get_user.properties();
+    assert_eq!(props.execution_timeout_in_milliseconds, 500);
+    assert_eq!(props.circuit_breaker_error_threshold_percentage, 25);
+    assert_eq!(
+        props.execution_isolation_strategy,
+        Some(IsolationStrategy::Thread)
+    );
+    assert_eq!(get_user.thread_pool_key().as_str(), "UserService");
+    assert_eq!(
+        get_user
+            .run(|| Ok::<_, DependencyError>(7))
+            .execute()
+            .unwrap(),
+        7
+    );
+    let pool_props = pool_of(properties, "UserService");
+    assert_eq!(
+        (
+            pool_props.core_size,
+            pool_props.actual_maximum_size(),
+            pool_props.keep_alive_time_minutes,
+            pool_props.max_queue_size,
+            pool_props.queue_size_rejection_threshold
+        ),
+        (30, 40, 2, 100, 80)
+    );
+
+    let search = Command::builder("SearchUsers")
+        .group("UserService")
+        .build_in(test.registry())
+        .unwrap();
+    let props = search.properties();
+    assert_eq!(
+        props.execution_isolation_strategy,
+        Some(IsolationStrategy::Semaphore)
+    );
+    assert_eq!(
+        props.execution_isolation_semaphore_max_concurrent_requests,
+        50
+    );
+    assert_eq!(props.execution_timeout_in_milliseconds, 2000);
+    assert_eq!(
+        search
+            .run(|| Ok::<_, DependencyError>(3))
+            .execute()
+            .unwrap(),
+        3
+    );
+
+    let export = Command::builder("LegacyExport")
+        .group("Reports")
+        .build_in(test.registry())
+        .unwrap();
+    assert_eq!(export.thread_pool_key().as_str(), "ExportPool");
+    assert!(!export.properties().execution_timeout_enabled);
+    assert_eq!(
+        properties
+            .get("hystrix.collapser.UserBatch.maxRequestsInBatch")
+            .unwrap(),
+        int(100)
+    );
+    assert_eq!(properties.stream().dashboard_interval_in_milliseconds, 1000);
+    assert_eq!(properties.stream().max_concurrent_connections, 10);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reloads and run-time changes reach the next execution.
+
+#[test]
+fn a_reloaded_timeout_applies_to_the_next_execution() {
+    let test = TestRegistry::new();
+    let properties = test.registry().properties();
+    let name = format!("hystrix.command.Slow.{TIMEOUT}");
+    load(properties, &format!("{name}=1000")).unwrap();
+    let cmd = builder("Slow").build_in(test.registry()).unwrap();
+    assert_eq!(cmd.run(slow(&test, 600, 1)).execute().unwrap(), 1);
+
+    load(properties, &format!("{name}=500")).unwrap();
+    let outcome = cmd.run(slow(&test, 600, 2)).execute_outcome();
+    assert_eq!(
+        names(outcome.execution_result().execution_events()),
+        ["TIMEOUT", "FALLBACK_MISSING"]
+    );
+    assert_eq!(outcome.into_response().unwrap_err().timeout_ms(), Some(500));
+}
+
+#[test]
+fn a_run_time_timeout_applies_to_the_next_execution() {
+    let test = TestRegistry::new();
+    let cmd = builder("RunTimeTimeout")
+        .timeout(Duration::from_millis(300))
+        .build_in(test.registry())
+        .unwrap();
+    let err = cmd.run(slow(&test, 400, 1)).execute().unwrap_err();
+    assert_eq!(err.timeout_ms(), Some(300));
+    test.registry()
+        .properties()
+        .set(&format!("hystrix.command.RunTimeTimeout.{TIMEOUT}"), 450)
+        .unwrap();
+    assert_eq!(cmd.run(slow(&test, 400, 2)).execute().unwrap(), 2);
+}
+
+#[test]
+fn a_reloaded_semaphore_of_zero_rejects_the_next_execution_and_back() {
+    let test = TestRegistry::new();
+    let properties = test.registry().properties();
+    let name = "hystrix.command.Gate.execution.isolation.semaphore.maxConcurrentRequests";
+    let cmd = builder("Gate").build_in(test.registry()).unwrap();
+    // Zero is Hystrix's kill switch, not an error (SPEC Part A 32).
+    load(properties, &format!("{name}=0")).unwrap();
+    let outcome = cmd.run(|| Ok::<_, DependencyError>(1)).execute_outcome();
+    assert_eq!(
+        names(outcome.execution_result().execution_events()),
+        ["SEMAPHORE_REJECTED", "FALLBACK_MISSING"]
+    );
+    load(properties, &format!("{name}=1")).unwrap();
+    assert_eq!(
+        cmd.run(|| Ok::<_, DependencyError>(2)).execute().unwrap(),
+        2
+    );
+}
+
+fn advance_to(test: &TestRegistry, ms: u64) {
+    let now = hystrix::clock::Clock::now_ms(&**test.registry().clock());
+    test.advance(Duration::from_millis(ms - now));
+}
+
+#[test]
+fn run_time_breaker_thresholds_apply_at_the_next_health_check() {
+    let test = TestRegistry::new();
+    let properties = test.registry().properties();
+    let volume = builder("Volume").build_in(test.registry()).unwrap();
+    let percent = builder("Percent").build_in(test.registry()).unwrap();
+    properties
+        .set_all([
+            (
+                "hystrix.command.Percent.circuitBreaker.requestVolumeThreshold",
+                10,
+            ),
+            (
+                "hystrix.command.Percent.circuitBreaker.errorThresholdPercentage",
+                60,
+            ),
+        ])
+        .unwrap();
+    let fail = || Err::<u32, _>(DependencyError("boom"));
+    for _ in 0..10 {
+        let _ = volume.run(fail).execute();
+    }
+    for i in 0..10 {
+        let _ = if i < 5 {
+            percent.run(|| Ok(1)).execute()
+        } else {
+            percent.run(fail).execute()
+        };
+    }
+    advance_to(&test, 500);
+    // 10 requests at 100 %: below the default volume of 20. 50 %: below 60 %.
+    assert_eq!(volume.circuit_breaker().status(), Status::Closed);
+    assert_eq!(percent.circuit_breaker().status(), Status::Closed);
+
+    properties
+        .set(
+            "hystrix.command.Volume.circuitBreaker.requestVolumeThreshold",
+            10,
+        )
+        .unwrap();
+    properties
+        .set(
+            "hystrix.command.Percent.circuitBreaker.errorThresholdPercentage",
+            50,
+        )
+        .unwrap();
+    advance_to(&test, 1000);
+    assert_eq!(volume.circuit_breaker().status(), Status::Open);
+    assert_eq!(percent.circuit_breaker().status(), Status::Open);
+}
+
+#[test]
+fn a_reload_keeps_run_time_and_environment_values() {
+    let registry = Registry::new();
+    let properties = registry.properties();
+    let timeout = format!("hystrix.command.A.{TIMEOUT}");
+    let volume = "hystrix.command.A.circuitBreaker.requestVolumeThreshold";
+    let sleep = "hystrix.command.A.circuitBreaker.sleepWindowInMilliseconds";
+    let file = |t: u32, v: u32, s: u32| format!("{timeout}={t}\n{volume}={v}\n{sleep}={s}\n");
+    load(properties, &file(500, 5, 1000)).unwrap();
+    properties.set(&timeout, 200).unwrap();
+    properties
+        .load_env_from([(env_var_name(volume).unwrap(), "7")])
+        .unwrap();
+    let report = load(properties, &file(800, 9, 3000)).unwrap();
+    assert_eq!(report.changed, [volume, sleep, timeout.as_str()]);
+    let a = command_of(properties, "A");
+    assert_eq!(
+        (
+            a.execution_timeout_in_milliseconds,
+            a.circuit_breaker_request_volume_threshold,
+            a.circuit_breaker_sleep_window_in_milliseconds
+        ),
+        (200, 7, 3000)
+    );
+}
+
+#[test]
+fn a_value_removed_from_the_file_falls_back_to_the_layers_below() {
+    let registry = Registry::new();
+    let properties = registry.properties();
+    let name = format!("hystrix.command.A.{TIMEOUT}");
+    load(properties, &format!("{name}=500")).unwrap();
+    let report = load(properties, "# emptied\n").unwrap();
+    assert_eq!((report.applied, report.changed), (0, vec![name.clone()]));
+    assert_eq!(timeout_of(&registry, "A"), 1000);
+}
+
+// ---------------------------------------------------------------------------------------------
+// An invalid source changes nothing (SPEC Part A 9).
+
+#[test]
+fn an_invalid_reload_keeps_the_last_good_values_and_names_file_line_and_property() {
+    let registry = Registry::new();
+    let properties = registry.properties();
+    let good =
+        format!("hystrix.command.GetUser.{TIMEOUT}=500\nhystrix.threadpool.Users.coreSize=4\n");
+    load(properties, &good).unwrap();
+    let bad = format!(
+        "hystrix.command.GetUser.{TIMEOUT}=700\n\
+         hystrix.command.GetUser.circuitBreaker.errorThresholdPercentage=150\n\
+         hystrix.threadpool.Users.coreSize=8\n"
+    );
+    let err = load(properties, &bad).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "app.properties:2: invalid value `150` for \
+         `hystrix.command.GetUser.circuitBreaker.errorThresholdPercentage`: must be a percentage \
+         from 0 to 100"
+    );
+    assert_eq!(timeout_of(&registry, "GetUser"), 500);
+    assert_eq!(pool_of(properties, "Users").core_size, 4);
+    assert_eq!(
+        properties
+            .explain(&format!("hystrix.command.GetUser.{TIMEOUT}"))
+            .unwrap()
+            .origin,
+        at("app.properties", 1)
+    );
+}
+
+#[test]
+fn rules_between_properties_are_checked_on_the_whole_file() {
+    let registry = Registry::new();
+    let properties = registry.properties();
+    let success = "hystrix.command.A.circuitBreaker.halfOpen.successThreshold";
+    let permitted = "hystrix.command.A.circuitBreaker.halfOpen.permittedRequests";
+    let err = load(properties, &format!("# trials\n{success}=3\n")).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "app.properties:2: invalid value `3` for \
+         `hystrix.command.A.circuitBreaker.halfOpen.successThreshold`: must not exceed \
+         circuitBreaker.halfOpen.permittedRequests (1)"
+    );
+    // Valid together, in any order.
+    load(properties, &format!("{success}=3\n{permitted}=5\n")).unwrap();
+    // A rule broken by a later line points at that line, and names both properties.
+    let err = load(
+        properties,
+        "hystrix.command.default.metrics.rollingStats.numBuckets=20\n\
+             hystrix.command.default.metrics.rollingStats.timeInMilliseconds=1010\n",
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "app.properties:2: invalid value `1010` for \
+         `hystrix.command.default.metrics.rollingStats.timeInMilliseconds`: conflicts with \
+         `hystrix.command.default.metrics.rollingStats.numBuckets` = 20, which must divide \
+         metrics.rollingStats.timeInMilliseconds (1010 ms) evenly"
+    );
+    // Dropping a value that a run-time value relies on is refused too.
+    properties.set(success, 3).unwrap();
+    let err = load(properties, "").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "app.properties: invalid value `3` for \
+         `hystrix.command.A.circuitBreaker.halfOpen.successThreshold`: must not exceed \
+         circuitBreaker.halfOpen.permittedRequests (1)"
+    );
+    assert!(matches!(err, LoadError::Removal { .. }));
+}
+
+#[test]
+fn values_are_checked_by_type_and_range_and_zero_keeps_its_meaning() {
+    let registry = Registry::new();
+    let properties = registry.properties();
+    let refused = [
+        (
+            "hystrix.command.A.execution.isolation.semaphore.maxConcurrentRequests=-1",
+            "invalid value `-1` for \
+             `hystrix.command.A.execution.isolation.semaphore.maxConcurrentRequests`: must not be \
+             negative",
+        ),
+        (
+            "hystrix.command.A.requestLog.enabled=true # a comment only at the start of a line",
+            "invalid value `true # a comment only at the start of a line` for \
+             `hystrix.command.A.requestLog.enabled`: expected true or false",
+        ),
+        (
+            "hystrix.command.default.threadPoolKeyOverride=Other",
+            "invalid value `Other` for `hystrix.command.default.threadPoolKeyOverride`: this \
+             property exists only per key, not under `default`",
+        ),
+        (
+            "hystrix.threadpool.P.coreSize=0",
+            "invalid value `0` for `hystrix.threadpool.P.coreSize`: the pool needs at least 1 \
+             thread (coreSize, or maximumSize with allowMaximumSizeToDivergeFromCoreSize)",
+        ),
+        (
+            "hystrix.command.A.execution.isolation.strategy=FIBER",
+            "invalid value `FIBER` for `hystrix.command.A.execution.isolation.strategy`: \
+             expected THREAD or SEMAPHORE",
+        ),
+    ];
+    for (line, message) in refused {
+        let err = load(properties, line).unwrap_err();
+        assert_eq!(err.to_string(), format!("app.properties:1: {message}"));
+    }
+    // Hystrix's meanings of zero and below (SPEC Part A 32): accepted.
+    load(
+        properties,
+        "hystrix.command.A.execution.isolation.semaphore.maxConcurrentRequests=0\n\
+             hystrix.command.A.fallback.isolation.semaphore.maxConcurrentRequests=0\n\
+             hystrix.threadpool.P.maxQueueSize=-1\n\
+             hystrix.threadpool.Q.maxQueueSize=0\n\
+             hystrix.threadpool.P.queueSizeRejectionThreshold=0\n",
+    )
+    .unwrap();
+}
+
+#[test]
+fn unknown_names_are_warnings_with_a_suggestion_and_never_fail_a_load() {
+    let registry = Registry::new();
+    let properties = registry.properties();
+    let report = load(
+        properties,
+        "hystrix.command.default.execution.isolation.thread.timeoutInMiliseconds=500\n\
+             hystrix.threadpool.Users.coresize=4\n\
+             hystrix.command.GetUser.somethingElse=1\n\
+             hystrix.command.\\ Padded.fallback.enabled=false\n\
+             spring.application.name=users\n\
+             hystrix.command.GetUser.fallback.enabled=false\n",
+    )
+    .unwrap();
+    assert_eq!((report.applied, report.skipped), (1, 1));
+    let shown: Vec<String> = report.warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        shown,
+        [
+            "app.properties:1: unknown property \
+             `hystrix.command.default.execution.isolation.thread.timeoutInMiliseconds` ignored; \
+             did you mean \
+             `hystrix.command.default.execution.isolation.thread.timeoutInMilliseconds`?",
+            "app.properties:2: unknown property `hystrix.threadpool.Users.coresize` ignored; did \
+             you mean `hystrix.threadpool.Users.coreSize`?",
+            "app.properties:3: unknown property `hystrix.command.GetUser.somethingElse` ignored",
+            "app.properties:4: `hystrix.command. Padded.fallback.enabled` ignored: invalid \
+             command key ` Padded`: must not start or end with whitespace",
+        ]
+    );
+    assert!(matches!(
+        &report.warnings[0],
+        LoadWarning::UnknownProperty {
+            suggestion: Some(_),
+            ..
+        }
+    ));
+}
+
+#[test]
+fn a_name_set_twice_takes_the_later_value_with_a_warning() {
+    let registry = Registry::new();
+    let properties = registry.properties();
+    let name = format!("hystrix.command.A.{TIMEOUT}");
+    let report = load(properties, &format!("{name}=300\n{name}=400\n")).unwrap();
+    assert_eq!(
+        report.warnings,
+        [LoadWarning::Duplicate {
+            name: name.clone(),
+            origin: at("app.properties", 2),
+            ignored: at("app.properties", 1),
+        }]
+    );
+    assert_eq!(timeout_of(&registry, "A"), 400);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fixed properties (SPEC §1.1): reported, never silently ignored.
+
+#[test]
+fn a_fixed_property_of_a_key_in_use_refuses_the_reload_by_line() {
+    let test = TestRegistry::new();
+    let properties = test.registry().properties();
+    let cmd = builder("InUse").build_in(test.registry()).unwrap();
+    let err = load(
+        properties,
+        &format!(
+            "hystrix.command.InUse.{TIMEOUT}=300\n\
+                 hystrix.command.InUse.metrics.rollingStats.numBuckets=20\n"
+        ),
+    )
+    .unwrap_err();
+    assert_eq!(
+        err,
+        LoadError::Invalid {
+            origin: at("app.properties", 2),
+            error: Box::new(ConfigError::FixedAfterFirstUse {
+                name: "hystrix.command.InUse.metrics.rollingStats.numBuckets".into()
+            }),
+        }
+    );
+    assert_eq!(cmd.properties().execution_timeout_in_milliseconds, 1000);
+}
+
+#[test]
+fn a_global_fixed_change_is_reported_for_keys_in_use_and_applies_to_new_keys() {
+    let test = TestRegistry::new();
+    let properties = test.registry().properties();
+    let early = builder("Early").build_in(test.registry()).unwrap();
+    let also = builder("Also").build_in(test.registry()).unwrap();
+    let name = "hystrix.command.default.metrics.rollingStats.numBuckets";
+    let report = load(properties, &format!("{name}=20")).unwrap();
+    assert_eq!(
+        report.warnings,
+        [LoadWarning::FixedKept {
+            name: name.into(),
+            keys: vec!["Also".into(), "Early".into()],
+        }]
+    );
+    let late = builder("Late").build_in(test.registry()).unwrap();
+    let buckets = |cmd: &Command| cmd.properties().metrics_rolling_stats_num_buckets;
+    assert_eq!(
+        (buckets(&early), buckets(&also), buckets(&late)),
+        (10, 10, 20)
+    );
+    let report = properties
+        .explain("hystrix.command.Early.metrics.rollingStats.numBuckets")
+        .unwrap();
+    assert_eq!(
+        (report.value, report.layer, report.origin, report.dynamic),
+        (int(10), PropertyLayer::CodeDefault, Origin::Code, false)
+    );
+    assert_eq!(
+        report.pending,
+        Some(value(
+            int(20),
+            PropertyLayer::GlobalDefault,
+            at("app.properties", 1)
+        ))
+    );
+    let report = properties
+        .explain("hystrix.command.Late.metrics.rollingStats.numBuckets")
+        .unwrap();
+    assert_eq!((report.value, report.pending), (int(20), None));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Random files and keys: no panic, and every error names its place and the property.
+
+const SOME_NAMES: &[&str] = &[
+    "hystrix.command.default.execution.isolation.thread.timeoutInMilliseconds",
+    "hystrix.command.A.circuitBreaker.errorThresholdPercentage",
+    "hystrix.command.A.circuitBreaker.halfOpen.successThreshold",
+    "hystrix.command.default.metrics.rollingStats.numBuckets",
+    "hystrix.command.A.threadPoolKeyOverride",
+    "hystrix.command.default.threadPoolKeyOverride",
+    "hystrix.threadpool.P.coreSize",
+    "hystrix.threadpool.default.maxQueueSize",
+    "hystrix.collapser.C.maxRequestsInBatch",
+    "hystrix.stream.dashboard.intervalInMilliseconds",
+    "hystrix.command.A.execution.isolation.strategy",
+];
+
+fn key_strategy() -> impl Strategy<Value = String> {
+    prop_oneof![
+        prop::sample::select(SOME_NAMES).prop_map(String::from),
+        // A property under a random key.
+        (
+            "[A-Za-z_ .-]{0,6}",
+            prop::sample::select(hystrix::config::COMMAND_PROPERTIES)
+        )
+            .prop_map(|(key, info)| format!("hystrix.command.{key}.{}", info.name)),
+        // A real name with one character changed.
+        (
+            prop::sample::select(SOME_NAMES),
+            any::<prop::sample::Index>(),
+            "[ -~]"
+        )
+            .prop_map(|(name, at, c)| {
+                let mut chars: Vec<char> = name.chars().collect();
+                let i = at.index(chars.len());
+                chars[i] = c.chars().next().unwrap_or('x');
+                chars.into_iter().collect()
+            }),
+        "[ -~]{0,30}",
+        "\\PC{0,12}",
+    ]
+}
+
+fn value_strategy() -> impl Strategy<Value = String> {
+    prop_oneof![
+        (-5i64..2000).prop_map(|v| v.to_string()),
+        any::<i64>().prop_map(|v| v.to_string()),
+        prop::sample::select(
+            &[
+                "true",
+                "false",
+                "THREAD",
+                "SEMAPHORE",
+                "",
+                "\\u00zz",
+                "\\",
+                "\\u0031\\u0032"
+            ][..]
+        )
+        .prop_map(String::from),
+        "[ -~]{0,12}",
+        "\\PC{0,8}",
+    ]
+}
+
+fn properties_line() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => (key_strategy(), prop::sample::select(&["=", ":", " ", " = ", "\t", "\\\n  ="][..]), value_strategy())
+            .prop_map(|(key, separator, value)| format!("{key}{separator}{value}")),
+        1 => "[#!][ -~]{0,20}",
+        1 => Just(String::new()),
+        1 => "[ -~\\\\]{0,40}",
+    ]
+}
+
+/// The checks every load of `text` under `path` must pass.
+fn check_outcome(
+    registry: &Registry,
+    path: &str,
+    text: &str,
+    outcome: Result<LoadReport, LoadError>,
+) -> Result<(), TestCaseError> {
+    let lines = text.split('\n').count();
+    let err = match outcome {
+        Ok(_) => return Ok(()),
+        Err(err) => err,
+    };
+    let shown = err.to_string();
+    match &err {
+        LoadError::Syntax {
+            path: at,
+            line,
+            property,
+            ..
+        } => {
+            prop_assert_eq!(at, &PathBuf::from(path));
+            prop_assert!((1..=lines).contains(line), "{}", shown);
+            if let Some(property) = property {
+                prop_assert!(
+                    !property.is_empty() && shown.contains(property.as_str()),
+                    "{}",
+                    shown
+                );
+            }
+        }
+        LoadError::Invalid { origin, error } => {
+            let Origin::File { path: at, line } = origin else {
+                return Err(TestCaseError::fail(format!("not a file origin: {shown}")));
+            };
+            prop_assert_eq!(at, &PathBuf::from(path));
+            prop_assert!((1..=lines).contains(line), "{}", shown);
+            let name = match error.as_ref() {
+                ConfigError::InvalidValue { name, .. }
+                | ConfigError::FixedAfterFirstUse { name } => name,
+                other => return Err(TestCaseError::fail(format!("names no property: {other}"))),
+            };
+            prop_assert!(
+                registry.properties().get(name).is_ok(),
+                "{} is a property",
+                name
+            );
+            prop_assert!(shown.contains(name.as_str()), "{}", shown);
+        }
+        other => return Err(TestCaseError::fail(format!("unexpected error: {other}"))),
+    }
+    // A refused load stored nothing: loading nothing under its name changes nothing.
+    let emptied = registry.properties().load_text(path, PROPS, "").unwrap();
+    prop_assert!(emptied.changed.is_empty(), "{:?}", emptied.changed);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn random_properties_files_never_panic_and_errors_name_the_property(
+        lines in prop::collection::vec(properties_line(), 0..12),
+        crlf in any::<bool>(),
+    ) {
+        let text = lines.join(if crlf { "\r\n" } else { "\n" });
+        let registry = Registry::new();
+        let outcome = registry.properties().load_text("fuzz.properties", PROPS, &text);
+        check_outcome(&registry, "fuzz.properties", &text, outcome)?;
+    }
+
+    #[test]
+    fn random_toml_files_never_panic_and_errors_name_the_property(
+        sections in prop::collection::vec(
+            (
+                prop::sample::select(&["command", "threadpool", "collapser"][..]),
+                "[A-Za-z][A-Za-z0-9]{0,5}|default",
+                prop::collection::vec(
+                    (
+                        prop::sample::select(
+                            [hystrix::config::COMMAND_PROPERTIES, hystrix::config::THREAD_POOL_PROPERTIES]
+                                .concat()
+                        ),
+                        prop_oneof![
+                            any::<i64>().prop_map(|v| v.to_string()),
+                            (-3i64..200).prop_map(|v| v.to_string()),
+                            Just("true".to_owned()),
+                            Just("1.5".to_owned()),
+                            Just("[1]".to_owned()),
+                            Just("1979-05-27".to_owned()),
+                            "\"[ -~&&[^\"\\\\]]{0,8}\"",
+                        ],
+                    ),
+                    0..5,
+                ),
+            ),
+            0..4,
+        ),
+    ) {
+        let mut text = String::new();
+        for (kind, key, values) in &sections {
+            text.push_str(&format!("[hystrix.{kind}.{key}]\n"));
+            for (info, value) in values {
+                text.push_str(&format!("\"{}\" = {value}\n", info.name));
+            }
+        }
+        let registry = Registry::new();
+        let outcome = registry.properties().load_text("fuzz.toml", FileFormat::Toml, &text);
+        // TOML refuses a key written twice in a table: a syntax error without a property.
+        check_outcome(&registry, "fuzz.toml", &text, outcome)?;
+    }
+
+    #[test]
+    fn random_environments_never_panic(
+        vars in prop::collection::vec(
+            (
+                prop_oneof![
+                    key_strategy().prop_map(|name| name.replacen("hystrix.", "HYSTRIX__", 1).replace('.', "__")),
+                    key_strategy(),
+                ],
+                value_strategy(),
+            ),
+            0..8,
+        ),
+    ) {
+        let registry = Registry::new();
+        match registry.properties().load_env_from(vars) {
+            Ok(_) | Err(LoadError::Conflict { .. }) => {}
+            Err(LoadError::Invalid { origin: Origin::Environment { .. }, error }) => {
+                let name = match error.as_ref() {
+                    ConfigError::InvalidValue { name, .. } => name.clone(),
+                    other => return Err(TestCaseError::fail(format!("names no property: {other}"))),
+                };
+                prop_assert!(registry.properties().get(&name).is_ok());
+            }
+            Err(other) => return Err(TestCaseError::fail(format!("unexpected: {other}"))),
+        }
+    }
+}
