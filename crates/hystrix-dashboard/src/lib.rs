@@ -23,6 +23,9 @@
 //!   stream's task, the excess is dropped rather than slow the code that ends them.
 //! - `GET /metrics`: Prometheus text exposition rendered from registry snapshots (no global
 //!   metrics recorder needed); names and meanings in [`prometheus`].
+//! - `/hystrix/admin/...`, only when enabled ([`DashboardBuilder::admin`],
+//!   [`DashboardBuilder::admin_token`]): the effective configuration with provenance, run-time
+//!   property changes and the breaker override; routes and access rules in [`admin`].
 //!
 //! Every stream is Server-Sent Events in Hystrix's format (`Content-Type:
 //! text/event-stream;charset=UTF-8`, no caching, `ping: \n\n` on connect and every 500 ms,
@@ -64,6 +67,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod admin;
 pub mod configuration;
 pub mod prometheus;
 pub mod requests;
@@ -150,9 +154,43 @@ pub struct DashboardBuilder {
     heartbeat: Duration,
     max_connections: usize,
     bind_ip: IpAddr,
+    admin: Option<admin::Access>,
+    on_admin_change: Option<admin::OnChange>,
 }
 
 impl DashboardBuilder {
+    /// Enables the [`admin`] routes for loopback peers only (no token): effective
+    /// configuration with provenance, run-time property changes, breaker force-open /
+    /// force-close / reset. Off by default.
+    pub fn admin(mut self) -> Self {
+        self.admin = Some(admin::Access::Loopback);
+        self
+    }
+
+    /// Enables the [`admin`] routes for any peer that sends `Authorization: Bearer <token>`
+    /// (compared in constant time); others get 401.
+    ///
+    /// # Errors
+    /// [`AdminTokenError`](admin::AdminTokenError) for a token shorter than 16 characters or
+    /// with anything but visible ASCII characters: a weak or mistyped token never opens the
+    /// routes.
+    pub fn admin_token(mut self, token: impl Into<String>) -> Result<Self, admin::AdminTokenError> {
+        let token = token.into();
+        admin::check_token(&token)?;
+        self.admin = Some(admin::Access::Token(token.into()));
+        Ok(self)
+    }
+
+    /// Calls `callback` after each change made through the admin routes (they are also logged
+    /// at INFO, target `hystrix::admin`). It runs on the request's task: keep it short.
+    pub fn on_admin_change(
+        mut self,
+        callback: impl Fn(&admin::AdminChange) + Send + Sync + 'static,
+    ) -> Self {
+        self.on_admin_change = Some(admin::OnChange(Arc::new(callback)));
+        self
+    }
+
     /// How often `/hystrix.stream` samples the registry, at least 1 ms. Default:
     /// `hystrix.stream.dashboard.intervalInMilliseconds` when [`Dashboard::builder`] was
     /// called (500 ms unless set); this call overrides it.
@@ -225,8 +263,16 @@ impl DashboardBuilder {
                 StreamKind::Requests => Schedule::RequestLogs,
             })
         });
+        let admin = self.admin.map(|access| {
+            Arc::new(admin::Admin {
+                registry: self.registry.clone(),
+                access,
+                on_change: self.on_admin_change,
+            })
+        });
         Dashboard {
             shared: Arc::new(Shared {
+                admin,
                 registry: self.registry,
                 bind_ip: self.bind_ip,
                 feeds,
@@ -254,6 +300,8 @@ pub struct Dashboard {
 #[derive(Debug)]
 struct Shared {
     registry: Registry,
+    /// The admin routes' state, when enabled.
+    admin: Option<Arc<admin::Admin>>,
     bind_ip: IpAddr,
     /// One per stream, at the index of its [`StreamKind`] (the order of [`StreamKind::ALL`]).
     feeds: [Arc<Feed>; 4],
@@ -278,26 +326,33 @@ impl Dashboard {
             max_connections: usize::try_from(props.max_concurrent_connections)
                 .unwrap_or(usize::MAX),
             bind_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            admin: None,
+            on_admin_change: None,
             registry,
         }
     }
 
     /// The routes: `GET /hystrix.stream`, `/hystrix/utilization.stream`,
     /// `/hystrix/config.stream`, `/hystrix/requests.stream` (and its alias
-    /// `/hystrix/request.stream`) and `/metrics`, to serve or to [`merge`](Router::merge) into
-    /// an app.
+    /// `/hystrix/request.stream`) and `/metrics`, plus the [`admin`] routes when enabled, to
+    /// serve or to [`merge`](Router::merge) into an app (with admin routes and no token, serve
+    /// the app with `into_make_service_with_connect_info::<SocketAddr>()`).
     pub fn router(&self) -> Router {
         let route = |kind: StreamKind| get(sse::serve).with_state(self.feed(kind));
         let mut router = Router::new();
         for kind in StreamKind::ALL {
             router = router.route(kind.path(), route(kind));
         }
-        router
+        router = router
             .route("/hystrix/request.stream", route(StreamKind::Requests))
             .route(
                 "/metrics",
                 get(metrics_handler).with_state(Arc::clone(&self.shared)),
-            )
+            );
+        match &self.shared.admin {
+            Some(admin) => router.merge(admin::routes(Arc::clone(admin))),
+            None => router,
+        }
     }
 
     fn feed(&self, kind: StreamKind) -> Arc<Feed> {
@@ -341,7 +396,12 @@ impl Dashboard {
     pub async fn serve(self, port: u16) -> std::io::Result<()> {
         let listener =
             tokio::net::TcpListener::bind(SocketAddr::new(self.shared.bind_ip, port)).await?;
-        axum::serve(listener, self.router()).await
+        axum::serve(
+            listener,
+            self.router()
+                .into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
     }
 }
 

@@ -36,8 +36,10 @@ pub enum ConfigError {
     },
     /// A name that is not a known property.
     #[error(
-        "unknown property `{name}` (expected hystrix.command.<Key|default>.<name> or \
-         hystrix.threadpool.<Key|default>.<name> with a Hystrix property name)"
+        "unknown property `{name}` (expected hystrix.command.<Key|default>.<name>, \
+         hystrix.threadpool.<Key|default>.<name> or hystrix.collapser.<Key|default>.<name> \
+         with a Hystrix property name, or a stream property such as \
+         hystrix.stream.dashboard.intervalInMilliseconds)"
     )]
     UnknownProperty {
         /// The name given.

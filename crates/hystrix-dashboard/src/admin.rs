@@ -1,0 +1,519 @@
+//! The admin endpoint: the effective configuration with its provenance, run-time property
+//! changes, and the manual override of circuit breakers (SPEC Part A 22 and 25).
+//!
+//! Off unless the builder enables it ([`DashboardBuilder::admin`](crate::DashboardBuilder::admin)
+//! or [`admin_token`](crate::DashboardBuilder::admin_token)). Routes (JSON answers):
+//!
+//! | method and path | what |
+//! |---|---|
+//! | `GET /hystrix/admin/config/commands/{key}` | every command property of `key`: value, layer, source, hidden values |
+//! | `GET /hystrix/admin/config/threadpools/{key}` | the same for a thread pool |
+//! | `GET /hystrix/admin/config/collapsers/{key}` | the same for a collapser |
+//! | `GET /hystrix/admin/config/properties/{full name}` | one property |
+//! | `PUT /hystrix/admin/config/properties/{full name}` | sets it at run time; the body is the value as text (`250`, `true`, `THREAD`) |
+//! | `DELETE /hystrix/admin/config/properties/{full name}` | removes the run-time value (a file or environment value shows through again) |
+//! | `GET /hystrix/admin/circuit/{command}` | the breaker's status |
+//! | `POST /hystrix/admin/circuit/{command}/force-open` | trips it now (a new sleep window) |
+//! | `POST /hystrix/admin/circuit/{command}/force-close` | closes it with zeroed health counts |
+//! | `POST /hystrix/admin/circuit/{command}/reset` | clears both |
+//!
+//! A run-time value ranks above the file and the environment within its layer (SPEC Part A 25)
+//! and survives a reload of the file. A refused change answers 400 (invalid value), 404
+//! (unknown property or command) or 409 (a fixed property of a key in use) with
+//! `{"error": "<message naming the property>"}`, and changes nothing.
+//!
+//! **Access.** With a bearer token ([`admin_token`](crate::DashboardBuilder::admin_token)),
+//! every admin request needs `Authorization: Bearer <token>` (compared in constant time), from
+//! any peer; a missing or wrong token answers 401. Without one
+//! ([`admin`](crate::DashboardBuilder::admin)), only requests whose peer address is loopback
+//! are served (403 otherwise), so a router merged into an app that listens on every interface
+//! stays safe: the peer address comes from axum's `ConnectInfo<SocketAddr>`, which
+//! [`Dashboard::serve`](crate::Dashboard::serve) provides; an app that serves the router itself
+//! must use `into_make_service_with_connect_info::<SocketAddr>()`, or every admin request is
+//! refused with a 403 that says so.
+//!
+//! Every change is logged (`tracing`, INFO, target `hystrix::admin`) and told to the callback
+//! of [`on_admin_change`](crate::DashboardBuilder::on_admin_change), if any.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{ConnectInfo, Extension, Path, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use hystrix::config::{
+    COLLAPSER_PROPERTIES, COMMAND_PROPERTIES, LayerValue, Origin, PropertyInfo, PropertyReport,
+    PropertyValue, THREAD_POOL_PROPERTIES,
+};
+use hystrix::{ConfigError, Registry};
+use serde::Serialize;
+use serde_json::{Value, json};
+use subtle::ConstantTimeEq;
+
+/// Who may use the admin routes.
+#[derive(Clone)]
+pub(crate) enum Access {
+    /// Peers on a loopback address only.
+    Loopback,
+    /// Any peer with this bearer token.
+    Token(Arc<str>),
+}
+
+impl fmt::Debug for Access {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Access::Loopback => f.write_str("Loopback"),
+            Access::Token(_) => f.write_str("Token(<redacted>)"),
+        }
+    }
+}
+
+/// A token [`admin_token`](crate::DashboardBuilder::admin_token) refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid admin token: {reason}")]
+pub struct AdminTokenError {
+    reason: &'static str,
+}
+
+/// Checks a bearer token: at least 16 visible ASCII characters (RFC 6750 `b64token`-like,
+/// no spaces), so that a typo like an empty string never opens the admin routes.
+pub(crate) fn check_token(token: &str) -> Result<(), AdminTokenError> {
+    if token.len() < 16 {
+        return Err(AdminTokenError {
+            reason: "must be at least 16 characters",
+        });
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(AdminTokenError {
+            reason: "must be visible ASCII characters without spaces",
+        });
+    }
+    Ok(())
+}
+
+/// A change made through the admin routes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AdminChange {
+    /// The peer that asked, when the server provides it.
+    pub peer: Option<SocketAddr>,
+    /// What changed.
+    pub action: AdminAction,
+}
+
+impl AdminChange {
+    /// A change: `action`, asked by `peer`.
+    pub fn new(peer: Option<SocketAddr>, action: AdminAction) -> Self {
+        AdminChange { peer, action }
+    }
+}
+
+/// What an admin request changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AdminAction {
+    /// A property was set at run time to `value` (as given).
+    PropertySet {
+        /// The full property name.
+        name: String,
+        /// The value, as text.
+        value: String,
+    },
+    /// A property's run-time value was removed.
+    PropertyUnset {
+        /// The full property name.
+        name: String,
+    },
+    /// A command's breaker was tripped by hand.
+    ForceOpen {
+        /// The command key.
+        command: String,
+    },
+    /// A command's breaker was closed by hand.
+    ForceClose {
+        /// The command key.
+        command: String,
+    },
+    /// A command's manual override was cleared.
+    Reset {
+        /// The command key.
+        command: String,
+    },
+}
+
+impl fmt::Display for AdminAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AdminAction::PropertySet { name, value } => write!(f, "set {name} = {value}"),
+            AdminAction::PropertyUnset { name } => write!(f, "unset {name}"),
+            AdminAction::ForceOpen { command } => write!(f, "force-open {command}"),
+            AdminAction::ForceClose { command } => write!(f, "force-close {command}"),
+            AdminAction::Reset { command } => write!(f, "reset {command}"),
+        }
+    }
+}
+
+/// The callback told of each admin change.
+#[derive(Clone)]
+pub(crate) struct OnChange(pub(crate) Arc<dyn Fn(&AdminChange) + Send + Sync>);
+
+impl fmt::Debug for OnChange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("OnChange")
+    }
+}
+
+/// What the admin routes share.
+#[derive(Debug)]
+pub(crate) struct Admin {
+    pub(crate) registry: Registry,
+    pub(crate) access: Access,
+    pub(crate) on_change: Option<OnChange>,
+}
+
+impl Admin {
+    fn changed(&self, peer: Option<SocketAddr>, action: AdminAction) {
+        match peer {
+            Some(peer) => {
+                tracing::info!(target: "hystrix::admin", %peer, "hystrix admin: {action}")
+            }
+            None => tracing::info!(target: "hystrix::admin", "hystrix admin: {action}"),
+        }
+        if let Some(OnChange(on_change)) = &self.on_change {
+            on_change(&AdminChange { peer, action });
+        }
+    }
+}
+
+/// The admin routes, behind the access check.
+pub(crate) fn routes(admin: Arc<Admin>) -> Router {
+    Router::new()
+        .route("/hystrix/admin/config/commands/{key}", get(command_config))
+        .route("/hystrix/admin/config/threadpools/{key}", get(pool_config))
+        .route(
+            "/hystrix/admin/config/collapsers/{key}",
+            get(collapser_config),
+        )
+        .route(
+            "/hystrix/admin/config/properties/{name}",
+            get(property).put(set_property).delete(unset_property),
+        )
+        .route("/hystrix/admin/circuit/{command}", get(circuit))
+        .route(
+            "/hystrix/admin/circuit/{command}/{action}",
+            post(override_circuit),
+        )
+        .route_layer(middleware::from_fn_with_state(
+            Arc::clone(&admin),
+            check_access,
+        ))
+        .with_state(admin)
+}
+
+fn peer_of(request: &Request) -> Option<SocketAddr> {
+    request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(peer)| *peer)
+}
+
+/// A JSON answer (axum's `Json` needs its `json` feature; this is all we need of it).
+fn json_response(body: impl Serialize) -> Response {
+    match serde_json::to_string(&body) {
+        Ok(text) => ([(header::CONTENT_TYPE, "application/json")], text).into_response(),
+        Err(err) => (StatusCode::INTERNAL_SERVER_ERROR, err.to_string()).into_response(),
+    }
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    let mut response = json_response(json!({ "error": message.into() }));
+    *response.status_mut() = status;
+    response
+}
+
+/// The peer of an admin request, as the access check found it.
+#[derive(Debug, Clone, Copy)]
+struct Peer(Option<SocketAddr>);
+
+async fn check_access(
+    State(admin): State<Arc<Admin>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let peer = peer_of(&request);
+    request.extensions_mut().insert(Peer(peer));
+    match &admin.access {
+        Access::Token(token) => {
+            let given = request
+                .headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|value| value.to_str().ok())
+                .and_then(|value| value.strip_prefix("Bearer "))
+                .unwrap_or("");
+            if !bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
+                let mut response = error(
+                    StatusCode::UNAUTHORIZED,
+                    "the admin routes need `Authorization: Bearer <token>` with the configured token",
+                );
+                response.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"hystrix-admin\""),
+                );
+                return response;
+            }
+        }
+        Access::Loopback => match peer {
+            Some(peer) if peer.ip().is_loopback() => {}
+            Some(peer) => {
+                return error(
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "the admin routes answer only loopback peers when no admin token is \
+                         configured (this peer: {})",
+                        peer.ip()
+                    ),
+                );
+            }
+            None => {
+                return error(
+                    StatusCode::FORBIDDEN,
+                    "the admin routes need the peer address to check it is loopback: serve the \
+                     router with into_make_service_with_connect_info::<SocketAddr>() (as \
+                     Dashboard::serve does), or configure an admin token",
+                );
+            }
+        },
+    }
+    next.run(request).await
+}
+
+// ------------------------------------------------------------------------------------------------
+// Configuration
+
+#[derive(Serialize)]
+struct LayerValueJson {
+    value: Value,
+    layer: &'static str,
+    origin: Value,
+    source: String,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ReportJson {
+    name: String,
+    value: Value,
+    layer: &'static str,
+    origin: Value,
+    /// The origin as one line of text (`code`, `<path>:<line>`, ...).
+    source: String,
+    dynamic: bool,
+    key_in_use: bool,
+    pending: Option<LayerValueJson>,
+    overridden: Vec<LayerValueJson>,
+}
+
+fn value_json(value: Option<&PropertyValue>) -> Value {
+    match value {
+        None => Value::Null,
+        Some(PropertyValue::Bool(b)) => Value::Bool(*b),
+        Some(PropertyValue::Int(i)) => Value::from(*i),
+        Some(PropertyValue::Str(s)) => Value::String(s.clone()),
+    }
+}
+
+fn origin_json(origin: &Origin) -> Value {
+    match origin {
+        Origin::Code => json!({ "kind": "code" }),
+        Origin::File { path, line } => {
+            json!({ "kind": "file", "path": path.display().to_string(), "line": line })
+        }
+        Origin::Environment { variable } => {
+            json!({ "kind": "environment", "variable": variable })
+        }
+        Origin::Runtime => json!({ "kind": "runtime" }),
+        other => json!({ "kind": "other", "text": other.to_string() }),
+    }
+}
+
+fn layer_value_json(value: &LayerValue) -> LayerValueJson {
+    LayerValueJson {
+        value: value_json(value.value.as_ref()),
+        layer: value.layer.name(),
+        origin: origin_json(&value.origin),
+        source: value.origin.to_string(),
+    }
+}
+
+fn report_json(report: &PropertyReport) -> ReportJson {
+    ReportJson {
+        name: report.name.clone(),
+        value: value_json(report.value.as_ref()),
+        layer: report.layer.name(),
+        origin: origin_json(&report.origin),
+        source: report.origin.to_string(),
+        dynamic: report.dynamic,
+        key_in_use: report.key_in_use,
+        pending: report.pending.as_ref().map(layer_value_json),
+        overridden: report.overridden.iter().map(layer_value_json).collect(),
+    }
+}
+
+fn config_error(err: &ConfigError) -> Response {
+    let status = match err {
+        ConfigError::UnknownProperty { .. } => StatusCode::NOT_FOUND,
+        ConfigError::FixedAfterFirstUse { .. } => StatusCode::CONFLICT,
+        _ => StatusCode::BAD_REQUEST,
+    };
+    error(status, err.to_string())
+}
+
+/// Every property of a key: `hystrix.<kind>.<key>.<name>` for each name of `table`.
+fn key_config(admin: &Admin, kind: &str, key: &str, table: &[PropertyInfo]) -> Response {
+    let mut reports = Vec::with_capacity(table.len());
+    for info in table {
+        let name = format!("hystrix.{kind}.{key}.{}", info.name);
+        match admin.registry.properties().explain(&name) {
+            Ok(report) => reports.push(report_json(&report)),
+            Err(err) => return config_error(&err),
+        }
+    }
+    json_response(json!({ "kind": kind, "key": key, "properties": reports })).into_response()
+}
+
+async fn command_config(State(admin): State<Arc<Admin>>, Path(key): Path<String>) -> Response {
+    key_config(&admin, "command", &key, COMMAND_PROPERTIES)
+}
+
+async fn pool_config(State(admin): State<Arc<Admin>>, Path(key): Path<String>) -> Response {
+    key_config(&admin, "threadpool", &key, THREAD_POOL_PROPERTIES)
+}
+
+async fn collapser_config(State(admin): State<Arc<Admin>>, Path(key): Path<String>) -> Response {
+    key_config(&admin, "collapser", &key, COLLAPSER_PROPERTIES)
+}
+
+fn explained(admin: &Admin, name: &str) -> Response {
+    match admin.registry.properties().explain(name) {
+        Ok(report) => json_response(report_json(&report)).into_response(),
+        Err(err) => config_error(&err),
+    }
+}
+
+async fn property(State(admin): State<Arc<Admin>>, Path(name): Path<String>) -> Response {
+    explained(&admin, &name)
+}
+
+async fn set_property(
+    State(admin): State<Arc<Admin>>,
+    Extension(Peer(peer)): Extension<Peer>,
+    Path(name): Path<String>,
+    body: String,
+) -> Response {
+    let value = body.trim();
+    if value.is_empty() {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("no value for `{name}`: send it as the request body, e.g. `250` or `true`"),
+        );
+    }
+    if let Err(err) = admin.registry.properties().set(&name, value) {
+        return config_error(&err);
+    }
+    admin.changed(
+        peer,
+        AdminAction::PropertySet {
+            name: name.clone(),
+            value: value.to_owned(),
+        },
+    );
+    explained(&admin, &name)
+}
+
+async fn unset_property(
+    State(admin): State<Arc<Admin>>,
+    Extension(Peer(peer)): Extension<Peer>,
+    Path(name): Path<String>,
+) -> Response {
+    match admin.registry.properties().unset(&name) {
+        Err(err) => config_error(&err),
+        Ok(removed) => {
+            if removed {
+                admin.changed(peer, AdminAction::PropertyUnset { name: name.clone() });
+            }
+            explained(&admin, &name)
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Circuit breakers
+
+fn circuit_json(admin: &Admin, command: &str) -> Response {
+    let Some(breaker) = admin.registry.circuit_breaker(command) else {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("no command `{command}` in this registry"),
+        );
+    };
+    let status = match breaker.status() {
+        hystrix::circuit::Status::Closed => "CLOSED",
+        hystrix::circuit::Status::Open => "OPEN",
+        hystrix::circuit::Status::HalfOpen => "HALF_OPEN",
+    };
+    json_response(json!({
+        "command": command,
+        "status": status,
+        "isOpen": breaker.is_open(),
+    }))
+    .into_response()
+}
+
+async fn circuit(State(admin): State<Arc<Admin>>, Path(command): Path<String>) -> Response {
+    circuit_json(&admin, &command)
+}
+
+async fn override_circuit(
+    State(admin): State<Arc<Admin>>,
+    Extension(Peer(peer)): Extension<Peer>,
+    Path((command, action)): Path<(String, String)>,
+) -> Response {
+    let Some(breaker) = admin.registry.circuit_breaker(&command) else {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("no command `{command}` in this registry"),
+        );
+    };
+    let action = match action.as_str() {
+        "force-open" => {
+            breaker.force_open();
+            AdminAction::ForceOpen {
+                command: command.clone(),
+            }
+        }
+        "force-close" => {
+            breaker.force_close();
+            AdminAction::ForceClose {
+                command: command.clone(),
+            }
+        }
+        "reset" => {
+            breaker.reset();
+            AdminAction::Reset {
+                command: command.clone(),
+            }
+        }
+        other => {
+            return error(
+                StatusCode::NOT_FOUND,
+                format!("unknown breaker action `{other}` (force-open, force-close or reset)"),
+            );
+        }
+    };
+    admin.changed(peer, action);
+    circuit_json(&admin, &command)
+}

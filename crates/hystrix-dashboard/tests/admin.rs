@@ -1,0 +1,496 @@
+//! The admin endpoint: effective configuration with provenance, run-time changes, the manual
+//! breaker override, and its access rules (token: 401 without it; no token: loopback only).
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use axum::http::{Method, Request, StatusCode};
+use common::{runtime, semaphore_command};
+use hystrix::testing::TestRegistry;
+use hystrix_dashboard::Dashboard;
+use hystrix_dashboard::admin::{AdminAction, AdminChange};
+use serde_json::Value;
+use tower::ServiceExt;
+
+const TOKEN: &str = "s3cret-admin-token-0123";
+const LOOPBACK: &str = "127.0.0.1:50000";
+const REMOTE: &str = "10.1.2.3:50000";
+
+/// Sends one request to `router` as if from `peer` (no peer: a server without connect info).
+fn send(
+    router: &axum::Router,
+    method: Method,
+    path: &str,
+    peer: Option<&str>,
+    token: Option<&str>,
+    body: &str,
+) -> (StatusCode, Value) {
+    let mut request = Request::builder().method(method).uri(path);
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    let mut request = request.body(Body::from(body.to_owned())).unwrap();
+    if let Some(peer) = peer {
+        let peer: SocketAddr = peer.parse().unwrap();
+        request.extensions_mut().insert(ConnectInfo(peer));
+    }
+    runtime().block_on(async {
+        let response = router.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        (status, json)
+    })
+}
+
+fn property<'a>(config: &'a Value, name: &str) -> &'a Value {
+    config["properties"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {config}"))
+}
+
+#[test]
+fn without_a_token_only_loopback_peers_are_served() {
+    let test = TestRegistry::new();
+    semaphore_command(&test, "GetUser", "Users");
+    let router = Dashboard::builder(test.registry().clone())
+        .admin()
+        .build()
+        .router();
+    let path = "/hystrix/admin/circuit/GetUser";
+    assert_eq!(
+        send(&router, Method::GET, path, Some(LOOPBACK), None, "").0,
+        StatusCode::OK
+    );
+    let (status, body) = send(&router, Method::GET, path, Some("[::1]:4000"), None, "");
+    assert_eq!(
+        (status, &body["status"]),
+        (StatusCode::OK, &Value::from("CLOSED"))
+    );
+
+    let (status, body) = send(
+        &router,
+        Method::POST,
+        &format!("{path}/force-open"),
+        Some(REMOTE),
+        None,
+        "",
+    );
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        body["error"],
+        "the admin routes answer only loopback peers when no admin token is configured (this \
+         peer: 10.1.2.3)"
+    );
+    // Refused: nothing changed.
+    assert!(
+        !test
+            .registry()
+            .circuit_breaker("GetUser")
+            .unwrap()
+            .is_open()
+    );
+
+    // A server that gives no peer address: refused, with the way out.
+    let (status, body) = send(&router, Method::GET, path, None, None, "");
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("into_make_service_with_connect_info::<SocketAddr>()"),
+        "{body}"
+    );
+}
+
+#[test]
+fn with_a_token_every_request_needs_it_from_any_peer() {
+    let test = TestRegistry::new();
+    semaphore_command(&test, "GetUser", "Users");
+    let router = Dashboard::builder(test.registry().clone())
+        .admin_token(TOKEN)
+        .unwrap()
+        .build()
+        .router();
+    let path = "/hystrix/admin/circuit/GetUser";
+    for (peer, token) in [
+        (Some(LOOPBACK), None),
+        (Some(LOOPBACK), Some("s3cret-admin-token-0124")),
+        (Some(REMOTE), Some("short")),
+        (None, Some("")),
+    ] {
+        let (status, body) = send(&router, Method::GET, path, peer, token, "");
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{peer:?} {token:?}");
+        assert_eq!(
+            body["error"],
+            "the admin routes need `Authorization: Bearer <token>` with the configured token"
+        );
+    }
+    let (status, body) = send(&router, Method::GET, path, Some(REMOTE), Some(TOKEN), "");
+    assert_eq!(
+        (status, &body["isOpen"]),
+        (StatusCode::OK, &Value::Bool(false))
+    );
+    let (status, _) = send(&router, Method::GET, path, None, Some(TOKEN), "");
+    assert_eq!(status, StatusCode::OK);
+
+    // The streams and /metrics are not admin routes: no token needed.
+    let (status, _) = send(&router, Method::GET, "/metrics", Some(REMOTE), None, "");
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[test]
+fn weak_tokens_are_refused_at_build_time() {
+    let test = TestRegistry::new();
+    for (token, message) in [
+        ("", "invalid admin token: must be at least 16 characters"),
+        (
+            "too-short",
+            "invalid admin token: must be at least 16 characters",
+        ),
+        (
+            "has a space in it!!",
+            "invalid admin token: must be visible ASCII characters without spaces",
+        ),
+    ] {
+        let err = Dashboard::builder(test.registry().clone())
+            .admin_token(token)
+            .unwrap_err();
+        assert_eq!(err.to_string(), message);
+    }
+}
+
+#[test]
+fn the_configuration_shows_each_value_with_its_layer_and_source() {
+    let test = TestRegistry::new();
+    let registry = test.registry();
+    registry
+        .properties()
+        .load_env_from([(
+            "HYSTRIX__command__default__circuitBreaker__sleepWindowInMilliseconds",
+            "700",
+        )])
+        .unwrap();
+    registry
+        .properties()
+        .set(
+            "hystrix.command.GetUser.execution.isolation.thread.timeoutInMilliseconds",
+            250,
+        )
+        .unwrap();
+    semaphore_command(&test, "GetUser", "Users");
+    let router = Dashboard::builder(registry.clone())
+        .admin()
+        .build()
+        .router();
+
+    let (status, config) = send(
+        &router,
+        Method::GET,
+        "/hystrix/admin/config/commands/GetUser",
+        Some(LOOPBACK),
+        None,
+        "",
+    );
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(config["kind"], "command");
+    assert_eq!(config["key"], "GetUser");
+    assert_eq!(
+        config["properties"].as_array().unwrap().len(),
+        hystrix::config::COMMAND_PROPERTIES.len()
+    );
+    let timeout = property(
+        &config,
+        "hystrix.command.GetUser.execution.isolation.thread.timeoutInMilliseconds",
+    );
+    assert_eq!(timeout["value"], 250);
+    assert_eq!(timeout["layer"], "per key");
+    assert_eq!(timeout["origin"]["kind"], "runtime");
+    assert_eq!(timeout["source"], "run time");
+    assert_eq!(timeout["dynamic"], true);
+    assert_eq!(timeout["keyInUse"], true);
+    assert_eq!(timeout["overridden"][0]["value"], 1000);
+    assert_eq!(timeout["overridden"][0]["layer"], "code default");
+
+    let sleep = property(
+        &config,
+        "hystrix.command.GetUser.circuitBreaker.sleepWindowInMilliseconds",
+    );
+    assert_eq!(sleep["value"], 700);
+    assert_eq!(sleep["layer"], "global default");
+    assert_eq!(
+        sleep["origin"],
+        serde_json::json!({
+            "kind": "environment",
+            "variable": "HYSTRIX__command__default__circuitBreaker__sleepWindowInMilliseconds"
+        })
+    );
+    let window = property(
+        &config,
+        "hystrix.command.GetUser.metrics.rollingStats.timeInMilliseconds",
+    );
+    assert_eq!(
+        (&window["value"], &window["dynamic"]),
+        (&Value::from(10000), &Value::Bool(false))
+    );
+
+    let (status, pool) = send(
+        &router,
+        Method::GET,
+        "/hystrix/admin/config/threadpools/Users",
+        Some(LOOPBACK),
+        None,
+        "",
+    );
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        property(&pool, "hystrix.threadpool.Users.coreSize")["value"],
+        10
+    );
+    let (status, collapser) = send(
+        &router,
+        Method::GET,
+        "/hystrix/admin/config/collapsers/Ratings",
+        Some(LOOPBACK),
+        None,
+        "",
+    );
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        property(
+            &collapser,
+            "hystrix.collapser.Ratings.timerDelayInMilliseconds"
+        )["value"],
+        10
+    );
+}
+
+#[test]
+fn put_and_delete_change_a_property_for_the_next_execution_and_tell_the_callback() {
+    let test = TestRegistry::new();
+    let cmd = semaphore_command(&test, "GetUser", "Users");
+    let changes: Arc<Mutex<Vec<AdminChange>>> = Arc::default();
+    let heard = Arc::clone(&changes);
+    let router = Dashboard::builder(test.registry().clone())
+        .admin()
+        .on_admin_change(move |change| heard.lock().unwrap().push(change.clone()))
+        .build()
+        .router();
+    let name = "hystrix.command.GetUser.execution.isolation.semaphore.maxConcurrentRequests";
+    let path = format!("/hystrix/admin/config/properties/{name}");
+
+    let (status, report) = send(&router, Method::PUT, &path, Some(LOOPBACK), None, " 0\n");
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        (&report["value"], &report["source"]),
+        (&Value::from(0), &Value::from("run time"))
+    );
+    // A semaphore of 0 rejects the next execution (SPEC Part A 32).
+    let err = cmd.run(|| Ok::<_, common::Boom>(1)).execute().unwrap_err();
+    assert_eq!(
+        err.failure_type(),
+        hystrix::FailureType::RejectedSemaphoreExecution
+    );
+
+    let (status, report) = send(&router, Method::DELETE, &path, Some(LOOPBACK), None, "");
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        (&report["value"], &report["layer"]),
+        (&Value::from(10), &Value::from("code default"))
+    );
+    assert_eq!(cmd.run(|| Ok::<_, common::Boom>(1)).execute().unwrap(), 1);
+
+    let peer: SocketAddr = LOOPBACK.parse().unwrap();
+    assert_eq!(
+        *changes.lock().unwrap(),
+        [
+            AdminChange::new(
+                Some(peer),
+                AdminAction::PropertySet {
+                    name: name.to_owned(),
+                    value: "0".to_owned()
+                }
+            ),
+            AdminChange::new(
+                Some(peer),
+                AdminAction::PropertyUnset {
+                    name: name.to_owned()
+                }
+            ),
+        ]
+    );
+}
+
+#[test]
+fn refused_changes_name_the_property_and_change_nothing() {
+    let test = TestRegistry::new();
+    semaphore_command(&test, "GetUser", "Users");
+    let changes: Arc<Mutex<Vec<AdminChange>>> = Arc::default();
+    let heard = Arc::clone(&changes);
+    let router = Dashboard::builder(test.registry().clone())
+        .admin()
+        .on_admin_change(move |change| heard.lock().unwrap().push(change.clone()))
+        .build()
+        .router();
+    let put = |name: &str, body: &str| {
+        send(
+            &router,
+            Method::PUT,
+            &format!("/hystrix/admin/config/properties/{name}"),
+            Some(LOOPBACK),
+            None,
+            body,
+        )
+    };
+    let threshold = "hystrix.command.GetUser.circuitBreaker.errorThresholdPercentage";
+    let window = "hystrix.command.GetUser.metrics.rollingStats.timeInMilliseconds";
+    let cases = [
+        (
+            threshold,
+            "120",
+            StatusCode::BAD_REQUEST,
+            format!("invalid value `120` for `{threshold}`: must be a percentage from 0 to 100"),
+        ),
+        (
+            "hystrix.command.GetUser.execution.timeout",
+            "5",
+            StatusCode::NOT_FOUND,
+            "unknown property `hystrix.command.GetUser.execution.timeout`".to_owned(),
+        ),
+        (
+            window,
+            "20000",
+            StatusCode::CONFLICT,
+            format!("`{window}` is fixed"),
+        ),
+        (
+            threshold,
+            "",
+            StatusCode::BAD_REQUEST,
+            format!(
+                "no value for `{threshold}`: send it as the request body, e.g. `250` or `true`"
+            ),
+        ),
+    ];
+    for (name, value, status, message) in cases {
+        let (got, body) = put(name, value);
+        assert_eq!(got, status, "{name} = {value:?}: {body}");
+        let error = body["error"].as_str().unwrap();
+        assert!(error.contains(&message), "{error}");
+    }
+    assert_eq!(
+        test.registry()
+            .properties()
+            .command(&hystrix::CommandKey::new("GetUser").unwrap())
+            .circuit_breaker_error_threshold_percentage,
+        50
+    );
+    assert!(changes.lock().unwrap().is_empty());
+}
+
+#[test]
+fn the_breaker_override_opens_closes_and_resets() {
+    let test = TestRegistry::new();
+    let cmd = semaphore_command(&test, "GetUser", "Users");
+    let changes: Arc<Mutex<Vec<AdminChange>>> = Arc::default();
+    let heard = Arc::clone(&changes);
+    let router = Dashboard::builder(test.registry().clone())
+        .admin_token(TOKEN)
+        .unwrap()
+        .on_admin_change(move |change| heard.lock().unwrap().push(change.clone()))
+        .build()
+        .router();
+    let post = |action: &str| {
+        send(
+            &router,
+            Method::POST,
+            &format!("/hystrix/admin/circuit/GetUser/{action}"),
+            Some(REMOTE),
+            Some(TOKEN),
+            "",
+        )
+    };
+    let (status, body) = post("force-open");
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body,
+        serde_json::json!({"command": "GetUser", "status": "OPEN", "isOpen": true})
+    );
+    let err = cmd.run(|| Ok::<_, common::Boom>(1)).execute().unwrap_err();
+    assert_eq!(err.failure_type(), hystrix::FailureType::ShortCircuit);
+
+    let (_, body) = post("force-close");
+    assert_eq!(body["status"], "CLOSED");
+    assert_eq!(cmd.run(|| Ok::<_, common::Boom>(1)).execute().unwrap(), 1);
+    let (_, body) = post("reset");
+    assert_eq!(body["isOpen"], false);
+
+    let (status, body) = post("explode");
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        body["error"],
+        "unknown breaker action `explode` (force-open, force-close or reset)"
+    );
+    let (status, body) = send(
+        &router,
+        Method::POST,
+        "/hystrix/admin/circuit/Nobody/force-open",
+        Some(REMOTE),
+        Some(TOKEN),
+        "",
+    );
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body["error"], "no command `Nobody` in this registry");
+
+    let peer: SocketAddr = REMOTE.parse().unwrap();
+    let command = || "GetUser".to_owned();
+    assert_eq!(
+        *changes.lock().unwrap(),
+        [
+            AdminChange::new(Some(peer), AdminAction::ForceOpen { command: command() }),
+            AdminChange::new(Some(peer), AdminAction::ForceClose { command: command() }),
+            AdminChange::new(Some(peer), AdminAction::Reset { command: command() }),
+        ]
+    );
+}
+
+#[test]
+fn dashboard_serve_gives_the_peer_address_so_a_loopback_client_is_served() {
+    let test = TestRegistry::new();
+    semaphore_command(&test, "GetUser", "Users");
+    let dashboard = Dashboard::builder(test.registry().clone()).admin().build();
+    runtime().block_on(async move {
+        // A free port, then serve on it (Dashboard::serve binds by port).
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        tokio::spawn(dashboard.serve(port));
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let response = common::within(async {
+            loop {
+                match tokio::net::TcpStream::connect(addr).await {
+                    Ok(stream) => {
+                        break common::get_on(stream, "/hystrix/admin/circuit/GetUser").await;
+                    }
+                    Err(_) => tokio::time::sleep(std::time::Duration::from_millis(5)).await,
+                }
+            }
+        })
+        .await;
+        assert_eq!(response.status, 200);
+        assert!(response.body().await.contains("\"status\":\"CLOSED\""));
+    });
+}
