@@ -190,7 +190,10 @@ impl Admin {
 }
 
 /// The admin routes, behind the access check.
-pub(crate) fn routes(admin: Arc<Admin>) -> Router {
+pub(crate) fn routes<S>(admin: Arc<Admin>) -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
     Router::new()
         .route("/hystrix/admin/config/commands/{key}", get(command_config))
         .route("/hystrix/admin/config/threadpools/{key}", get(pool_config))

@@ -46,7 +46,23 @@
 //! let app = axum::Router::new()
 //!     .route("/", axum::routing::get(|| async { "hello" }))
 //!     .merge(hystrix_dashboard::router(Registry::global().clone()));
-//! # let _ = app;
+//! # let _: axum::Router = app; // (axum::serve infers this)
+//! ```
+//!
+//! The router takes the app's state type, so an app with state mounts it the same way:
+//!
+//! ```
+//! use axum::extract::State;
+//! use hystrix::Registry;
+//!
+//! #[derive(Clone)]
+//! struct AppState { greeting: &'static str }
+//!
+//! let app = axum::Router::new()
+//!     .route("/", axum::routing::get(|State(s): State<AppState>| async move { s.greeting }))
+//!     .merge(hystrix_dashboard::router(Registry::global().clone()))
+//!     .with_state(AppState { greeting: "hello" });
+//! # let _: axum::Router = app;
 //! ```
 //!
 //! Or tune it, or serve it on its own port (bound to 127.0.0.1 unless told otherwise):
@@ -105,7 +121,13 @@ const DEFAULT_HEARTBEAT: Duration = Duration::from_millis(500);
 
 /// The routes of [`Dashboard::router`] for `registry`, with its stream properties. Same as
 /// `Dashboard::builder(registry).build().router()`.
-pub fn router(registry: Registry) -> Router {
+///
+/// The router fits any app state: merge it into a `Router<AppState>` before or after its
+/// `with_state`.
+pub fn router<S>(registry: Registry) -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
     Dashboard::builder(registry).build().router()
 }
 
@@ -282,7 +304,10 @@ impl DashboardBuilder {
     }
 
     /// Shortcut for `build().router()`.
-    pub fn router(self) -> Router {
+    pub fn router<S>(self) -> Router<S>
+    where
+        S: Clone + Send + Sync + 'static,
+    {
         self.build().router()
     }
 }
@@ -337,7 +362,12 @@ impl Dashboard {
     /// `/hystrix/request.stream`) and `/metrics`, plus the [`admin`] routes when enabled, to
     /// serve or to [`merge`](Router::merge) into an app (with admin routes and no token, serve
     /// the app with `into_make_service_with_connect_info::<SocketAddr>()`).
-    pub fn router(&self) -> Router {
+    ///
+    /// The router fits any app state (`Router<S>`): merge it into a `Router<AppState>`.
+    pub fn router<S>(&self) -> Router<S>
+    where
+        S: Clone + Send + Sync + 'static,
+    {
         let route = |kind: StreamKind| get(sse::serve).with_state(self.feed(kind));
         let mut router = Router::new();
         for kind in StreamKind::ALL {
@@ -398,7 +428,7 @@ impl Dashboard {
             tokio::net::TcpListener::bind(SocketAddr::new(self.shared.bind_ip, port)).await?;
         axum::serve(
             listener,
-            self.router()
+            self.router::<()>()
                 .into_make_service_with_connect_info::<SocketAddr>(),
         )
         .await

@@ -15,7 +15,7 @@
 //! | `hystrix_collapser_batch_size` | summary | `collapser`, `quantile` |
 //!
 //! Latency summaries: the quantiles are the rolling percentiles (`metrics.rollingPercentile.*`
-//! window, whole ms, as seconds; absent when percentiles are disabled). `_count` is the
+//! window, whole ms, as seconds; absent when percentiles are disabled, `NaN` while the window holds no latency). `_count` is the
 //! cumulative number of executions that ran user code (SUCCESS, FAILURE, TIMEOUT, BAD_REQUEST,
 //! IGNORED). There is no `_sum`: the library keeps no cumulative latency sum, and an estimate
 //! from rolling means read as zero for bursts (a fresh user's trial showed it), so the summary
@@ -169,10 +169,17 @@ pub(crate) fn render(registry: &Registry) -> String {
             let labels = [("command", c.key.as_str()), ("group", c.group.as_str())];
             if latency.mean >= 0 {
                 for (quantile, (_, ms)) in QUANTILES.iter().zip(latency.named()) {
+                    // No latency in the window: NaN (no value), as Prometheus clients write
+                    // it, not a misleading 0 s.
+                    let value = if latency.samples == 0 {
+                        f64::NAN
+                    } else {
+                        seconds(ms)
+                    };
                     out.sample(
                         summary,
                         &[labels[0], labels[1], ("quantile", quantile)],
-                        seconds(ms),
+                        value,
                     );
                 }
             }
@@ -260,8 +267,15 @@ pub(crate) fn render(registry: &Registry) -> String {
         }),
         (
             "queue_capacity",
-            "queueSizeRejectionThreshold: queued tasks beyond it are rejected.",
-            |_, p| i64::from(p.queue_size_rejection_threshold),
+            "Tasks that may wait in the queue: 0 for hand-off (maxQueueSize <= 0), else \
+             min(maxQueueSize, queueSizeRejectionThreshold).",
+            |_, p| {
+                if p.max_queue_size <= 0 {
+                    0
+                } else {
+                    i64::from(p.max_queue_size).min(i64::from(p.queue_size_rejection_threshold))
+                }
+            },
         ),
     ];
     for (suffix, help, value) in gauges {

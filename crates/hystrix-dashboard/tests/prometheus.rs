@@ -221,9 +221,10 @@ fn metrics_parse_and_equal_the_snapshot() {
         metrics.value("hystrix_thread_pool_rejections_total", &pool),
         0.0
     );
+    // maxQueueSize -1 (the default): hand-off, no queue.
     assert_eq!(
         metrics.value("hystrix_thread_pool_queue_capacity", &pool),
-        5.0
+        0.0
     );
     let snapshot = test.registry().thread_pool_metrics("ShopPool").unwrap();
     assert_eq!(
@@ -231,6 +232,43 @@ fn metrics_parse_and_equal_the_snapshot() {
         f64::from(snapshot.current_maximum_pool_size)
     );
     assert_eq!(metrics.types["hystrix_thread_pool_active_threads"], "gauge");
+}
+
+#[test]
+fn queue_capacity_is_what_may_wait_in_the_queue() {
+    for (max_queue, threshold, capacity) in [(-1, 5, 0.0), (0, 5, 0.0), (2, 5, 2.0), (20, 5, 5.0)] {
+        let test = TestRegistry::new();
+        let properties = test.registry().properties();
+        properties
+            .set("hystrix.threadpool.Q.maxQueueSize", max_queue)
+            .unwrap();
+        properties
+            .set(
+                "hystrix.threadpool.Q.queueSizeRejectionThreshold",
+                threshold,
+            )
+            .unwrap();
+        let cmd = hystrix::Command::builder("Queued")
+            .group("G")
+            .thread_pool_key("Q")
+            .isolation(hystrix::IsolationStrategy::Thread)
+            .build_in(test.registry())
+            .unwrap();
+        assert_eq!(cmd.run(|| Ok::<_, common::Boom>(1)).execute().unwrap(), 1);
+        let metrics = parse(
+            &Dashboard::builder(test.registry().clone())
+                .build()
+                .render_metrics(),
+        );
+        assert_eq!(
+            metrics.value(
+                "hystrix_thread_pool_queue_capacity",
+                &[("thread_pool", "Q")]
+            ),
+            capacity,
+            "maxQueueSize {max_queue}, threshold {threshold}"
+        );
+    }
 }
 
 #[test]
@@ -248,6 +286,13 @@ fn a_disabled_breaker_is_disabled_whatever_its_force_flags() {
         &Dashboard::builder(test.registry().clone())
             .build()
             .render_metrics(),
+    );
+    // Its one run is in the bucket still filling: the window holds no latency yet.
+    let p99 = [("command", "Off"), ("group", "G"), ("quantile", "0.99")];
+    assert!(
+        metrics
+            .value("hystrix_command_latency_execute_seconds", &p99)
+            .is_nan()
     );
     for (state, expected) in [("disabled", 1.0), ("forced_open", 0.0)] {
         let labels = [("command", "Off"), ("group", "G"), ("state", state)];

@@ -363,7 +363,9 @@ pub trait ExecutionHook: Send + Sync + 'static {
     fn on_execution_error(&self, key: &CommandKey, event: EventType) {
         let _ = (key, event);
     }
-    /// The run's pool work ended (THREAD isolation).
+    /// The execution let go of its pool work (THREAD isolation): the run ended, or, at a
+    /// timeout or a cancellation, the execution stopped waiting for it (as Hystrix, whose
+    /// unsubscribe ends the thread's part; an uninterruptible run may still be busy).
     fn on_thread_complete(&self, key: &CommandKey) {
         let _ = key;
     }

@@ -60,6 +60,10 @@
 //!   across instances, keyed breakers ([`CommandBuilder::breaker_per_key`]), the
 //!   [`circuit::journal`] and `circuitBreaker.dryRun`;
 //!   [`metrics`]: rolling counts, health counts and latency percentiles ([`CommandMetrics`]).
+//! - Observability: [`EventNotifier`] and [`ExecutionHook`] (registered on the
+//!   [`RegistryBuilder`]); a `tracing` span `hystrix.execution` per execution (DEBUG, target
+//!   `hystrix::command`); `metrics::facade` (feature `metrics`) for the `metrics` crate; the
+//!   `hystrix-dashboard` crate for the Hystrix streams, Prometheus text and the admin routes.
 //! - [`clock`]: the time source; [`testing`]: a registry on a manual clock for your tests.
 
 #![deny(missing_docs)]

@@ -318,7 +318,8 @@ impl Env {
     /// and logged once).
     fn breaker_event(&self, event: &CircuitBreakerEvent) {
         let command = &event.command_key;
-        let breaker_key = event.breaker_key.as_deref().unwrap_or("");
+        // Recorded only for a keyed breaker (an `Option` field with `None` records nothing).
+        let breaker_key = event.breaker_key.as_deref();
         match &event.kind {
             BreakerEventKind::Opened {
                 cause,

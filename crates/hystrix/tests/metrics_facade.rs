@@ -123,14 +123,34 @@ fn events_latencies_and_transitions_reach_the_recorder() {
     );
     assert_eq!(
         get(&format!(
-            "{BREAKER_TRANSITIONS_TOTAL}{{command=GetUser,group=Test,from=closed,to=forced_open}}"
+            "{BREAKER_TRANSITIONS_TOTAL}{{command=GetUser,group=Test,from=closed,to=open}}"
         )),
         "1"
     );
     assert_eq!(
         get(&format!(
-            "{BREAKER_TRANSITIONS_TOTAL}{{command=GetUser,group=Test,from=forced_open,to=closed}}"
+            "{BREAKER_TRANSITIONS_TOTAL}{{command=GetUser,group=Test,from=open,to=closed}}"
         )),
         "1"
+    );
+}
+
+#[test]
+fn a_facade_that_only_listens_to_breakers_labels_the_group() {
+    let recorder = DebuggingRecorder::new();
+    let registry = Registry::builder()
+        .clock(ManualClock::new())
+        .circuit_breaker_listener(MetricsFacade::new())
+        .build();
+    let cmd = builder("Listened").build_in(&registry).unwrap();
+    metrics::with_local_recorder(&recorder, || cmd.circuit_breaker().force_open());
+    let seen = snapshot(&recorder);
+    assert_eq!(
+        seen.get(&format!(
+            "{BREAKER_TRANSITIONS_TOTAL}{{command=Listened,group=Test,from=closed,to=open}}"
+        ))
+        .map(String::as_str),
+        Some("1"),
+        "{seen:?}"
     );
 }

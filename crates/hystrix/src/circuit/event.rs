@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::backoff::OpenTrigger;
 use super::journal::JournalEntry;
 use crate::error::TripCause;
-use crate::key::CommandKey;
+use crate::key::{CommandKey, GroupKey};
 
 /// Something that happened to a circuit breaker: a state change, or a request journalled,
 /// replayed or dropped from the journal. Each state change is also logged with `tracing` (at
@@ -16,6 +16,8 @@ use crate::key::CommandKey;
 pub struct CircuitBreakerEvent {
     /// The command key.
     pub command_key: CommandKey,
+    /// The command's group key.
+    pub group_key: GroupKey,
     /// For a keyed breaker (one per host, shard or tenant of the command, see
     /// [`CommandBuilder::breaker_per_key`](crate::command::CommandBuilder::breaker_per_key)),
     /// its key; `None` for the command's own breaker.

@@ -280,6 +280,7 @@ impl<'a> Site<'a> {
     pub(crate) fn emit(&self, kind: BreakerEventKind) {
         self.command.breaker_event(CircuitBreakerEvent {
             command_key: self.command.key.clone(),
+            group_key: self.command.group.clone(),
             breaker_key: self.keyed.map(|keyed| Arc::clone(&keyed.key)),
             kind,
         });

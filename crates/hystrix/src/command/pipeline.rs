@@ -781,7 +781,8 @@ impl Recorder {
     /// Records how the execution ended on its span.
     #[cold]
     fn record_span(span: &tracing::Span, result: &ExecutionResult) {
-        span.record("outcome", tracing::field::display(result.events))
+        // As text, which formatters quote: `outcome="FAILURE, FALLBACK_SUCCESS"`.
+        span.record("outcome", result.events.to_string().as_str())
             .record("latency_ms", result.total_time_ms);
     }
 

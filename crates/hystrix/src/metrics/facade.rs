@@ -7,14 +7,16 @@
 //! |---|---|---|
 //! | `hystrix_command_events_total` | counter | `command`, `group`, `event` (snake_case event name, e.g. `short_circuited`) |
 //! | `hystrix_command_latency_execute_seconds` | histogram | `command`, `group` (executions whose run started) |
-//! | `hystrix_circuit_breaker_transitions_total` | counter | `command`, `group`, `from`, `to` (`closed`, `open`, `half_open`, `forced_open`, `forced_closed`) |
+//! | `hystrix_circuit_breaker_transitions_total` | counter | `command`, `group`, `from`, `to` (`closed`, `open`, `half_open`) |
 //!
-//! `group` is the command's group key, heard when the registry creates the command
-//! ([`EventNotifier::mark_command_created`]); a command created before the facade was
-//! registered has an empty group. `from` is the state the facade last saw the breaker enter
-//! (a breaker starts `closed`; a reset enters `closed`); the breakers of one command's keys
-//! ([`breaker_per_key`](crate::command::CommandBuilder::breaker_per_key)) are tracked apart
-//! and counted in the command's series.
+//! `group` is the command's group key. `from` is the state the facade last saw the breaker
+//! enter (a breaker starts `closed`). The manual override counts as the transition it makes:
+//! `force_open()` trips the breaker (`to="open"`), `force_close()` and `reset()` close it
+//! (`to="closed"`). The sticky `circuitBreaker.forceOpen` / `forceClosed` properties are not
+//! transitions (the breaker's own state does not change; `/metrics` of the dashboard crate
+//! shows them as the `forced_open` / `forced_closed` state). The breakers of one command's
+//! keys ([`breaker_per_key`](crate::command::CommandBuilder::breaker_per_key)) are tracked
+//! apart and counted in the command's series.
 //!
 //! ```
 //! use hystrix::metrics::facade::MetricsFacade;
@@ -68,7 +70,7 @@ struct Handles {
 #[derive(Clone, Default)]
 pub struct MetricsFacade {
     commands: Arc<RwLock<HashMap<CommandKey, Arc<Handles>>>>,
-    /// Each command's group key, heard at its creation.
+    /// Each command's group key, heard at its creation (the notifier role).
     groups: Arc<RwLock<HashMap<CommandKey, GroupKey>>>,
     /// The state each breaker (command, breaker key) last entered.
     breaker_states: Arc<Mutex<HashMap<BreakerId, &'static str>>>,
@@ -167,11 +169,11 @@ impl EventNotifier for MetricsFacade {
 impl CircuitBreakerListener for MetricsFacade {
     fn on_event(&self, event: &CircuitBreakerEvent) {
         let to = match event.kind {
-            BreakerEventKind::Opened { .. } => "open",
+            BreakerEventKind::Opened { .. } | BreakerEventKind::ForcedOpen => "open",
             BreakerEventKind::HalfOpened { .. } => "half_open",
-            BreakerEventKind::Closed { .. } | BreakerEventKind::Reset => "closed",
-            BreakerEventKind::ForcedOpen => "forced_open",
-            BreakerEventKind::ForcedClosed => "forced_closed",
+            BreakerEventKind::Closed { .. }
+            | BreakerEventKind::ForcedClosed
+            | BreakerEventKind::Reset => "closed",
             _ => return,
         };
         let from = self
@@ -182,7 +184,7 @@ impl CircuitBreakerListener for MetricsFacade {
         counter!(
             BREAKER_TRANSITIONS_TOTAL,
             "command" => event.command_key.to_string(),
-            "group" => self.group_of(&event.command_key),
+            "group" => event.group_key.to_string(),
             "from" => from,
             "to" => to
         )

@@ -87,6 +87,9 @@ pub struct LatencyPercentiles {
     pub p99_5: i64,
     /// The 100th percentile (the largest value).
     pub p100: i64,
+    /// Latencies in the window: 0 means no data (every value then reads 0, as Hystrix's
+    /// stream shows it; an exporter may prefer to say "no value").
+    pub samples: u64,
 }
 
 impl LatencyPercentiles {
@@ -102,6 +105,7 @@ impl LatencyPercentiles {
         p99: -1,
         p99_5: -1,
         p100: -1,
+        samples: 0,
     };
 
     /// The percentiles as Hystrix's stream names them: `("0", p0)`, ..., `("99.5", p99_5)`,
@@ -212,6 +216,7 @@ fn summarize(histogram: &Histogram<u64>) -> LatencyPercentiles {
         p99: at(0.99),
         p99_5: at(0.995),
         p100: at(1.0),
+        samples: histogram.len(),
     }
 }
 
