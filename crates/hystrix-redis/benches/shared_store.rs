@@ -22,18 +22,10 @@ use criterion::{Criterion, SamplingMode, criterion_group, criterion_main};
 use hystrix::circuit::store::{SharedStatus, StateStore};
 use hystrix::{Command, CommandKey, IsolationStrategy, Registry, Status};
 use hystrix_redis::RedisStateStore;
-use server::RedisServer;
+use server::{RedisServer, runtime};
 use tokio::runtime::Runtime;
 
 type Never = std::convert::Infallible;
-
-fn runtime() -> Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 fn store(rt: &Runtime, server: &RedisServer, pubsub: bool) -> RedisStateStore {
     RedisStateStore::builder(server.url(), "bench")

@@ -20,7 +20,8 @@ macro_rules! now_ms {
     };
 }
 
-/// Status (0 closed, 1 open, 2 half-open) and the generation, from the state and open keys.
+/// Status (0 closed, 1 open, 2 half-open) and the generation, from the state and open keys:
+/// OPEN while the open key exists (PTTL is not -2; it reads 0 in its last millisecond).
 macro_rules! state {
     () => {
         "local gen = tonumber(redis.call('HGET', KEYS[1], 'gen') or '0')\n\
@@ -29,7 +30,7 @@ macro_rules! state {
          if tripped then remaining = redis.call('PTTL', KEYS[2]) end\n\
          local status = 0\n\
          if tripped then status = 2 end\n\
-         if tripped and remaining > 0 then status = 1 end\n"
+         if tripped and remaining ~= -2 then status = 1 end\n"
     };
 }
 

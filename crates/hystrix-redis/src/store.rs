@@ -16,7 +16,7 @@ use hystrix::circuit::store::{
 };
 use parking_lot::Mutex;
 use redis::aio::ConnectionManager;
-use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind};
+use redis::{ErrorKind, FromRedisValue, RedisError, RedisResult, Script, ServerErrorKind};
 use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
 
@@ -200,6 +200,29 @@ impl RedisStateStore {
         })
     }
 
+    /// One script call through [`run`](Self::run) (`EVALSHA`, the script loaded again on
+    /// `NOSCRIPT`); `then` turns the reply into the call's value.
+    fn invoke<R, T>(
+        &self,
+        script: fn(&Scripts) -> &Script,
+        call: Call,
+        then: impl FnOnce(&Inner, R) -> T + Send + 'static,
+    ) -> StoreFuture<'static, T>
+    where
+        R: FromRedisValue + Send + 'static,
+        T: Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        self.run(async move {
+            let mut con = inner.manager.clone();
+            let reply: R = call
+                .invocation(script(&inner.scripts))
+                .invoke_async(&mut con)
+                .await?;
+            Ok(then(&inner, reply))
+        })
+    }
+
     fn keys(&self, command: &CommandKey) -> CommandKeys {
         CommandKeys::new(&self.inner.service, command.as_str())
     }
@@ -360,18 +383,16 @@ impl StateStore for RedisStateStore {
     fn fetch<'a>(&'a self, command_key: &'a CommandKey) -> StoreFuture<'a, SharedView> {
         let own = self.inner.fingerprints.lock().get(command_key).cloned();
         let call = scripts::fetch(&self.keys(command_key), &self.inner.layout, own.as_deref());
-        let inner = Arc::clone(&self.inner);
         let command = command_key.clone();
-        self.run(async move {
-            let mut con = inner.manager.clone();
-            let reply: FetchReply = call
-                .invocation(&inner.scripts.fetch)
-                .invoke_async(&mut con)
-                .await?;
-            let (view, other) = scripts::view(reply);
-            inner.note_fingerprints(&command, own, other);
-            Ok(view)
-        })
+        self.invoke(
+            |s| &s.fetch,
+            call,
+            move |inner, reply: FetchReply| {
+                let (view, other) = scripts::view(reply);
+                inner.note_fingerprints(&command, own, other);
+                view
+            },
+        )
     }
 
     fn try_trip<'a>(
@@ -387,15 +408,7 @@ impl StateStore for RedisStateStore {
             generation,
             open_for_ms,
         );
-        let inner = Arc::clone(&self.inner);
-        self.run(async move {
-            let mut con = inner.manager.clone();
-            let next: u64 = call
-                .invocation(&inner.scripts.trip)
-                .invoke_async(&mut con)
-                .await?;
-            Ok((next > 0).then_some(next))
-        })
+        self.invoke(|s| &s.trip, call, |_, next: u64| (next > 0).then_some(next))
     }
 
     fn try_acquire_probe<'a>(
@@ -410,15 +423,7 @@ impl StateStore for RedisStateStore {
             instance,
             ttl_ms,
         );
-        let inner = Arc::clone(&self.inner);
-        self.run(async move {
-            let mut con = inner.manager.clone();
-            let granted: u8 = call
-                .invocation(&inner.scripts.probe)
-                .invoke_async(&mut con)
-                .await?;
-            Ok(granted == 1)
-        })
+        self.invoke(|s| &s.probe, call, |_, granted: u8| granted == 1)
     }
 
     fn close<'a>(
@@ -432,15 +437,11 @@ impl StateStore for RedisStateStore {
             command_key.as_str(),
             generation,
         );
-        let inner = Arc::clone(&self.inner);
-        self.run(async move {
-            let mut con = inner.manager.clone();
-            let next: u64 = call
-                .invocation(&inner.scripts.close)
-                .invoke_async(&mut con)
-                .await?;
-            Ok((next > 0).then_some(next))
-        })
+        self.invoke(
+            |s| &s.close,
+            call,
+            |_, next: u64| (next > 0).then_some(next),
+        )
     }
 
     fn watch(&self, listener: ChangeListener) {

@@ -12,19 +12,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use common::server::RedisServer;
+use common::server::{RedisServer, runtime};
 use hystrix::circuit::store::{HealthDelta, SharedStatus, SharedView, StateStore, StateStoreError};
 use hystrix::{CommandKey, Registry};
 use hystrix_redis::RedisStateStore;
 use tokio::runtime::Runtime;
-
-fn runtime() -> Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 fn key(name: &str) -> CommandKey {
     CommandKey::new(name).unwrap()
@@ -370,6 +362,27 @@ fn instance(
         .build()
 }
 
+/// Instances a and b (registries on stores `sa` and `sb`), each with the shared command.
+fn two_instances(
+    rt: &Runtime,
+    sa: &RedisStateStore,
+    sb: &RedisStateStore,
+    interval: Option<Duration>,
+) -> (Registry, Registry, hystrix::Command, hystrix::Command) {
+    let (a, b) = (
+        instance(rt, sa, "a", interval),
+        instance(rt, sb, "b", interval),
+    );
+    let (cmd_a, cmd_b) = (shared_command(&a), shared_command(&b));
+    (a, b, cmd_a, cmd_b)
+}
+
+fn subscribed(sa: &RedisStateStore, sb: &RedisStateStore) {
+    wait_until("the subscriptions", Duration::from_secs(5), || {
+        sa.pubsub_connected() && sb.pubsub_connected()
+    });
+}
+
 #[derive(Debug)]
 struct Down;
 
@@ -413,11 +426,7 @@ fn a_trip_reaches_the_other_instance_by_polling_within_a_sync_interval() {
     let interval = Duration::from_millis(300);
     let polling = |rt: &Runtime| builder(rt, &server).pubsub(false).build().unwrap();
     let (sa, sb) = (polling(&rt), polling(&rt));
-    let (a, b) = (
-        instance(&rt, &sa, "a", Some(interval)),
-        instance(&rt, &sb, "b", Some(interval)),
-    );
-    let (cmd_a, cmd_b) = (shared_command(&a), shared_command(&b));
+    let (_a, _b, cmd_a, cmd_b) = two_instances(&rt, &sa, &sb, Some(interval));
     trip(&cmd_a);
     // A's trip schedules A's round at once; B learns of it at its next poll.
     let took = wait_until("B to open", interval * 4, || is_open(&cmd_b));
@@ -432,14 +441,8 @@ fn a_trip_reaches_the_other_instance_by_pubsub_well_within_the_sync_interval() {
     let rt = runtime();
     let interval = Duration::from_secs(5);
     let (sa, sb) = (store(&rt, &server), store(&rt, &server));
-    let (a, b) = (
-        instance(&rt, &sa, "a", Some(interval)),
-        instance(&rt, &sb, "b", Some(interval)),
-    );
-    let (cmd_a, cmd_b) = (shared_command(&a), shared_command(&b));
-    wait_until("the subscriptions", Duration::from_secs(5), || {
-        sa.pubsub_connected() && sb.pubsub_connected()
-    });
+    let (_a, _b, cmd_a, cmd_b) = two_instances(&rt, &sa, &sb, Some(interval));
+    subscribed(&sa, &sb);
     trip(&cmd_a);
     let took = wait_until("B to open", Duration::from_secs(4), || is_open(&cmd_b));
     eprintln!("trip propagation by pub/sub (interval {interval:?}): {took:?}");
@@ -447,18 +450,46 @@ fn a_trip_reaches_the_other_instance_by_pubsub_well_within_the_sync_interval() {
     assert!(sb.transitions_heard() >= 1);
 }
 
+/// Two instances whose rounds run on demand only (the test orders them): A tripped, shared,
+/// and B opened from the store.
+struct Pair {
+    /// A's store (B's lives in B's registry).
+    sa: RedisStateStore,
+    a: Registry,
+    b: Registry,
+    cmd_a: hystrix::Command,
+    cmd_b: hystrix::Command,
+}
+
+impl Pair {
+    fn tripped_on_a(rt: &Runtime, server: &RedisServer) -> Self {
+        let (sa, sb) = (store(rt, server), store(rt, server));
+        let (a, b, cmd_a, cmd_b) = two_instances(rt, &sa, &sb, None);
+        trip(&cmd_a);
+        rt.block_on(a.sync_state_store());
+        rt.block_on(b.sync_state_store());
+        assert!(is_open(&cmd_b));
+        Pair {
+            sa,
+            a,
+            b,
+            cmd_a,
+            cmd_b,
+        }
+    }
+}
+
 #[test]
 fn one_instance_probes_and_its_close_reaches_the_other() {
     let server = RedisServer::start();
     let rt = runtime();
-    let (sa, sb) = (store(&rt, &server), store(&rt, &server));
-    // Rounds on demand only: the test orders them.
-    let (a, b) = (instance(&rt, &sa, "a", None), instance(&rt, &sb, "b", None));
-    let (cmd_a, cmd_b) = (shared_command(&a), shared_command(&b));
-    trip(&cmd_a);
-    rt.block_on(a.sync_state_store());
-    rt.block_on(b.sync_state_store());
-    assert!(is_open(&cmd_b));
+    let Pair {
+        sa: _,
+        a,
+        b,
+        cmd_a,
+        cmd_b,
+    } = Pair::tripped_on_a(&rt, &server);
     // Past both sleep windows (400 ms; B's from the shared open period), A asks first.
     std::thread::sleep(Duration::from_millis(600));
     rt.block_on(a.sync_state_store());
@@ -504,6 +535,20 @@ fn breaker_works_locally(cmd: &hystrix::Command) {
     assert_eq!(cmd.circuit_breaker().status(), hystrix::Status::Closed);
 }
 
+/// A direct store call while Redis is out of reach: an error within `bound`.
+fn fails_fast(rt: &Runtime, store: &RedisStateStore, bound: Duration) {
+    let start = Instant::now();
+    let err = rt.block_on(store.fetch(&key("Shared"))).unwrap_err();
+    assert!(start.elapsed() < bound, "{:?}", start.elapsed());
+    assert!(
+        matches!(
+            err,
+            StateStoreError::Unavailable(_) | StateStoreError::Timeout(_)
+        ),
+        "{err:?}"
+    );
+}
+
 /// A round, timed: with Redis out of reach each call gives up at its time box.
 fn timed_round(rt: &Runtime, registry: &Registry) -> Duration {
     let start = Instant::now();
@@ -517,14 +562,8 @@ fn redis_killed_then_restarted() {
     let rt = runtime();
     let interval = Duration::from_millis(100);
     let (sa, sb) = (store(&rt, &server), store(&rt, &server));
-    let (a, b) = (
-        instance(&rt, &sa, "a", Some(interval)),
-        instance(&rt, &sb, "b", Some(interval)),
-    );
-    let (cmd_a, cmd_b) = (shared_command(&a), shared_command(&b));
-    wait_until("the subscriptions", Duration::from_secs(5), || {
-        sa.pubsub_connected() && sb.pubsub_connected()
-    });
+    let (a, b, cmd_a, cmd_b) = two_instances(&rt, &sa, &sb, Some(interval));
+    subscribed(&sa, &sb);
 
     server.kill();
     wait_until("A degraded", Duration::from_secs(5), || {
@@ -537,20 +576,7 @@ fn redis_killed_then_restarted() {
     assert!(round < Duration::from_secs(2), "a round took {round:?}");
     breaker_works_locally(&cmd_a);
     assert!(a.state_store_status().unwrap().errors_total >= 1);
-    let direct = Instant::now();
-    let err = rt.block_on(sa.fetch(&key("Shared"))).unwrap_err();
-    assert!(
-        direct.elapsed() < Duration::from_millis(500),
-        "{:?}",
-        direct.elapsed()
-    );
-    assert!(
-        matches!(
-            err,
-            StateStoreError::Unavailable(_) | StateStoreError::Timeout(_)
-        ),
-        "{err:?}"
-    );
+    fails_fast(&rt, &sa, Duration::from_millis(500));
 
     server.restart();
     wait_until("A healthy again", Duration::from_secs(10), || {
@@ -596,20 +622,7 @@ fn redis_paused_or_slowed_never_holds_a_call_and_recovers() {
     // DEBUG SLEEP: the server answers nobody for 1 s.
     let sleeping = server.sleep_in_background("1");
     std::thread::sleep(Duration::from_millis(50));
-    let start = Instant::now();
-    let err = rt.block_on(store.fetch(&key("Shared"))).unwrap_err();
-    assert!(
-        start.elapsed() < Duration::from_millis(600),
-        "{:?}",
-        start.elapsed()
-    );
-    assert!(
-        matches!(
-            err,
-            StateStoreError::Timeout(_) | StateStoreError::Unavailable(_)
-        ),
-        "{err:?}"
-    );
+    fails_fast(&rt, &store, Duration::from_millis(600));
     let round = timed_round(&rt, &registry);
     assert!(round < Duration::from_millis(900), "a round took {round:?}");
     for _ in 0..20 {
@@ -627,13 +640,13 @@ fn redis_paused_or_slowed_never_holds_a_call_and_recovers() {
 fn redis_flushed_reads_closed_and_a_new_trip_is_shared_again() {
     let server = RedisServer::start();
     let rt = runtime();
-    let (sa, sb) = (store(&rt, &server), store(&rt, &server));
-    let (a, b) = (instance(&rt, &sa, "a", None), instance(&rt, &sb, "b", None));
-    let (cmd_a, cmd_b) = (shared_command(&a), shared_command(&b));
-    trip(&cmd_a);
-    rt.block_on(a.sync_state_store());
-    rt.block_on(b.sync_state_store());
-    assert!(is_open(&cmd_b));
+    let Pair {
+        sa,
+        a,
+        b,
+        cmd_a,
+        cmd_b,
+    } = Pair::tripped_on_a(&rt, &server);
 
     assert_eq!(server.command(&["FLUSHALL"]), "+OK");
     let view = rt.block_on(sa.fetch(&key("Shared"))).unwrap();

@@ -10,6 +10,16 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+/// The runtime the tests and the bench run their stores and registries on: 2 workers, IO and
+/// time enabled.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 pub struct RedisServer {
     port: u16,
     child: Option<Child>,
