@@ -90,6 +90,20 @@
 //! warning once per command and lists them in
 //! [`RedisStateStore::fingerprint_mismatches`]. An instance whose fingerprint changed is seen
 //! with both until its old buckets leave the window.
+//!
+//! # Where this differs from the design notes (DISTRIBUTED.md §5)
+//!
+//! - One transition channel per service (`hystrix:{S}:transitions`), not per command: one
+//!   subscription per store whatever the number of commands; the message names the command.
+//! - The publish pipeline is not a `MULTI` transaction (cross-slot transactions fail on a
+//!   cluster); each command's script is atomic, and counts are delivered at least once.
+//! - Fingerprints live in the bucket hashes beside the counts rather than with the state, so
+//!   an instance that stops reporting stops being flagged when its buckets leave the window.
+//! - Redis outages are simulated with real servers (killed, paused, slowed, flushed) rather
+//!   than a mock; the library's own tests use a recording wrapper around the in-memory store.
+//! - After a `FLUSHALL` or the state TTL, a command's generation starts again at 0, as for a
+//!   command never seen (the trait's contract); an instance holding an older generation loses
+//!   its compare-and-set, reads the view again and carries on.
 #![deny(missing_docs)]
 
 mod backoff;
