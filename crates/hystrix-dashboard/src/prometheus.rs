@@ -13,6 +13,8 @@
 //! | `hystrix_thread_pool_{executions_total,rejections_total}` | counter | `thread_pool` |
 //! | `hystrix_collapser_{batches_total,requests_batched_total,responses_from_cache_total}` | counter | `collapser` |
 //! | `hystrix_collapser_batch_size` | summary | `collapser`, `quantile` |
+//! | `hystrix_state_store_errors_total` | counter | none (only with a shared state store) |
+//! | `hystrix_state_store_degraded` | gauge 0/1 | none (only with a shared state store) |
 //!
 //! Latency summaries: the quantiles are the rolling percentiles (`metrics.rollingPercentile.*`
 //! window, whole ms, as seconds; absent when percentiles are disabled, `NaN` while the window holds no latency). `_count` is the
@@ -365,6 +367,25 @@ pub(crate) fn render(registry: &Registry) -> String {
             "hystrix_collapser_batch_size_count",
             &[("collapser", key)],
             metrics.cumulative_count(CollapserEvent::BatchExecuted),
+        );
+    }
+    // The shared state store (Registry::state_store_status): absent without one.
+    if let Some(store) = registry.state_store_status() {
+        out.header(
+            "hystrix_state_store_errors_total",
+            "counter",
+            "State store calls that failed or outlived the store timeout.",
+        );
+        out.sample("hystrix_state_store_errors_total", &[], store.errors_total);
+        out.header(
+            "hystrix_state_store_degraded",
+            "gauge",
+            "1 while the latest sync round failed: breakers decide on local state alone.",
+        );
+        out.sample(
+            "hystrix_state_store_degraded",
+            &[],
+            u8::from(store.degraded),
         );
     }
     out.text

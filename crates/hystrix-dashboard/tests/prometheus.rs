@@ -305,6 +305,53 @@ fn a_disabled_breaker_is_disabled_whatever_its_force_flags() {
 }
 
 #[test]
+fn the_state_store_errors_and_degraded_flag_are_exported_only_with_a_store() {
+    use std::sync::Arc;
+
+    use hystrix::circuit::store::InMemoryStateStore;
+    use hystrix::clock::ManualClock;
+
+    let render = |registry: &hystrix::Registry| {
+        Dashboard::builder(registry.clone())
+            .build()
+            .render_metrics()
+    };
+    let without = TestRegistry::new();
+    assert!(!render(without.registry()).contains("hystrix_state_store"));
+
+    let clock = ManualClock::new();
+    let store = InMemoryStateStore::new(Arc::new(clock.clone()));
+    let registry = hystrix::Registry::builder()
+        .clock(clock)
+        .state_store(store.clone())
+        .state_store_sync_interval(None)
+        .build();
+    let _shared = hystrix::Command::builder("Shared")
+        .group("G")
+        .shared_state(true)
+        .build_in(&registry)
+        .unwrap();
+    let metrics = parse(&render(&registry));
+    assert_eq!(metrics.value("hystrix_state_store_errors_total", &[]), 0.0);
+    assert_eq!(metrics.value("hystrix_state_store_degraded", &[]), 0.0);
+    assert_eq!(metrics.types["hystrix_state_store_errors_total"], "counter");
+    assert_eq!(metrics.types["hystrix_state_store_degraded"], "gauge");
+
+    // An outage: the round's one call (the fetch; no counts to publish) fails.
+    store.set_unavailable(true);
+    common::runtime().block_on(registry.sync_state_store());
+    let metrics = parse(&render(&registry));
+    assert_eq!(metrics.value("hystrix_state_store_errors_total", &[]), 1.0);
+    assert_eq!(metrics.value("hystrix_state_store_degraded", &[]), 1.0);
+
+    store.set_unavailable(false);
+    common::runtime().block_on(registry.sync_state_store());
+    let metrics = parse(&render(&registry));
+    assert_eq!(metrics.value("hystrix_state_store_errors_total", &[]), 1.0);
+    assert_eq!(metrics.value("hystrix_state_store_degraded", &[]), 0.0);
+}
+
+#[test]
 fn label_values_are_escaped() {
     let test = TestRegistry::new();
     let cmd = hystrix::Command::builder("Quote")

@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::num::NonZeroU32;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, OnceLock, Weak};
@@ -699,7 +700,7 @@ impl Registry {
     /// views, ask for probe permits. Rounds also run every
     /// [`state_store_sync_interval`](RegistryBuilder::state_store_sync_interval) on the
     /// executor; this one is for tests and for a round at a moment of your choosing. Returns
-    /// at once without a store, or while another round runs.
+    /// at once without a store, or while another round runs (that round then runs once more).
     pub async fn sync_state_store(&self) {
         if let Some(store) = &self.inner.env.store {
             store.round().await;
@@ -938,6 +939,7 @@ impl Registry {
             return;
         }
         if let Some(executor) = env.executor() {
+            store.start_push(executor.clone());
             executor.spawn(crate::circuit::run_rounds(
                 Arc::downgrade(store),
                 Arc::clone(&env.clock),
@@ -973,6 +975,7 @@ pub struct RegistryBuilder {
     store: Option<Arc<dyn StateStore>>,
     store_interval: Option<Option<Duration>>,
     store_timeout: Option<Duration>,
+    store_min_reporters: Option<NonZeroU32>,
     instance_id: Option<Arc<str>>,
 }
 
@@ -986,6 +989,7 @@ impl fmt::Debug for RegistryBuilder {
             .field("executor", &self.executor.is_some())
             .field("state_store", &self.store.is_some())
             .field("state_store_sync_interval", &self.store_interval)
+            .field("state_store_min_reporters", &self.store_min_reporters)
             .field("instance_id", &self.instance_id)
             .finish()
     }
@@ -1056,6 +1060,19 @@ impl RegistryBuilder {
         self
     }
 
+    /// How many distinct instances must have reported a shared command's counts within the
+    /// store's rolling window before this instance publishes a trip of its own breaker (default
+    /// 1: every local trip is published). Below it the local breaker still opens, for this
+    /// instance only (OR semantics): one instance with a local problem (its own network, a
+    /// noisy neighbour) cannot open the breaker of the whole fleet (DISTRIBUTED.md §5.2 item 7).
+    /// The trip stays pending while the local breaker is open and is published by the first
+    /// round that sees enough reporters. A trip made by hand
+    /// ([`force_open`](crate::CircuitBreakerHandle::force_open)) is always published.
+    pub fn state_store_min_reporters(mut self, reporters: NonZeroU32) -> Self {
+        self.store_min_reporters = Some(reporters);
+        self
+    }
+
     /// This instance's name in the state store (who reports counts and holds probe permits);
     /// default `pid-<process id>-<n>`.
     pub fn instance_id(mut self, id: impl Into<Arc<str>>) -> Self {
@@ -1081,6 +1098,7 @@ impl RegistryBuilder {
                 instance,
                 self.store_timeout.unwrap_or(Duration::from_millis(50)),
                 store_interval_ms,
+                self.store_min_reporters.map_or(1, NonZeroU32::get),
                 Arc::clone(&clock),
             )
         });

@@ -19,10 +19,13 @@ use std::time::{Duration, Instant, SystemTime};
 use common::{BreakerEvents, DependencyError, builder, names};
 use futures::executor::block_on;
 use hystrix::circuit::journal::{JournalConfig, JournalCounts};
-use hystrix::circuit::store::{InMemoryStateStore, SharedStatus};
+use hystrix::circuit::store::{
+    ChangeListener, HealthDelta, InMemoryStateStore, SharedStatus, SharedView, StateStore,
+    StoreFuture,
+};
 use hystrix::circuit::{Backoff, HealthProbe};
 use hystrix::clock::{Clock, ManualClock};
-use hystrix::{Class, Command, EventType, FailureType, HystrixError, Registry, Status};
+use hystrix::{Class, Command, CommandKey, EventType, FailureType, HystrixError, Registry, Status};
 
 fn ok() -> Result<u32, DependencyError> {
     Ok(1)
@@ -617,6 +620,241 @@ fn counts_are_published_and_a_command_without_a_store_is_refused() {
             .contains("hystrix.command.Lonely.sharedState"),
         "{err}"
     );
+}
+
+/// Two instances as [`two_instances`], publishing a local trip only once the shared view
+/// counts `min_reporters` distinct reporters.
+fn two_instances_needing(
+    min_reporters: u32,
+) -> (Registry, Registry, InMemoryStateStore, ManualClock) {
+    let clock = ManualClock::new();
+    let store = InMemoryStateStore::new(Arc::new(clock.clone()));
+    let instance = |name: &str| {
+        Registry::builder()
+            .clock(clock.clone())
+            .state_store(store.clone())
+            .state_store_sync_interval(None)
+            .state_store_min_reporters(NonZeroU32::new(min_reporters).unwrap())
+            .instance_id(name)
+            .build()
+    };
+    (instance("a"), instance("b"), store, clock)
+}
+
+#[test]
+fn with_min_reporters_a_local_trip_waits_for_enough_reporting_instances() {
+    let (a, b, store, clock) = two_instances_needing(2);
+    let (cmd_a, cmd_b) = (shared(&a), shared(&b));
+    trip(&cmd_a, &clock); // A opened at 500 ms, for itself
+    block_on(a.sync_state_store());
+    // One reporter (A): the trip is not shared, A stays open alone (OR semantics).
+    let view = store.view_now("Shared");
+    assert_eq!(
+        (view.status, view.reporters, view.generation),
+        (SharedStatus::Closed, 1, 0)
+    );
+    assert_eq!(cmd_a.circuit_breaker().status(), Status::Open);
+    block_on(b.sync_state_store());
+    assert_eq!(cmd_b.circuit_breaker().status(), Status::Closed);
+    // Again: still one reporter, still pending, still not shared.
+    block_on(a.sync_state_store());
+    assert_eq!(store.view_now("Shared").status, SharedStatus::Closed);
+
+    // B reports too: two reporters. A's next round publishes its pending trip; B follows.
+    cmd_b.run(ok).execute().unwrap();
+    block_on(b.sync_state_store());
+    assert_eq!(store.view_now("Shared").reporters, 2);
+    block_on(a.sync_state_store());
+    let view = store.view_now("Shared");
+    assert_eq!(
+        (view.status, view.generation),
+        (SharedStatus::Open { remaining_ms: 5000 }, 1)
+    );
+    block_on(b.sync_state_store());
+    assert_eq!(cmd_b.circuit_breaker().status(), Status::Open);
+}
+
+#[test]
+fn with_min_reporters_a_trip_that_closed_locally_is_never_published() {
+    let (a, _b, store, clock) = two_instances_needing(2);
+    let cmd_a = shared(&a);
+    trip(&cmd_a, &clock); // opened at 500 ms, until 5500
+    block_on(a.sync_state_store());
+    // Degraded rounds let the trial go ahead without a permit; here the permit comes from the
+    // store (shared Closed): the trial closes A, and the pending trip is dropped.
+    advance_to(&clock, 5501);
+    block_on(a.sync_state_store());
+    assert_eq!(cmd_a.run(ok).execute().unwrap(), 1);
+    assert_eq!(cmd_a.circuit_breaker().status(), Status::Closed);
+    block_on(a.sync_state_store());
+    let view = store.view_now("Shared");
+    assert_eq!((view.status, view.generation), (SharedStatus::Closed, 0));
+}
+
+#[test]
+fn with_min_reporters_a_trip_by_hand_is_published_at_once() {
+    let (a, b, store, _clock) = two_instances_needing(3);
+    let (cmd_a, cmd_b) = (shared(&a), shared(&b));
+    cmd_a.circuit_breaker().force_open();
+    block_on(a.sync_state_store());
+    assert_eq!(
+        store.view_now("Shared").status,
+        SharedStatus::Open { remaining_ms: 5000 }
+    );
+    block_on(b.sync_state_store());
+    assert_eq!(cmd_b.circuit_breaker().status(), Status::Open);
+}
+
+/// A store that records what the registry tells it beyond the five calls, in front of an
+/// in-memory store.
+#[derive(Clone, Default)]
+struct Recording {
+    fingerprints: Arc<parking_lot::Mutex<Vec<(String, String)>>>,
+    listeners: Arc<parking_lot::Mutex<Vec<ChangeListener>>>,
+}
+
+struct RecordingStore {
+    inner: InMemoryStateStore,
+    seen: Recording,
+}
+
+impl StateStore for RecordingStore {
+    fn publish<'a>(&'a self, deltas: &'a [HealthDelta]) -> StoreFuture<'a, ()> {
+        self.inner.publish(deltas)
+    }
+    fn fetch<'a>(&'a self, command_key: &'a CommandKey) -> StoreFuture<'a, SharedView> {
+        self.inner.fetch(command_key)
+    }
+    fn try_trip<'a>(
+        &'a self,
+        command_key: &'a CommandKey,
+        generation: u64,
+        open_for_ms: u64,
+    ) -> StoreFuture<'a, Option<u64>> {
+        self.inner.try_trip(command_key, generation, open_for_ms)
+    }
+    fn try_acquire_probe<'a>(
+        &'a self,
+        command_key: &'a CommandKey,
+        instance: &'a str,
+        ttl_ms: u64,
+    ) -> StoreFuture<'a, bool> {
+        self.inner.try_acquire_probe(command_key, instance, ttl_ms)
+    }
+    fn close<'a>(
+        &'a self,
+        command_key: &'a CommandKey,
+        generation: u64,
+    ) -> StoreFuture<'a, Option<u64>> {
+        self.inner.close(command_key, generation)
+    }
+    fn watch(&self, listener: ChangeListener) {
+        self.seen.listeners.lock().push(listener);
+    }
+    fn set_fingerprint(&self, command_key: &CommandKey, fingerprint: &str) {
+        self.seen
+            .fingerprints
+            .lock()
+            .push((command_key.to_string(), fingerprint.to_owned()));
+    }
+}
+
+fn recording_registry(
+    interval: Option<Duration>,
+) -> (Registry, InMemoryStateStore, ManualClock, Recording) {
+    let clock = ManualClock::new();
+    let inner = InMemoryStateStore::new(Arc::new(clock.clone()));
+    let seen = Recording::default();
+    let registry = Registry::builder()
+        .clock(clock.clone())
+        .state_store(RecordingStore {
+            inner: inner.clone(),
+            seen: seen.clone(),
+        })
+        .state_store_sync_interval(interval)
+        .build();
+    (registry, inner, clock, seen)
+}
+
+#[test]
+fn the_store_hears_each_commands_fingerprint_once_and_again_when_it_changes() {
+    let (registry, _store, _clock, seen) = recording_registry(None);
+    let _cmd = shared(&registry);
+    block_on(registry.sync_state_store());
+    block_on(registry.sync_state_store());
+    assert_eq!(
+        *seen.fingerprints.lock(),
+        [(
+            "Shared".to_owned(),
+            "volume=20;error%=50;sleep=5000ms;window=10000ms;health=500ms;trials=1/1".to_owned()
+        )]
+    );
+    registry
+        .properties()
+        .set(
+            "hystrix.command.Shared.circuitBreaker.requestVolumeThreshold",
+            5,
+        )
+        .unwrap();
+    block_on(registry.sync_state_store());
+    block_on(registry.sync_state_store());
+    let fingerprints = seen.fingerprints.lock();
+    assert_eq!(fingerprints.len(), 2);
+    assert_eq!(
+        fingerprints[1].1,
+        "volume=5;error%=50;sleep=5000ms;window=10000ms;health=500ms;trials=1/1"
+    );
+}
+
+#[test]
+fn rounds_on_demand_only_never_subscribe_to_pushes() {
+    let (registry, _store, _clock, seen) = recording_registry(None);
+    let _cmd = shared(&registry);
+    block_on(registry.sync_state_store());
+    assert!(seen.listeners.lock().is_empty());
+}
+
+#[test]
+fn a_push_from_the_store_runs_a_round_without_waiting_for_the_interval() {
+    // A sync interval of an hour on a clock that never moves: only pushes run rounds.
+    let (registry, _store, _clock, seen) = recording_registry(Some(Duration::from_secs(3600)));
+    let _first = shared(&registry);
+    let _second = builder("Second")
+        .shared_state(true)
+        .build_in(&registry)
+        .unwrap();
+    // Subscribed once, when the periodic rounds started.
+    assert_eq!(seen.listeners.lock().len(), 1);
+    assert_eq!(registry.state_store_status().unwrap().rounds, 0);
+    let listener = Arc::clone(&seen.listeners.lock()[0]);
+    assert!(listener());
+    wait_for("the pushed round", || {
+        registry.state_store_status().unwrap().rounds >= 1
+    });
+    // The registry is gone: the listener says so, and the store may drop it.
+    drop((_first, _second, registry));
+    assert!(!listener());
+}
+
+#[test]
+fn a_local_trip_is_published_at_once_when_rounds_run_by_themselves() {
+    let (registry, store, clock, _seen) = recording_registry(Some(Duration::from_secs(3600)));
+    let cmd = shared(&registry);
+    trip(&cmd, &clock);
+    // No interval passed: the trip itself scheduled the round.
+    wait_for("the trip in the store", || {
+        matches!(store.view_now("Shared").status, SharedStatus::Open { .. })
+    });
+    // And the close of a successful trial too.
+    advance_to(&clock, 5501);
+    wait_for("the probe permit", || {
+        block_on(registry.sync_state_store());
+        cmd.run(ok).execute().is_ok()
+    });
+    assert_eq!(cmd.circuit_breaker().status(), Status::Closed);
+    wait_for("the close in the store", || {
+        store.view_now("Shared").status == SharedStatus::Closed
+    });
 }
 
 // ------------------------------------------------------------------------------------------------

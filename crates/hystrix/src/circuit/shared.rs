@@ -6,10 +6,15 @@
 //! [`Registry::sync_state_store`](crate::Registry::sync_state_store)) does all the I/O, one
 //! command after the other:
 //!
-//! 1. publishes the health counts (requests, errors) each command gathered since the last
-//!    round;
+//! 1. tells the store each command's breaker-configuration fingerprint when it changed
+//!    ([`StateStore::set_fingerprint`]), then publishes the health counts (requests, errors)
+//!    each command gathered since the last round;
 //! 2. publishes the local trips (with the generation last seen, so a race is lost, not
-//!    doubled) and the local closes since the last round;
+//!    doubled) and the local closes since the last round. With
+//!    [`state_store_min_reporters`](crate::RegistryBuilder::state_store_min_reporters) N > 1, a
+//!    trip of the breaker's own health is published only once the shared view counts at least
+//!    N distinct reporting instances (it stays pending until then, while the local breaker is
+//!    open); the local breaker opens anyway (OR semantics, DISTRIBUTED.md §5.2 item 7);
 //! 3. fetches the shared view: shared OPEN opens a CLOSED local breaker for what is left of
 //!    the shared open period; a close published by another instance closes a local breaker
 //!    only once it is past its own open duration; shared state never closes a breaker within
@@ -21,11 +26,15 @@
 //! clock). A failed or late call is counted in [`StateStoreStatus::errors_total`] and sets
 //! `degraded` until a round succeeds; while degraded, breakers work on local state alone (no
 //! permit needed).
+//!
+//! Once periodic rounds run, a round is also scheduled on the executor at once when a local
+//! breaker of a shared command opens or closes (so the transition is published within a round
+//! trip, not a sync interval), and whenever the store pushes a change
+//! ([`StateStore::watch`]). A round asked for while one runs makes that one run again.
 
 use std::future::Future;
-use std::sync::Arc;
-use std::sync::Weak;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -33,6 +42,7 @@ use parking_lot::Mutex;
 use super::store::{HealthDelta, SharedStatus, SharedView, StateStore, StateStoreError};
 use super::{OpenTrigger, Site, Status};
 use crate::clock::{Clock, Sleep};
+use crate::config::CommandProperties;
 use crate::key::CommandKey;
 use crate::registry::CommandState;
 
@@ -64,6 +74,14 @@ pub(crate) struct StoreEnv {
     /// When the latest round ended (or the store was set up), in ms on the clock.
     last_round_ms: AtomicU64,
     round_running: AtomicBool,
+    /// A round was asked for: the running one (or the next) runs it.
+    round_again: AtomicBool,
+    /// Distinct reporters the shared view must show before a local trip is published.
+    min_reporters: u32,
+    /// The executor that pushed and transition-triggered rounds run on; set when the periodic
+    /// rounds start (never with rounds on demand only, which stay deterministic).
+    push_executor: OnceLock<tokio::runtime::Handle>,
+    me: Weak<StoreEnv>,
     commands: Mutex<Vec<Weak<CommandState>>>,
 }
 
@@ -73,10 +91,15 @@ impl StoreEnv {
         instance: Arc<str>,
         timeout: Duration,
         interval_ms: Option<u64>,
+        min_reporters: u32,
         clock: Arc<dyn Clock>,
     ) -> Arc<Self> {
-        Arc::new(StoreEnv {
+        Arc::new_cyclic(|me| StoreEnv {
             interval_ms,
+            min_reporters: min_reporters.max(1),
+            round_again: AtomicBool::new(false),
+            push_executor: OnceLock::new(),
+            me: me.clone(),
             last_round_ms: AtomicU64::new(clock.now_ms()),
             store,
             instance,
@@ -151,24 +174,69 @@ impl StoreEnv {
         }
     }
 
-    /// One sync round (see the module docs); a round already running makes this a no-op.
-    pub(crate) async fn round(&self) {
-        if self.round_running.swap(true, Ordering::AcqRel) {
+    /// Periodic rounds started on `executor`: from now on local transitions and the store's
+    /// pushes schedule a round there at once (see [`StateStore::watch`]).
+    pub(crate) fn start_push(&self, executor: tokio::runtime::Handle) {
+        if self.push_executor.set(executor).is_err() {
             return;
         }
+        let me = self.me.clone();
+        self.store.watch(Arc::new(move || match me.upgrade() {
+            Some(env) => {
+                env.round_soon();
+                true
+            }
+            None => false,
+        }));
+    }
+
+    /// Schedules a round on the executor now, once periodic rounds run; otherwise nothing.
+    pub(crate) fn round_soon(&self) {
+        let (Some(executor), Some(me)) = (self.push_executor.get(), self.me.upgrade()) else {
+            return;
+        };
+        // On a runtime that was shut down the task is dropped unrun.
+        drop(executor.spawn(async move { me.round().await }));
+    }
+
+    /// One sync round (see the module docs). While another round runs, this asks it to run
+    /// once more and returns at once.
+    pub(crate) async fn round(&self) {
         struct Done<'a>(&'a AtomicBool);
         impl Drop for Done<'_> {
             fn drop(&mut self) {
                 self.0.store(false, Ordering::Release);
             }
         }
-        let _done = Done(&self.round_running);
+        self.round_again.store(true, Ordering::Release);
+        loop {
+            if self.round_running.swap(true, Ordering::AcqRel) {
+                // The running round sees the request, before or after it stops running.
+                return;
+            }
+            let done = Done(&self.round_running);
+            while self.round_again.swap(false, Ordering::AcqRel) {
+                self.round_once().await;
+            }
+            drop(done);
+            if !self.round_again.load(Ordering::Acquire) {
+                return;
+            }
+        }
+    }
+
+    async fn round_once(&self) {
         let commands: Vec<Arc<CommandState>> = self
             .commands
             .lock()
             .iter()
             .filter_map(Weak::upgrade)
             .collect();
+        for command in &commands {
+            if let Some(link) = &command.extras.shared {
+                self.announce_fingerprint(command, link);
+            }
+        }
         let mut failed = false;
         self.publish_counts(&commands, &mut failed).await;
         for command in &commands {
@@ -180,6 +248,16 @@ impl StoreEnv {
         self.rounds.fetch_add(1, Ordering::Relaxed);
         self.last_round_ms
             .store(self.clock.now_ms(), Ordering::Release);
+    }
+
+    /// Tells the store the command's fingerprint if it changed since last told.
+    fn announce_fingerprint(&self, command: &CommandState, link: &SharedLink) {
+        let fingerprint = breaker_fingerprint(&command.properties.load());
+        let mut announced = link.fingerprint.lock();
+        if announced.as_deref() != Some(fingerprint.as_str()) {
+            self.store.set_fingerprint(&command.key, &fingerprint);
+            *announced = Some(fingerprint);
+        }
     }
 
     async fn publish_counts(&self, commands: &[Arc<CommandState>], failed: &mut bool) {
@@ -223,13 +301,26 @@ impl StoreEnv {
     ) {
         let key = &command.key;
         let trip_ms = link.pending_trip_ms.load(Ordering::Acquire);
-        if trip_ms > 0 && self.publish_trip(key, link, trip_ms, failed).await {
-            let _ = link.pending_trip_ms.compare_exchange(
-                trip_ms,
-                0,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            );
+        // A view fetched to count reporters, when the trip then waits: no need to fetch twice.
+        let mut fetched = None;
+        if trip_ms > 0 {
+            let mut publish = true;
+            if self.min_reporters > 1 && !link.pending_trip_forced.load(Ordering::Acquire) {
+                let Some(view) = self.call(self.store.fetch(key), failed).await else {
+                    return;
+                };
+                publish = view.reporters >= self.min_reporters;
+                fetched = Some(view);
+            }
+            if publish && self.publish_trip(key, link, trip_ms, failed).await {
+                let _ = link.pending_trip_ms.compare_exchange(
+                    trip_ms,
+                    0,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                );
+                fetched = None;
+            }
         }
         let close = link.pending_close.load(Ordering::Acquire);
         if close != NO_CLOSE && self.publish_close(key, link, close, failed).await {
@@ -240,8 +331,12 @@ impl StoreEnv {
                 Ordering::Acquire,
             );
         }
-        let Some(view) = self.call(self.store.fetch(key), failed).await else {
-            return;
+        let view = match fetched {
+            Some(view) => view,
+            None => match self.call(self.store.fetch(key), failed).await {
+                Some(view) => view,
+                None => return,
+            },
         };
         self.apply(command, link, &view);
         self.ask_permit(command, link, failed).await;
@@ -415,6 +510,10 @@ pub(crate) struct SharedLink {
     probe_permit: AtomicBool,
     /// A local trip to publish: its open duration in ms (0: none).
     pending_trip_ms: AtomicU64,
+    /// That trip was made by hand (`force_open`): published whatever the reporter count.
+    pending_trip_forced: AtomicBool,
+    /// The breaker-configuration fingerprint last told to the store.
+    fingerprint: Mutex<Option<String>>,
     /// A local close to publish: NO_CLOSE, TRIAL_CLOSE or FORCED_CLOSE.
     pending_close: AtomicU8,
     /// A health probe found the dependency healthy but the permit was missing: ask for it.
@@ -431,6 +530,8 @@ impl SharedLink {
             seen_status: AtomicU8::new(CLOSED),
             probe_permit: AtomicBool::new(false),
             pending_trip_ms: AtomicU64::new(0),
+            pending_trip_forced: AtomicBool::new(false),
+            fingerprint: Mutex::new(None),
             pending_close: AtomicU8::new(NO_CLOSE),
             probe_healthy: AtomicBool::new(false),
             published: Mutex::new((0, 0)),
@@ -455,35 +556,45 @@ impl SharedLink {
 
     /// The local breaker opened: a new opening needs a new permit; a local trip is published.
     pub(crate) fn opened(&self, trigger: OpenTrigger, open_duration_ms: u64) {
+        self.open(trigger, open_duration_ms, false);
+    }
+
+    fn open(&self, trigger: OpenTrigger, open_duration_ms: u64, forced: bool) {
         self.probe_permit.store(false, Ordering::Release);
         self.probe_healthy.store(false, Ordering::Release);
         if trigger != OpenTrigger::StateStore {
             self.pending_close.store(NO_CLOSE, Ordering::Release);
+            self.pending_trip_forced.store(forced, Ordering::Release);
             self.pending_trip_ms
                 .store(open_duration_ms.max(1), Ordering::Release);
+            self.store.round_soon();
         }
     }
 
-    /// Opened by hand: published as a trip.
+    /// Opened by hand: published as a trip, whatever the number of reporters.
     pub(crate) fn forced_open(&self, open_duration_ms: u64) {
-        self.opened(OpenTrigger::Health, open_duration_ms);
+        self.open(OpenTrigger::Health, open_duration_ms, true);
     }
 
     /// The local breaker closed: after its own trials the close is published; closed by the
     /// store, there is nothing to tell.
     pub(crate) fn closed(&self, by_store: bool) {
+        self.close(if by_store { NO_CLOSE } else { TRIAL_CLOSE });
+    }
+
+    fn close(&self, publish: u8) {
         self.probe_permit.store(false, Ordering::Release);
         self.probe_healthy.store(false, Ordering::Release);
         self.pending_trip_ms.store(0, Ordering::Release);
-        if !by_store {
-            self.pending_close.store(TRIAL_CLOSE, Ordering::Release);
+        if publish != NO_CLOSE {
+            self.pending_close.store(publish, Ordering::Release);
+            self.store.round_soon();
         }
     }
 
     /// Closed (or reset) by hand: published as a close that overrides a shared OPEN.
     pub(crate) fn forced_close(&self) {
-        self.closed(false);
-        self.pending_close.store(FORCED_CLOSE, Ordering::Release);
+        self.close(FORCED_CLOSE);
     }
 
     /// A health probe answered healthy: it may move the breaker only with the store's permit
@@ -495,4 +606,19 @@ impl SharedLink {
         self.probe_healthy.store(true, Ordering::Release);
         false
     }
+}
+
+/// The thresholds that decide a command's trips, as [`StateStore::set_fingerprint`] receives
+/// them, e.g. `volume=20;error%=50;sleep=5000ms;window=10000ms;health=500ms;trials=1/1`.
+fn breaker_fingerprint(props: &CommandProperties) -> String {
+    format!(
+        "volume={};error%={};sleep={}ms;window={}ms;health={}ms;trials={}/{}",
+        props.circuit_breaker_request_volume_threshold,
+        props.circuit_breaker_error_threshold_percentage,
+        props.circuit_breaker_sleep_window_in_milliseconds,
+        props.metrics_rolling_stats_time_in_milliseconds,
+        props.metrics_health_snapshot_interval_in_milliseconds,
+        props.circuit_breaker_half_open_success_threshold,
+        props.circuit_breaker_half_open_permitted_requests,
+    )
 }

@@ -102,6 +102,12 @@ pub enum StateStoreError {
 /// The future a store call returns: `Send`, borrowing the store and the call's arguments.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StateStoreError>> + Send + 'a>>;
 
+/// What a store calls when it hears that the shared state changed (see
+/// [`StateStore::watch`]): the registry then runs a sync round soon, on its executor, without
+/// waiting for its sync interval. Cheap and non-blocking (it schedules the round and returns).
+/// Returns `false` once its registry is gone: the store may then forget it.
+pub type ChangeListener = Arc<dyn Fn() -> bool + Send + Sync>;
+
 /// A shared circuit-breaker state store (DISTRIBUTED.md §5.3).
 ///
 /// All times are milliseconds on the **store's** clock. Every call may fail with a
@@ -161,6 +167,34 @@ pub trait StateStore: Send + Sync + 'static {
         command_key: &'a CommandKey,
         generation: u64,
     ) -> StoreFuture<'a, Option<u64>>;
+
+    /// Push notifications (optional). A registry whose sync rounds run by themselves (a
+    /// [`state_store_sync_interval`](crate::RegistryBuilder::state_store_sync_interval)) calls
+    /// this once, when its first shared command is defined. A store that learns of other
+    /// instances' trips and closes as they happen (Redis Pub/Sub, say) calls `listener` for each,
+    /// so that this instance syncs within a round trip rather than a sync interval. Pushes are
+    /// hints: polling at the sync interval stays the source of truth, so a lost push only
+    /// delays. Several registries may share a store: keep every listener, and drop one once it
+    /// returns `false`.
+    ///
+    /// The default does nothing (polling only), which is right for a store that cannot push.
+    fn watch(&self, listener: ChangeListener) {
+        let _ = listener;
+    }
+
+    /// This instance's breaker-configuration fingerprint for `command_key` (optional): a short
+    /// text naming the thresholds that decide a trip (the registry passes
+    /// `requestVolumeThreshold`, `errorThresholdPercentage`, `sleepWindowInMilliseconds`, the
+    /// health window and the half-open budget). A registry calls it before it first publishes
+    /// the command's counts and again whenever the fingerprint changes (properties are
+    /// dynamic). A store may keep it beside the published counts and flag instances whose
+    /// fingerprint differs (their counts and trips follow other rules: DISTRIBUTED.md §5.2
+    /// item 9). Synchronous and cheap: no I/O here.
+    ///
+    /// The default ignores it.
+    fn set_fingerprint(&self, command_key: &CommandKey, fingerprint: &str) {
+        let _ = (command_key, fingerprint);
+    }
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -1,0 +1,3 @@
+//! Test helpers.
+
+pub mod server;
