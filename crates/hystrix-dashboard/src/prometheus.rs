@@ -9,6 +9,7 @@
 //! | `hystrix_command_concurrent_executions` | gauge | `command`, `group` |
 //! | `hystrix_command_error_ratio` | gauge 0-1 (rolling health window) | `command`, `group` |
 //! | `hystrix_circuit_breaker_state` | gauge 0/1 per state | `command`, `group`, `state` |
+//! | `hystrix_circuit_breaker_open_keys` | gauge (commands with a breaker per key) | `command`, `group` |
 //! | `hystrix_thread_pool_{active_threads,queue_size,pool_size,max_pool_size,queue_capacity}` | gauge | `thread_pool` |
 //! | `hystrix_thread_pool_{executions_total,rejections_total}` | counter | `thread_pool` |
 //! | `hystrix_collapser_{batches_total,requests_batched_total,responses_from_cache_total}` | counter | `collapser` |
@@ -96,6 +97,11 @@ struct Command {
     group: String,
     metrics: hystrix::CommandMetrics,
     state: &'static str,
+    /// The health the error ratio shows: the breaker's, or, with a breaker per key, the
+    /// rolling counts'.
+    health: hystrix::HealthCounts,
+    /// With a breaker per key: how many are open.
+    open_keys: Option<usize>,
 }
 
 /// Renders the registry as Prometheus text.
@@ -122,11 +128,20 @@ pub(crate) fn render(registry: &Registry) -> String {
                     Status::HalfOpen => "half_open",
                 }
             };
+            let health = if info.keyed_breakers {
+                crate::stream::rolling_health(&metrics)
+            } else {
+                metrics.health_counts()
+            };
             Some(Command {
                 key: key.as_str().to_owned(),
                 group: info.group.as_str().to_owned(),
                 metrics,
                 state,
+                health,
+                open_keys: registry
+                    .open_breaker_keys(key.as_str())
+                    .map(|keys| keys.len()),
             })
         })
         .collect();
@@ -206,10 +221,11 @@ pub(crate) fn render(registry: &Registry) -> String {
     out.header(
         "hystrix_command_error_ratio",
         "gauge",
-        "Errors / requests over the breaker's rolling health window (0 with no requests).",
+        "Errors / requests over the breaker's rolling health window (0 with no requests); with \
+         a breaker per key, over the rolling window of all keys.",
     );
     for c in &commands {
-        let health = c.metrics.health_counts();
+        let health = c.health;
         let ratio = if health.total_requests == 0 {
             0.0
         } else {
@@ -220,6 +236,21 @@ pub(crate) fn render(registry: &Registry) -> String {
             &[("command", &c.key), ("group", &c.group)],
             ratio,
         );
+    }
+
+    out.header(
+        "hystrix_circuit_breaker_open_keys",
+        "gauge",
+        "Commands with a breaker per key: how many keys' breakers are open (OPEN or HALF_OPEN).",
+    );
+    for c in &commands {
+        if let Some(open) = c.open_keys {
+            out.sample(
+                "hystrix_circuit_breaker_open_keys",
+                &[("command", &c.key), ("group", &c.group)],
+                open,
+            );
+        }
     }
 
     out.header(

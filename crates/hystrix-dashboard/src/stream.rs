@@ -144,6 +144,10 @@ struct CommandMessage<'a> {
     reporting_hosts: u32,
     #[serde(rename = "threadPool")]
     thread_pool: &'a str,
+    /// Ours, only for a command with a breaker per key: how many of its keys' breakers are
+    /// open.
+    #[serde(rename = "openBreakerKeys", skip_serializing_if = "Option::is_none")]
+    open_breaker_keys: Option<usize>,
 }
 
 #[derive(serde::Serialize)]
@@ -248,6 +252,21 @@ pub(crate) fn isolation_of(props: &CommandProperties, info: &CommandInfo) -> Iso
     }
 }
 
+/// Health counts from the rolling counts (SPEC §2.3's events): for a command with a breaker per
+/// key, whose executions count in their keys' health windows, not in the command's.
+pub(crate) fn rolling_health(metrics: &hystrix::CommandMetrics) -> hystrix::HealthCounts {
+    let sum =
+        |events: &[EventType]| -> u64 { events.iter().map(|e| metrics.rolling_count(*e)).sum() };
+    let errors = sum(&[
+        EventType::Failure,
+        EventType::Timeout,
+        EventType::ThreadPoolRejected,
+        EventType::SemaphoreRejected,
+    ]);
+    let requests = errors + sum(&[EventType::Success, EventType::Ignored]);
+    hystrix::HealthCounts::new(requests, errors)
+}
+
 /// The `HystrixCommand` message of a command key (compact, single-line JSON); `None` if the key
 /// has no state in `registry`.
 ///
@@ -258,13 +277,24 @@ pub(crate) fn isolation_of(props: &CommandProperties, info: &CommandInfo) -> Iso
 /// used its thread pool and `"SEMAPHORE"` before. Beside Hystrix's keys it carries
 /// `rollingCountIgnored` and `rollingCountWouldShortCircuit` (SPEC Part A 23), after
 /// `rollingCountTimeout`.
+///
+/// A command with a breaker per key (its executions count in their keys' health windows):
+/// `isCircuitBreakerOpen` is true while any key's breaker is open, `errorPercentage`,
+/// `errorCount` and `requestCount` come from the rolling counts of all keys, and a last field
+/// `openBreakerKeys` counts the open keys.
 pub fn command_json(registry: &Registry, key: &str) -> Option<String> {
     let metrics = registry.command_metrics(key)?;
     let info = registry.command_info(key)?;
-    let open = registry.is_circuit_breaker_open(key).unwrap_or(false);
+    let open_keys = registry.open_breaker_keys(key).map(|keys| keys.len());
+    let open = registry.is_circuit_breaker_open(key).unwrap_or(false)
+        || open_keys.is_some_and(|keys| keys > 0);
     let props = registry.properties().command(&info.command_key);
     let rolling = |event| metrics.rolling_count(event);
-    let health = metrics.health_counts();
+    let health = if info.keyed_breakers {
+        rolling_health(&metrics)
+    } else {
+        metrics.health_counts()
+    };
     let execution = metrics.execution_latency();
     let total = metrics.total_latency();
     let isolation = isolation_of(&props, &info);
@@ -331,6 +361,7 @@ pub fn command_json(registry: &Registry, key: &str) -> Option<String> {
         request_log_enabled: props.request_log_enabled,
         reporting_hosts: 1,
         thread_pool: info.thread_pool_key.as_str(),
+        open_breaker_keys: open_keys,
     }))
 }
 

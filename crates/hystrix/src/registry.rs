@@ -370,6 +370,11 @@ pub struct CommandInfo {
     /// or was rejected by the pool). With `execution.isolation.strategy` unset, the isolation
     /// depends on the run kind of each call (SPEC Part A 18); this tells which one was seen.
     pub used_thread_pool: bool,
+    /// Whether it has a breaker per key
+    /// ([`CommandBuilder::breaker_per_key`](crate::command::CommandBuilder::breaker_per_key)):
+    /// its executions then count in their keys' health windows, not in the command's (see
+    /// [`Registry::open_breaker_keys`]).
+    pub keyed_breakers: bool,
 }
 
 /// The shared state of one command key: breaker, semaphores, metrics and live properties.
@@ -641,7 +646,27 @@ impl Registry {
             group: state.group.clone(),
             thread_pool_key: state.thread_pool_key.clone(),
             used_thread_pool: state.pool.get().is_some(),
+            keyed_breakers: state.extras.keyed.is_some(),
         })
+    }
+
+    /// The keys of command `key`'s keyed breakers that are open now (OPEN or HALF_OPEN, as
+    /// [`CircuitBreakerHandle::is_open`]), most recently used first; `None` if the command is
+    /// not defined here or has no keyed breakers. Reads every keyed breaker (at most the
+    /// map's capacity), bringing each one's health check up to date.
+    pub fn open_breaker_keys(&self, key: &str) -> Option<Vec<String>> {
+        let state = self.inner.commands.lock().get(key).cloned()?;
+        let keyed = state.extras.keyed.as_ref()?;
+        let open = keyed
+            .keys()
+            .iter()
+            .filter_map(|breaker_key| keyed.find(breaker_key))
+            .filter(|breaker| {
+                CircuitBreakerHandle::keyed(Arc::clone(&state), Arc::clone(breaker)).is_open()
+            })
+            .map(|breaker| breaker.key.to_string())
+            .collect();
+        Some(open)
     }
 
     /// Every collapser key in use in this registry, sorted by name.

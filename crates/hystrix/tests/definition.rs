@@ -65,8 +65,9 @@ fn invalid_builder_values_are_refused_with_the_full_property_name() {
         (
             builder("A").property("circuitBreaker.sleepWindowInMillis", 10),
             "unknown property `hystrix.command.A.circuitBreaker.sleepWindowInMillis` (expected \
-             hystrix.command.<Key|default>.<name> or hystrix.threadpool.<Key|default>.<name> \
-             with a Hystrix property name)",
+             hystrix.command.<Key|default>.<name>, hystrix.threadpool.<Key|default>.<name> or \
+             hystrix.collapser.<Key|default>.<name> with a Hystrix property name, or a stream \
+             property such as hystrix.stream.dashboard.intervalInMilliseconds)",
         ),
         (
             builder("A").property("metrics.healthSnapshot.intervalInMilliseconds", 20_000),

@@ -81,7 +81,9 @@ pub struct HealthCounts {
 }
 
 impl HealthCounts {
-    fn new(total_requests: u64, error_count: u64) -> Self {
+    /// Counts of `total_requests` requests, `error_count` of them errors; the percentage is
+    /// computed as Hystrix's (integer, rounded down; 0 with no requests).
+    pub fn new(total_requests: u64, error_count: u64) -> Self {
         // Integer percent rounded down, as Hystrix's HealthCounts (1 of 3 is 33).
         let error_percentage = (error_count * 100)
             .checked_div(total_requests)
