@@ -12,28 +12,54 @@
 //! | `GET /hystrix/admin/config/properties/{full name}` | one property |
 //! | `PUT /hystrix/admin/config/properties/{full name}` | sets it at run time; the body is the value as text (`250`, `true`, `THREAD`) |
 //! | `DELETE /hystrix/admin/config/properties/{full name}` | removes the run-time value (a file or environment value shows through again) |
-//! | `GET /hystrix/admin/circuit/{command}` | the breaker's status |
-//! | `POST /hystrix/admin/circuit/{command}/force-open` | trips it now (a new sleep window) |
-//! | `POST /hystrix/admin/circuit/{command}/force-close` | closes it with zeroed health counts |
-//! | `POST /hystrix/admin/circuit/{command}/reset` | clears both |
+//! | `GET /hystrix/admin/circuit/{command}` | the breaker's status, and the sticky overrides |
+//! | `POST /hystrix/admin/circuit/{command}/force-open` | trips it now: OPEN for a new sleep window, then trials as usual |
+//! | `POST /hystrix/admin/circuit/{command}/force-close` | closes it now with zeroed health counts (failures may trip it again) |
+//! | `POST /hystrix/admin/circuit/{command}/reset` | closes it, restarts its health counts and forgets why it last opened |
+//!
+//! The three POSTs are one-time actions on the breaker (SPEC Part A 22). To hold a breaker
+//! open or closed until told otherwise, as Hystrix's operators do, PUT the sticky properties
+//! `hystrix.command.<Key>.circuitBreaker.forceOpen` (or `forceClosed`) to `true`, and DELETE
+//! them to let go; `GET .../circuit/{command}` shows both as `forcedOpen` / `forcedClosed`.
+//!
+//! A property report (`GET`/`PUT`/`DELETE` of a property, and each entry of a key's list) is
+//! `{"name", "value", "layer", "origin", "source", "dynamic", "keyInUse", "pending",
+//! "overridden"}`: the effective value; its layer (`"code default"`, `"global default"`,
+//! `"builder"`, `"per key"`); where it was written, as `origin` (`{"kind": "code" | "file" |
+//! "environment" | "runtime", "path", "line", "variable"}`) and as one line of text
+//! (`source`); whether a change applies to keys in use at their next execution (`dynamic`;
+//! the stream properties are read once, when a dashboard is built, so a change shows here but
+//! not in running streams); whether the key has live state (`keyInUse`; for a key not in use
+//! the values are what a new key would get); for a fixed property of a key in use, the value
+//! it would take once re-created (`pending`, else `null`); and the lower values it hides,
+//! highest first (`overridden`, each `{"value", "layer", "origin", "source"}`).
 //!
 //! A run-time value ranks above the file and the environment within its layer (SPEC Part A 25)
-//! and survives a reload of the file. A refused change answers 400 (invalid value), 404
-//! (unknown property or command) or 409 (a fixed property of a key in use) with
+//! and survives a reload of the file. A refused change answers 400 (invalid value, or not
+//! UTF-8), 404 (unknown property; unknown command for the circuit routes), 409 (a fixed
+//! property of a key in use) or 413 (a value over 1024 bytes) with
 //! `{"error": "<message naming the property>"}`, and changes nothing.
 //!
 //! **Access.** With a bearer token ([`admin_token`](crate::DashboardBuilder::admin_token)),
-//! every admin request needs `Authorization: Bearer <token>` (compared in constant time), from
-//! any peer; a missing or wrong token answers 401. Without one
-//! ([`admin`](crate::DashboardBuilder::admin)), only requests whose peer address is loopback
-//! are served (403 otherwise), so a router merged into an app that listens on every interface
-//! stays safe: the peer address comes from axum's `ConnectInfo<SocketAddr>`, which
+//! every admin request needs `Authorization: Bearer <token>` (the scheme in any case, the
+//! token compared in constant time), from any peer; a missing or wrong token answers 401. Use
+//! a token whenever anything but you can reach the host's loopback interface: a reverse proxy
+//! or a sidecar on the host, other users' processes. Without one
+//! ([`admin`](crate::DashboardBuilder::admin)), only direct loopback clients are served (403
+//! otherwise): the peer address must be loopback (IPv4, IPv6 or IPv4-mapped), the request must
+//! carry no proxy header (`Forwarded`, `X-Forwarded-For`, `X-Real-IP`), its `Host` must name a
+//! loopback host (against DNS rebinding), and an `Origin` header, if any, must be a loopback
+//! one (a web page elsewhere cannot post to it). So a router merged into an app that listens on
+//! every interface is not reachable from the network: the peer address comes from axum's
+//! `ConnectInfo<SocketAddr>`, which
 //! [`Dashboard::serve`](crate::Dashboard::serve) provides; an app that serves the router itself
 //! must use `into_make_service_with_connect_info::<SocketAddr>()`, or every admin request is
 //! refused with a 403 that says so.
 //!
-//! Every change is logged (`tracing`, INFO, target `hystrix::admin`) and told to the callback
-//! of [`on_admin_change`](crate::DashboardBuilder::on_admin_change), if any.
+//! Every change is logged (`tracing`, INFO, target `hystrix::admin`, names and values escaped
+//! so one change is one line) and told to the callback of
+//! [`on_admin_change`](crate::DashboardBuilder::on_admin_change), if any (a panic in it is
+//! caught and logged; the change stands and is answered).
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -71,6 +97,9 @@ impl fmt::Debug for Access {
         }
     }
 }
+
+/// The largest value a PUT accepts, in bytes (no property needs more).
+const MAX_VALUE_BYTES: usize = 1024;
 
 /// A token [`admin_token`](crate::DashboardBuilder::admin_token) refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -148,8 +177,11 @@ pub enum AdminAction {
 impl fmt::Display for AdminAction {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            AdminAction::PropertySet { name, value } => write!(f, "set {name} = {value}"),
-            AdminAction::PropertyUnset { name } => write!(f, "unset {name}"),
+            // Escaped: one change is one log line, whatever its text holds.
+            AdminAction::PropertySet { name, value } => {
+                write!(f, "set {} = {}", name.escape_debug(), value.escape_debug())
+            }
+            AdminAction::PropertyUnset { name } => write!(f, "unset {}", name.escape_debug()),
             AdminAction::ForceOpen { command } => write!(f, "force-open {command}"),
             AdminAction::ForceClose { command } => write!(f, "force-close {command}"),
             AdminAction::Reset { command } => write!(f, "reset {command}"),
@@ -184,7 +216,17 @@ impl Admin {
             None => tracing::info!(target: "hystrix::admin", "hystrix admin: {action}"),
         }
         if let Some(OnChange(on_change)) = &self.on_change {
-            on_change(&AdminChange { peer, action });
+            let change = AdminChange { peer, action };
+            // The change is made: a panicking callback must not turn it into a failed answer.
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| on_change(&change)))
+                .is_err()
+            {
+                tracing::error!(
+                    target: "hystrix::admin",
+                    "hystrix admin: the on_admin_change callback panicked ({})",
+                    change.action
+                );
+            }
         }
     }
 }
@@ -215,6 +257,63 @@ where
             check_access,
         ))
         .with_state(admin)
+}
+
+/// The token of an `Authorization: Bearer <token>` value (the scheme in any case, RFC 7235).
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("Bearer").then_some(token)
+}
+
+/// Without a token, a loopback peer is trusted only if the request is local all the way: a
+/// proxy on the host (it adds `Forwarded` / `X-Forwarded-For` / `X-Real-IP`) would make every
+/// network client loopback, and a web page in a browser on the host could post to loopback
+/// (a foreign `Origin`) or reach it through DNS rebinding (a `Host` that is not loopback).
+fn not_local(request: &Request) -> Option<String> {
+    let headers = request.headers();
+    for forwarded in ["forwarded", "x-forwarded-for", "x-real-ip"] {
+        if headers.contains_key(forwarded) {
+            return Some(format!(
+                "the admin routes without a token answer only direct loopback clients; this \
+                 request came through a proxy (`{forwarded}`): configure an admin token"
+            ));
+        }
+    }
+    let host = headers
+        .get(header::HOST)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or("");
+    if !host.is_empty() && !is_loopback_host(host) {
+        return Some(format!(
+            "the admin routes without a token answer only requests for a loopback host (this \
+             one: `{}`): configure an admin token",
+            host.escape_debug()
+        ));
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or("");
+        let origin_host = origin.split_once("://").map_or("", |(_, rest)| rest);
+        if !is_loopback_host(origin_host) {
+            return Some(format!(
+                "the admin routes without a token refuse requests from web pages of other \
+                 origins (this one: `{}`)",
+                origin.escape_debug()
+            ));
+        }
+    }
+    None
+}
+
+/// `localhost`, `127.x.y.z` or `[::1]`, with or without a port.
+fn is_loopback_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.to_canonical().is_loopback())
 }
 
 fn peer_of(request: &Request) -> Option<SocketAddr> {
@@ -255,7 +354,7 @@ async fn check_access(
                 .headers()
                 .get(header::AUTHORIZATION)
                 .and_then(|value| value.to_str().ok())
-                .and_then(|value| value.strip_prefix("Bearer "))
+                .and_then(bearer_token)
                 .unwrap_or("");
             if !bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
                 let mut response = error(
@@ -270,7 +369,11 @@ async fn check_access(
             }
         }
         Access::Loopback => match peer {
-            Some(peer) if peer.ip().is_loopback() => {}
+            Some(peer) if peer.ip().to_canonical().is_loopback() => {
+                if let Some(refusal) = not_local(&request) {
+                    return error(StatusCode::FORBIDDEN, refusal);
+                }
+            }
             Some(peer) => {
                 return error(
                     StatusCode::FORBIDDEN,
@@ -415,8 +518,17 @@ async fn set_property(
     State(admin): State<Arc<Admin>>,
     Extension(Peer(peer)): Extension<Peer>,
     Path(name): Path<String>,
-    body: String,
+    body: axum::body::Bytes,
 ) -> Response {
+    if body.len() > MAX_VALUE_BYTES {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("a property value is at most {MAX_VALUE_BYTES} bytes"),
+        );
+    }
+    let Ok(body) = std::str::from_utf8(&body) else {
+        return error(StatusCode::BAD_REQUEST, "the value must be UTF-8 text");
+    };
     let value = body.trim();
     if value.is_empty() {
         return error(
@@ -468,12 +580,23 @@ fn circuit_json(admin: &Admin, command: &str) -> Response {
         hystrix::circuit::Status::Open => "OPEN",
         hystrix::circuit::Status::HalfOpen => "HALF_OPEN",
     };
+    // The sticky overrides (properties), which the buttons' one-time actions do not change.
+    let (forced_open, forced_closed) = hystrix::CommandKey::new(command)
+        .map(|key| {
+            let props = admin.registry.properties().command(&key);
+            (
+                props.circuit_breaker_force_open,
+                props.circuit_breaker_force_closed,
+            )
+        })
+        .unwrap_or_default();
     json_response(json!({
         "command": command,
         "status": status,
         "isOpen": breaker.is_open(),
+        "forcedOpen": forced_open,
+        "forcedClosed": forced_closed,
     }))
-    .into_response()
 }
 
 async fn circuit(State(admin): State<Arc<Admin>>, Path(command): Path<String>) -> Response {

@@ -31,11 +31,28 @@ fn send(
     token: Option<&str>,
     body: &str,
 ) -> (StatusCode, Value) {
+    let authorization = token.map(|token| format!("Bearer {token}"));
+    let headers: Vec<(&str, &str)> = authorization
+        .iter()
+        .map(|value| ("authorization", value.as_str()))
+        .collect();
+    send_with(router, method, path, peer, &headers, body.as_bytes())
+}
+
+/// [`send`] with any headers and a raw body.
+fn send_with(
+    router: &axum::Router,
+    method: Method,
+    path: &str,
+    peer: Option<&str>,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (StatusCode, Value) {
     let mut request = Request::builder().method(method).uri(path);
-    if let Some(token) = token {
-        request = request.header("authorization", format!("Bearer {token}"));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
     }
-    let mut request = request.body(Body::from(body.to_owned())).unwrap();
+    let mut request = request.body(Body::from(body.to_vec())).unwrap();
     if let Some(peer) = peer {
         let peer: SocketAddr = peer.parse().unwrap();
         request.extensions_mut().insert(ConnectInfo(peer));
@@ -60,14 +77,23 @@ fn property<'a>(config: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {name} in {config}"))
 }
 
-#[test]
-fn without_a_token_only_loopback_peers_are_served() {
+/// A registry with the SEMAPHORE command "GetUser" (group "Users") and a dashboard router
+/// with admin routes: loopback only, or behind `token`.
+fn get_user_admin(token: Option<&str>) -> (TestRegistry, axum::Router) {
     let test = TestRegistry::new();
     semaphore_command(&test, "GetUser", "Users");
-    let router = Dashboard::builder(test.registry().clone())
-        .admin()
-        .build()
-        .router();
+    let builder = Dashboard::builder(test.registry().clone());
+    let builder = match token {
+        Some(token) => builder.admin_token(token).unwrap(),
+        None => builder.admin(),
+    };
+    let router = builder.build().router();
+    (test, router)
+}
+
+#[test]
+fn without_a_token_only_loopback_peers_are_served() {
+    let (test, router) = get_user_admin(None);
     let path = "/hystrix/admin/circuit/GetUser";
     assert_eq!(
         send(&router, Method::GET, path, Some(LOOPBACK), None, "").0,
@@ -116,13 +142,7 @@ fn without_a_token_only_loopback_peers_are_served() {
 
 #[test]
 fn with_a_token_every_request_needs_it_from_any_peer() {
-    let test = TestRegistry::new();
-    semaphore_command(&test, "GetUser", "Users");
-    let router = Dashboard::builder(test.registry().clone())
-        .admin_token(TOKEN)
-        .unwrap()
-        .build()
-        .router();
+    let (_test, router) = get_user_admin(Some(TOKEN));
     let path = "/hystrix/admin/circuit/GetUser";
     for (peer, token) in [
         (Some(LOOPBACK), None),
@@ -425,7 +445,7 @@ fn the_breaker_override_opens_closes_and_resets() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
         body,
-        serde_json::json!({"command": "GetUser", "status": "OPEN", "isOpen": true})
+        serde_json::json!({"command": "GetUser", "status": "OPEN", "isOpen": true, "forcedOpen": false, "forcedClosed": false})
     );
     let err = cmd.run(|| Ok::<_, common::Boom>(1)).execute().unwrap_err();
     assert_eq!(err.failure_type(), hystrix::FailureType::ShortCircuit);
@@ -493,4 +513,156 @@ fn dashboard_serve_gives_the_peer_address_so_a_loopback_client_is_served() {
         assert_eq!(response.status, 200);
         assert!(response.body().await.contains("\"status\":\"CLOSED\""));
     });
+}
+
+#[test]
+fn loopback_mode_serves_only_direct_local_clients() {
+    let (test, router) = get_user_admin(None);
+    let path = "/hystrix/admin/circuit/GetUser";
+    let get = |peer: &str, headers: &[(&str, &str)]| {
+        send_with(&router, Method::GET, path, Some(peer), headers, b"")
+    };
+    // Direct local clients: any loopback form, a loopback Host and Origin.
+    for (peer, headers) in [
+        (LOOPBACK, vec![("host", "127.0.0.1:7979")]),
+        ("[::ffff:127.0.0.1]:4000", vec![("host", "localhost:7979")]),
+        (
+            "[::1]:4000",
+            vec![("host", "[::1]:7979"), ("origin", "http://localhost:7979")],
+        ),
+    ] {
+        assert_eq!(get(peer, &headers).0, StatusCode::OK, "{peer} {headers:?}");
+    }
+    // Through a proxy on the host, for another host name (DNS rebinding), or from a web page
+    // of another origin: refused, and the breaker stays as it was.
+    for (headers, message) in [
+        (
+            vec![("x-forwarded-for", "192.0.2.7")],
+            "this request came through a proxy (`x-forwarded-for`)",
+        ),
+        (vec![("forwarded", "for=192.0.2.7")], "(`forwarded`)"),
+        (vec![("x-real-ip", "192.0.2.7")], "(`x-real-ip`)"),
+        (
+            vec![("host", "evil.example:7979")],
+            "for a loopback host (this one: `evil.example:7979`)",
+        ),
+        (
+            vec![
+                ("host", "127.0.0.1:7979"),
+                ("origin", "http://evil.example"),
+            ],
+            "from web pages of other origins (this one: `http://evil.example`)",
+        ),
+    ] {
+        let (status, body) = send_with(
+            &router,
+            Method::POST,
+            &format!("{path}/force-open"),
+            Some(LOOPBACK),
+            &headers,
+            b"",
+        );
+        assert_eq!(status, StatusCode::FORBIDDEN, "{headers:?}");
+        let error = body["error"].as_str().unwrap();
+        assert!(error.contains(message), "{error}");
+    }
+    assert!(
+        !test
+            .registry()
+            .circuit_breaker("GetUser")
+            .unwrap()
+            .is_open()
+    );
+}
+
+#[test]
+fn the_bearer_scheme_is_case_insensitive() {
+    let (_test, router) = get_user_admin(Some(TOKEN));
+    for (authorization, expected) in [
+        (format!("bearer {TOKEN}"), StatusCode::OK),
+        (format!("BEARER {TOKEN}"), StatusCode::OK),
+        (format!("Bearer {TOKEN}"), StatusCode::OK),
+        (format!("Basic {TOKEN}"), StatusCode::UNAUTHORIZED),
+    ] {
+        let (status, _) = send_with(
+            &router,
+            Method::GET,
+            "/hystrix/admin/circuit/GetUser",
+            Some(REMOTE),
+            &[("authorization", &authorization)],
+            b"",
+        );
+        assert_eq!(status, expected, "{authorization}");
+    }
+}
+
+#[test]
+fn odd_bodies_are_refused_and_a_panicking_callback_does_not_lose_the_answer() {
+    let test = TestRegistry::new();
+    semaphore_command(&test, "GetUser", "Users");
+    let router = Dashboard::builder(test.registry().clone())
+        .admin()
+        .on_admin_change(|_| panic!("audit sink down"))
+        .build()
+        .router();
+    let name = "hystrix.command.GetUser.circuitBreaker.sleepWindowInMilliseconds";
+    let path = format!("/hystrix/admin/config/properties/{name}");
+    let put = |body: &[u8]| send_with(&router, Method::PUT, &path, Some(LOOPBACK), &[], body);
+    let (status, body) = put(&vec![b'1'; 1025]);
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(body["error"], "a property value is at most 1024 bytes");
+    let (status, body) = put(&[0xff, 0xfe]);
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["error"], "the value must be UTF-8 text");
+
+    // The callback panics: the change stands and is answered.
+    let (status, report) = put(b"2500");
+    assert_eq!(
+        (status, &report["value"]),
+        (StatusCode::OK, &Value::from(2500))
+    );
+    let (status, body) = send(
+        &router,
+        Method::POST,
+        "/hystrix/admin/circuit/GetUser/force-open",
+        Some(LOOPBACK),
+        None,
+        "",
+    );
+    assert_eq!(
+        (status, &body["status"]),
+        (StatusCode::OK, &Value::from("OPEN"))
+    );
+}
+
+#[test]
+fn the_circuit_shows_the_sticky_overrides() {
+    let (_test, router) = get_user_admin(None);
+    let (status, _) = send(
+        &router,
+        Method::PUT,
+        "/hystrix/admin/config/properties/hystrix.command.GetUser.circuitBreaker.forceOpen",
+        Some(LOOPBACK),
+        None,
+        "on",
+    );
+    assert_eq!(status, StatusCode::OK);
+    let (_, body) = send(
+        &router,
+        Method::GET,
+        "/hystrix/admin/circuit/GetUser",
+        Some(LOOPBACK),
+        None,
+        "",
+    );
+    assert_eq!(
+        body,
+        serde_json::json!({
+            "command": "GetUser",
+            "status": "CLOSED",
+            "isOpen": true,
+            "forcedOpen": true,
+            "forcedClosed": false
+        })
+    );
 }

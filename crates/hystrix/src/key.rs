@@ -9,6 +9,23 @@ use std::sync::Arc;
 
 use crate::error::ConfigError;
 
+/// The longest key name, in bytes: keys appear in property names, metric labels and logs.
+const MAX_KEY_LEN: usize = 200;
+
+/// A refused name as an error shows it: control characters escaped, at most 64 characters.
+fn shown(name: &str) -> String {
+    let mut shown: String = name
+        .chars()
+        .take(64)
+        .collect::<String>()
+        .escape_debug()
+        .to_string();
+    if name.chars().count() > 64 {
+        shown.push_str("...");
+    }
+    shown
+}
+
 macro_rules! key_type {
     ($(#[$doc:meta])* $name:ident, $what:literal) => {
         $(#[$doc])*
@@ -19,12 +36,18 @@ macro_rules! key_type {
             /// Creates a key.
             ///
             /// # Errors
-            /// [`ConfigError::InvalidKey`] if `name` is empty, has surrounding whitespace, or is
-            /// `default` (reserved by the property names `hystrix.<kind>.default.*`).
+            /// [`ConfigError::InvalidKey`] if `name` is empty, longer than 200 bytes, has
+            /// surrounding whitespace or a control character (a line break would let a key
+            /// forge log lines), or is `default` (reserved by the property names
+            /// `hystrix.<kind>.default.*`).
             pub fn new(name: impl AsRef<str>) -> Result<Self, ConfigError> {
                 let name = name.as_ref();
                 let reason = if name.is_empty() {
                     Some("must not be empty")
+                } else if name.len() > MAX_KEY_LEN {
+                    Some("must be at most 200 bytes long")
+                } else if name.chars().any(char::is_control) {
+                    Some("must not contain control characters (line breaks, tabs, NUL, ...)")
                 } else if name.trim() != name {
                     Some("must not start or end with whitespace")
                 } else if name == "default" {
@@ -35,7 +58,7 @@ macro_rules! key_type {
                 match reason {
                     Some(reason) => Err(ConfigError::InvalidKey {
                         kind: $what,
-                        key: name.to_owned(),
+                        key: shown(name),
                         reason,
                     }),
                     None => Ok(Self(Arc::from(name))),
@@ -110,6 +133,29 @@ mod tests {
             let err = CommandKey::new(bad).unwrap_err();
             assert!(err.to_string().starts_with("invalid command key"), "{err}");
         }
+    }
+
+    #[test]
+    fn keys_refuse_control_characters_and_long_names_and_show_them_escaped() {
+        let err = CommandKey::new("X\n2026-11-30 INFO forged").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid command key `X\\n2026-11-30 INFO forged`: must not contain control \
+             characters (line breaks, tabs, NUL, ...)"
+        );
+        assert!(ThreadPoolKey::new("P\0").is_err());
+        assert!(CollapserKey::new("C\tD").is_err());
+        let long = "k".repeat(201);
+        let err = GroupKey::new(&long).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "invalid group key `{}...`: must be at most 200 bytes long",
+                "k".repeat(64)
+            )
+        );
+        assert!(GroupKey::new("k".repeat(200)).is_ok());
+        assert!(CommandKey::new("Café.Lookup").is_ok());
     }
 
     #[test]

@@ -994,7 +994,8 @@ fn values_are_checked_by_type_and_range_and_zero_keeps_its_meaning() {
         (
             "hystrix.command.A.requestLog.enabled=true # a comment only at the start of a line",
             "invalid value `true # a comment only at the start of a line` for \
-             `hystrix.command.A.requestLog.enabled`: expected true or false",
+             `hystrix.command.A.requestLog.enabled`: expected true or false (or Archaius' \
+             yes/no, on/off, y/n, t/f)",
         ),
         (
             "hystrix.command.default.threadPoolKeyOverride=Other",
@@ -1110,6 +1111,41 @@ fn a_fixed_property_of_a_key_in_use_refuses_the_reload_by_line() {
         }
     );
     assert_eq!(cmd.properties().execution_timeout_in_milliseconds, 1000);
+}
+
+#[test]
+fn a_reload_that_changes_a_fixed_value_the_file_gave_names_that_line() {
+    let test = TestRegistry::new();
+    let properties = test.registry().properties();
+    let v1 = "hystrix.command.A.metrics.rollingStats.timeInMilliseconds=20000\n\
+              hystrix.command.A.fallback.enabled=true\n\
+              hystrix.command.A.threadPoolKeyOverride=P\n";
+    load(properties, v1).unwrap();
+    builder("A").build_in(test.registry()).unwrap();
+    // The override changes on line 3; lines 1 and 2 keep their values.
+    let err = load(properties, &v1.replace("=P", "=Q")).unwrap_err();
+    assert_eq!(
+        err,
+        LoadError::Invalid {
+            origin: at("app.properties", 3),
+            error: Box::new(ConfigError::FixedAfterFirstUse {
+                name: "hystrix.command.A.threadPoolKeyOverride".into()
+            }),
+        }
+    );
+    // The window changes on line 1.
+    let err = load(properties, &v1.replace("20000", "30000")).unwrap_err();
+    assert!(
+        matches!(&err, LoadError::Invalid { origin, .. } if *origin == at("app.properties", 1)),
+        "{err}"
+    );
+    // A file that no longer gives the override removes it: that is the refused change.
+    let err = load(
+        properties,
+        "hystrix.command.A.metrics.rollingStats.timeInMilliseconds=20000\n",
+    )
+    .unwrap_err();
+    assert!(matches!(err, LoadError::Removal { .. }), "{err}");
 }
 
 #[test]

@@ -46,9 +46,9 @@ property_table! {
     metrics_rolling_percentile_num_buckets: u32 = 6;
         "metrics.rollingPercentile.numBuckets", Fixed, Any, crate::config::command::bucket_count;
     /// `metrics.rollingPercentile.bucketSize`: accepted for compatibility; unused (as in
-    /// Hystrix 1.5). Default 100. Fixed.
+    /// Hystrix 1.5), so it may change at any time. Default 100.
     metrics_rolling_percentile_bucket_size: u32 = 100;
-        "metrics.rollingPercentile.bucketSize", Fixed, Any, no_check;
+        "metrics.rollingPercentile.bucketSize", Dynamic, Any, no_check;
 }
 
 impl CollapserProperties {

@@ -154,9 +154,10 @@ property_table! {
     metrics_rolling_percentile_num_buckets: u32 = 6;
         "metrics.rollingPercentile.numBuckets", Fixed, Any, bucket_count;
     /// `metrics.rollingPercentile.bucketSize`: accepted for compatibility; unused, as in
-    /// Hystrix 1.5 (latencies go to histograms without a sample cap). Default 100.
+    /// Hystrix 1.5 (latencies go to histograms without a sample cap), so it may change at
+    /// any time. Default 100.
     metrics_rolling_percentile_bucket_size: u32 = 100;
-        "metrics.rollingPercentile.bucketSize", Fixed, Any, at_least_one;
+        "metrics.rollingPercentile.bucketSize", Dynamic, Any, no_check;
     /// `metrics.healthSnapshot.intervalInMilliseconds`: how often the error percentage is
     /// recomputed, and the health bucket size, in ms; it must divide
     /// `metrics.rollingStats.timeInMilliseconds` evenly into at most 1000 buckets. Default 500

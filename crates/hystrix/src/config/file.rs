@@ -120,11 +120,25 @@ impl Properties {
     }
 }
 
+/// The absolute path, with `.` and `..` resolved by name (not by following links, so a
+/// Kubernetes `..data` link keeps its name across updates): `dir/sub/../h.properties` and
+/// `dir/h.properties` are one source.
 fn absolute(path: &Path) -> Result<PathBuf, LoadError> {
-    std::path::absolute(path).map_err(|err| LoadError::Read {
+    let absolute = std::path::absolute(path).map_err(|err| LoadError::Read {
         path: path.to_owned(),
         reason: err.to_string(),
-    })
+    })?;
+    let mut normal = PathBuf::new();
+    for component in absolute.components() {
+        match component {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                normal.pop();
+            }
+            other => normal.push(other),
+        }
+    }
+    Ok(normal)
 }
 
 /// The values of a file, in the order written.
@@ -140,6 +154,24 @@ pub(crate) fn parse(
 }
 
 fn parse_properties(path: &Path, bytes: &[u8]) -> Result<Vec<Entry>, LoadError> {
+    // A last line continued by a backslash at the end of the file: Java's `Properties.load`
+    // keeps the line and drops the dangling backslash; the parser would drop the line.
+    let end = bytes.len()
+        - bytes
+            .iter()
+            .rev()
+            .take_while(|&&b| matches!(b, b'\n' | b'\r'))
+            .count();
+    let backslashes = bytes[..end]
+        .iter()
+        .rev()
+        .take_while(|&&b| b == b'\\')
+        .count();
+    let bytes = if backslashes % 2 == 1 {
+        &bytes[..end - 1]
+    } else {
+        bytes
+    };
     let lines = java_properties::PropertiesIter::new_with_encoding(bytes, encoding_rs::UTF_8);
     let mut entries = Vec::new();
     for line in lines {
@@ -278,6 +310,39 @@ mod tests {
         assert_eq!(raw_key(text, 2).as_deref(), Some("c\\=d"));
         assert_eq!(raw_key(text, 3).as_deref(), Some("\\u00zz.x"));
         assert_eq!(raw_key(text, 9), None);
+    }
+
+    #[test]
+    fn a_backslash_at_the_end_of_the_file_keeps_the_last_line_as_java_does() {
+        let names = |text: &[u8]| -> Vec<(String, String)> {
+            parse_properties(Path::new("x.properties"), text)
+                .unwrap()
+                .into_iter()
+                .map(|entry| (entry.name.clone(), entry.value.to_string()))
+                .collect()
+        };
+        for text in [
+            &b"a=1\nb=false\\"[..],
+            b"a=1\nb=false\\\n",
+            b"a=1\r\nb=false\\\r\n",
+        ] {
+            assert_eq!(
+                names(text),
+                [("a".into(), "1".into()), ("b".into(), "false".into())],
+                "{:?}",
+                String::from_utf8_lossy(text)
+            );
+        }
+        // An escaped backslash is a value, not a continuation.
+        assert_eq!(names(b"p=C:\\\\"), [("p".into(), "C:\\".into())]);
+    }
+
+    #[test]
+    fn the_same_file_under_two_spellings_is_one_source() {
+        assert_eq!(
+            absolute(Path::new("/etc/app/sub/../h.properties")).unwrap(),
+            absolute(Path::new("/etc/app/./h.properties")).unwrap()
+        );
     }
 
     #[test]

@@ -43,7 +43,7 @@
 //! ranked within the layer (SPEC Part A 25), lowest first:
 //!
 //! 1. configuration files ([`Properties::load_file`], feature `config-files`, on by default);
-//!    among several files, the one loaded later ranks higher;
+//!    among several files, the one first loaded later ranks higher (a reload keeps a file's rank);
 //! 2. the environment ([`Properties::load_env`], [`Properties::load_env_from`]);
 //! 3. run-time changes ([`Properties::set`], [`Properties::set_all`], [`Properties::unset`];
 //!    the admin endpoint uses them).

@@ -42,7 +42,8 @@ impl fmt::Display for PropertyLayer {
 }
 
 /// Where a value was written. Within a dynamic layer the sources rank file < environment <
-/// run time (SPEC Part A 25); among files, the one loaded later ranks higher.
+/// run time (SPEC Part A 25); among files, the one first loaded later ranks higher (reloading a
+/// file keeps its rank).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Origin {

@@ -225,7 +225,8 @@ impl<K: PropertyKind> fmt::Debug for PropertyCell<K> {
 /// rank as listed, lowest first (SPEC Part A 25).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum SourceId {
-    /// A configuration file, by path; files loaded later rank above those loaded earlier.
+    /// A configuration file, by path; a file first loaded later ranks above those first loaded
+    /// earlier (a reload keeps its rank).
     #[cfg_attr(
         not(feature = "config-files"),
         allow(dead_code, reason = "files are read with the config-files feature")
@@ -1115,6 +1116,21 @@ impl Properties {
         let mut state = self.state.lock();
         match stage(&state, source, writes, true) {
             Ok(staged) => Ok(staged.commit(&mut state)),
+            // A fixed property of a key in use: the write of that property changed it (none:
+            // the source no longer gives it).
+            Err(StageError {
+                write: None,
+                error: error @ ConfigError::FixedAfterFirstUse { .. },
+            }) => {
+                let ConfigError::FixedAfterFirstUse { name } = &error else {
+                    unreachable!("matched FixedAfterFirstUse above")
+                };
+                let culprit = writes.iter().rposition(|write| write.name == name.as_str());
+                Err(StageError {
+                    write: culprit,
+                    error,
+                })
+            }
             Err(StageError { write: None, error }) => {
                 let same = |err: &StageError| err.error == error;
                 // Only on a refused load: one staging per write.
@@ -1328,8 +1344,8 @@ mod tests {
             ),
             (
                 "hystrix.command.default.circuitBreaker.forceOpen",
-                "yes".into(),
-                "invalid value `yes` for `hystrix.command.default.circuitBreaker.forceOpen`: expected true or false",
+                "maybe".into(),
+                "invalid value `maybe` for `hystrix.command.default.circuitBreaker.forceOpen`: expected true or false (or Archaius' yes/no, on/off, y/n, t/f)",
             ),
             (
                 "hystrix.command.default.metrics.rollingStats.numBuckets",

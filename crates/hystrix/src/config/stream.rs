@@ -1,7 +1,7 @@
 //! Stream properties (SPEC §1.5): global values, no per-key form, read once by whoever serves
 //! the streams (the `hystrix-dashboard` crate reads them when a dashboard is built).
 
-use crate::config::{at_least_one, positive_ms, property_table};
+use crate::config::{no_check, positive_ms, property_table};
 
 property_table! {
     /// The metrics streams' settings, set by their full names (`hystrix.stream.*`,
@@ -25,10 +25,11 @@ property_table! {
     config_interval_in_milliseconds: u64 = 5_000;
         "stream.config.intervalInMilliseconds", Fixed, Any, positive_ms;
     /// `hystrix.config.stream.maxConcurrentConnections`: clients each stream serves at once;
-    /// the next one gets 503. Default 5 (Hystrix uses this one name for all its streams).
+    /// the next one gets 503; 0 refuses every client. Default 5 (Hystrix uses this one name for
+    /// all its streams).
     /// Read when the stream server is built.
     max_concurrent_connections: u32 = 5;
-        "config.stream.maxConcurrentConnections", Fixed, Any, at_least_one;
+        "config.stream.maxConcurrentConnections", Fixed, Any, no_check;
 }
 
 impl StreamProperties {

@@ -92,9 +92,18 @@ impl PropertyType for bool {
     fn parse(value: &PropertyValue) -> Result<Self, String> {
         match value {
             PropertyValue::Bool(b) => Ok(*b),
-            PropertyValue::Str(s) if s.trim().eq_ignore_ascii_case("true") => Ok(true),
-            PropertyValue::Str(s) if s.trim().eq_ignore_ascii_case("false") => Ok(false),
-            _ => Err("expected true or false".into()),
+            // Archaius' words, any case: a Hystrix property file loads unchanged.
+            PropertyValue::Str(s) => {
+                let word = s.trim().to_ascii_lowercase();
+                match word.as_str() {
+                    "true" | "t" | "yes" | "y" | "on" => Ok(true),
+                    "false" | "f" | "no" | "n" | "off" => Ok(false),
+                    _ => {
+                        Err("expected true or false (or Archaius' yes/no, on/off, y/n, t/f)".into())
+                    }
+                }
+            }
+            PropertyValue::Int(_) => Err("expected true or false".into()),
         }
     }
 
@@ -154,5 +163,33 @@ impl<T: PropertyType> PropertyType for Option<T> {
 
     fn to_value(&self) -> Option<PropertyValue> {
         self.as_ref().and_then(T::to_value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_read_archaius_words_in_any_case() {
+        for (word, flag) in [
+            ("true", true),
+            ("Yes", true),
+            (" ON ", true),
+            ("y", true),
+            ("T", true),
+            ("false", false),
+            ("no", false),
+            ("OFF", false),
+            ("n", false),
+            ("f", false),
+        ] {
+            assert_eq!(bool::parse(&PropertyValue::from(word)), Ok(flag), "{word}");
+        }
+        assert_eq!(
+            bool::parse(&PropertyValue::from("1")),
+            Err("expected true or false (or Archaius' yes/no, on/off, y/n, t/f)".to_owned())
+        );
+        assert!(bool::parse(&PropertyValue::Int(1)).is_err());
     }
 }
