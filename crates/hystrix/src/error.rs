@@ -34,6 +34,13 @@ pub enum ConfigError {
         /// Why it was refused.
         reason: String,
     },
+    /// [`Registry::set_global`](crate::Registry::set_global) after the global registry was
+    /// set or first used.
+    #[error(
+        "the global registry is already in use: call Registry::set_global at the start of main, \
+         before any command is built with .build() or Registry::global() is called"
+    )]
+    GlobalRegistryInUse,
     /// A name that is not a known property.
     #[error(
         "unknown property `{name}` (expected hystrix.command.<Key|default>.<name>, \

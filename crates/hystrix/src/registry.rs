@@ -10,7 +10,7 @@ use std::fmt;
 use std::num::NonZeroU32;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, LazyLock, OnceLock, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -594,13 +594,41 @@ impl Default for Registry {
     }
 }
 
-static GLOBAL: LazyLock<Registry> = LazyLock::new(Registry::new);
+static GLOBAL: OnceLock<Registry> = OnceLock::new();
 
 impl Registry {
-    /// The process-wide default registry (system clock, no plugins), used by
-    /// [`CommandBuilder::build`](crate::CommandBuilder::build).
+    /// The process-wide default registry, used by
+    /// [`CommandBuilder::build`](crate::CommandBuilder::build): the one given to
+    /// [`set_global`](Registry::set_global), else one on the system clock with no plugins,
+    /// made at the first call.
     pub fn global() -> &'static Registry {
-        &GLOBAL
+        GLOBAL.get_or_init(Registry::new)
+    }
+
+    /// Makes `registry` the process-wide default (with its clock and plugins: event
+    /// notifier, execution hook, breaker listener, state store), as Hystrix registers its
+    /// plugins process-wide. Call it at the start of `main`, before any command is built with
+    /// [`CommandBuilder::build`](crate::CommandBuilder::build) and before
+    /// [`global`](Registry::global) is called.
+    ///
+    /// ```
+    /// use hystrix::Registry;
+    /// # struct MyHook;
+    /// # impl hystrix::ExecutionHook for MyHook {}
+    ///
+    /// Registry::set_global(Registry::builder().execution_hook(MyHook).build())?;
+    /// // Commands built with `.build()` now run under the hook.
+    /// # Ok::<(), hystrix::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`ConfigError::GlobalRegistryInUse`] if the global registry already exists (set, or
+    /// made by a first use): commands may already hold it, so it cannot change (Hystrix's
+    /// `HystrixPlugins.register*` refuses a plugin once one is in use the same way).
+    pub fn set_global(registry: Registry) -> Result<(), ConfigError> {
+        GLOBAL
+            .set(registry)
+            .map_err(|_| ConfigError::GlobalRegistryInUse)
     }
 
     /// An isolated registry on the [`SystemClock`], with no plugins.
