@@ -224,6 +224,12 @@ impl Properties {
     /// replaces only the values that came from this file: run-time and environment values stay
     /// (SPEC Part A 25).
     ///
+    /// It watches the file's folder, so edits in place, editors' rename-over saves and
+    /// Kubernetes ConfigMap `..data` swaps are all seen; a deleted file keeps the last values
+    /// (an error event says it cannot be read). Not seen: edits of a symlink's target in
+    /// another folder (watch the target itself), and a folder deleted and re-created (the watch
+    /// ends; start a new one).
+    ///
     /// # Errors
     /// As [`watch_file`](Properties::watch_file).
     pub fn watch_file_with(
