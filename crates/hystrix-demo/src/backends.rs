@@ -1,0 +1,339 @@
+//! The backend services: four axum servers on 127.0.0.1, each with a fault the scenario sets.
+//!
+//! A fault shapes every answer (latency drawn from a distribution, a share of `500`s or of
+//! hangs, `503` with or without `Retry-After`); an outage of kind `refused` closes the port
+//! itself (the server stops listening, so connections are refused) and opens it again on the
+//! same port when the fault is lifted.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::catalogue::{self, Title};
+use crate::scenario::{Backend, Fault, HANG, Phase, Reaction};
+
+/// One backend server's shared state.
+#[derive(Debug)]
+struct Server {
+    fault: RwLock<Fault>,
+    /// Whether its port is open.
+    up: watch::Sender<bool>,
+    /// Calls that reached it.
+    calls: AtomicU64,
+}
+
+impl Server {
+    /// Applies the fault to one call and answers with `answer()` if the fault lets it.
+    async fn answer(&self, answer: impl FnOnce() -> Response) -> Response {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let reaction = {
+            let fault = self
+                .fault
+                .read()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            fault.react(&mut rand::rng())
+        };
+        match reaction {
+            Reaction::Unavailable {
+                retry_after_s: Some(seconds),
+            } => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                [(header::RETRY_AFTER, seconds.to_string())],
+                "overloaded: retry later",
+            )
+                .into_response(),
+            Reaction::Unavailable {
+                retry_after_s: None,
+            } => (StatusCode::SERVICE_UNAVAILABLE, "unavailable").into_response(),
+            Reaction::Hang => {
+                tokio::time::sleep(HANG).await;
+                answer()
+            }
+            Reaction::Answer { delay, fail } => {
+                tokio::time::sleep(delay).await;
+                if fail {
+                    (StatusCode::INTERNAL_SERVER_ERROR, "internal error").into_response()
+                } else {
+                    answer()
+                }
+            }
+        }
+    }
+}
+
+/// The four running backends.
+#[derive(Debug)]
+pub struct Backends {
+    servers: BTreeMap<Backend, (SocketAddr, Arc<Server>)>,
+}
+
+impl Backends {
+    /// Starts every backend on a free port of 127.0.0.1, healthy.
+    ///
+    /// # Errors
+    /// A port cannot be bound.
+    pub async fn start() -> std::io::Result<Backends> {
+        let mut servers = BTreeMap::new();
+        for backend in Backend::ALL {
+            let listener = TcpListener::bind("127.0.0.1:0").await?;
+            let addr = listener.local_addr()?;
+            let server = Arc::new(Server {
+                fault: RwLock::new(Fault::default()),
+                up: watch::Sender::new(true),
+                calls: AtomicU64::new(0),
+            });
+            let router = routes(backend).with_state(Arc::clone(&server));
+            tokio::spawn(supervise(addr, listener, router, Arc::clone(&server)));
+            servers.insert(backend, (addr, server));
+        }
+        Ok(Backends { servers })
+    }
+
+    /// The address of `backend`.
+    pub fn addr(&self, backend: Backend) -> SocketAddr {
+        self.servers[&backend].0
+    }
+
+    /// Calls that reached `backend` so far.
+    pub fn calls(&self, backend: Backend) -> u64 {
+        self.servers[&backend].1.calls.load(Ordering::Relaxed)
+    }
+
+    /// Sets every backend's fault to `phase`'s (healthy if it names none), closing the port of
+    /// a backend whose outage refuses connections and opening it again when it ends.
+    pub fn apply(&self, phase: &Phase) {
+        for (backend, (_, server)) in &self.servers {
+            let fault = phase.fault(*backend);
+            let up = !fault.refuses_connections();
+            // The fault first: a call that slips in while the port closes is answered 503.
+            *server
+                .fault
+                .write()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()) = fault;
+            server
+                .up
+                .send_if_modified(|was_up| std::mem::replace(was_up, up) != up);
+        }
+    }
+}
+
+fn routes(backend: Backend) -> Router<Arc<Server>> {
+    match backend {
+        Backend::Catalog => Router::new().route("/titles/{id}", get(title)),
+        Backend::Ratings => Router::new().route("/ratings/{ids}", get(ratings)),
+        Backend::Recommendations => {
+            Router::new().route("/recommendations/{id}", get(recommendations))
+        }
+        Backend::Availability => Router::new().route("/availability/{id}", get(availability)),
+    }
+}
+
+async fn title(State(server): State<Arc<Server>>, Path(id): Path<u32>) -> Response {
+    server.answer(|| Json(Title::of(id)).into_response()).await
+}
+
+/// `GET /ratings/1,2,3`: `{"1": 3.7, "2": 4.9, "3": 3.6}`.
+async fn ratings(State(server): State<Arc<Server>>, Path(ids): Path<String>) -> Response {
+    let ids: Result<Vec<u32>, _> = ids.split(',').map(str::parse).collect();
+    let Ok(ids) = ids else {
+        return (
+            StatusCode::BAD_REQUEST,
+            "ids must be numbers separated by commas",
+        )
+            .into_response();
+    };
+    server
+        .answer(|| {
+            let ratings: BTreeMap<u32, f32> = ids
+                .iter()
+                .map(|&id| (id, catalogue::rating_of(id)))
+                .collect();
+            Json(ratings).into_response()
+        })
+        .await
+}
+
+async fn recommendations(State(server): State<Arc<Server>>, Path(id): Path<u32>) -> Response {
+    server
+        .answer(|| Json(catalogue::recommendations_for(id)).into_response())
+        .await
+}
+
+async fn availability(State(server): State<Arc<Server>>, Path(id): Path<u32>) -> Response {
+    server
+        .answer(|| Json(catalogue::availability_of(id)).into_response())
+        .await
+}
+
+/// Serves `router` on `addr` while the server is up: when it goes down the listener is closed
+/// (connections are refused; calls in flight finish), and when it comes back the same port is
+/// bound again.
+async fn supervise(addr: SocketAddr, listener: TcpListener, router: Router, server: Arc<Server>) {
+    let mut listener = Some(listener);
+    let mut up = server.up.subscribe();
+    loop {
+        let Some(bound) = listener.take() else {
+            return;
+        };
+        let mut down = server.up.subscribe();
+        let serving = axum::serve(bound, router.clone()).with_graceful_shutdown(async move {
+            let _ = down.wait_for(|up| !*up).await;
+        });
+        tokio::spawn(async move {
+            if let Err(err) = serving.await {
+                tracing::warn!(target: "hystrix_demo::backends", "backend on {addr} stopped: {err}");
+            }
+        });
+        if up.wait_for(|up| !*up).await.is_err() || up.wait_for(|up| *up).await.is_err() {
+            return;
+        }
+        listener = rebind(addr).await;
+    }
+}
+
+/// Binds `addr` again, retrying for a second (the old listener may still be closing).
+async fn rebind(addr: SocketAddr) -> Option<TcpListener> {
+    for _ in 0..20 {
+        match TcpListener::bind(addr).await {
+            Ok(listener) => return Some(listener),
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    tracing::error!(target: "hystrix_demo::backends", "cannot bind {addr} again: the backend stays down");
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::{Outage, Scenario};
+    use std::io::{Read, Write};
+
+    /// One plain HTTP/1.0 GET: the status line and the body, or the connect error.
+    fn get(addr: SocketAddr, path: &str) -> std::io::Result<(String, String)> {
+        let mut stream = std::net::TcpStream::connect(addr)?;
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n")?;
+        let mut text = String::new();
+        stream.read_to_string(&mut text)?;
+        let status = text.lines().next().unwrap_or_default().to_owned();
+        let body = text.split("\r\n\r\n").nth(1).unwrap_or_default().to_owned();
+        Ok((status, body))
+    }
+
+    async fn get_async(addr: SocketAddr, path: &'static str) -> std::io::Result<(String, String)> {
+        tokio::task::spawn_blocking(move || get(addr, path))
+            .await
+            .map_err(std::io::Error::other)?
+    }
+
+    fn phase_with(backend: Backend, fault: Fault) -> Phase {
+        let mut phase = Scenario::load("calm")
+            .unwrap()
+            .schedule(Duration::from_secs(1))
+            .unwrap()
+            .phases
+            .remove(0);
+        phase.faults.insert(backend, fault);
+        phase
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn backends_answer_their_data_and_faults_change_it() {
+        let backends = Backends::start().await.unwrap();
+        let ratings = backends.addr(Backend::Ratings);
+        assert_eq!(
+            get_async(ratings, "/ratings/1,25").await.unwrap(),
+            (
+                "HTTP/1.0 200 OK".to_owned(),
+                r#"{"1":3.7,"25":2.5}"#.to_owned()
+            )
+        );
+        let catalog = backends.addr(Backend::Catalog);
+        assert_eq!(
+            get_async(catalog, "/titles/9").await.unwrap().1,
+            r#"{"id":9,"title":"The Last Orchard","year":1963}"#
+        );
+
+        backends.apply(&phase_with(
+            Backend::Ratings,
+            Fault {
+                error_rate: 1.0,
+                ..Fault::default()
+            },
+        ));
+        assert_eq!(
+            get_async(ratings, "/ratings/1").await.unwrap().0,
+            "HTTP/1.0 500 Internal Server Error"
+        );
+        backends.apply(&phase_with(
+            Backend::Availability,
+            Fault {
+                retry_after_s: Some(2),
+                ..Fault::default()
+            },
+        ));
+        // The ratings fault is lifted by a phase that does not name it.
+        assert_eq!(
+            get_async(ratings, "/ratings/1").await.unwrap().0,
+            "HTTP/1.0 200 OK"
+        );
+        let availability = backends.addr(Backend::Availability);
+        let mut stream = std::net::TcpStream::connect(availability).unwrap();
+        write!(stream, "GET /availability/1 HTTP/1.0\r\n\r\n").unwrap();
+        let mut text = String::new();
+        tokio::task::block_in_place(|| stream.read_to_string(&mut text)).unwrap();
+        assert!(
+            text.starts_with("HTTP/1.0 503 Service Unavailable"),
+            "{text}"
+        );
+        assert!(text.to_lowercase().contains("retry-after: 2\r\n"), "{text}");
+        assert!(backends.calls(Backend::Ratings) >= 3);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_outage_refuses_connections_and_recovery_opens_the_same_port() {
+        let backends = Backends::start().await.unwrap();
+        let addr = backends.addr(Backend::Recommendations);
+        backends.apply(&phase_with(
+            Backend::Recommendations,
+            Fault {
+                outage: Some(Outage::Refused),
+                ..Fault::default()
+            },
+        ));
+        let mut refused = false;
+        for _ in 0..50 {
+            match get_async(addr, "/recommendations/1").await {
+                Err(err) if err.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    refused = true;
+                    break;
+                }
+                _ => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        }
+        assert!(refused, "the port should close");
+
+        backends.apply(&phase_with(Backend::Catalog, Fault::default()));
+        let mut answer = None;
+        for _ in 0..50 {
+            if let Ok(got) = get_async(addr, "/recommendations/1").await {
+                answer = Some(got);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let (status, body) = answer.expect("the port should open again");
+        assert_eq!(status, "HTTP/1.0 200 OK");
+        assert!(body.starts_with(r#"[{"id":2,"title":"#), "{body}");
+    }
+}

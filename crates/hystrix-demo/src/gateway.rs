@@ -1,0 +1,623 @@
+//! The gateway: a movie-catalogue edge API whose every page is put together from four
+//! backends, each called through a hystrix-rs command.
+//!
+//! `GET /movies/{id}` answers the movie's title and year, its rating, three recommended
+//! movies with theirs, where it can be streamed, and a "because you watched" line:
+//!
+//! | part | command | how it is called | fallback |
+//! |---|---|---|---|
+//! | title | `GetTitle` | blocking client (ureq), THREAD isolation on pool `Catalog` | the last title seen for the id (stale), else a placeholder |
+//! | ratings | `GetRatings` via collapser `GetRating` | one async call for the page's ratings, SEMAPHORE | the last rating seen per id (stale) |
+//! | recommendations | `GetRecommendations` | async, SEMAPHORE, through `HystrixLayer` | none shown (fail silent) |
+//! | availability | `GetAvailability` | async, SEMAPHORE, through `HystrixLayer`; 503 + Retry-After trips it now | "unknown" (a static value) |
+//!
+//! The title is looked up twice per page (for the header and for the "because you watched"
+//! line); the request cache answers the second. Each page runs in its own request context,
+//! and its request log is written at debug level (target `hystrix_demo::gateway`). A page is
+//! always answered `200`; the parts that came from a fallback are listed in its `degraded`
+//! field and in the `x-degraded` header.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::hash::Hash;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderName, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use hystrix::collapser::Collapser;
+use hystrix::command::{Classifier, CommandBuilder};
+use hystrix::context::RequestContext;
+use hystrix::tower::HystrixLayer;
+use hystrix::{Command, ConfigError, HystrixError, IsolationStrategy, Registry};
+use serde::Serialize;
+use tower::ServiceExt;
+use tower::util::BoxCloneSyncService;
+
+use crate::catalogue::{Availability, CATALOGUE_SIZE, Recommendation, Title};
+use crate::http::{self, BackendError};
+use crate::scenario::Backend;
+
+/// The header listing a page's parts that came from a fallback, e.g. `title,ratings`.
+pub static DEGRADED: HeaderName = HeaderName::from_static("x-degraded");
+
+/// The collapser's key.
+pub const RATING_COLLAPSER: &str = "GetRating";
+
+/// The thread pool of `GetTitle`: 8 threads, hand-off (no queue).
+pub const CATALOG_POOL_THREADS: u32 = 8;
+
+/// Every command's breaker settings: small enough that a 10 s run shows breakers open and
+/// close. It trips at 50% errors among at least 10 requests in the last 10 s (checked every
+/// 250 ms), and tries one call after 500 ms open. Latency percentiles cover 5 s.
+fn command(key: &str, group: &str, timeout_ms: u64) -> CommandBuilder {
+    Command::builder(key)
+        .group(group)
+        .timeout(Duration::from_millis(timeout_ms))
+        .circuit_breaker_request_volume_threshold(10)
+        .circuit_breaker_error_threshold_percentage(50)
+        .circuit_breaker_sleep_window(Duration::from_millis(500))
+        .property("metrics.healthSnapshot.intervalInMilliseconds", 250u64)
+        .property("metrics.rollingPercentile.timeInMilliseconds", 5000u64)
+        .property("metrics.rollingPercentile.numBuckets", 5u64)
+}
+
+type DemoCommand = Command<Classifier<BackendError>>;
+
+/// A page part called through `HystrixLayer`: movie id in, the part out.
+type Part<T> = BoxCloneSyncService<u32, T, HystrixError<BackendError>>;
+
+/// Values seen last, per movie id, for stale fallbacks.
+#[derive(Debug)]
+struct Memory<K, V>(Mutex<HashMap<K, V>>);
+
+impl<K: Hash + Eq, V: Clone> Memory<K, V> {
+    fn new() -> Arc<Self> {
+        Arc::new(Memory(Mutex::new(HashMap::new())))
+    }
+
+    fn remember(&self, key: K, value: V) {
+        self.lock().insert(key, value);
+    }
+
+    fn recall(&self, key: &K) -> Option<V> {
+        self.lock().get(key).cloned()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<K, V>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Where a page part came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// The backend, now.
+    Live,
+    /// The fallback: the last value seen.
+    Stale,
+    /// The fallback: nothing seen, a stand-in.
+    Placeholder,
+}
+
+/// A title with where it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TitleAnswer {
+    /// The title.
+    pub title: Title,
+    /// Live, stale or a placeholder.
+    pub source: Source,
+}
+
+impl TitleAnswer {
+    fn placeholder(id: u32) -> TitleAnswer {
+        TitleAnswer {
+            title: Title {
+                id,
+                title: format!("Movie #{id}"),
+                year: 0,
+            },
+            source: Source::Placeholder,
+        }
+    }
+}
+
+/// One rating as the collapser answers it: live, stale, or none known.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rating {
+    /// Stars, when known.
+    pub stars: Option<f32>,
+    /// Whether it came from the fallback (the last rating seen).
+    pub stale: bool,
+}
+
+/// The recommendations part: the list, or none because the backend failed (fail silent).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recommendations {
+    items: Vec<Recommendation>,
+    omitted: bool,
+}
+
+/// The availability part: the regions, or `None` (unknown) from the static fallback.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Regions(Option<Vec<String>>);
+
+/// A movie page, as the gateway answers it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Page {
+    /// The movie id.
+    pub id: u32,
+    /// Its title.
+    pub title: String,
+    /// The year it came out (absent with a placeholder title).
+    pub year: Option<u16>,
+    /// Its rating in stars.
+    pub rating: Option<f32>,
+    /// Movies like it, with their ratings.
+    pub recommendations: Vec<RecommendedMovie>,
+    /// The "because you watched" line (the title again: a request-cache hit).
+    pub because_you_watched: String,
+    /// Regions where it can be streamed; `null` when unknown.
+    pub availability: Option<Vec<String>>,
+    /// The parts that came from a fallback.
+    pub degraded: Vec<&'static str>,
+}
+
+/// A recommended movie on a page.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RecommendedMovie {
+    /// Its id.
+    pub id: u32,
+    /// Its title.
+    pub title: String,
+    /// Its rating in stars.
+    pub rating: Option<f32>,
+}
+
+/// The gateway's commands, clients and stale-value memories.
+pub struct Gateway {
+    get_title: DemoCommand,
+    catalog: ureq::Agent,
+    catalog_url: String,
+    titles: Arc<Memory<u32, Title>>,
+    ratings: Collapser<u32, Rating, BackendError>,
+    rating_fallbacks: Arc<AtomicU64>,
+    recommendations: Part<Recommendations>,
+    availability: Part<Regions>,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway").finish_non_exhaustive()
+    }
+}
+
+impl Gateway {
+    /// Defines the commands in `registry` (whose executor runs the collapser's batches) for
+    /// backends at `addr_of(backend)`.
+    ///
+    /// # Errors
+    /// A command definition is refused (a bug: the settings are fixed).
+    pub fn new(
+        registry: &Registry,
+        addr_of: impl Fn(Backend) -> std::net::SocketAddr,
+    ) -> Result<Gateway, ConfigError> {
+        let url = |backend| format!("http://{}", addr_of(backend));
+        let client = http::async_client();
+
+        let get_title = command(Backend::Catalog.command_key(), "Catalog", 250)
+            .thread_pool_core_size(CATALOG_POOL_THREADS)
+            .classify(http::classify)
+            .build_in(registry)?;
+
+        let get_ratings = command(Backend::Ratings.command_key(), "Ratings", 300)
+            .isolation(IsolationStrategy::Semaphore)
+            .semaphore_max_concurrent_requests(20)
+            .classify(http::classify)
+            .build_in(registry)?;
+        let rating_memory = Memory::<u32, f32>::new();
+        let rating_fallbacks = Arc::new(AtomicU64::new(0));
+        let ratings = {
+            let (client, base, memory) = (
+                client.clone(),
+                url(Backend::Ratings),
+                Arc::clone(&rating_memory),
+            );
+            let (stale, fallbacks) = (rating_memory, Arc::clone(&rating_fallbacks));
+            Collapser::builder(RATING_COLLAPSER)
+                .fallback(move |id: &u32, _err: &HystrixError<BackendError>| {
+                    fallbacks.fetch_add(1, Ordering::Relaxed);
+                    Rating {
+                        stars: stale.recall(id),
+                        stale: true,
+                    }
+                })
+                .build(
+                    get_ratings,
+                    move |ids: Vec<u32>| {
+                        let (client, memory) = (client.clone(), Arc::clone(&memory));
+                        let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
+                        let url = format!("{base}/ratings/{}", ids.join(","));
+                        async move {
+                            let ratings: HashMap<u32, f32> = http::get_json(&client, &url).await?;
+                            for (&id, &stars) in &ratings {
+                                memory.remember(id, stars);
+                            }
+                            Ok(ratings)
+                        }
+                    },
+                    |ratings: &mut HashMap<u32, f32>, id: &u32| {
+                        ratings.remove(id).map(|stars| Rating {
+                            stars: Some(stars),
+                            stale: false,
+                        })
+                    },
+                )?
+        };
+
+        let recommendations = {
+            let command = command(
+                Backend::Recommendations.command_key(),
+                "Recommendations",
+                300,
+            )
+            .isolation(IsolationStrategy::Semaphore)
+            .semaphore_max_concurrent_requests(20)
+            .classify(http::classify)
+            .build_in(registry)?;
+            let (client, base) = (client.clone(), url(Backend::Recommendations));
+            let call = tower::service_fn(move |id: u32| {
+                let (client, url) = (client.clone(), format!("{base}/recommendations/{id}"));
+                async move {
+                    let items = http::get_json(&client, &url).await?;
+                    Ok::<_, BackendError>(Recommendations {
+                        items,
+                        omitted: false,
+                    })
+                }
+            });
+            let omitted = Recommendations {
+                items: Vec::new(),
+                omitted: true,
+            };
+            BoxCloneSyncService::new(
+                tower::ServiceBuilder::new()
+                    .layer(HystrixLayer::new(command).fallback_value(omitted))
+                    .service(call),
+            )
+        };
+
+        let availability = {
+            let command = command(Backend::Availability.command_key(), "Availability", 300)
+                .isolation(IsolationStrategy::Semaphore)
+                .semaphore_max_concurrent_requests(20)
+                .classify(http::classify)
+                .build_in(registry)?;
+            let (client, base) = (client, url(Backend::Availability));
+            let call = tower::service_fn(move |id: u32| {
+                let (client, url) = (client.clone(), format!("{base}/availability/{id}"));
+                async move {
+                    let available: Availability = http::get_json(&client, &url).await?;
+                    Ok::<_, BackendError>(Regions(Some(available.regions)))
+                }
+            });
+            BoxCloneSyncService::new(
+                tower::ServiceBuilder::new()
+                    .layer(HystrixLayer::new(command).fallback_value(Regions(None)))
+                    .service(call),
+            )
+        };
+
+        Ok(Gateway {
+            get_title,
+            catalog: http::blocking_client(),
+            catalog_url: url(Backend::Catalog),
+            titles: Memory::new(),
+            ratings,
+            rating_fallbacks,
+            recommendations,
+            availability,
+        })
+    }
+
+    /// Ratings answered by the collapser's per-request fallback so far (the library counts
+    /// the failed batch, not the answers its fallback gave).
+    pub fn rating_fallbacks(&self) -> u64 {
+        self.rating_fallbacks.load(Ordering::Relaxed)
+    }
+
+    /// The routes: `GET /movies/{id}` and `GET /` (what there is).
+    pub fn router(self: Arc<Self>) -> Router {
+        Router::new()
+            .route("/movies/{id}", get(movie))
+            .route("/", get(index))
+            .with_state(self)
+    }
+
+    /// Movie `id`'s page, in the request context current (the caller opens one per page).
+    pub async fn page(&self, id: u32) -> Page {
+        let title = self.title(id);
+        let availability = async {
+            let available = self.availability.clone().oneshot(id).await;
+            available.unwrap_or(Regions(None))
+        };
+        let recommendations_and_ratings = async {
+            let recommendations = self.recommendations.clone().oneshot(id).await;
+            let recommendations = recommendations.unwrap_or(Recommendations {
+                items: Vec::new(),
+                omitted: true,
+            });
+            // Every rating of the page in one backend call: the collapser batches them.
+            let ids: Vec<u32> = std::iter::once(id)
+                .chain(recommendations.items.iter().map(|r| r.id))
+                .collect();
+            let pending: Vec<_> = ids.iter().map(|&id| self.ratings.queue(id)).collect();
+            let mut ratings = Vec::with_capacity(pending.len());
+            for rating in pending {
+                ratings.push(rating.await.map_or(
+                    Rating {
+                        stars: None,
+                        stale: true,
+                    },
+                    |rating| *rating,
+                ));
+            }
+            (recommendations, ratings)
+        };
+        let (title, availability, (recommendations, ratings)) =
+            tokio::join!(title, availability, recommendations_and_ratings);
+        // Another part of the page needs the title again: the request cache answers it.
+        let again = self.title(id).await;
+
+        let mut degraded = Vec::new();
+        if title.source != Source::Live {
+            degraded.push("title");
+        }
+        if ratings.iter().any(|rating| rating.stale) {
+            degraded.push("ratings");
+        }
+        if recommendations.omitted {
+            degraded.push("recommendations");
+        }
+        if availability.0.is_none() {
+            degraded.push("availability");
+        }
+        let placeholder = title.source == Source::Placeholder;
+        Page {
+            id,
+            year: (!placeholder).then_some(title.title.year),
+            title: title.title.title,
+            rating: ratings.first().and_then(|rating| rating.stars),
+            recommendations: recommendations
+                .items
+                .into_iter()
+                .zip(ratings.iter().skip(1))
+                .map(|(movie, rating)| RecommendedMovie {
+                    id: movie.id,
+                    title: movie.title,
+                    rating: rating.stars,
+                })
+                .collect(),
+            because_you_watched: again.title.title,
+            availability: availability.0,
+            degraded,
+        }
+    }
+
+    /// `GetTitle` for `id`, through the request cache: the first lookup in a request calls
+    /// the catalog on the `Catalog` pool, later ones share its outcome.
+    async fn title(&self, id: u32) -> TitleAnswer {
+        let (agent, url) = (
+            self.catalog.clone(),
+            format!("{}/titles/{id}", self.catalog_url),
+        );
+        let (memory, stale) = (Arc::clone(&self.titles), Arc::clone(&self.titles));
+        let answer = self
+            .get_title
+            .run(move || {
+                let title: Title = http::get_json_blocking(&agent, &url)?;
+                memory.remember(id, title.clone());
+                Ok(TitleAnswer {
+                    title,
+                    source: Source::Live,
+                })
+            })
+            .fallback(move |_err| {
+                Ok::<_, Infallible>(stale.recall(&id).map_or_else(
+                    || TitleAnswer::placeholder(id),
+                    |title| TitleAnswer {
+                        title,
+                        source: Source::Stale,
+                    },
+                ))
+            })
+            .cache_key(id.to_string())
+            .execute_async()
+            .await;
+        answer.map_or_else(|_| TitleAnswer::placeholder(id), |title| (*title).clone())
+    }
+}
+
+async fn movie(State(gateway): State<Arc<Gateway>>, Path(id): Path<u32>) -> Response {
+    if !(1..=CATALOGUE_SIZE).contains(&id) {
+        let message = format!("no movie {id}: ids are 1 to {CATALOGUE_SIZE}");
+        return (StatusCode::NOT_FOUND, message).into_response();
+    }
+    let context = RequestContext::new();
+    let page = context.scope(gateway.page(id)).await;
+    tracing::debug!(
+        target: "hystrix_demo::gateway",
+        "GET /movies/{id}: {}",
+        context.request_log()
+    );
+    let degraded = page.degraded.join(",");
+    ([(DEGRADED.clone(), degraded)], Json(page)).into_response()
+}
+
+async fn index() -> String {
+    format!(
+        "hystrix-rs demo gateway\n\nGET /movies/{{id}}  a movie page (ids 1 to {CATALOGUE_SIZE}), put together \
+         from the catalog, ratings, recommendations and availability backends\n"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backends::Backends;
+    use crate::scenario::{Fault, Outage, Phase, Scenario};
+    use hystrix::{EventType, Status};
+
+    fn calm_phase() -> Phase {
+        Scenario::load("calm")
+            .unwrap()
+            .schedule(Duration::from_secs(1))
+            .unwrap()
+            .phases
+            .remove(0)
+    }
+
+    async fn setup() -> (Backends, Registry, Gateway) {
+        let backends = Backends::start().await.unwrap();
+        let registry = Registry::builder()
+            .executor(tokio::runtime::Handle::current())
+            .build();
+        let gateway = Gateway::new(&registry, |b| backends.addr(b)).unwrap();
+        (backends, registry, gateway)
+    }
+
+    /// The request log's entries as `Key[EVENT, ...]`, sorted (they are listed as they finish).
+    fn logged(context: &RequestContext) -> Vec<String> {
+        let mut entries: Vec<String> = context
+            .request_log()
+            .entries()
+            .iter()
+            .map(|entry| {
+                let events: Vec<&str> = entry.events.iter().map(EventType::name).collect();
+                format!("{}[{}]", entry.command_key, events.join(", "))
+            })
+            .collect();
+        entries.sort();
+        entries
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_healthy_page_uses_every_command_once_and_the_cache_for_the_title() {
+        let (_backends, registry, gateway) = setup().await;
+        let context = RequestContext::new();
+        let page = context.scope(gateway.page(9)).await;
+        assert_eq!(
+            page,
+            Page {
+                id: 9,
+                title: "The Last Orchard".into(),
+                year: Some(1963),
+                rating: Some(crate::catalogue::rating_of(9)),
+                recommendations: crate::catalogue::recommendations_for(9)
+                    .into_iter()
+                    .map(|r| RecommendedMovie {
+                        rating: Some(crate::catalogue::rating_of(r.id)),
+                        id: r.id,
+                        title: r.title,
+                    })
+                    .collect(),
+                because_you_watched: "The Last Orchard".into(),
+                availability: Some(crate::catalogue::availability_of(9).regions),
+                degraded: vec![],
+            }
+        );
+        assert_eq!(
+            logged(&context),
+            [
+                "GetAvailability[SUCCESS]",
+                "GetRatings[SUCCESS, COLLAPSED]",
+                "GetRecommendations[SUCCESS]",
+                "GetTitle[SUCCESS, RESPONSE_FROM_CACHE]",
+                "GetTitle[SUCCESS]",
+            ]
+        );
+        // Four ratings, one backend call.
+        let ratings = registry.command_metrics("GetRatings").unwrap();
+        assert_eq!(ratings.cumulative_count(EventType::Collapsed), 4);
+        assert_eq!(ratings.cumulative_count(EventType::Success), 1);
+        registry.shutdown();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn failing_parts_come_from_their_fallbacks() {
+        let (backends, registry, gateway) = setup().await;
+        // A first page fills the stale memories.
+        RequestContext::new().scope(gateway.page(3)).await;
+
+        let mut phase = calm_phase();
+        let failing = Fault {
+            error_rate: 1.0,
+            ..Fault::default()
+        };
+        phase.faults.insert(Backend::Catalog, failing.clone());
+        phase.faults.insert(Backend::Ratings, failing);
+        phase.faults.insert(
+            Backend::Recommendations,
+            Fault {
+                outage: Some(Outage::Unavailable),
+                ..Fault::default()
+            },
+        );
+        phase.faults.insert(
+            Backend::Availability,
+            Fault {
+                retry_after_s: Some(30),
+                ..Fault::default()
+            },
+        );
+        backends.apply(&phase);
+
+        let context = RequestContext::new();
+        let page = context.scope(gateway.page(3)).await;
+        assert_eq!(
+            page,
+            Page {
+                id: 3,
+                title: Title::of(3).title,
+                year: Some(Title::of(3).year),
+                rating: Some(crate::catalogue::rating_of(3)),
+                recommendations: vec![],
+                because_you_watched: Title::of(3).title,
+                availability: None,
+                degraded: vec!["title", "ratings", "recommendations", "availability"],
+            }
+        );
+        assert_eq!(
+            logged(&context),
+            [
+                "GetAvailability[FAILURE, FALLBACK_SUCCESS]",
+                "GetRatings[FAILURE, FALLBACK_MISSING, COLLAPSED]",
+                "GetRecommendations[FAILURE, FALLBACK_SUCCESS]",
+                "GetTitle[FAILURE, FALLBACK_SUCCESS, RESPONSE_FROM_CACHE]",
+                "GetTitle[FAILURE, FALLBACK_SUCCESS]",
+            ]
+        );
+        assert_eq!(gateway.rating_fallbacks(), 1);
+        // One 503 with Retry-After opened the availability breaker, for at least 30 s.
+        let breaker = registry.circuit_breaker("GetAvailability").unwrap();
+        assert_eq!(breaker.status(), Status::Open);
+        assert_eq!(
+            registry
+                .circuit_breaker("GetRecommendations")
+                .unwrap()
+                .status(),
+            Status::Closed
+        );
+        // A movie never seen has no stale title: a placeholder.
+        let page = RequestContext::new().scope(gateway.page(20)).await;
+        assert_eq!((page.title.as_str(), page.year), ("Movie #20", None));
+        registry.shutdown();
+    }
+}

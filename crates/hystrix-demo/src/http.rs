@@ -1,0 +1,214 @@
+//! HTTP clients: the async one (hyper-util's pooled client) and the blocking one (ureq), and
+//! the error a backend call ends in, classified for the breaker.
+
+use std::error::Error as StdError;
+use std::time::{Duration, SystemTime};
+
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use hyper::header::RETRY_AFTER;
+use hyper::{HeaderMap, StatusCode};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use hystrix::Class;
+use serde::de::DeserializeOwned;
+
+/// The async client: keeps connections to each backend open between calls.
+pub type HttpClient = Client<HttpConnector, Empty<Bytes>>;
+
+/// How long a blocking call may take in all before ureq gives up; longer than `GetTitle`'s
+/// timeout, so a slow call holds its pool thread after the caller was answered (as a real
+/// blocking client does: the thread cannot be interrupted).
+pub const BLOCKING_CALL_LIMIT: Duration = Duration::from_secs(1);
+
+/// A new async client (connect timeout 200 ms, no Nagle delay).
+pub fn async_client() -> HttpClient {
+    let mut connector = HttpConnector::new();
+    connector.set_connect_timeout(Some(Duration::from_millis(200)));
+    connector.set_nodelay(true);
+    Client::builder(TokioExecutor::new()).build(connector)
+}
+
+/// A new blocking client: plain HTTP, no proxy, a whole-call limit of
+/// [`BLOCKING_CALL_LIMIT`], non-2xx answers as values (the caller classifies them).
+pub fn blocking_client() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .proxy(None)
+        .timeout_global(Some(BLOCKING_CALL_LIMIT))
+        .http_status_as_error(false)
+        .max_idle_connections_per_host(32)
+        .build()
+        .into()
+}
+
+/// Why a backend call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BackendError {
+    /// No answer: connection refused or reset, or the call timed out in the client.
+    #[error("no answer: {0}")]
+    Transport(String),
+    /// An answer that is not a success.
+    #[error("answered {status}{}", retry_after.as_ref().map(|v| format!(" (Retry-After: {v})")).unwrap_or_default())]
+    Status {
+        /// The HTTP status.
+        status: u16,
+        /// The `Retry-After` header, when sent.
+        retry_after: Option<String>,
+    },
+    /// A success whose body is not the JSON expected.
+    #[error("unreadable answer: {0}")]
+    Body(String),
+}
+
+impl BackendError {
+    fn status(status: StatusCode, headers: &HeaderMap) -> BackendError {
+        BackendError::Status {
+            status: status.as_u16(),
+            retry_after: headers
+                .get(RETRY_AFTER)
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_owned),
+        }
+    }
+}
+
+/// How the breaker counts a backend error: a `503`/`429` with `Retry-After` trips it now, for
+/// at least that long (accelerated tripping); another `4xx` is the gateway's own mistake (a
+/// bad request: not counted, no fallback); everything else is a failure.
+pub fn classify(error: &BackendError) -> Class {
+    match error {
+        BackendError::Status {
+            status: 503 | 429,
+            retry_after: Some(value),
+        } => Class::TripNow {
+            min_open: hystrix::http::retry_after(value, SystemTime::now()),
+        },
+        BackendError::Status {
+            status: 400..=499, ..
+        } => Class::BadRequest,
+        _ => Class::Failure,
+    }
+}
+
+/// An error and its sources, e.g. `client error (Connect): tcp connect error: Connection
+/// refused (os error 111)`.
+pub fn error_chain(error: &dyn StdError) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// `GET url`: the status, headers and body, or why there is no answer.
+pub async fn get(
+    client: &HttpClient,
+    url: &str,
+) -> Result<(StatusCode, HeaderMap, Bytes), BackendError> {
+    let uri: hyper::Uri = url
+        .parse()
+        .map_err(|err: hyper::http::uri::InvalidUri| BackendError::Transport(err.to_string()))?;
+    let response = client
+        .get(uri)
+        .await
+        .map_err(|err| BackendError::Transport(error_chain(&err)))?;
+    let (parts, body) = response.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map_err(|err| BackendError::Transport(error_chain(&err)))?
+        .to_bytes();
+    Ok((parts.status, parts.headers, body))
+}
+
+/// `GET url` with the async client, decoding a successful answer's JSON.
+pub async fn get_json<T: DeserializeOwned>(
+    client: &HttpClient,
+    url: &str,
+) -> Result<T, BackendError> {
+    let (status, headers, body) = get(client, url).await?;
+    if !status.is_success() {
+        return Err(BackendError::status(status, &headers));
+    }
+    serde_json::from_slice(&body).map_err(|err| BackendError::Body(err.to_string()))
+}
+
+/// `GET url` with the blocking client, decoding a successful answer's JSON.
+pub fn get_json_blocking<T: DeserializeOwned>(
+    agent: &ureq::Agent,
+    url: &str,
+) -> Result<T, BackendError> {
+    let mut response = agent
+        .get(url)
+        .call()
+        .map_err(|err| BackendError::Transport(error_chain(&err)))?;
+    if !response.status().is_success() {
+        return Err(BackendError::status(response.status(), response.headers()));
+    }
+    let text = response
+        .body_mut()
+        .read_to_string()
+        .map_err(|err| BackendError::Transport(error_chain(&err)))?;
+    serde_json::from_str(&text).map_err(|err| BackendError::Body(err.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(status: u16, retry_after: Option<&str>) -> BackendError {
+        BackendError::Status {
+            status,
+            retry_after: retry_after.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn retry_after_trips_now_for_that_long() {
+        assert_eq!(
+            classify(&status(503, Some("1"))),
+            Class::TripNow {
+                min_open: Some(Duration::from_secs(1))
+            }
+        );
+        assert_eq!(
+            classify(&status(429, Some("7"))),
+            Class::TripNow {
+                min_open: Some(Duration::from_secs(7))
+            }
+        );
+        // A header that is neither form still asks for a pause: the usual open duration.
+        assert_eq!(
+            classify(&status(503, Some("soon"))),
+            Class::TripNow { min_open: None }
+        );
+    }
+
+    #[test]
+    fn other_errors_are_failures_or_bad_requests() {
+        assert_eq!(classify(&status(503, None)), Class::Failure);
+        assert_eq!(classify(&status(500, None)), Class::Failure);
+        assert_eq!(classify(&status(404, None)), Class::BadRequest);
+        assert_eq!(
+            classify(&BackendError::Transport("refused".into())),
+            Class::Failure
+        );
+        assert_eq!(classify(&BackendError::Body("eof".into())), Class::Failure);
+    }
+
+    #[test]
+    fn errors_say_what_came_back() {
+        assert_eq!(
+            status(503, Some("1")).to_string(),
+            "answered 503 (Retry-After: 1)"
+        );
+        assert_eq!(status(500, None).to_string(), "answered 500");
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let wrapped = std::io::Error::other(io);
+        assert_eq!(error_chain(&wrapped), "refused");
+    }
+}
