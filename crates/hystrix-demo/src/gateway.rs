@@ -17,7 +17,7 @@
 //! always answered `200`; the parts that came from a fallback are listed in its `degraded`
 //! field and in the `x-degraded` header.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -49,24 +49,36 @@ pub static DEGRADED: HeaderName = HeaderName::from_static("x-degraded");
 pub const RATING_COLLAPSER: &str = "GetRating";
 
 /// The thread pool of `GetTitle`: 8 threads, hand-off (no queue).
-pub const CATALOG_POOL_THREADS: u32 = 8;
+const CATALOG_POOL_THREADS: u32 = 8;
 
-/// Every command's breaker settings: small enough that a 10 s run shows breakers open and
-/// close. It trips at 50% errors among at least 10 requests in the last 10 s (checked every
-/// 250 ms), and tries one call after 500 ms open. Latency percentiles cover 5 s.
-fn command(key: &str, group: &str, timeout_ms: u64) -> CommandBuilder {
+/// The least requests a breaker must see in its 1 s window before it may trip, for a load of
+/// `rps` gateway requests per second (each page calls every command once): a quarter of a
+/// second's calls, from 3 to 20, so a breaker trips within a phase at any load.
+pub fn volume_threshold(rps: f64) -> u32 {
+    (rps / 4.0).round().clamp(3.0, 20.0) as u32
+}
+
+/// Every command's breaker settings, small enough that a 10 s run shows breakers open and
+/// close: the health window is 1 s (four 250 ms buckets, instead of Hystrix's 10 s, so a
+/// phase of a second or two is not diluted by the healthy ones before it); the breaker trips
+/// at 50% errors among at least `volume` requests in it, and tries one call after 500 ms
+/// open. Latency percentiles cover the last 5 s.
+fn command(key: &str, group: &str, timeout_ms: u64, volume: u32) -> CommandBuilder {
     Command::builder(key)
         .group(group)
         .timeout(Duration::from_millis(timeout_ms))
-        .circuit_breaker_request_volume_threshold(10)
+        .circuit_breaker_request_volume_threshold(volume)
         .circuit_breaker_error_threshold_percentage(50)
         .circuit_breaker_sleep_window(Duration::from_millis(500))
+        .property("metrics.rollingStats.timeInMilliseconds", 1000u64)
+        .property("metrics.rollingStats.numBuckets", 4u64)
         .property("metrics.healthSnapshot.intervalInMilliseconds", 250u64)
         .property("metrics.rollingPercentile.timeInMilliseconds", 5000u64)
         .property("metrics.rollingPercentile.numBuckets", 5u64)
 }
 
-type DemoCommand = Command<Classifier<BackendError>>;
+/// A gateway command: its runs fail with [`BackendError`], classified by [`http::classify`].
+pub type DemoCommand = Command<Classifier<BackendError>>;
 
 /// A page part called through `HystrixLayer`: movie id in, the part out.
 type Part<T> = BoxCloneSyncService<u32, T, HystrixError<BackendError>>;
@@ -183,6 +195,8 @@ pub struct RecommendedMovie {
 
 /// The gateway's commands, clients and stale-value memories.
 pub struct Gateway {
+    /// Every backend's command (the tower layers and the collapser hold clones).
+    commands: BTreeMap<Backend, DemoCommand>,
     get_title: DemoCommand,
     catalog: ureq::Agent,
     catalog_url: String,
@@ -201,27 +215,33 @@ impl std::fmt::Debug for Gateway {
 
 impl Gateway {
     /// Defines the commands in `registry` (whose executor runs the collapser's batches) for
-    /// backends at `addr_of(backend)`.
+    /// backends at `addr_of(backend)`, their breakers tripping after `volume` requests (see
+    /// [`volume_threshold`]).
     ///
     /// # Errors
     /// A command definition is refused (a bug: the settings are fixed).
     pub fn new(
         registry: &Registry,
         addr_of: impl Fn(Backend) -> std::net::SocketAddr,
+        volume: u32,
     ) -> Result<Gateway, ConfigError> {
         let url = |backend| format!("http://{}", addr_of(backend));
         let client = http::async_client();
 
-        let get_title = command(Backend::Catalog.command_key(), "Catalog", 250)
+        let get_title = command(Backend::Catalog.command_key(), "Catalog", 250, volume)
             .thread_pool_core_size(CATALOG_POOL_THREADS)
             .classify(http::classify)
             .build_in(registry)?;
 
-        let get_ratings = command(Backend::Ratings.command_key(), "Ratings", 300)
+        let get_ratings = command(Backend::Ratings.command_key(), "Ratings", 300, volume)
             .isolation(IsolationStrategy::Semaphore)
             .semaphore_max_concurrent_requests(20)
             .classify(http::classify)
             .build_in(registry)?;
+        let mut commands = BTreeMap::from([
+            (Backend::Catalog, get_title.clone()),
+            (Backend::Ratings, get_ratings.clone()),
+        ]);
         let rating_memory = Memory::<u32, f32>::new();
         let rating_fallbacks = Arc::new(AtomicU64::new(0));
         let ratings = {
@@ -232,6 +252,8 @@ impl Gateway {
             );
             let (stale, fallbacks) = (rating_memory, Arc::clone(&rating_fallbacks));
             Collapser::builder(RATING_COLLAPSER)
+                // A page queues its ratings at once: a short window is enough to batch them.
+                .timer_delay(Duration::from_millis(2))
                 .fallback(move |id: &u32, _err: &HystrixError<BackendError>| {
                     fallbacks.fetch_add(1, Ordering::Relaxed);
                     Rating {
@@ -267,11 +289,13 @@ impl Gateway {
                 Backend::Recommendations.command_key(),
                 "Recommendations",
                 300,
+                volume,
             )
             .isolation(IsolationStrategy::Semaphore)
             .semaphore_max_concurrent_requests(20)
             .classify(http::classify)
             .build_in(registry)?;
+            commands.insert(Backend::Recommendations, command.clone());
             let (client, base) = (client.clone(), url(Backend::Recommendations));
             let call = tower::service_fn(move |id: u32| {
                 let (client, url) = (client.clone(), format!("{base}/recommendations/{id}"));
@@ -295,11 +319,17 @@ impl Gateway {
         };
 
         let availability = {
-            let command = command(Backend::Availability.command_key(), "Availability", 300)
-                .isolation(IsolationStrategy::Semaphore)
-                .semaphore_max_concurrent_requests(20)
-                .classify(http::classify)
-                .build_in(registry)?;
+            let command = command(
+                Backend::Availability.command_key(),
+                "Availability",
+                300,
+                volume,
+            )
+            .isolation(IsolationStrategy::Semaphore)
+            .semaphore_max_concurrent_requests(20)
+            .classify(http::classify)
+            .build_in(registry)?;
+            commands.insert(Backend::Availability, command.clone());
             let (client, base) = (client, url(Backend::Availability));
             let call = tower::service_fn(move |id: u32| {
                 let (client, url) = (client.clone(), format!("{base}/availability/{id}"));
@@ -316,6 +346,7 @@ impl Gateway {
         };
 
         Ok(Gateway {
+            commands,
             get_title,
             catalog: http::blocking_client(),
             catalog_url: url(Backend::Catalog),
@@ -325,6 +356,16 @@ impl Gateway {
             recommendations,
             availability,
         })
+    }
+
+    /// The command that calls `backend`.
+    pub fn command(&self, backend: Backend) -> &DemoCommand {
+        &self.commands[&backend]
+    }
+
+    /// The rating collapser's metrics (batches and their sizes).
+    pub fn collapser_metrics(&self) -> hystrix::collapser::CollapserMetrics {
+        self.ratings.metrics()
     }
 
     /// Ratings answered by the collapser's per-request fallback so far (the library counts
@@ -489,7 +530,7 @@ mod tests {
         let registry = Registry::builder()
             .executor(tokio::runtime::Handle::current())
             .build();
-        let gateway = Gateway::new(&registry, |b| backends.addr(b)).unwrap();
+        let gateway = Gateway::new(&registry, |b| backends.addr(b), 10).unwrap();
         (backends, registry, gateway)
     }
 
@@ -506,6 +547,15 @@ mod tests {
             .collect();
         entries.sort();
         entries
+    }
+
+    #[test]
+    fn the_volume_threshold_is_a_quarter_second_of_calls_within_bounds() {
+        let thresholds: Vec<u32> = [5.0, 12.0, 50.0, 78.0, 100.0, 1000.0]
+            .into_iter()
+            .map(volume_threshold)
+            .collect();
+        assert_eq!(thresholds, [3, 3, 13, 20, 20, 20]);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

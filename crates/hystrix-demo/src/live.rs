@@ -1,0 +1,393 @@
+//! The live view, refreshed each second: the phase, the gateway's rate, degraded share and
+//! latency, and per command its rate, error percentage, circuit state, p50/p99 and bulkhead
+//! use; breaker transitions as they happen.
+//!
+//! In TUI mode the table sits above a progress bar (indicatif) at the bottom of the terminal,
+//! with phase changes and transitions scrolling above it; with `--no-tui` (or when standard
+//! error is not a terminal) each second is one plain line.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hystrix::IsolationStrategy;
+use hystrix::collapser::CollapserEvent;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::gateway::Gateway;
+use crate::load::LoadGenerator;
+use crate::scenario::{Backend, Schedule};
+use crate::stats::{BreakerLog, percent, percentile, state_name};
+
+/// Where the human-readable text goes: standard output, or standard error when standard
+/// output carries the JSON report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Console {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+impl Console {
+    /// Writes `text` and a newline.
+    pub fn line(self, text: &str) {
+        // A closed pipe is not worth failing the run over.
+        let _ = match self {
+            Console::Stdout => writeln!(std::io::stdout(), "{text}"),
+            Console::Stderr => writeln!(std::io::stderr(), "{text}"),
+        };
+    }
+}
+
+/// One command's row of a tick.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommandRow {
+    /// The command key.
+    pub key: &'static str,
+    /// THREAD or SEMAPHORE.
+    pub isolation: &'static str,
+    /// Executions in the last second.
+    pub rate: u64,
+    /// The error percentage the breaker sees (rolling 10 s).
+    pub errors: u32,
+    /// CLOSED, OPEN or HALF_OPEN.
+    pub state: &'static str,
+    /// Median and 99th percentile execution latency (rolling 5 s), in ms.
+    pub p50: i64,
+    /// See `p50`.
+    pub p99: i64,
+    /// Pool threads or semaphore permits in use.
+    pub in_use: u32,
+    /// Pool threads or semaphore permits in all.
+    pub capacity: u32,
+}
+
+/// What one second looked like.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tick {
+    /// Since the start of the run.
+    pub elapsed: Duration,
+    /// The run's length.
+    pub total: Duration,
+    /// The phase running: its number (from 1), the count of phases, its name.
+    pub phase: Option<(usize, usize, String)>,
+    /// Gateway requests answered in the last second.
+    pub answered: u64,
+    /// Of those, with a part from a fallback.
+    pub degraded: u64,
+    /// Gateway latency of the last second's answers, median and 99th percentile, in ms.
+    pub p50_ms: f64,
+    /// See `p50_ms`.
+    pub p99_ms: f64,
+    /// One row per command.
+    pub commands: Vec<CommandRow>,
+    /// Collapser batches in the last second, and the ratings they carried.
+    pub batches: (u64, u64),
+}
+
+impl Tick {
+    /// The TUI table.
+    pub fn table(&self) -> String {
+        let mut lines = Vec::new();
+        let phase = match &self.phase {
+            Some((number, count, name)) => format!("phase {number}/{count} {name}"),
+            None => "draining".to_owned(),
+        };
+        lines.push(format!(
+            "{phase}   {:.0} s of {:.0} s",
+            self.elapsed.as_secs_f64(),
+            self.total.as_secs_f64()
+        ));
+        lines.push(format!(
+            "gateway   {} answered/s, {}% degraded, p50 {:.0} ms, p99 {:.0} ms",
+            self.answered,
+            percent(self.degraded, self.answered),
+            self.p50_ms,
+            self.p99_ms
+        ));
+        lines.push(format!(
+            "{:<20} {:<9} {:>6} {:>6}  {:<9} {:>5} {:>5}  {}",
+            "command", "isolation", "rate/s", "errors", "circuit", "p50", "p99", "in use"
+        ));
+        for row in &self.commands {
+            let unit = if row.isolation == "THREAD" {
+                "threads"
+            } else {
+                "permits"
+            };
+            lines.push(format!(
+                "{:<20} {:<9} {:>6} {:>5}%  {:<9} {:>5} {:>5}  {}/{} {unit}",
+                row.key,
+                row.isolation,
+                row.rate,
+                row.errors,
+                row.state,
+                row.p50,
+                row.p99,
+                row.in_use,
+                row.capacity
+            ));
+        }
+        let (batches, ratings) = self.batches;
+        lines.push(format!(
+            "collapser GetRating: {batches} batches/s, {:.1} ratings per batch",
+            if batches == 0 {
+                0.0
+            } else {
+                ratings as f64 / batches as f64
+            }
+        ));
+        lines.join("\n")
+    }
+
+    /// The plain line of `--no-tui`.
+    pub fn line(&self) -> String {
+        let phase = self
+            .phase
+            .as_ref()
+            .map_or("draining", |(_, _, name)| name.as_str());
+        let commands: Vec<String> = self
+            .commands
+            .iter()
+            .map(|row| format!("{} {}/s {}% {}", row.key, row.rate, row.errors, row.state))
+            .collect();
+        format!(
+            "[{:>5.1}s] {phase} | gateway {}/s {}% degraded p99 {:.0}ms | {}",
+            self.elapsed.as_secs_f64(),
+            self.answered,
+            percent(self.degraded, self.answered),
+            self.p99_ms,
+            commands.join(" | ")
+        )
+    }
+}
+
+/// Samples the run each second and shows it.
+#[derive(Debug)]
+pub struct LiveView {
+    bar: Option<ProgressBar>,
+    console: Console,
+    gateway: Arc<Gateway>,
+    load: LoadGenerator,
+    breakers: BreakerLog,
+    schedule: Schedule,
+    /// What the previous tick saw: executions per command, answered and degraded, batches.
+    last: (BTreeMap<Backend, u64>, u64, u64, (u64, u64)),
+    transitions_seen: usize,
+}
+
+impl LiveView {
+    /// A view of the run; `tui` draws the table and a progress bar of the `planned` requests
+    /// on standard error, otherwise lines go to `console`.
+    pub fn new(
+        tui: bool,
+        planned: u64,
+        console: Console,
+        gateway: Arc<Gateway>,
+        load: LoadGenerator,
+        breakers: BreakerLog,
+        schedule: Schedule,
+    ) -> LiveView {
+        let bar = tui.then(|| {
+            let bar = ProgressBar::with_draw_target(Some(planned), ProgressDrawTarget::stderr());
+            let style = ProgressStyle::with_template(
+                "{msg}\n[{elapsed_precise}] {wide_bar} {pos}/{len} requests",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar());
+            bar.set_style(style);
+            bar
+        });
+        LiveView {
+            bar,
+            console,
+            gateway,
+            load,
+            breakers,
+            schedule,
+            last: Default::default(),
+            transitions_seen: 0,
+        }
+    }
+
+    /// The progress bar the load generator advances (hidden without the TUI).
+    pub fn progress(&self) -> ProgressBar {
+        self.bar.clone().unwrap_or_else(ProgressBar::hidden)
+    }
+
+    /// Shows a line above the live view (or in the plain output).
+    pub fn announce(&self, text: &str) {
+        match &self.bar {
+            Some(bar) => bar.println(text),
+            None => self.console.line(text),
+        }
+    }
+
+    /// Shows the breaker transitions that happened since the last call.
+    pub fn show_transitions(&mut self) {
+        for record in self.breakers.since(self.transitions_seen) {
+            self.transitions_seen += 1;
+            let at = record.at_ms as f64 / 1000.0;
+            self.announce(&format!("   {at:>5.2} s  breaker {}", record.describe()));
+        }
+    }
+
+    /// Samples and shows one second, `elapsed` into the run.
+    pub fn tick(&mut self, elapsed: Duration) {
+        let tick = self.sample(elapsed);
+        match &self.bar {
+            Some(bar) => bar.set_message(tick.table()),
+            None => self.console.line(&tick.line()),
+        }
+    }
+
+    /// Clears the view (the report follows).
+    pub fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+
+    fn sample(&mut self, elapsed: Duration) -> Tick {
+        let (answered, degraded, mut recent) = {
+            let mut stats = self.load.stats();
+            let answered = stats.phases.iter().map(|p| p.answered).sum::<u64>();
+            let degraded = stats.phases.iter().map(|p| p.degraded).sum::<u64>();
+            (answered, degraded, std::mem::take(&mut stats.recent))
+        };
+        recent.sort_unstable();
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        let (last_executions, last_answered, last_degraded, last_batches) = &self.last;
+
+        let mut executions = BTreeMap::new();
+        let mut commands = Vec::new();
+        for backend in Backend::ALL {
+            let command = self.gateway.command(backend);
+            let metrics = command.metrics();
+            let counts = crate::stats::CommandCounts::read(&metrics);
+            let done = counts.executions();
+            executions.insert(backend, done);
+            let latency = metrics.execution_latency();
+            let thread = command.properties().execution_isolation_strategy
+                != Some(IsolationStrategy::Semaphore);
+            let (in_use, capacity) = match command.thread_pool_metrics() {
+                Some(pool) if thread => (pool.current_active_count, pool.current_core_pool_size),
+                _ => (
+                    metrics.current_concurrent_execution_count(),
+                    command
+                        .properties()
+                        .execution_isolation_semaphore_max_concurrent_requests,
+                ),
+            };
+            commands.push(CommandRow {
+                key: backend.command_key(),
+                isolation: if thread { "THREAD" } else { "SEMAPHORE" },
+                rate: done.saturating_sub(last_executions.get(&backend).copied().unwrap_or(0)),
+                errors: metrics.health_counts().error_percentage,
+                state: state_name(command.circuit_breaker().status()),
+                p50: latency.p50,
+                p99: latency.p99,
+                in_use,
+                capacity,
+            });
+        }
+        let collapser = self.gateway.collapser_metrics();
+        let batches = (
+            collapser.cumulative_count(CollapserEvent::BatchExecuted),
+            collapser.cumulative_count(CollapserEvent::AddedToBatch),
+        );
+        let tick = Tick {
+            elapsed,
+            total: self.schedule.total(),
+            phase: self.schedule.phase_at(elapsed).map(|index| {
+                let name = self.schedule.phases[index].name.clone();
+                (index + 1, self.schedule.phases.len(), name)
+            }),
+            answered: answered.saturating_sub(*last_answered),
+            degraded: degraded.saturating_sub(*last_degraded),
+            p50_ms: ms(percentile(&recent, 50.0)),
+            p99_ms: ms(percentile(&recent, 99.0)),
+            commands,
+            batches: (
+                batches.0.saturating_sub(last_batches.0),
+                batches.1.saturating_sub(last_batches.1),
+            ),
+        };
+        self.last = (executions, answered, degraded, batches);
+        tick
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tick() -> Tick {
+        Tick {
+            elapsed: Duration::from_millis(4200),
+            total: Duration::from_secs(10),
+            phase: Some((3, 7, "error-burst".into())),
+            answered: 50,
+            degraded: 12,
+            p50_ms: 6.2,
+            p99_ms: 31.4,
+            commands: vec![
+                CommandRow {
+                    key: "GetTitle",
+                    isolation: "THREAD",
+                    rate: 50,
+                    errors: 0,
+                    state: "CLOSED",
+                    p50: 3,
+                    p99: 8,
+                    in_use: 1,
+                    capacity: 8,
+                },
+                CommandRow {
+                    key: "GetRatings",
+                    isolation: "SEMAPHORE",
+                    rate: 12,
+                    errors: 70,
+                    state: "OPEN",
+                    p50: 4,
+                    p99: 9,
+                    in_use: 0,
+                    capacity: 20,
+                },
+            ],
+            batches: (12, 48),
+        }
+    }
+
+    #[test]
+    fn the_table_shows_phase_gateway_commands_and_collapser() {
+        assert_eq!(
+            tick().table(),
+            "phase 3/7 error-burst   4 s of 10 s\n\
+             gateway   50 answered/s, 24% degraded, p50 6 ms, p99 31 ms\n\
+             command              isolation rate/s errors  circuit     p50   p99  in use\n\
+             GetTitle             THREAD        50     0%  CLOSED        3     8  1/8 threads\n\
+             GetRatings           SEMAPHORE     12    70%  OPEN          4     9  0/20 permits\n\
+             collapser GetRating: 12 batches/s, 4.0 ratings per batch"
+        );
+    }
+
+    #[test]
+    fn the_plain_line_has_one_entry_per_command() {
+        assert_eq!(
+            tick().line(),
+            "[  4.2s] error-burst | gateway 50/s 24% degraded p99 31ms | GetTitle 50/s 0% CLOSED \
+             | GetRatings 12/s 70% OPEN"
+        );
+        let draining = Tick {
+            phase: None,
+            commands: vec![],
+            ..tick()
+        };
+        assert_eq!(
+            draining.line(),
+            "[  4.2s] draining | gateway 50/s 24% degraded p99 31ms | "
+        );
+    }
+}

@@ -1,0 +1,217 @@
+//! The load generator: movie pages requested from the gateway at a set rate, open-loop (a
+//! request is sent on schedule whether or not earlier ones were answered, as real users do),
+//! each counted in the phase it was sent in.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use indicatif::ProgressBar;
+use rand::Rng;
+use tokio::task::JoinSet;
+
+use crate::catalogue::CATALOGUE_SIZE;
+use crate::gateway::DEGRADED;
+use crate::http::{self, HttpClient};
+use crate::scenario::Schedule;
+
+/// How long a client waits for a page before counting it unanswered.
+pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How many unanswered requests' errors a phase keeps, as examples.
+const ERRORS_KEPT: usize = 5;
+
+/// The gateway's answers to the requests sent in one phase.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PhaseLoad {
+    /// Requests sent.
+    pub sent: u64,
+    /// Answered `200` (a page, maybe with parts from fallbacks).
+    pub answered: u64,
+    /// Answered with at least one part from a fallback.
+    pub degraded: u64,
+    /// Not answered `200` within [`CLIENT_TIMEOUT`].
+    pub unanswered: u64,
+    /// Latencies of the answered ones, in the order they came.
+    pub latencies: Vec<Duration>,
+    /// What went wrong with the first unanswered ones.
+    pub errors: Vec<String>,
+}
+
+/// The load's counts so far, shared with the live view.
+#[derive(Debug, Default)]
+pub struct LoadStats {
+    /// Per phase of the schedule.
+    pub phases: Vec<PhaseLoad>,
+    /// Latencies of answers since the live view last took them.
+    pub recent: Vec<Duration>,
+}
+
+/// One request's outcome.
+enum Answer {
+    Page { degraded: bool },
+    None(String),
+}
+
+/// Sends the load and collects the answers.
+#[derive(Debug, Clone)]
+pub struct LoadGenerator {
+    client: HttpClient,
+    gateway: String,
+    rps: f64,
+    stats: Arc<Mutex<LoadStats>>,
+}
+
+impl LoadGenerator {
+    /// A generator of `rps` requests per second to the gateway at `gateway` (`http://host:port`).
+    pub fn new(gateway: String, rps: f64, phases: usize) -> LoadGenerator {
+        let stats = LoadStats {
+            phases: vec![PhaseLoad::default(); phases],
+            recent: Vec::new(),
+        };
+        LoadGenerator {
+            client: http::async_client(),
+            gateway,
+            rps,
+            stats: Arc::new(Mutex::new(stats)),
+        }
+    }
+
+    /// The counts so far.
+    pub fn stats(&self) -> std::sync::MutexGuard<'_, LoadStats> {
+        self.stats
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// How many requests a run of `schedule` sends.
+    pub fn planned(&self, schedule: &Schedule) -> u64 {
+        (schedule.total().as_secs_f64() * self.rps).ceil() as u64
+    }
+
+    /// Sends request `i` at `start + i / rps` until the schedule ends, then waits for the
+    /// answers (each at most [`CLIENT_TIMEOUT`]). `progress` counts the requests sent.
+    pub async fn run(&self, start: Instant, schedule: &Schedule, progress: ProgressBar) {
+        let mut in_flight = JoinSet::new();
+        for i in 0..self.planned(schedule) {
+            let due = Duration::from_secs_f64(i as f64 / self.rps);
+            let Some(phase) = schedule.phase_at(due) else {
+                break;
+            };
+            // Open loop: a late tick sends at once, catching up with the schedule.
+            tokio::time::sleep_until((start + due).into()).await;
+            let id = rand::rng().random_range(1..=CATALOGUE_SIZE);
+            let (this, url) = (self.clone(), format!("{}/movies/{id}", self.gateway));
+            in_flight.spawn(async move {
+                let sent = Instant::now();
+                let answer = this.request(&url).await;
+                this.record(phase, sent.elapsed(), answer);
+            });
+            self.stats().phases[phase].sent += 1;
+            progress.inc(1);
+            while in_flight.try_join_next().is_some() {}
+        }
+        while in_flight.join_next().await.is_some() {}
+    }
+
+    async fn request(&self, url: &str) -> Answer {
+        match tokio::time::timeout(CLIENT_TIMEOUT, http::get(&self.client, url)).await {
+            Err(_) => Answer::None(format!("no answer within {} s", CLIENT_TIMEOUT.as_secs())),
+            Ok(Err(err)) => Answer::None(err.to_string()),
+            Ok(Ok((status, headers, _))) if status.is_success() => Answer::Page {
+                degraded: headers
+                    .get(&DEGRADED)
+                    .is_some_and(|value| !value.is_empty()),
+            },
+            Ok(Ok((status, _, body))) => Answer::None(format!(
+                "answered {status}: {}",
+                String::from_utf8_lossy(&body)
+            )),
+        }
+    }
+
+    fn record(&self, phase: usize, latency: Duration, answer: Answer) {
+        let mut stats = self.stats();
+        let load = &mut stats.phases[phase];
+        match answer {
+            Answer::Page { degraded } => {
+                load.answered += 1;
+                load.degraded += u64::from(degraded);
+                load.latencies.push(latency);
+                stats.recent.push(latency);
+            }
+            Answer::None(error) => {
+                load.unanswered += 1;
+                if load.errors.len() < ERRORS_KEPT {
+                    load.errors.push(error);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::Scenario;
+    use axum::Router;
+    use axum::http::StatusCode;
+    use axum::routing::get;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sends_the_planned_requests_in_their_phases_and_counts_the_answers() {
+        // A stand-in gateway: every third page is degraded, every fifth is a 500.
+        let calls = Arc::new(AtomicU64::new(0));
+        let counter = Arc::clone(&calls);
+        let router = Router::new().route(
+            "/movies/{id}",
+            get(move || {
+                let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
+                async move {
+                    if n % 5 == 0 {
+                        return (
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            [(DEGRADED.clone(), "")],
+                            "",
+                        );
+                    }
+                    let degraded = if n % 3 == 0 { "title" } else { "" };
+                    (StatusCode::OK, [(DEGRADED.clone(), degraded)], "{}")
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, router).await });
+
+        // 2 s at 15 rps over the `outage` scenario's three phases (500, 700, 800 ms).
+        let schedule = Scenario::load("outage")
+            .unwrap()
+            .schedule(Duration::from_secs(2))
+            .unwrap();
+        let load = LoadGenerator::new(format!("http://{addr}"), 15.0, schedule.phases.len());
+        assert_eq!(load.planned(&schedule), 30);
+        let progress = ProgressBar::hidden();
+        load.run(Instant::now(), &schedule, progress.clone()).await;
+
+        assert_eq!(progress.position(), 30);
+        assert_eq!(calls.load(Ordering::SeqCst), 30);
+        let stats = load.stats();
+        // Request i is due at i/15 s: 0..=7 before 500 ms, 8..=17 before 1200 ms, the rest after.
+        let sent: Vec<u64> = stats.phases.iter().map(|p| p.sent).collect();
+        assert_eq!(sent, [8, 10, 12]);
+        let total = |f: fn(&PhaseLoad) -> u64| stats.phases.iter().map(f).sum::<u64>();
+        assert_eq!(total(|p| p.answered), 24);
+        assert_eq!(total(|p| p.unanswered), 6);
+        // Of 30 calls: 6 are 500s; 10 are multiples of 3, of which 2 (15, 30) are 500s.
+        assert_eq!(total(|p| p.degraded), 8);
+        assert_eq!(total(|p| p.latencies.len() as u64), 24);
+        assert_eq!(stats.recent.len(), 24);
+        let errors: Vec<&String> = stats.phases.iter().flat_map(|p| &p.errors).collect();
+        assert_eq!(errors.len(), 6);
+        assert!(
+            errors.iter().all(|e| e.starts_with("answered 500")),
+            "{errors:?}"
+        );
+    }
+}

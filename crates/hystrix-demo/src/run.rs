@@ -1,0 +1,345 @@
+//! One run of the demo: start the backends, the gateway and the dashboard, drive the
+//! scenario's phases while the load runs, and put the report together.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hystrix::Registry;
+use hystrix_dashboard::Dashboard;
+use tokio::net::TcpListener;
+
+use crate::backends::Backends;
+use crate::gateway::Gateway;
+use crate::live::{Console, LiveView};
+use crate::load::LoadGenerator;
+use crate::report::{self, PhaseReport, Report};
+use crate::scenario::{Backend, Phase, Scenario, Schedule};
+use crate::stats::{self, BreakerLog, CommandCounts, state_name};
+
+/// The dashboard's port when `--port` is not given (Hystrix's dashboard examples use it); the
+/// gateway takes the next one.
+pub const DEFAULT_PORT: u16 = 7979;
+
+/// Which ports the dashboard and the gateway listen on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ports {
+    /// [`DEFAULT_PORT`] and the next, or free ports if either is taken.
+    Default,
+    /// Exactly this one for the dashboard and the next for the gateway.
+    Exact(u16),
+    /// Free ports.
+    Free,
+}
+
+/// What a run needs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The scenario.
+    pub scenario: Scenario,
+    /// Its phases placed in time.
+    pub schedule: Schedule,
+    /// Gateway requests per second.
+    pub rps: f64,
+    /// The dashboard's and the gateway's ports.
+    pub ports: Ports,
+    /// The live view (else plain lines).
+    pub tui: bool,
+    /// Where text goes.
+    pub console: Console,
+}
+
+/// Why a run could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A port could not be bound.
+    #[error("{0}")]
+    Bind(String),
+    /// Starting a backend failed.
+    #[error("cannot start the backends: {0}")]
+    Backends(std::io::Error),
+    /// A command definition was refused.
+    #[error("cannot define the gateway's commands: {0}")]
+    Config(#[from] hystrix::ConfigError),
+}
+
+/// Listens on 127.0.0.1:`port` and on the next port.
+async fn listen_pair(port: u16) -> std::io::Result<(TcpListener, TcpListener)> {
+    let next = port
+        .checked_add(1)
+        .ok_or_else(|| std::io::Error::other("the gateway needs the next port, past 65535"))?;
+    let dashboard = TcpListener::bind(("127.0.0.1", port)).await?;
+    let gateway = TcpListener::bind(("127.0.0.1", next)).await?;
+    Ok((dashboard, gateway))
+}
+
+/// Binds the dashboard's and the gateway's listeners on 127.0.0.1; the note says why the
+/// default ports were not used.
+async fn bind(ports: Ports) -> Result<(TcpListener, TcpListener, Option<String>), RunError> {
+    let free = || async {
+        let dashboard = TcpListener::bind("127.0.0.1:0").await?;
+        let gateway = TcpListener::bind("127.0.0.1:0").await?;
+        Ok::<_, std::io::Error>((dashboard, gateway))
+    };
+    let free_error = |err| RunError::Bind(format!("cannot listen on 127.0.0.1: {err}"));
+    match ports {
+        Ports::Exact(port) => {
+            let (dashboard, gateway) = listen_pair(port).await.map_err(|err| {
+                RunError::Bind(format!(
+                    "--port {port}: cannot listen on 127.0.0.1:{port} and the next port: {err}"
+                ))
+            })?;
+            Ok((dashboard, gateway, None))
+        }
+        Ports::Free => {
+            let (dashboard, gateway) = free().await.map_err(free_error)?;
+            Ok((dashboard, gateway, None))
+        }
+        Ports::Default => match listen_pair(DEFAULT_PORT).await {
+            Ok((dashboard, gateway)) => Ok((dashboard, gateway, None)),
+            Err(err) => {
+                let (dashboard, gateway) = free().await.map_err(free_error)?;
+                let note = format!(
+                    "ports {DEFAULT_PORT} and {} are not both free ({err}): using free ports \
+                     (choose with --port)",
+                    DEFAULT_PORT + 1
+                );
+                Ok((dashboard, gateway, Some(note)))
+            }
+        },
+    }
+}
+
+/// Runs the scenario and returns its report.
+///
+/// # Errors
+/// A port cannot be bound, or the backends or commands cannot be set up.
+pub async fn run(options: Options) -> Result<Report, RunError> {
+    let Options {
+        scenario,
+        schedule,
+        rps,
+        ports,
+        tui,
+        console,
+    } = options;
+    let backends = Backends::start().await.map_err(RunError::Backends)?;
+    let breakers = BreakerLog::default();
+    let registry = Registry::builder()
+        .executor(tokio::runtime::Handle::current())
+        .circuit_breaker_listener(breakers.clone())
+        .build();
+    let volume = crate::gateway::volume_threshold(rps);
+    let gateway = Arc::new(Gateway::new(
+        &registry,
+        |backend| backends.addr(backend),
+        volume,
+    )?);
+
+    let (dashboard_listener, gateway_listener, note) = bind(ports).await?;
+    let dashboard_addr = local_addr(&dashboard_listener)?;
+    let gateway_addr = local_addr(&gateway_listener)?;
+    let router = Arc::clone(&gateway).router();
+    tokio::spawn(async move { axum::serve(gateway_listener, router).await });
+    // Admin routes for loopback clients only: the breaker buttons and run-time properties.
+    let dashboard = Dashboard::builder(registry.clone()).admin().build();
+    tokio::spawn(async move {
+        let app = dashboard.router::<()>();
+        axum::serve(
+            dashboard_listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+    });
+    let dashboard_url = format!("http://{dashboard_addr}/hystrix.stream");
+    let gateway_url = format!("http://{gateway_addr}");
+
+    let load = LoadGenerator::new(gateway_url.clone(), rps, schedule.phases.len());
+    let mut view = LiveView::new(
+        tui,
+        load.planned(&schedule),
+        console,
+        Arc::clone(&gateway),
+        load.clone(),
+        breakers.clone(),
+        schedule.clone(),
+    );
+    for line in banner(
+        &scenario,
+        &schedule,
+        rps,
+        &dashboard_url,
+        &gateway_url,
+        &backends,
+        note,
+    ) {
+        console.line(&line);
+    }
+
+    let start = Instant::now();
+    breakers.start(start);
+    let sending = {
+        let (load, schedule, progress) = (load.clone(), schedule.clone(), view.progress());
+        tokio::spawn(async move { load.run(start, &schedule, progress).await })
+    };
+    // Counts and backend calls at each phase boundary; a phase's are the differences.
+    let sample = || {
+        let calls: BTreeMap<Backend, u64> = Backend::ALL
+            .into_iter()
+            .map(|b| (b, backends.calls(b)))
+            .collect();
+        (stats::read_counts(&registry, &gateway), calls)
+    };
+    let mut boundaries = vec![sample()];
+    // One loop: each phase starts on time (its faults applied, the counts sampled), breaker
+    // transitions are shown within 100 ms, the live view is redrawn each second, and the loop
+    // ends when the load has sent its last request and had its answers.
+    let mut sending = sending;
+    let mut phases = schedule.phases.iter().enumerate().peekable();
+    let mut poll = tokio::time::interval(Duration::from_millis(100));
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut next_second = Duration::from_secs(1);
+    loop {
+        let next_phase = phases.peek().map(|(_, phase)| start + phase.start);
+        tokio::select! {
+            biased;
+            _ = &mut sending => break,
+            () = sleep_until(next_phase) => {
+                let Some((index, phase)) = phases.next() else { continue };
+                if index > 0 {
+                    boundaries.push(sample());
+                }
+                backends.apply(phase);
+                view.show_transitions();
+                view.announce(&phase_line(index, &schedule, phase));
+            }
+            _ = poll.tick() => {
+                view.show_transitions();
+                let elapsed = start.elapsed();
+                if elapsed >= next_second {
+                    view.tick(elapsed);
+                    next_second += Duration::from_secs(1);
+                }
+            }
+        }
+    }
+    boundaries.push(sample());
+    view.finish();
+
+    let loads = load.stats().phases.clone();
+    let phases: Vec<PhaseReport> = schedule
+        .phases
+        .iter()
+        .enumerate()
+        .map(|(index, phase)| {
+            let ((before, calls_before), (after, calls_after)) =
+                (&boundaries[index], &boundaries[index + 1]);
+            let counts: BTreeMap<Backend, CommandCounts> = after
+                .iter()
+                .map(|(backend, counts)| (*backend, counts.since(&before[backend])))
+                .collect();
+            let calls: BTreeMap<Backend, u64> = calls_after
+                .iter()
+                .map(|(backend, calls)| (*backend, calls - calls_before[backend]))
+                .collect();
+            PhaseReport::new(phase, &loads[index], &counts, &calls)
+        })
+        .collect();
+    let breaker_events = breakers.since(0);
+    let final_breakers = Backend::ALL
+        .into_iter()
+        .map(|backend| {
+            let status = gateway.command(backend).circuit_breaker().status();
+            (backend.command_key().to_owned(), state_name(status))
+        })
+        .collect();
+    let checks = report::checks(&schedule, &phases, &breaker_events, &final_breakers);
+    Ok(Report {
+        scenario: scenario.name,
+        description: scenario.description,
+        duration_ms: u64::try_from(schedule.total().as_millis()).unwrap_or(u64::MAX),
+        rps,
+        dashboard_url,
+        gateway_url,
+        passed: checks.iter().all(|check| check.passed),
+        phases,
+        breaker_events,
+        final_breakers,
+        checks,
+    })
+}
+
+/// Sleeps until `at`, or forever without one.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The line announcing phase `index`, with its faults.
+fn phase_line(index: usize, schedule: &Schedule, phase: &Phase) -> String {
+    let faults: Vec<String> = phase
+        .faults
+        .iter()
+        .filter(|(_, fault)| !fault.is_healthy())
+        .map(|(backend, fault)| format!("{backend}: {}", fault.describe()))
+        .collect();
+    format!(
+        "== {:>5.1} s  phase {}/{} {}: {}{}",
+        phase.start.as_secs_f64(),
+        index + 1,
+        schedule.phases.len(),
+        phase.name,
+        phase.description,
+        if faults.is_empty() {
+            String::new()
+        } else {
+            format!(" [{}]", faults.join("; "))
+        }
+    )
+}
+
+fn local_addr(listener: &TcpListener) -> Result<SocketAddr, RunError> {
+    listener
+        .local_addr()
+        .map_err(|err| RunError::Bind(format!("cannot read a listener's address: {err}")))
+}
+
+/// What the demo prints before it starts.
+fn banner(
+    scenario: &Scenario,
+    schedule: &Schedule,
+    rps: f64,
+    dashboard_url: &str,
+    gateway_url: &str,
+    backends: &Backends,
+    note: Option<String>,
+) -> Vec<String> {
+    let mut lines = vec![format!(
+        "hystrix-rs demo: scenario `{}` ({}), {} s at {rps} requests/s",
+        scenario.name,
+        scenario.description,
+        schedule.total().as_secs_f64()
+    )];
+    if let Some(note) = note {
+        lines.push(format!("  note: {note}"));
+    }
+    lines.push(format!(
+        "  dashboard  {dashboard_url}  (the Hystrix stream; /metrics and /hystrix/admin/ beside it)"
+    ));
+    lines.push(format!("  gateway    {gateway_url}/movies/7"));
+    let backends: Vec<String> = Backend::ALL
+        .into_iter()
+        .map(|backend| format!("{backend} {}", backends.addr(backend)))
+        .collect();
+    lines.push(format!("  backends   {}", backends.join(", ")));
+    let phases: Vec<String> = schedule
+        .phases
+        .iter()
+        .map(|phase| format!("{} {:.1} s", phase.name, phase.duration.as_secs_f64()))
+        .collect();
+    lines.push(format!("  phases     {}", phases.join(", ")));
+    lines
+}

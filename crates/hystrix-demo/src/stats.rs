@@ -1,0 +1,406 @@
+//! What the demo measures of its commands: event counts read from the registry's metrics (per
+//! phase as differences of cumulative counts), and every circuit-breaker transition with its
+//! time, heard as the registry's breaker listener.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use hystrix::circuit::{BreakerEventKind, OpenTrigger};
+use hystrix::{
+    CircuitBreakerEvent, CircuitBreakerListener, CommandMetrics, EventType, Registry, Status,
+};
+use serde::Serialize;
+
+use crate::gateway::Gateway;
+use crate::scenario::Backend;
+
+/// Event counts of one command.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CommandCounts {
+    /// SUCCESS.
+    pub successes: u64,
+    /// FAILURE (errors from the backend, refused connections, 5xx answers).
+    pub failures: u64,
+    /// TIMEOUT.
+    pub timeouts: u64,
+    /// SHORT_CIRCUITED: refused at once by an open breaker.
+    pub short_circuits: u64,
+    /// THREAD_POOL_REJECTED and SEMAPHORE_REJECTED: refused by a full bulkhead.
+    pub rejections: u64,
+    /// Answers given by a fallback: FALLBACK_SUCCESS, and for `GetRatings` the ratings the
+    /// collapser's per-request fallback gave.
+    pub fallbacks: u64,
+    /// FALLBACK_FAILURE and FALLBACK_REJECTION: the fallback could not answer either.
+    pub fallback_failures: u64,
+    /// RESPONSE_FROM_CACHE: answered by the request cache without an execution.
+    pub cache_hits: u64,
+}
+
+impl CommandCounts {
+    /// The cumulative counts of `metrics`.
+    pub fn read(metrics: &CommandMetrics) -> CommandCounts {
+        let count = |event| metrics.cumulative_count(event);
+        CommandCounts {
+            successes: count(EventType::Success),
+            failures: count(EventType::Failure),
+            timeouts: count(EventType::Timeout),
+            short_circuits: count(EventType::ShortCircuited),
+            rejections: count(EventType::ThreadPoolRejected) + count(EventType::SemaphoreRejected),
+            fallbacks: count(EventType::FallbackSuccess),
+            fallback_failures: count(EventType::FallbackFailure)
+                + count(EventType::FallbackRejection),
+            cache_hits: count(EventType::ResponseFromCache),
+        }
+    }
+
+    /// The counts since `earlier` (each field's difference).
+    pub fn since(&self, earlier: &CommandCounts) -> CommandCounts {
+        CommandCounts {
+            successes: self.successes.saturating_sub(earlier.successes),
+            failures: self.failures.saturating_sub(earlier.failures),
+            timeouts: self.timeouts.saturating_sub(earlier.timeouts),
+            short_circuits: self.short_circuits.saturating_sub(earlier.short_circuits),
+            rejections: self.rejections.saturating_sub(earlier.rejections),
+            fallbacks: self.fallbacks.saturating_sub(earlier.fallbacks),
+            fallback_failures: self
+                .fallback_failures
+                .saturating_sub(earlier.fallback_failures),
+            cache_hits: self.cache_hits.saturating_sub(earlier.cache_hits),
+        }
+    }
+
+    /// Executions that ended one way or another (cache hits are not executions).
+    pub fn executions(&self) -> u64 {
+        self.successes + self.errors()
+    }
+
+    /// Executions that did not succeed: failures, timeouts, short-circuits, rejections.
+    pub fn errors(&self) -> u64 {
+        self.failures + self.timeouts + self.short_circuits + self.rejections
+    }
+
+    /// Errors as a percentage of executions (0 with none), to one decimal.
+    pub fn error_percent(&self) -> f64 {
+        percent(self.errors(), self.executions())
+    }
+}
+
+/// `part` of `whole` in percent, to one decimal; 0 when `whole` is 0.
+pub fn percent(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        return 0.0;
+    }
+    (part as f64 * 1000.0 / whole as f64).round() / 10.0
+}
+
+/// The cumulative counts of every backend's command now.
+pub fn read_counts(registry: &Registry, gateway: &Gateway) -> BTreeMap<Backend, CommandCounts> {
+    Backend::ALL
+        .into_iter()
+        .map(|backend| {
+            let mut counts = registry
+                .command_metrics(backend.command_key())
+                .map(|metrics| CommandCounts::read(&metrics))
+                .unwrap_or_default();
+            if backend == Backend::Ratings {
+                counts.fallbacks += gateway.rating_fallbacks();
+            }
+            (backend, counts)
+        })
+        .collect()
+}
+
+/// A breaker's state as the reports write it.
+pub fn state_name(status: Status) -> &'static str {
+    match status {
+        Status::Closed => "CLOSED",
+        Status::Open => "OPEN",
+        Status::HalfOpen => "HALF_OPEN",
+    }
+}
+
+/// What happened to a breaker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Change {
+    /// It opened.
+    Opened,
+    /// Its open time passed: trial calls are let through.
+    HalfOpened,
+    /// A trial succeeded: it closed.
+    Closed,
+    /// Anything else (forced open or closed, reset by hand, e.g. from the admin routes).
+    Other,
+}
+
+/// What opened a breaker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trigger {
+    /// The error percentage crossed its threshold.
+    Health,
+    /// A trial call failed.
+    TrialFailed,
+    /// An error classified trip-now (a 503 with Retry-After).
+    TripNow,
+    /// Something else (a shared state store).
+    Other,
+}
+
+/// One breaker transition.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BreakerRecord {
+    /// When, in ms from the start of the run.
+    pub at_ms: u64,
+    /// The command key.
+    pub command: String,
+    /// What happened.
+    pub change: Change,
+    /// What opened it (openings only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<Trigger>,
+    /// How long it stays open before a trial, in ms (openings only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open_ms: Option<u64>,
+    /// Why it opened, in words (openings only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
+}
+
+impl BreakerRecord {
+    /// One line, e.g. `GetRecommendations OPENED (health: 100% of 25 requests failed ...), open 500 ms`.
+    pub fn describe(&self) -> String {
+        let what = match self.change {
+            Change::Opened => "OPENED",
+            Change::HalfOpened => "HALF-OPEN (trial)",
+            Change::Closed => "CLOSED",
+            Change::Other => "changed by hand",
+        };
+        let mut line = format!("{} {what}", self.command);
+        if let Some(trigger) = self.trigger {
+            let trigger = match trigger {
+                Trigger::Health => "error threshold",
+                Trigger::TrialFailed => "trial failed",
+                Trigger::TripNow => "trip now",
+                Trigger::Other => "shared state",
+            };
+            line.push_str(&format!(" by {trigger}"));
+        }
+        if let Some(open_ms) = self.open_ms {
+            line.push_str(&format!(" for {open_ms} ms"));
+        }
+        if let Some(cause) = &self.cause {
+            line.push_str(&format!(": {cause}"));
+        }
+        line
+    }
+}
+
+/// Every breaker transition of the run, with its time: the registry's breaker listener. Clones
+/// share the log (one is given to the registry, one is read).
+#[derive(Debug, Clone, Default)]
+pub struct BreakerLog {
+    inner: Arc<LogInner>,
+}
+
+#[derive(Debug, Default)]
+struct LogInner {
+    start: OnceLock<Instant>,
+    records: Mutex<Vec<BreakerRecord>>,
+}
+
+impl BreakerLog {
+    /// Times are measured from `start` (transitions before it are at 0).
+    pub fn start(&self, start: Instant) {
+        let _ = self.inner.start.set(start);
+    }
+
+    /// The transitions from the `from`-th on.
+    pub fn since(&self, from: usize) -> Vec<BreakerRecord> {
+        let records = self.records();
+        records.get(from..).map(<[_]>::to_vec).unwrap_or_default()
+    }
+
+    fn records(&self) -> std::sync::MutexGuard<'_, Vec<BreakerRecord>> {
+        self.inner
+            .records
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn elapsed_ms(&self) -> u64 {
+        self.inner.start.get().map_or(0, |start| {
+            u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
+        })
+    }
+}
+
+impl CircuitBreakerListener for BreakerLog {
+    fn on_event(&self, event: &CircuitBreakerEvent) {
+        let (change, trigger, open_ms, cause) = match &event.kind {
+            BreakerEventKind::Opened {
+                cause,
+                trigger,
+                open_duration_ms,
+            } => {
+                let trigger = match trigger {
+                    OpenTrigger::Health => Trigger::Health,
+                    OpenTrigger::TrialFailed => Trigger::TrialFailed,
+                    OpenTrigger::TripNow => Trigger::TripNow,
+                    _ => Trigger::Other,
+                };
+                (
+                    Change::Opened,
+                    Some(trigger),
+                    Some(*open_duration_ms),
+                    Some(cause.to_string()),
+                )
+            }
+            BreakerEventKind::HalfOpened { .. } => (Change::HalfOpened, None, None, None),
+            BreakerEventKind::Closed { .. } => (Change::Closed, None, None, None),
+            _ if event.is_transition() => (Change::Other, None, None, None),
+            _ => return,
+        };
+        let record = BreakerRecord {
+            at_ms: self.elapsed_ms(),
+            command: event.command_key.to_string(),
+            change,
+            trigger,
+            open_ms,
+            cause,
+        };
+        self.records().push(record);
+    }
+}
+
+/// The `p`-th percentile of `sorted` (nearest rank); zero when empty.
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = (p / 100.0 * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hystrix::Command;
+    use hystrix::clock::ManualClock;
+    use hystrix::testing::TestRegistry;
+
+    #[test]
+    fn counts_are_read_from_metrics_and_differ_between_reads() {
+        let test = TestRegistry::new();
+        let command = Command::builder("Counted")
+            .group("G")
+            .isolation(hystrix::IsolationStrategy::Semaphore)
+            .build_in(test.registry())
+            .unwrap();
+        let ok = || command.run(|| Ok::<_, std::io::Error>(1)).execute();
+        let failing = || {
+            command
+                .run(|| Err::<u32, _>(std::io::Error::other("down")))
+                .fallback(|_| Ok::<_, std::io::Error>(0))
+                .execute()
+        };
+        ok().unwrap();
+        let before = CommandCounts::read(&command.metrics());
+        ok().unwrap();
+        failing().unwrap();
+        failing().unwrap();
+        let after = CommandCounts::read(&command.metrics());
+        let delta = after.since(&before);
+        assert_eq!(
+            delta,
+            CommandCounts {
+                successes: 1,
+                failures: 2,
+                fallbacks: 2,
+                ..CommandCounts::default()
+            }
+        );
+        assert_eq!(
+            (delta.executions(), delta.errors(), delta.error_percent()),
+            (3, 2, 66.7)
+        );
+    }
+
+    #[test]
+    fn error_percent_counts_every_kind_of_error() {
+        let counts = CommandCounts {
+            successes: 5,
+            failures: 1,
+            timeouts: 1,
+            short_circuits: 2,
+            rejections: 1,
+            fallbacks: 5,
+            fallback_failures: 0,
+            cache_hits: 7,
+        };
+        assert_eq!(
+            (counts.executions(), counts.errors(), counts.error_percent()),
+            (10, 5, 50.0)
+        );
+        assert_eq!(CommandCounts::default().error_percent(), 0.0);
+    }
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let ms = |v: u64| Duration::from_millis(v);
+        let sorted: Vec<Duration> = (1..=200).map(ms).collect();
+        assert_eq!(percentile(&sorted, 50.0), ms(100));
+        assert_eq!(percentile(&sorted, 99.0), ms(198));
+        assert_eq!(percentile(&sorted, 100.0), ms(200));
+        assert_eq!(percentile(&[ms(7)], 99.0), ms(7));
+        assert_eq!(percentile(&[], 50.0), Duration::ZERO);
+    }
+
+    #[test]
+    fn the_log_records_openings_with_trigger_and_closings() {
+        let log = BreakerLog::default();
+        let clock = ManualClock::new();
+        let registry = Registry::builder()
+            .clock(clock.clone())
+            .circuit_breaker_listener(log.clone())
+            .build();
+        let command = Command::builder("Logged")
+            .group("G")
+            .isolation(hystrix::IsolationStrategy::Semaphore)
+            .circuit_breaker_sleep_window(Duration::from_millis(500))
+            .classify(|_: &std::io::Error| hystrix::Class::TripNow {
+                min_open: Some(Duration::from_secs(2)),
+            })
+            .build_in(&registry)
+            .unwrap();
+        let _ = command
+            .run(|| Err::<u32, _>(std::io::Error::other("503")))
+            .execute();
+        clock.advance_ms(2001);
+        command
+            .run(|| Ok::<_, std::io::Error>(1))
+            .execute()
+            .unwrap();
+        let records = log.since(0);
+        let changes: Vec<_> = records
+            .iter()
+            .map(|r| (r.change, r.trigger, r.open_ms))
+            .collect();
+        assert_eq!(
+            changes,
+            [
+                (Change::Opened, Some(Trigger::TripNow), Some(2000)),
+                (Change::HalfOpened, None, None),
+                (Change::Closed, None, None),
+            ]
+        );
+        assert_eq!(
+            records[0].describe(),
+            "Logged OPENED by trip now for 2000 ms: the error asked to trip now and stay open at \
+             least 2000 ms"
+        );
+        assert_eq!(log.since(2).len(), 1);
+        assert_eq!(log.since(9).len(), 0);
+    }
+}
