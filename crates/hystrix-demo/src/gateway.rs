@@ -39,7 +39,7 @@ use tower::ServiceExt;
 use tower::util::BoxCloneSyncService;
 
 use crate::catalogue::{Availability, CATALOGUE_SIZE, Recommendation, Title};
-use crate::http::{self, BackendError};
+use crate::http::{self, BackendError, HttpClient};
 use crate::scenario::Backend;
 
 /// The header listing a page's parts that came from a fallback, e.g. `title,ratings`.
@@ -75,6 +75,44 @@ fn command(key: &str, group: &str, timeout_ms: u64, volume: u32) -> CommandBuild
         .property("metrics.healthSnapshot.intervalInMilliseconds", 250u64)
         .property("metrics.rollingPercentile.timeInMilliseconds", 5000u64)
         .property("metrics.rollingPercentile.numBuckets", 5u64)
+}
+
+/// An async command calling `backend` under SEMAPHORE isolation (20 permits, 300 ms).
+fn semaphore_command(
+    backend: Backend,
+    group: &str,
+    volume: u32,
+    registry: &Registry,
+) -> Result<DemoCommand, ConfigError> {
+    command(backend.command_key(), group, 300, volume)
+        .isolation(IsolationStrategy::Semaphore)
+        .semaphore_max_concurrent_requests(20)
+        .classify(http::classify)
+        .build_in(registry)
+}
+
+/// A page part as a tower service wrapped in `HystrixLayer`: `GET url_of(id)`, its JSON made
+/// into the part by `into_part`, and `fallback` when the call fails.
+fn through_layer<B, T>(
+    command: DemoCommand,
+    client: HttpClient,
+    url_of: impl Fn(u32) -> String + Clone + Send + Sync + 'static,
+    into_part: fn(B) -> T,
+    fallback: T,
+) -> Part<T>
+where
+    B: serde::de::DeserializeOwned + Send + 'static,
+    T: Clone + Send + Sync + 'static,
+{
+    let call = tower::service_fn(move |id: u32| {
+        let (client, url) = (client.clone(), url_of(id));
+        async move { http::get_json(&client, &url).await.map(into_part) }
+    });
+    BoxCloneSyncService::new(
+        tower::ServiceBuilder::new()
+            .layer(HystrixLayer::new(command).fallback_value(fallback))
+            .service(call),
+    )
 }
 
 /// A gateway command: its runs fail with [`BackendError`], classified by [`http::classify`].
@@ -233,11 +271,7 @@ impl Gateway {
             .classify(http::classify)
             .build_in(registry)?;
 
-        let get_ratings = command(Backend::Ratings.command_key(), "Ratings", 300, volume)
-            .isolation(IsolationStrategy::Semaphore)
-            .semaphore_max_concurrent_requests(20)
-            .classify(http::classify)
-            .build_in(registry)?;
+        let get_ratings = semaphore_command(Backend::Ratings, "Ratings", volume, registry)?;
         let mut commands = BTreeMap::from([
             (Backend::Catalog, get_title.clone()),
             (Backend::Ratings, get_ratings.clone()),
@@ -284,66 +318,39 @@ impl Gateway {
                 )?
         };
 
-        let recommendations = {
-            let command = command(
-                Backend::Recommendations.command_key(),
-                "Recommendations",
-                300,
-                volume,
-            )
-            .isolation(IsolationStrategy::Semaphore)
-            .semaphore_max_concurrent_requests(20)
-            .classify(http::classify)
-            .build_in(registry)?;
-            commands.insert(Backend::Recommendations, command.clone());
-            let (client, base) = (client.clone(), url(Backend::Recommendations));
-            let call = tower::service_fn(move |id: u32| {
-                let (client, url) = (client.clone(), format!("{base}/recommendations/{id}"));
-                async move {
-                    let items = http::get_json(&client, &url).await?;
-                    Ok::<_, BackendError>(Recommendations {
-                        items,
-                        omitted: false,
-                    })
-                }
-            });
-            let omitted = Recommendations {
+        let get_recommendations = semaphore_command(
+            Backend::Recommendations,
+            "Recommendations",
+            volume,
+            registry,
+        )?;
+        commands.insert(Backend::Recommendations, get_recommendations.clone());
+        let base = url(Backend::Recommendations);
+        let recommendations = through_layer(
+            get_recommendations,
+            client.clone(),
+            move |id| format!("{base}/recommendations/{id}"),
+            |items| Recommendations {
+                items,
+                omitted: false,
+            },
+            Recommendations {
                 items: Vec::new(),
                 omitted: true,
-            };
-            BoxCloneSyncService::new(
-                tower::ServiceBuilder::new()
-                    .layer(HystrixLayer::new(command).fallback_value(omitted))
-                    .service(call),
-            )
-        };
+            },
+        );
 
-        let availability = {
-            let command = command(
-                Backend::Availability.command_key(),
-                "Availability",
-                300,
-                volume,
-            )
-            .isolation(IsolationStrategy::Semaphore)
-            .semaphore_max_concurrent_requests(20)
-            .classify(http::classify)
-            .build_in(registry)?;
-            commands.insert(Backend::Availability, command.clone());
-            let (client, base) = (client, url(Backend::Availability));
-            let call = tower::service_fn(move |id: u32| {
-                let (client, url) = (client.clone(), format!("{base}/availability/{id}"));
-                async move {
-                    let available: Availability = http::get_json(&client, &url).await?;
-                    Ok::<_, BackendError>(Regions(Some(available.regions)))
-                }
-            });
-            BoxCloneSyncService::new(
-                tower::ServiceBuilder::new()
-                    .layer(HystrixLayer::new(command).fallback_value(Regions(None)))
-                    .service(call),
-            )
-        };
+        let get_availability =
+            semaphore_command(Backend::Availability, "Availability", volume, registry)?;
+        commands.insert(Backend::Availability, get_availability.clone());
+        let base = url(Backend::Availability);
+        let availability = through_layer(
+            get_availability,
+            client,
+            move |id| format!("{base}/availability/{id}"),
+            |available: Availability| Regions(Some(available.regions)),
+            Regions(None),
+        );
 
         Ok(Gateway {
             commands,

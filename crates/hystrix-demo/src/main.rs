@@ -114,7 +114,11 @@ fn init_tracing() -> Result<bool, String> {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     tracing_subscriber::registry()
-        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::stderr().is_terminal()),
+        )
         .with(targets)
         .try_init()
         .map_err(|err| format!("cannot install the log subscriber: {err}"))?;

@@ -332,6 +332,28 @@ pub fn checks(
 }
 
 impl Report {
+    /// A table of one value per phase (rows) and backend (columns, headed `header(backend)`).
+    fn backend_table(
+        &self,
+        out: &mut String,
+        title: &str,
+        header: fn(Backend) -> &'static str,
+        cell: impl Fn(&PhaseReport, Backend) -> String,
+    ) {
+        let _ = write!(out, "\n{title:<18}");
+        for backend in Backend::ALL {
+            let _ = write!(out, " {:>19}", header(backend));
+        }
+        let _ = writeln!(out);
+        for phase in &self.phases {
+            let _ = write!(out, "{:<18}", phase.name);
+            for backend in Backend::ALL {
+                let _ = write!(out, " {:>19}", cell(phase, backend));
+            }
+            let _ = writeln!(out);
+        }
+    }
+
     /// The report as text: the phases table, each command's error percentage per phase
     /// (`*` where its backend was faulty), the breaker transitions and the checks.
     pub fn to_text(&self) -> String {
@@ -390,44 +412,35 @@ impl Report {
             }
         }
 
-        let _ = write!(out, "\n{:<18}", "errors % (* fault)");
-        for backend in Backend::ALL {
-            let _ = write!(out, " {:>19}", backend.command_key());
-        }
-        let _ = writeln!(out);
-        for phase in &self.phases {
-            let _ = write!(out, "{:<18}", phase.name);
-            for backend in Backend::ALL {
+        self.backend_table(
+            &mut out,
+            "errors % (* fault)",
+            Backend::command_key,
+            |phase, backend| {
                 let mark = if phase.faults.contains_key(&backend) {
                     "*"
                 } else {
                     " "
                 };
-                let _ = write!(out, " {:>18.1}{mark}", phase.error_percent(backend));
-            }
-            let _ = writeln!(out);
-        }
-
-        let _ = write!(out, "\n{:<18}", "backend calls");
-        for backend in Backend::ALL {
-            let _ = write!(out, " {:>19}", backend.name());
-        }
-        let _ = writeln!(out);
-        for phase in &self.phases {
-            let _ = write!(out, "{:<18}", phase.name);
-            for backend in Backend::ALL {
+                format!("{:.1}{mark}", phase.error_percent(backend))
+            },
+        );
+        self.backend_table(
+            &mut out,
+            "backend calls",
+            Backend::name,
+            |phase, backend| {
                 let calls = phase.backend_calls.get(&backend).copied().unwrap_or(0);
-                let _ = write!(out, " {calls:>19}");
-            }
-            let _ = writeln!(out);
-        }
+                format!("{calls} ")
+            },
+        );
 
         let _ = writeln!(out, "\nbreakers:");
         if self.breaker_events.is_empty() {
             let _ = writeln!(out, "  no transitions");
         }
-        for event in &self.breaker_events {
-            let _ = writeln!(out, "  {:>8}  {}", seconds(event.at_ms), event.describe());
+        for line in breaker_lines(&self.breaker_events) {
+            let _ = writeln!(out, "  {line}");
         }
         let states: Vec<String> = self
             .final_breakers
@@ -449,6 +462,67 @@ impl Report {
         }
         out
     }
+}
+
+/// The breaker transitions, one a line with its time, except that a run of failed trials of
+/// one breaker (HALF-OPEN then OPENED again, two or more times) is one line.
+pub fn breaker_lines(events: &[BreakerRecord]) -> Vec<String> {
+    let reopened = |record: &BreakerRecord| {
+        record.change == Change::Opened
+            && matches!(
+                record.trigger,
+                Some(Trigger::TrialFailed | Trigger::TripNow)
+            )
+    };
+    // For each event that starts a run: the run's trials, last time and open time; the
+    // events inside a run are left out.
+    let mut runs: BTreeMap<usize, (usize, u64, Option<u64>)> = BTreeMap::new();
+    let mut folded = vec![false; events.len()];
+    let commands: std::collections::BTreeSet<&str> =
+        events.iter().map(|e| e.command.as_str()).collect();
+    for command in commands {
+        let own: Vec<usize> = (0..events.len())
+            .filter(|&i| events[i].command == command)
+            .collect();
+        let mut at = 0;
+        while at + 1 < own.len() {
+            let mut end = at;
+            while end + 1 < own.len()
+                && events[own[end]].change == Change::HalfOpened
+                && reopened(&events[own[end + 1]])
+            {
+                end += 2;
+            }
+            let trials = (end - at) / 2;
+            if trials >= 2 {
+                let last = &events[own[end - 1]];
+                runs.insert(own[at], (trials, last.at_ms, last.open_ms));
+                for &index in &own[at..end] {
+                    folded[index] = true;
+                }
+                at = end;
+            } else {
+                at += 1;
+            }
+        }
+    }
+    let mut lines = Vec::new();
+    for (index, event) in events.iter().enumerate() {
+        if let Some((trials, last_ms, open_ms)) = runs.get(&index) {
+            let open = open_ms
+                .map(|ms| format!(", re-opened for {ms} ms each time"))
+                .unwrap_or_default();
+            lines.push(format!(
+                "{:>8}  {} {trials} trials failed, the last at {}{open}",
+                seconds(event.at_ms),
+                event.command,
+                seconds(*last_ms),
+            ));
+        } else if !folded[index] {
+            lines.push(format!("{:>8}  {}", seconds(event.at_ms), event.describe()));
+        }
+    }
+    lines
 }
 
 #[cfg(test)]
@@ -491,56 +565,53 @@ mod tests {
             .collect()
     }
 
-    fn record(
-        at_ms: u64,
-        command: &str,
-        change: Change,
-        trigger: Option<Trigger>,
-    ) -> BreakerRecord {
-        BreakerRecord {
-            at_ms,
-            command: command.to_owned(),
-            change,
-            trigger,
-            open_ms: trigger.map(|_| 500),
-            cause: None,
-        }
+    /// Breaker records from `(at_ms, command, change, trigger)`.
+    fn records(list: &[(u64, &str, Change, Option<Trigger>)]) -> Vec<BreakerRecord> {
+        list.iter()
+            .map(|&(at_ms, command, change, trigger)| BreakerRecord {
+                at_ms,
+                command: command.to_owned(),
+                change,
+                trigger,
+                open_ms: trigger.map(|_| 500),
+                cause: None,
+            })
+            .collect()
     }
+
+    const HEALTH: Option<Trigger> = Some(Trigger::Health);
+    const TRIP_NOW: Option<Trigger> = Some(Trigger::TripNow);
+    const TRIAL: Option<Trigger> = Some(Trigger::TrialFailed);
 
     /// The tour's breaker story: recommendations open in `outage` (4.0-5.5 s) and close in
     /// `recovery`; availability trips at once in the storm (6.5-8.0 s) and closes after it.
     fn good_events() -> Vec<BreakerRecord> {
-        vec![
-            record(
-                4600,
-                "GetRecommendations",
-                Change::Opened,
-                Some(Trigger::Health),
-            ),
-            record(5700, "GetRecommendations", Change::HalfOpened, None),
-            record(5700, "GetRecommendations", Change::Closed, None),
-            record(
-                6510,
-                "GetAvailability",
-                Change::Opened,
-                Some(Trigger::TripNow),
-            ),
-            record(7600, "GetAvailability", Change::HalfOpened, None),
-            record(
-                7600,
-                "GetAvailability",
-                Change::Opened,
-                Some(Trigger::TrialFailed),
-            ),
-            record(8700, "GetAvailability", Change::HalfOpened, None),
-            record(8700, "GetAvailability", Change::Closed, None),
-        ]
+        use Change::*;
+        records(&[
+            (4600, "GetRecommendations", Opened, HEALTH),
+            (5700, "GetRecommendations", HalfOpened, None),
+            (5700, "GetRecommendations", Closed, None),
+            (6510, "GetAvailability", Opened, TRIP_NOW),
+            (7600, "GetAvailability", HalfOpened, None),
+            (7600, "GetAvailability", Opened, TRIAL),
+            (8700, "GetAvailability", HalfOpened, None),
+            (8700, "GetAvailability", Closed, None),
+        ])
     }
 
     fn all_closed() -> BTreeMap<String, &'static str> {
         Backend::ALL
             .into_iter()
             .map(|b| (b.command_key().to_owned(), "CLOSED"))
+            .collect()
+    }
+
+    /// The failed checks, name and detail.
+    fn failed(checks: &[Check]) -> Vec<(&str, &str)> {
+        checks
+            .iter()
+            .filter(|c| !c.passed)
+            .map(|c| (c.name.as_str(), c.detail.as_str()))
             .collect()
     }
 
@@ -601,6 +672,40 @@ mod tests {
     }
 
     #[test]
+    fn runs_of_failed_trials_are_one_line() {
+        use Change::*;
+        // The good story up to the first failed trial of availability, then two more of them
+        // with a recommendations event among them.
+        let mut events = good_events();
+        events.truncate(6);
+        events.extend(records(&[
+            (8100, "GetAvailability", HalfOpened, None),
+            (8100, "GetAvailability", Opened, TRIP_NOW),
+            (8100, "GetRecommendations", Opened, HEALTH),
+            (8650, "GetAvailability", HalfOpened, None),
+            (8650, "GetAvailability", Opened, TRIP_NOW),
+            (9200, "GetAvailability", HalfOpened, None),
+            (9200, "GetAvailability", Closed, None),
+        ]));
+        assert_eq!(
+            breaker_lines(&events),
+            [
+                "  4.60 s  GetRecommendations OPENED by error threshold for 500 ms",
+                "  5.70 s  GetRecommendations HALF-OPEN (trial)",
+                "  5.70 s  GetRecommendations CLOSED",
+                "  6.51 s  GetAvailability OPENED by trip now for 500 ms",
+                "  7.60 s  GetAvailability 3 trials failed, the last at 8.65 s, re-opened for 500 \
+                 ms each time",
+                "  8.10 s  GetRecommendations OPENED by error threshold for 500 ms",
+                "  9.20 s  GetAvailability HALF-OPEN (trial)",
+                "  9.20 s  GetAvailability CLOSED",
+            ]
+        );
+        // A single failed trial stays as it is.
+        assert_eq!(breaker_lines(&events[3..6]).len(), 3);
+    }
+
+    #[test]
     fn an_unanswered_request_fails_the_first_check_with_an_example() {
         let schedule = tour();
         let mut phases = clean_phases(&schedule);
@@ -629,30 +734,24 @@ mod tests {
         events[3].trigger = Some(Trigger::Health);
         events.retain(|e| e.change != Change::Closed);
         let checks = checks(&schedule, &phases, &events, &all_closed());
-        let failed: Vec<(String, String)> = checks
-            .iter()
-            .filter(|c| !c.passed)
-            .map(|c| (c.name.clone(), c.detail.clone()))
-            .collect();
         assert_eq!(
-            failed,
+            failed(&checks),
             [
                 (
-                    "GetRecommendations breaker opened during `outage`".to_owned(),
-                    "no opening between 4.00 s and 5.50 s".to_owned()
+                    "GetRecommendations breaker opened during `outage`",
+                    "no opening between 4.00 s and 5.50 s"
                 ),
                 (
-                    "GetRecommendations breaker closed after `outage`".to_owned(),
-                    "not closed after 5.50 s".to_owned()
+                    "GetRecommendations breaker closed after `outage`",
+                    "not closed after 5.50 s"
                 ),
                 (
-                    "GetAvailability breaker opened at once (trip now) during `retry-after-storm`"
-                        .to_owned(),
-                    "GetAvailability OPENED by error threshold for 500 ms at 6.51 s".to_owned()
+                    "GetAvailability breaker opened at once (trip now) during `retry-after-storm`",
+                    "GetAvailability OPENED by error threshold for 500 ms at 6.51 s"
                 ),
                 (
-                    "GetAvailability breaker closed after `retry-after-storm`".to_owned(),
-                    "not closed after 8.00 s".to_owned()
+                    "GetAvailability breaker closed after `retry-after-storm`",
+                    "not closed after 8.00 s"
                 ),
             ]
         );
@@ -672,16 +771,11 @@ mod tests {
         spiked.counts.timeouts = 9;
         spiked.error_percent = 90.0;
         let first = checks(&schedule, &phases, &good_events(), &all_closed());
-        let failed: Vec<(String, String)> = first
-            .iter()
-            .filter(|c| !c.passed)
-            .map(|c| (c.name.clone(), c.detail.clone()))
-            .collect();
         assert_eq!(
-            failed,
+            failed(&first),
             [(
-                "healthy commands kept errors at or under 20% during `outage`".to_owned(),
-                "GetTitle 30.0%, GetAvailability 0.0%".to_owned()
+                "healthy commands kept errors at or under 20% during `outage`",
+                "GetTitle 30.0%, GetAvailability 0.0%"
             )]
         );
         // Exactly at the limit passes.

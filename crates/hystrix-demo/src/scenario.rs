@@ -677,6 +677,16 @@ mod tests {
         Duration::from_millis(ms)
     }
 
+    const THREE_EQUAL_PHASES: &str = "[[phase]]\nname = \"a\"\nweight = 1\n\
+        [[phase]]\nname = \"b\"\nweight = 1\n[[phase]]\nname = \"c\"\nweight = 1\n";
+
+    fn tour_10s() -> Schedule {
+        Scenario::load("tour")
+            .unwrap()
+            .schedule(Duration::from_secs(10))
+            .unwrap()
+    }
+
     fn parse(text: &str) -> Result<Scenario, ScenarioError> {
         Scenario::from_toml(text, "test.toml", "test")
     }
@@ -735,11 +745,7 @@ mod tests {
 
     #[test]
     fn rounding_keeps_phases_contiguous_and_the_last_ends_at_the_duration() {
-        let scenario = parse(
-            "[[phase]]\nname = \"a\"\nweight = 1\n[[phase]]\nname = \"b\"\nweight = 1\n\
-             [[phase]]\nname = \"c\"\nweight = 1\n",
-        )
-        .unwrap();
+        let scenario = parse(THREE_EQUAL_PHASES).unwrap();
         let schedule = scenario.schedule(ms(2000)).unwrap();
         let placed: Vec<_> = schedule
             .phases
@@ -790,11 +796,7 @@ mod tests {
     #[test]
     fn the_least_duration_allows_for_rounding() {
         // Weights 1, 1, 1: 1.5 s would give 500, 500, 500 exactly; whole seconds: 2 s.
-        let scenario = parse(
-            "[[phase]]\nname = \"a\"\nweight = 1\n[[phase]]\nname = \"b\"\nweight = 1\n\
-             [[phase]]\nname = \"c\"\nweight = 1\n",
-        )
-        .unwrap();
+        let scenario = parse(THREE_EQUAL_PHASES).unwrap();
         match scenario.schedule(ms(1000)) {
             Err(ScenarioError::TooShort {
                 needed, phase_ms, ..
@@ -855,39 +857,39 @@ mod tests {
     }
 
     #[test]
-    fn an_unknown_field_is_named_with_its_line() {
-        let message = toml_error(
-            "[[phase]]\nname = \"a\"\nweight = 1\n[phase.faults.catalog]\nerror_rat = 0.5\n",
-        );
-        assert!(message.contains("line 5"), "{message}");
-        assert!(message.contains("unknown field `error_rat`"), "{message}");
-        assert!(message.contains("`error_rate`"), "{message}");
-    }
-
-    #[test]
-    fn an_unknown_backend_is_named_with_the_known_ones() {
-        let message = toml_error(
-            "[[phase]]\nname = \"a\"\nweight = 1\n[phase.faults.reviews]\nerror_rate = 1\n",
-        );
-        assert!(message.contains("line 4"), "{message}");
-        assert!(message.contains("unknown variant `reviews`"), "{message}");
-        assert!(message.contains("`recommendations`"), "{message}");
-    }
-
-    #[test]
-    fn a_missing_weight_and_a_wrong_type_are_named() {
-        let missing = toml_error("[[phase]]\nname = \"a\"\n");
-        assert!(missing.contains("missing field `weight`"), "{missing}");
-        let typed = toml_error("[[phase]]\nname = \"a\"\nweight = \"half\"\n");
-        assert!(typed.contains("line 3"), "{typed}");
-        assert!(typed.contains("invalid type: string \"half\""), "{typed}");
-        let outage = toml_error(
-            "[[phase]]\nname = \"a\"\nweight = 1\n[phase.faults.catalog]\noutage = \"gone\"\n",
-        );
-        assert!(
-            outage.contains("unknown variant `gone`, expected `refused` or `unavailable`"),
-            "{outage}"
-        );
+    fn toml_errors_name_the_field_and_its_line() {
+        let phase = "[[phase]]\nname = \"a\"\nweight = 1\n";
+        let cases: [(String, &[&str]); 5] = [
+            (
+                format!("{phase}[phase.faults.catalog]\nerror_rat = 0.5\n"),
+                &["line 5", "unknown field `error_rat`", "`error_rate`"],
+            ),
+            (
+                format!("{phase}[phase.faults.reviews]\nerror_rate = 1\n"),
+                &["line 4", "unknown variant `reviews`", "`recommendations`"],
+            ),
+            (
+                "[[phase]]\nname = \"a\"\n".to_owned(),
+                &["missing field `weight`"],
+            ),
+            (
+                "[[phase]]\nname = \"a\"\nweight = \"half\"\n".to_owned(),
+                &["line 3", "invalid type: string \"half\""],
+            ),
+            (
+                format!("{phase}[phase.faults.catalog]\noutage = \"gone\"\n"),
+                &[
+                    "line 5",
+                    "unknown variant `gone`, expected `refused` or `unavailable`",
+                ],
+            ),
+        ];
+        for (text, fragments) in cases {
+            let message = toml_error(&text);
+            for fragment in fragments {
+                assert!(message.contains(fragment), "`{fragment}` not in: {message}");
+            }
+        }
     }
 
     #[test]
@@ -982,42 +984,26 @@ mod tests {
 
     #[test]
     fn settled_healthy_leaves_out_the_faulty_backend_and_the_phase_after_it() {
-        let schedule = Scenario::load("tour")
-            .unwrap()
-            .schedule(Duration::from_secs(10))
-            .unwrap();
+        let schedule = tour_10s();
         use Backend::*;
-        let all = vec![Catalog, Ratings, Recommendations, Availability];
-        assert_eq!(schedule.settled_healthy(0), all);
+        let settled: Vec<Vec<Backend>> = (0..7).map(|i| schedule.settled_healthy(i)).collect();
         assert_eq!(
-            schedule.settled_healthy(1),
-            vec![Ratings, Recommendations, Availability]
-        );
-        assert_eq!(
-            schedule.settled_healthy(2),
-            vec![Recommendations, Availability]
-        );
-        assert_eq!(schedule.settled_healthy(3), vec![Catalog, Availability]);
-        assert_eq!(
-            schedule.settled_healthy(4),
-            vec![Catalog, Ratings, Availability]
-        );
-        assert_eq!(
-            schedule.settled_healthy(5),
-            vec![Catalog, Ratings, Recommendations]
-        );
-        assert_eq!(
-            schedule.settled_healthy(6),
-            vec![Catalog, Ratings, Recommendations]
+            settled,
+            [
+                vec![Catalog, Ratings, Recommendations, Availability],
+                vec![Ratings, Recommendations, Availability],
+                vec![Recommendations, Availability],
+                vec![Catalog, Availability],
+                vec![Catalog, Ratings, Availability],
+                vec![Catalog, Ratings, Recommendations],
+                vec![Catalog, Ratings, Recommendations],
+            ]
         );
     }
 
     #[test]
     fn a_phase_lists_its_faulty_backends_and_faults_default_to_healthy() {
-        let schedule = Scenario::load("tour")
-            .unwrap()
-            .schedule(Duration::from_secs(10))
-            .unwrap();
+        let schedule = tour_10s();
         let storm = &schedule.phases[5];
         assert_eq!(storm.faulty().collect::<Vec<_>>(), [Backend::Availability]);
         assert_eq!(storm.fault(Backend::Availability).retry_after_s, Some(1));
@@ -1032,59 +1018,60 @@ mod tests {
     #[test]
     fn reactions_follow_the_fault() {
         let mut rng = SmallRng::seed_from_u64(7);
-        let fixed = Latency {
+        let fixed = Some(Latency {
             base_ms: 40.0,
             median_ms: 10.0,
             sigma: 0.0,
+        });
+        let answer = |fail| Reaction::Answer {
+            delay: ms(50),
+            fail,
         };
-        let always_failing = Fault {
-            latency: Some(fixed),
-            error_rate: 1.0,
-            ..Fault::default()
-        };
-        assert_eq!(
-            always_failing.react(&mut rng),
-            Reaction::Answer {
-                delay: ms(50),
-                fail: true
-            }
-        );
-        let never_failing = Fault {
-            latency: Some(fixed),
-            ..Fault::default()
-        };
-        assert_eq!(
-            never_failing.react(&mut rng),
-            Reaction::Answer {
-                delay: ms(50),
-                fail: false
-            }
-        );
-        let hanging = Fault {
-            hang_rate: 1.0,
-            ..Fault::default()
-        };
-        assert_eq!(hanging.react(&mut rng), Reaction::Hang);
-        let storm = Fault {
-            retry_after_s: Some(3),
-            ..Fault::default()
-        };
-        assert_eq!(
-            storm.react(&mut rng),
-            Reaction::Unavailable {
-                retry_after_s: Some(3)
-            }
-        );
-        let down = Fault {
-            outage: Some(Outage::Unavailable),
-            ..Fault::default()
-        };
-        assert_eq!(
-            down.react(&mut rng),
-            Reaction::Unavailable {
-                retry_after_s: None
-            }
-        );
+        let cases = [
+            (
+                Fault {
+                    latency: fixed,
+                    error_rate: 1.0,
+                    ..Fault::default()
+                },
+                answer(true),
+            ),
+            (
+                Fault {
+                    latency: fixed,
+                    ..Fault::default()
+                },
+                answer(false),
+            ),
+            (
+                Fault {
+                    hang_rate: 1.0,
+                    ..Fault::default()
+                },
+                Reaction::Hang,
+            ),
+            (
+                Fault {
+                    retry_after_s: Some(3),
+                    ..Fault::default()
+                },
+                Reaction::Unavailable {
+                    retry_after_s: Some(3),
+                },
+            ),
+            (
+                Fault {
+                    outage: Some(Outage::Unavailable),
+                    ..Fault::default()
+                },
+                Reaction::Unavailable {
+                    retry_after_s: None,
+                },
+            ),
+        ];
+        for (fault, reaction) in cases {
+            assert_eq!(fault.react(&mut rng), reaction, "{fault:?}");
+        }
     }
 
     #[test]
@@ -1118,10 +1105,7 @@ mod tests {
 
     #[test]
     fn descriptions_name_each_fault() {
-        let schedule = Scenario::load("tour")
-            .unwrap()
-            .schedule(Duration::from_secs(10))
-            .unwrap();
+        let schedule = tour_10s();
         let described: Vec<String> = schedule
             .phases
             .iter()

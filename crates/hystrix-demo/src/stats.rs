@@ -130,7 +130,13 @@ pub enum Change {
     HalfOpened,
     /// A trial succeeded: it closed.
     Closed,
-    /// Anything else (forced open or closed, reset by hand, e.g. from the admin routes).
+    /// Opened by hand (e.g. the admin route `force-open`) for a sleep window.
+    ForcedOpen,
+    /// Closed by hand.
+    ForcedClosed,
+    /// Reset by hand.
+    Reset,
+    /// A transition of a kind the library added later.
     Other,
 }
 
@@ -175,7 +181,10 @@ impl BreakerRecord {
             Change::Opened => "OPENED",
             Change::HalfOpened => "HALF-OPEN (trial)",
             Change::Closed => "CLOSED",
-            Change::Other => "changed by hand",
+            Change::ForcedOpen => "FORCED OPEN by hand",
+            Change::ForcedClosed => "FORCED CLOSED by hand",
+            Change::Reset => "RESET by hand",
+            Change::Other => "changed",
         };
         let mut line = format!("{} {what}", self.command);
         if let Some(trigger) = self.trigger {
@@ -259,6 +268,9 @@ impl CircuitBreakerListener for BreakerLog {
             }
             BreakerEventKind::HalfOpened { .. } => (Change::HalfOpened, None, None, None),
             BreakerEventKind::Closed { .. } => (Change::Closed, None, None, None),
+            BreakerEventKind::ForcedOpen => (Change::ForcedOpen, None, None, None),
+            BreakerEventKind::ForcedClosed => (Change::ForcedClosed, None, None, None),
+            BreakerEventKind::Reset => (Change::Reset, None, None, None),
             _ if event.is_transition() => (Change::Other, None, None, None),
             _ => return,
         };
@@ -402,5 +414,10 @@ mod tests {
         );
         assert_eq!(log.since(2).len(), 1);
         assert_eq!(log.since(9).len(), 0);
+        // By hand, e.g. from the dashboard's admin routes.
+        command.circuit_breaker().force_open();
+        let forced = log.since(3);
+        assert_eq!(forced.len(), 1);
+        assert_eq!(forced[0].describe(), "Logged FORCED OPEN by hand");
     }
 }
