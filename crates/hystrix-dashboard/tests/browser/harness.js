@@ -130,7 +130,8 @@ async function openTab(browser, name) {
   const page = await browser.newPage();
   // Short, so that full-page screenshots end where the content does.
   await page.setViewport({ width: 1280, height: 600 });
-  const tab = { page, name, console: [], errors: [], offsite: [], refused: [] };
+  // `expectRefused`: the HTTP errors the test provokes on purpose.
+  const tab = { page, name, console: [], errors: [], offsite: [], refused: [], expectRefused: [] };
   page.on('console', (message) => tab.console.push(message.text()));
   page.on('response', (response) => {
     if (response.status() >= 400) tab.refused.push(`${response.status()} ${new URL(response.url()).pathname}`);
@@ -182,8 +183,9 @@ async function waitForTiles(tab, selectors, perTick) {
 }
 
 // The console has no "Key Missing" or "Failed" message but Chromium's report of each HTTP
-// error the test expects (`refused`, e.g. the admin route refusing a wrong token).
-function checkConsole(tab, refused) {
+// error the test provoked (`expectRefused`, e.g. the admin route refusing a wrong token).
+function checkConsole(tab) {
+  const refused = tab.expectRefused;
   check(`${tab.name}: HTTP errors`, tab.refused, refused);
   const loadFailures = tab.console.filter((text) => text.startsWith('Failed to load resource:'));
   check(`${tab.name}: one console report per HTTP error`, loadFailures.length, refused.length);
@@ -363,6 +365,7 @@ async function main() {
   const fixture = startFixture();
   let server;
   let launched;
+  const tabs = [];
   try {
     const { url, plan } = await fixture.ready;
     log(`fixture at ${url}: ${plan.commands.length} commands, ${plan.pools.length} pool, ${plan.collapsers.length} collapser`);
@@ -378,6 +381,7 @@ async function main() {
 
     // (a) The real Hystrix Dashboard on our stream.
     const hystrix = await openTab(browser, 'Hystrix Dashboard');
+    tabs.push(hystrix);
     const stream = encodeURIComponent(`${url}/hystrix.stream`);
     await hystrix.page.goto(
       `http://127.0.0.1:${server.address().port}/monitor/monitor.html?stream=${stream}&title=hystrix-rs`,
@@ -392,6 +396,7 @@ async function main() {
 
     // (b) Our page, reached through the fixture's `/`.
     const ours = await openTab(browser, 'our page');
+    tabs.push(ours);
     await ours.page.goto(`${url}/`);
     check('our page: / redirects to the page', new URL(ours.page.url()).pathname, '/hystrix/dashboard/');
     await waitForTiles(ours, [
@@ -445,12 +450,16 @@ async function main() {
       ours.onDialog = (dialog) => (dialog.type() === 'prompt' ? dialog.accept(token) : dialog.accept());
       await ours.page.click(`${saveOrder} button[data-action="${action}"]`);
     };
+    ours.expectRefused.push('401 /hystrix/admin/circuit/SaveOrder/force-open');
     await press('force-open', WRONG_TOKEN);
     check('our page: a wrong token is refused', (await poll(adminStatus, (s) => s !== '', 5000)).value, '401');
     await press('force-open', TOKEN);
     check('our page: force-open accepted', (await poll(adminStatus, (s) => s === '200', 5000)).value, '200');
     const ourCircuit = () => ours.page.$eval(saveOrder, (n) => [n.dataset.circuit, n.querySelector('[data-field=circuit]').textContent]);
-    const theirCircuit = async () => (await readHystrixCommand(hystrix.page, 'SaveOrder')).circuit;
+    const theirCircuit = async () => {
+      const tile = await readHystrixCommand(hystrix.page, 'SaveOrder');
+      return tile && tile.circuit;
+    };
     check('our page: SaveOrder opens', (await poll(ourCircuit, (v) => v[0] === 'open', 5000)).value, ['open', 'Open']);
     check('Hystrix Dashboard: SaveOrder opens', (await poll(theirCircuit, (v) => v === 'Circuit Open', 5000)).value, 'Circuit Open');
     await ours.page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-forced-open.png'), fullPage: true });
@@ -460,10 +469,9 @@ async function main() {
     await press('reset', 'no prompt expected');
     const resetText = await poll(() => ours.page.$eval(`${saveOrder} .admin-status`, (n) => n.textContent), (t) => t === 'reset: closed', 5000);
     check('our page: reset answered', resetText.value, 'reset: closed');
-
-    checkConsole(hystrix, []);
-    checkConsole(ours, ['401 /hystrix/admin/circuit/SaveOrder/force-open']);
   } finally {
+    // Also after a failure: the console says why tiles are missing ("Key Missing").
+    tabs.forEach(checkConsole);
     if (launched) {
       await launched.browser.close().catch(() => {});
       fs.rmSync(launched.userDataDir, { recursive: true, force: true });
