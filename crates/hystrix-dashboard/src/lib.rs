@@ -23,6 +23,9 @@
 //!   stream's task, the excess is dropped rather than slow the code that ends them.
 //! - `GET /metrics`: Prometheus text exposition rendered from registry snapshots (no global
 //!   metrics recorder needed); names and meanings in [`prometheus`].
+//! - `GET /hystrix/dashboard/`: our web dashboard, a page reading `/hystrix.stream` (a tile
+//!   per command, thread pool and collapser; breaker buttons when the admin routes are on),
+//!   its files embedded in the binary; details in [`page`].
 //! - `/hystrix/admin/...`, only when enabled ([`DashboardBuilder::admin`],
 //!   [`DashboardBuilder::admin_token`]): the effective configuration with provenance, run-time
 //!   property changes and the breaker override; routes and access rules in [`admin`].
@@ -77,7 +80,7 @@
 //!     .interval(Duration::from_millis(1000))
 //!     .max_connections(10)
 //!     .build()
-//!     .serve(7979) // http://127.0.0.1:7979/hystrix.stream, /hystrix/*.stream and /metrics
+//!     .serve(7979) // http://127.0.0.1:7979/ (the page), /hystrix.stream, /metrics, ...
 //!     .await
 //! # }
 //! ```
@@ -85,6 +88,7 @@
 
 pub mod admin;
 pub mod configuration;
+pub mod page;
 pub mod prometheus;
 pub mod requests;
 mod sse;
@@ -359,7 +363,8 @@ impl Dashboard {
 
     /// The routes: `GET /hystrix.stream`, `/hystrix/utilization.stream`,
     /// `/hystrix/config.stream`, `/hystrix/requests.stream` (and its alias
-    /// `/hystrix/request.stream`) and `/metrics`, plus the [`admin`] routes when enabled, to
+    /// `/hystrix/request.stream`), `/metrics` and the [web page](page) under
+    /// `/hystrix/dashboard/`, plus the [`admin`] routes when enabled, to
     /// serve or to [`merge`](Router::merge) into an app (with admin routes and no token, serve
     /// the app with `into_make_service_with_connect_info::<SocketAddr>()`).
     ///
@@ -378,7 +383,10 @@ impl Dashboard {
             .route(
                 "/metrics",
                 get(metrics_handler).with_state(Arc::clone(&self.shared)),
-            );
+            )
+            .merge(page::routes(
+                self.shared.admin.as_ref().map(|admin| admin.access.clone()),
+            ));
         match &self.shared.admin {
             Some(admin) => router.merge(admin::routes(Arc::clone(admin))),
             None => router,
@@ -418,17 +426,28 @@ impl Dashboard {
         prometheus::render(&self.shared.registry)
     }
 
-    /// Serves [`router`](Self::router) on `bind_ip:port` (127.0.0.1 by default) until the
-    /// process ends or an I/O error.
+    /// Serves [`router`](Self::router) on `bind_ip:port` (127.0.0.1 by default), with `/`
+    /// redirected to the [web page](page), until the process ends or an I/O error.
     ///
     /// # Errors
     /// The address cannot be bound, or accepting fails.
     pub async fn serve(self, port: u16) -> std::io::Result<()> {
         let listener =
             tokio::net::TcpListener::bind(SocketAddr::new(self.shared.bind_ip, port)).await?;
+        self.serve_on(listener).await
+    }
+
+    /// As [`serve`](Self::serve), on a listener bound already (port 0 to let the system pick
+    /// one; read it with `listener.local_addr()` first). [`bind_ip`](DashboardBuilder::bind_ip)
+    /// does not apply: the listener's address does.
+    ///
+    /// # Errors
+    /// Accepting fails.
+    pub async fn serve_on(self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
         axum::serve(
             listener,
             self.router::<()>()
+                .merge(page::root())
                 .into_make_service_with_connect_info::<SocketAddr>(),
         )
         .await

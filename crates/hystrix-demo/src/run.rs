@@ -142,17 +142,14 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
     let gateway_addr = local_addr(&gateway_listener)?;
     let router = Arc::clone(&gateway).router();
     tokio::spawn(async move { axum::serve(gateway_listener, router).await });
-    // Admin routes for loopback clients only: the breaker buttons and run-time properties.
+    // The web page, the streams, /metrics, and the admin routes for loopback clients only
+    // (the page's breaker buttons, run-time properties); `/` redirects to the page.
     let dashboard = Dashboard::builder(registry.clone()).admin().build();
-    tokio::spawn(async move {
-        let app = dashboard.router::<()>();
-        axum::serve(
-            dashboard_listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-    });
-    let dashboard_url = format!("http://{dashboard_addr}/hystrix.stream");
+    tokio::spawn(dashboard.serve_on(dashboard_listener));
+    let dashboard_url = format!(
+        "http://{dashboard_addr}{}",
+        hystrix_dashboard::page::PAGE_PATH
+    );
     let gateway_url = format!("http://{gateway_addr}");
 
     let load = LoadGenerator::new(gateway_url.clone(), rps, schedule.phases.len());
@@ -327,7 +324,7 @@ fn banner(
         lines.push(format!("  note: {note}"));
     }
     lines.push(format!(
-        "  dashboard  {dashboard_url}  (the Hystrix stream; /metrics and /hystrix/admin/ beside it)"
+        "  dashboard  {dashboard_url}  (the web page; /hystrix.stream, /metrics and /hystrix/admin/ beside it)"
     ));
     lines.push(format!("  gateway    {gateway_url}/movies/7"));
     let backends: Vec<String> = Backend::ALL

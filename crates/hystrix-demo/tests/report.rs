@@ -83,9 +83,10 @@ fn the_short_run_report_has_its_structure_and_kept_its_promises() {
     assert_eq!(report["scenario"], "tour");
     assert_eq!(u64_at(&report, "duration_ms"), 10_000);
     assert!(
-        report["dashboard_url"]
-            .as_str()
-            .is_some_and(|u| u.starts_with("http://127.0.0.1:"))
+        report["dashboard_url"].as_str().is_some_and(
+            |u| u.starts_with("http://127.0.0.1:") && u.ends_with("/hystrix/dashboard/")
+        ),
+        "the web dashboard's page"
     );
     assert!(
         report["gateway_url"]

@@ -1,0 +1,554 @@
+// The hystrix-rs web dashboard: reads /hystrix.stream and keeps a tile per command, thread
+// pool and collapser. Every URL is relative to the page (served at <prefix>/hystrix/dashboard/),
+// so the page works wherever the router is nested. Tiles have stable ids
+// (tile-command-<name>, tile-pool-<name>, tile-collapser-<name>, whitespace as "_") and carry
+// the numbers they show in data-* attributes.
+(function () {
+  'use strict';
+
+  var STREAM_URL = '../../hystrix.stream';
+  var INFO_URL = 'info';
+  var CIRCUIT_URL = '../admin/circuit/';
+  var TOKEN_KEY = 'hystrix-dashboard-admin-token';
+  var SPARK_WINDOW_MS = 2 * 60 * 1000; // as the Hystrix Dashboard: the last two minutes
+  var SPARK_MAX_POINTS = 200;
+  var RESORT_EVERY_MS = 10000; // tiles move at most this often (as the Hystrix Dashboard)
+  var RETRY_AFTER_MS = 5000; // a refused stream (503) is tried again after this
+
+  // Hystrix's colour scales: the circle on the error percentage, and the error text.
+  var HEALTH_SCALE = [[10, [0, 128, 0]], [25, [255, 204, 0]], [40, [255, 153, 0]], [50, [255, 0, 0]]];
+  var ERROR_TEXT_SCALE = [[0, [128, 128, 128]], [10, [0, 0, 0]], [35, [255, 153, 0]], [50, [255, 0, 0]]];
+
+  var COMMAND_COUNTERS = [
+    ['success', 'success', 'Successful requests'],
+    ['shortCircuited', 'short-circuited', 'Short-circuited requests (circuit open)'],
+    ['badRequest', 'bad request', 'Bad requests (not counted as errors)'],
+    ['timeout', 'timeout', 'Timed-out requests'],
+    ['rejected', 'rejected', 'Thread pool and semaphore rejections'],
+    ['failure', 'failure', 'Failed requests']
+  ];
+  var LATENCIES = [['mean', 'Mean'], ['p50', 'Median'], ['p90', '90th'], ['p99', '99th'], ['p995', '99.5th']];
+  var POOL_FIELDS = [
+    ['active', 'active'], ['queued', 'queued'], ['poolSize', 'pool size'],
+    ['maxActive', 'max active'], ['executions', 'executions'], ['rejections', 'rejections'],
+    ['queueSize', 'queue size']
+  ];
+  var COLLAPSER_COUNTERS = [['batches', 'batches'], ['requestsBatched', 'requests'], ['fromCache', 'from cache']];
+  var COLLAPSER_FIELDS = COLLAPSER_COUNTERS.concat(LATENCIES);
+
+  var COMMAND_SORTS = {
+    errorThenVolume: function (v) { return v.errorPercentage * 1e8 + v.rate; },
+    volume: function (v) { return v.rate; },
+    error: function (v) { return v.errorPercentage; },
+    mean: function (v) { return v.mean; },
+    median: function (v) { return v.p50; },
+    p90: function (v) { return v.p90; },
+    p99: function (v) { return v.p99; },
+    p995: function (v) { return v.p995; }
+  };
+  var POOL_SORTS = { volume: function (v) { return v.rate; } };
+
+  // One kind of tile: its container, its tiles by name, and how they are sorted.
+  function Kind(prefix, containerId, countId, sorts, sort) {
+    this.prefix = prefix;
+    this.container = document.getElementById(containerId);
+    this.count = document.getElementById(countId);
+    this.sorts = sorts;
+    this.sort = sort;
+    this.tiles = new Map();
+  }
+  var kinds = {
+    HystrixCommand: new Kind('command', 'command-tiles', 'command-count', COMMAND_SORTS, 'errorThenVolume'),
+    HystrixThreadPool: new Kind('pool', 'pool-tiles', 'pool-count', POOL_SORTS, 'alphabetical'),
+    HystrixCollapser: new Kind('collapser', 'collapser-tiles', 'collapser-count', {}, 'alphabetical')
+  };
+  var filterText = '';
+  var adminMode = null;
+  var resortPending = false;
+
+  // ---------------------------------------------------------------------------------------
+  // Small helpers
+
+  function el(tag, className, text) {
+    var node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function svg(tag) {
+    return document.createElementNS('http://www.w3.org/2000/svg', tag);
+  }
+
+  function num(value) {
+    var n = Number(value);
+    return isFinite(n) ? n : 0;
+  }
+
+  function commas(n) {
+    return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+  }
+
+  function oneDecimal(n) {
+    return (Math.round(n * 10) / 10).toFixed(1);
+  }
+
+  // A colour on a piecewise-linear scale, clamped at both ends.
+  function colourOn(scale, value) {
+    var rgb = scale[scale.length - 1][1];
+    if (value <= scale[0][0]) {
+      rgb = scale[0][1];
+    } else {
+      for (var i = 1; i < scale.length; i++) {
+        if (value <= scale[i][0]) {
+          var lo = scale[i - 1], hi = scale[i];
+          var t = (value - lo[0]) / (hi[0] - lo[0]);
+          rgb = lo[1].map(function (c, j) { return Math.round(c + (hi[1][j] - c) * t); });
+          break;
+        }
+      }
+    }
+    return 'rgb(' + rgb.join(', ') + ')';
+  }
+
+  // Rate per second over the rolling window, as the Hystrix Dashboard computes it.
+  function ratePerSecond(count, windowMs) {
+    var seconds = num(windowMs) / 1000;
+    return seconds > 0 ? Math.max(0, num(count)) / seconds : 0;
+  }
+
+  function idFor(prefix, name) {
+    return 'tile-' + prefix + '-' + String(name).replace(/\s/g, '_');
+  }
+
+  // A labelled number: <span class="cell KEY"><b data-field="KEY">0</b> label</span>.
+  function cell(key, label, title, cls) {
+    var span = el('span', 'cell zero ' + (cls || key));
+    if (title) span.title = title;
+    var value = el('b', null, '0');
+    value.dataset.field = key;
+    span.appendChild(value);
+    span.appendChild(el('span', 'label', label));
+    return span;
+  }
+
+  // A rate: <span class="rate"><b data-field="rate">0.0</b>/s</span>.
+  function rateBox(title) {
+    var rate = el('span', 'rate');
+    rate.title = title;
+    var value = el('b', null, '0.0');
+    value.dataset.field = 'rate';
+    rate.appendChild(value);
+    rate.appendChild(document.createTextNode('/s'));
+    return rate;
+  }
+
+  // Shows a value; a counter at zero is dimmed, so the ones that count stand out.
+  function setField(tile, key, text) {
+    var node = tile.fields[key];
+    if (!node || node.textContent === text) return;
+    node.textContent = text;
+    if (node.parentNode.classList.contains('cell')) node.parentNode.classList.toggle('zero', text === '0');
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Tiles
+
+  function newTile(kind, name) {
+    var node = el('article', 'tile ' + kind.prefix);
+    node.id = idFor(kind.prefix, name);
+    node.dataset.name = name;
+    var head = el('header', 'tile-head');
+    var dot = el('span', 'dot');
+    var title = el('h3', 'name', name);
+    title.title = name;
+    head.appendChild(dot);
+    head.appendChild(title);
+    node.appendChild(head);
+    var tile = { name: name, node: node, head: head, dot: dot, title: title, fields: {}, values: {} };
+    return tile;
+  }
+
+  function collectFields(tile) {
+    var nodes = tile.node.querySelectorAll('[data-field]');
+    for (var i = 0; i < nodes.length; i++) tile.fields[nodes[i].dataset.field] = nodes[i];
+  }
+
+  function grid(className, cells) {
+    var div = el('div', className);
+    cells.forEach(function (c) { div.appendChild(c); });
+    return div;
+  }
+
+  function commandTile(kind, name) {
+    var tile = newTile(kind, name);
+    var error = el('span', 'error-percentage', '0');
+    error.dataset.field = 'errorPercentage';
+    var errorBox = el('span', 'error', '');
+    errorBox.title = 'Error percentage: (failures + timeouts + rejections) / requests in the rolling window';
+    errorBox.appendChild(error);
+    errorBox.appendChild(document.createTextNode(' %'));
+    tile.head.appendChild(errorBox);
+    tile.errorText = errorBox;
+
+    var rateRow = el('div', 'rate-row');
+    var spark = svg('svg');
+    spark.setAttribute('class', 'spark');
+    spark.setAttribute('viewBox', '0 0 120 24');
+    spark.setAttribute('preserveAspectRatio', 'none');
+    spark.setAttribute('aria-label', 'Request rate, last two minutes');
+    var area = svg('polygon');
+    var line = svg('polyline');
+    spark.appendChild(area);
+    spark.appendChild(line);
+    tile.sparkArea = area;
+    rateRow.appendChild(spark);
+    rateRow.appendChild(rateBox('Requests per second over the rolling window'));
+    tile.node.appendChild(rateRow);
+    tile.spark = line;
+    tile.points = [];
+
+    var circuit = el('div', 'circuit');
+    circuit.appendChild(document.createTextNode('Circuit '));
+    var state = el('b', 'state', '');
+    state.dataset.field = 'circuit';
+    circuit.appendChild(state);
+    var forced = el('span', 'forced-closed', '');
+    circuit.appendChild(forced);
+    tile.node.appendChild(circuit);
+    tile.forced = forced;
+
+    tile.node.appendChild(grid('counters', COMMAND_COUNTERS.map(function (c) {
+      return cell(c[0], c[1], c[2], c[1].replace(/ /g, '-'));
+    })));
+    var latency = grid('latency', LATENCIES.map(function (l) { return cell(l[0], l[1]); }));
+    latency.title = 'Execution latency in ms over the rolling percentile window';
+    tile.node.appendChild(latency);
+    tile.node.appendChild(adminButtons(name));
+    collectFields(tile);
+    return tile;
+  }
+
+  function poolTile(kind, name) {
+    var tile = newTile(kind, name);
+    tile.head.appendChild(rateBox('Executions per second over the rolling window'));
+    tile.node.appendChild(grid('fields', POOL_FIELDS.map(function (f) { return cell(f[0], f[1]); })));
+    collectFields(tile);
+    return tile;
+  }
+
+  function collapserTile(kind, name) {
+    var tile = newTile(kind, name);
+    tile.node.appendChild(grid('counters', COLLAPSER_COUNTERS.map(function (f) { return cell(f[0], f[1]); })));
+    tile.node.appendChild(el('div', 'caption', 'batch size'));
+    var sizes = grid('latency', LATENCIES.map(function (l) { return cell(l[0], l[1]); }));
+    sizes.title = 'Requests per batch over the rolling percentile window';
+    tile.node.appendChild(sizes);
+    collectFields(tile);
+    return tile;
+  }
+
+  function sparkline(tile, rate) {
+    var now = Date.now();
+    tile.points.push({ t: now, v: rate });
+    while (tile.points.length > SPARK_MAX_POINTS || tile.points[0].t < now - SPARK_WINDOW_MS) {
+      tile.points.shift();
+    }
+    // Scaled to the highest rate shown, which sits at 80 % of the height.
+    var max = tile.points.reduce(function (m, p) { return Math.max(m, p.v); }, 0) || 1;
+    var xs = [];
+    var points = tile.points.map(function (p) {
+      var x = (120 - (now - p.t) / SPARK_WINDOW_MS * 120).toFixed(1);
+      xs.push(x);
+      return x + ',' + (24 - p.v / max * 19).toFixed(1);
+    }).join(' ');
+    tile.spark.setAttribute('points', points);
+    tile.sparkArea.setAttribute('points', xs[0] + ',24 ' + points + ' ' + xs[xs.length - 1] + ',24');
+  }
+
+  // What the circuit shows: Hystrix's rules (force-open wins; open while any host reports it).
+  function circuitOf(m) {
+    if (m.propertyValue_circuitBreakerForceOpen === true) return ['forced-open', 'Forced Open'];
+    var open = m.isCircuitBreakerOpen;
+    if (open !== null && typeof open === 'object') { // Turbine: {"true": n, "false": m}
+      return num(open['true']) > 0 ? ['open', 'Open ' + num(open['true']) + ' / ' + (num(open['true']) + num(open['false']))] : ['closed', 'Closed'];
+    }
+    if (open === true || num(open) > 0) {
+      var keys = num(m.openBreakerKeys);
+      return ['open', keys > 0 ? 'Open (' + keys + (keys === 1 ? ' key)' : ' keys)') : 'Open'];
+    }
+    return ['closed', 'Closed'];
+  }
+
+  function showCommand(tile, m) {
+    var hosts = num(m.reportingHosts) || 1;
+    var latency = m.latencyExecute || {};
+    var v = {
+      rate: ratePerSecond(m.requestCount, m.propertyValue_metricsRollingStatisticalWindowInMilliseconds),
+      errorPercentage: Math.floor(num(m.errorPercentage) / hosts),
+      requests: num(m.requestCount),
+      success: num(m.rollingCountSuccess),
+      shortCircuited: num(m.rollingCountShortCircuited),
+      badRequest: num(m.rollingCountBadRequests),
+      timeout: num(m.rollingCountTimeout),
+      rejected: num(m.rollingCountThreadPoolRejected) + num(m.rollingCountSemaphoreRejected),
+      failure: num(m.rollingCountFailure),
+      mean: Math.floor(num(m.latencyExecute_mean) / hosts),
+      p50: Math.floor(num(latency['50']) / hosts),
+      p90: Math.floor(num(latency['90']) / hosts),
+      p99: Math.floor(num(latency['99']) / hosts),
+      p995: Math.floor(num(latency['99.5']) / hosts)
+    };
+    var circuit = circuitOf(m);
+    tile.values = v;
+    var node = tile.node;
+    node.dataset.group = String(m.group);
+    node.dataset.isolation = String(m.propertyValue_executionIsolationStrategy);
+    node.dataset.circuit = circuit[0];
+    node.dataset.forcedClosed = String(m.propertyValue_circuitBreakerForceClosed === true);
+    setField(tile, 'rate', oneDecimal(v.rate));
+    node.dataset.rate = oneDecimal(v.rate);
+    setField(tile, 'errorPercentage', String(v.errorPercentage));
+    setField(tile, 'circuit', circuit[1]);
+    tile.forced.textContent = m.propertyValue_circuitBreakerForceClosed === true ? ' [Forced Closed]' : '';
+    ['errorPercentage', 'requests'].concat(COMMAND_COUNTERS.map(function (c) { return c[0]; }))
+      .concat(LATENCIES.map(function (l) { return l[0]; }))
+      .forEach(function (key) {
+        node.dataset[key] = String(v[key]);
+        if (key !== 'errorPercentage') setField(tile, key, commas(v[key]));
+      });
+    tile.title.title = m.name + ' (group ' + m.group + ', ' + node.dataset.isolation + ', ' + commas(v.requests) + ' requests in the window)';
+    var health = colourOn(HEALTH_SCALE, v.errorPercentage);
+    tile.dot.style.backgroundColor = health;
+    var size = Math.round(8 + 12 * Math.sqrt(Math.min(v.rate, 400) / 400));
+    tile.dot.style.width = size + 'px';
+    tile.dot.style.height = size + 'px';
+    node.style.borderLeftColor = health;
+    tile.errorText.style.color = colourOn(ERROR_TEXT_SCALE, v.errorPercentage);
+    sparkline(tile, v.rate);
+  }
+
+  function showPool(tile, m) {
+    var v = {
+      rate: ratePerSecond(m.rollingCountThreadsExecuted, m.propertyValue_metricsRollingStatisticalWindowInMilliseconds),
+      active: num(m.currentActiveCount),
+      maxActive: num(m.rollingMaxActiveThreads),
+      queued: num(m.currentQueueSize),
+      executions: num(m.rollingCountThreadsExecuted),
+      poolSize: num(m.currentPoolSize),
+      rejections: num(m.rollingCountCommandRejections),
+      queueSize: num(m.propertyValue_queueSizeRejectionThreshold)
+    };
+    tile.values = v;
+    tile.node.dataset.rate = oneDecimal(v.rate);
+    setField(tile, 'rate', oneDecimal(v.rate));
+    POOL_FIELDS.forEach(function (f) {
+      tile.node.dataset[f[0]] = String(v[f[0]]);
+      setField(tile, f[0], commas(v[f[0]]));
+    });
+    // As the Hystrix Dashboard: the pool's colour is its queue on the error scale.
+    var health = colourOn(HEALTH_SCALE, v.queued);
+    tile.dot.style.backgroundColor = health;
+    tile.node.style.borderLeftColor = health;
+  }
+
+  function showCollapser(tile, m) {
+    var batch = m.batchSize || {};
+    var v = {
+      rate: 0,
+      batches: num(m.rollingCountBatches),
+      requestsBatched: num(m.rollingCountRequestsBatched),
+      fromCache: num(m.rollingCountResponsesFromCache),
+      mean: num(m.batchSize_mean),
+      p50: num(batch['50']),
+      p90: num(batch['90']),
+      p99: num(batch['99']),
+      p995: num(batch['99.5'])
+    };
+    tile.values = v;
+    COLLAPSER_FIELDS.forEach(function (f) {
+      tile.node.dataset[f[0]] = String(v[f[0]]);
+      setField(tile, f[0], commas(v[f[0]]));
+    });
+  }
+
+  var BUILD = { HystrixCommand: commandTile, HystrixThreadPool: poolTile, HystrixCollapser: collapserTile };
+  var SHOW = { HystrixCommand: showCommand, HystrixThreadPool: showPool, HystrixCollapser: showCollapser };
+
+  function onMessage(event) {
+    var m;
+    try {
+      m = JSON.parse(event.data);
+    } catch (err) {
+      return;
+    }
+    var kind = m && kinds[m.type];
+    if (!kind || typeof m.name !== 'string' || m.deleteData === 'true') return;
+    var tile = kind.tiles.get(m.name);
+    if (!tile) {
+      tile = BUILD[m.type](kind, m.name);
+      kind.tiles.set(m.name, tile);
+      applyFilter(tile);
+      kind.container.appendChild(tile.node);
+      kind.count.textContent = String(kind.tiles.size);
+      document.body.classList.add('has-data');
+      SHOW[m.type](tile, m);
+      scheduleResort();
+    } else {
+      SHOW[m.type](tile, m);
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Sorting and filtering
+
+  function byName(a, b) {
+    return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
+  }
+
+  function resort(kind) {
+    var key = kind.sorts[kind.sort];
+    var tiles = Array.from(kind.tiles.values());
+    tiles.sort(key ? function (a, b) { return key(b.values) - key(a.values) || byName(a, b); } : byName);
+    var current = kind.container.children;
+    var same = tiles.length === current.length && tiles.every(function (t, i) { return current[i] === t.node; });
+    if (!same) tiles.forEach(function (t) { kind.container.appendChild(t.node); });
+  }
+
+  function resortAll() {
+    resortPending = false;
+    Object.keys(kinds).forEach(function (type) { resort(kinds[type]); });
+  }
+
+  function scheduleResort() {
+    if (resortPending) return;
+    resortPending = true;
+    window.setTimeout(resortAll, 0);
+  }
+
+  function sortControls(navId, kind) {
+    var nav = document.getElementById(navId);
+    nav.addEventListener('click', function (event) {
+      var button = event.target.closest('button[data-sort]');
+      if (!button) return;
+      kind.sort = button.dataset.sort;
+      nav.querySelectorAll('button').forEach(function (b) {
+        b.setAttribute('aria-pressed', String(b === button));
+      });
+      resort(kind);
+    });
+  }
+
+  function applyFilter(tile) {
+    tile.node.hidden = filterText !== '' && tile.name.toLowerCase().indexOf(filterText) < 0;
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Admin buttons
+
+  function adminButtons(name) {
+    var box = el('div', 'admin');
+    [['force-open', 'Force open'], ['force-close', 'Force close'], ['reset', 'Reset']].forEach(function (a) {
+      var button = el('button', null, a[1]);
+      button.type = 'button';
+      button.dataset.action = a[0];
+      button.addEventListener('click', function () { circuitAction(name, a[0], status); });
+      box.appendChild(button);
+    });
+    var status = el('span', 'admin-status', '');
+    status.setAttribute('role', 'status');
+    box.appendChild(status);
+    return box;
+  }
+
+  function adminToken() {
+    var token = window.sessionStorage.getItem(TOKEN_KEY);
+    if (token) return token;
+    token = window.prompt('Admin token for the breaker buttons (kept for this browser tab only):');
+    token = token && token.trim();
+    if (token) window.sessionStorage.setItem(TOKEN_KEY, token);
+    return token || null;
+  }
+
+  function circuitAction(name, action, status) {
+    if (action === 'force-open' && !window.confirm('Force the circuit of ' + name + ' open? Its calls are short-circuited until the sleep window ends.')) {
+      return;
+    }
+    var headers = {};
+    if (adminMode === 'token') {
+      var token = adminToken();
+      if (!token) return;
+      headers.Authorization = 'Bearer ' + token;
+    }
+    status.textContent = action + '...';
+    status.dataset.status = '';
+    fetch(CIRCUIT_URL + encodeURIComponent(name) + '/' + action, { method: 'POST', headers: headers, cache: 'no-store' })
+      .then(function (response) {
+        return response.json().catch(function () { return {}; }).then(function (body) {
+          status.dataset.status = String(response.status);
+          if (response.ok) {
+            status.textContent = action + ': ' + String(body.status || 'done').toLowerCase().replace('_', '-');
+            return;
+          }
+          if (response.status === 401) window.sessionStorage.removeItem(TOKEN_KEY);
+          status.textContent = action + ' refused (' + response.status + ')' + (body.error ? ': ' + body.error : '');
+        });
+      })
+      .catch(function (err) {
+        status.dataset.status = 'error';
+        status.textContent = action + ' failed: ' + err.message;
+      });
+  }
+
+  function loadInfo() {
+    fetch(INFO_URL, { cache: 'no-store' })
+      .then(function (response) { return response.ok ? response.json() : { admin: null }; })
+      .then(function (info) {
+        adminMode = info.admin === 'loopback' || info.admin === 'token' ? info.admin : null;
+        document.body.dataset.admin = adminMode || 'off';
+        document.getElementById('admin-mode').textContent = adminMode
+          ? 'breaker buttons on (' + (adminMode === 'token' ? 'token' : 'loopback only') + ')'
+          : '';
+      })
+      .catch(function () { document.body.dataset.admin = 'off'; });
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // The stream
+
+  function setConnection(state, text) {
+    var node = document.getElementById('connection');
+    node.dataset.state = state;
+    node.textContent = text;
+  }
+
+  function connect() {
+    setConnection('connecting', 'connecting');
+    var source = new EventSource(STREAM_URL);
+    source.addEventListener('open', function () { setConnection('live', 'live'); });
+    source.addEventListener('message', onMessage);
+    source.addEventListener('error', function () {
+      if (source.readyState === EventSource.CLOSED) {
+        // Refused (e.g. 503 when the stream has all the clients it takes): try again later.
+        setConnection('closed', 'stream refused; retrying in ' + RETRY_AFTER_MS / 1000 + ' s');
+        window.setTimeout(connect, RETRY_AFTER_MS);
+      } else {
+        setConnection('reconnecting', 'reconnecting');
+      }
+    });
+  }
+
+  function start() {
+    sortControls('command-sort', kinds.HystrixCommand);
+    sortControls('pool-sort', kinds.HystrixThreadPool);
+    document.getElementById('filter').addEventListener('input', function (event) {
+      filterText = event.target.value.trim().toLowerCase();
+      Object.keys(kinds).forEach(function (type) { kinds[type].tiles.forEach(applyFilter); });
+    });
+    loadInfo();
+    connect();
+    window.setInterval(resortAll, RESORT_EVERY_MS);
+  }
+
+  start();
+})();

@@ -1,0 +1,629 @@
+//! The browser tier's fixture (`scripts/test browser`): a real dashboard on 127.0.0.1 at a
+//! free port, serving our stream, our page and the admin routes for a registry driven by real
+//! commands to known counts.
+//!
+//! It prints one line of JSON on stdout, `{"url": "http://127.0.0.1:<port>", "plan": {...}}`,
+//! where `plan` is what it drove: per command the counts by outcome, the requests, errors,
+//! error percentage and rate they make (Hystrix's formulas), the latencies and the circuit;
+//! the thread pool's and the collapser's numbers. Then it serves until its standard input
+//! closes (the harness holds it open, so the fixture ends with the harness).
+//!
+//! The registry runs on a manual clock: the commands run first, each taking an exact time on
+//! that clock, then the clock is set to the end of the first 10 s window, so every count and
+//! latency is in a completed bucket and stays put while the browsers look; the stream itself
+//! ticks in real time. Before serving, the fixture checks that the registry counted what it
+//! drove, so a page that shows other numbers is the page's (or the stream's) fault.
+//!
+//! The admin routes are on: with the token in `HYSTRIX_ADMIN_TOKEN` if set, else for loopback
+//! peers.
+//!
+//! ```sh
+//! cargo run -p hystrix-dashboard --example browser_fixture
+//! ```
+
+use std::error::Error;
+use std::io::{Read, Write};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use hystrix::clock::Clock;
+use hystrix::collapser::{Collapser, CollapserEvent, CollapserScope};
+use hystrix::testing::TestRegistry;
+use hystrix::{Class, Classifier, Command, EventType, FailureType, IsolationStrategy};
+use hystrix_dashboard::Dashboard;
+use serde::Serialize;
+
+type Result<T, E = Box<dyn Error>> = std::result::Result<T, E>;
+
+/// `metrics.rollingStats.timeInMilliseconds` (the default): rates are per this window.
+const WINDOW_MS: u64 = 10_000;
+
+/// The error every failing run returns; `bad` ones are bad requests.
+#[derive(Debug)]
+struct Boom {
+    bad: bool,
+}
+
+impl std::fmt::Display for Boom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.bad { "bad request" } else { "boom" })
+    }
+}
+
+impl Error for Boom {}
+
+type Cmd = Command<Classifier<Boom>>;
+
+/// What one execution did, as its caller saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    Ran,
+    Fallback(FailureType),
+    Error(FailureType),
+}
+
+/// A failure answered by the fallback.
+const FAILED: Seen = Seen::Fallback(FailureType::CommandException);
+/// A timeout answered by the fallback.
+const TIMED_OUT: Seen = Seen::Fallback(FailureType::Timeout);
+/// A short-circuit answered by the fallback.
+const SHORT_CIRCUITED: Seen = Seen::Fallback(FailureType::ShortCircuit);
+/// A bad request: the caller gets the error (no fallback).
+const BAD_REQUEST: Seen = Seen::Error(FailureType::BadRequest);
+
+/// How a run ends.
+#[derive(Debug, Clone, Copy)]
+enum End {
+    Ok,
+    Fail,
+    BadRequest,
+}
+
+/// The expected latencies of a command, in whole ms.
+#[derive(Debug, Default, Clone, Copy, Serialize, PartialEq, Eq)]
+struct Latency {
+    mean: i64,
+    p50: i64,
+    p90: i64,
+    p99: i64,
+    p995: i64,
+}
+
+/// Latencies: mean, median, 90th, 99th and 99.5th percentiles.
+const fn latencies(mean: i64, p50: i64, p90: i64, p99: i64, p995: i64) -> Latency {
+    Latency {
+        mean,
+        p50,
+        p90,
+        p99,
+        p995,
+    }
+}
+
+/// What the fixture drove one command to.
+#[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CommandPlan {
+    name: &'static str,
+    group: &'static str,
+    isolation: &'static str,
+    success: u64,
+    short_circuited: u64,
+    bad_request: u64,
+    timeout: u64,
+    rejected: u64,
+    failure: u64,
+    /// Hystrix's requestCount: success + failure + timeout + rejected.
+    requests: u64,
+    errors: u64,
+    /// errors × 100 / requests, truncated.
+    error_percentage: u64,
+    /// requests per second over the window.
+    rate: f64,
+    latency: Latency,
+    /// "open" or "closed".
+    circuit: &'static str,
+}
+
+impl CommandPlan {
+    fn new(name: &'static str, group: &'static str) -> Self {
+        CommandPlan {
+            name,
+            group,
+            isolation: "SEMAPHORE",
+            circuit: "closed",
+            ..CommandPlan::default()
+        }
+    }
+
+    /// Fills in the derived numbers from the counts.
+    fn derive(mut self) -> Self {
+        self.errors = self.failure + self.timeout + self.rejected;
+        self.requests = self.success + self.errors;
+        self.error_percentage = (self.errors * 100).checked_div(self.requests).unwrap_or(0);
+        self.rate = self.requests as f64 / (WINDOW_MS as f64 / 1000.0);
+        self
+    }
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PoolPlan {
+    name: &'static str,
+    active: u32,
+    queued: u32,
+    pool_size: u32,
+    max_active: u64,
+    executions: u64,
+    rejections: u64,
+    queue_size: i32,
+    rate: f64,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CollapserPlan {
+    name: &'static str,
+    batches: u64,
+    requests_batched: u64,
+    latency: Latency,
+}
+
+#[derive(Debug, Serialize)]
+struct Plan {
+    commands: Vec<CommandPlan>,
+    pools: Vec<PoolPlan>,
+    collapsers: Vec<CollapserPlan>,
+}
+
+macro_rules! check {
+    ($what:expr, $got:expr, $want:expr) => {{
+        let (got, want) = ($got, $want);
+        if got != want {
+            return Err(format!(
+                "{}: the registry has {:?}, the fixture drove {:?}",
+                $what, got, want
+            )
+            .into());
+        }
+    }};
+}
+
+/// A SEMAPHORE command whose `Boom { bad: true }` errors are bad requests.
+fn command(
+    test: &TestRegistry,
+    key: &str,
+    group: &str,
+    configure: impl FnOnce(hystrix::CommandBuilder) -> hystrix::CommandBuilder,
+) -> Result<Cmd> {
+    Ok(configure(
+        Command::builder(key)
+            .group(group)
+            .isolation(IsolationStrategy::Semaphore),
+    )
+    .classify(|e: &Boom| {
+        if e.bad {
+            Class::BadRequest
+        } else {
+            Class::Failure
+        }
+    })
+    .build_in(test.registry())?)
+}
+
+/// One execution taking `ms` on the fixture's clock, ending as `end`, with a fallback.
+fn execute(test: &TestRegistry, cmd: &Cmd, ms: u64, end: End) -> Seen {
+    let clock = test.clock().clone();
+    cmd.run(move || {
+        clock.advance_ms(ms);
+        match end {
+            End::Ok => Ok(Seen::Ran),
+            End::Fail => Err(Boom { bad: false }),
+            End::BadRequest => Err(Boom { bad: true }),
+        }
+    })
+    .fallback(|e| Ok::<_, Boom>(Seen::Fallback(e.failure_type())))
+    .execute()
+    .unwrap_or_else(|e| Seen::Error(e.failure_type()))
+}
+
+/// `times` executions as [`execute`], each of which must be seen as `want`.
+fn drive(test: &TestRegistry, cmd: &Cmd, times: u64, ms: u64, end: End, want: Seen) -> Result<()> {
+    for i in 0..times {
+        let seen = execute(test, cmd, ms, end);
+        if seen != want {
+            return Err(format!("{} run {i}: {seen:?}, expected {want:?}", cmd.key()).into());
+        }
+    }
+    Ok(())
+}
+
+/// Polls `done` every millisecond for at most 5 s (real time).
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !done() {
+        if Instant::now() > deadline {
+            return Err(format!("timed out waiting for {what}").into());
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Ok(())
+}
+
+/// Holds `held` executions of `cmd` running (each blocked in its run on another thread until
+/// released), runs `times` more that must be seen as `want`, then releases the held ones
+/// (which succeed, taking 0 ms on the clock).
+fn while_held(
+    test: &TestRegistry,
+    cmd: &Cmd,
+    held: u32,
+    busy: impl Fn() -> bool,
+    times: u64,
+    want: Seen,
+) -> Result<()> {
+    let mut releases = Vec::new();
+    let mut threads = Vec::new();
+    for _ in 0..held {
+        let (release, wait) = mpsc::channel::<()>();
+        let cmd = cmd.clone();
+        threads.push(std::thread::spawn(move || {
+            cmd.run(move || {
+                let _ = wait.recv();
+                Ok::<_, Boom>(Seen::Ran)
+            })
+            .execute()
+            .unwrap_or_else(|e| Seen::Error(e.failure_type()))
+        }));
+        releases.push(release);
+    }
+    wait_for(&format!("{held} held executions of {}", cmd.key()), busy)?;
+    drive(test, cmd, times, 0, End::Ok, want)?;
+    drop(releases);
+    for thread in threads {
+        let seen = thread
+            .join()
+            .map_err(|_| format!("a held run of {} panicked", cmd.key()))?;
+        check!(format!("held run of {}", cmd.key()), seen, Seen::Ran);
+    }
+    Ok(())
+}
+
+/// Drives every command; returns the plan, checked against the registry.
+fn drive_all(test: &TestRegistry, runtime: &tokio::runtime::Runtime) -> Result<Plan> {
+    let registry = test.registry();
+    let mut commands = Vec::new();
+
+    // GetUser: 200 successes; latencies chosen for distinct percentiles.
+    let get_user = command(test, "GetUser", "Users", |b| b)?;
+    for (ms, times) in [(4, 120), (12, 70), (30, 6), (80, 2), (150, 2)] {
+        drive(test, &get_user, times, ms, End::Ok, Seen::Ran)?;
+    }
+    commands.push(
+        CommandPlan {
+            success: 200,
+            latency: latencies(9, 4, 12, 80, 150),
+            ..CommandPlan::new("GetUser", "Users")
+        }
+        .derive(),
+    );
+
+    // SaveOrder: successes, failures answered by the fallback, bad requests (no fallback).
+    let save_order = command(test, "SaveOrder", "Orders", |b| b)?;
+    drive(test, &save_order, 30, 7, End::Ok, Seen::Ran)?;
+    drive(test, &save_order, 10, 7, End::Fail, FAILED)?;
+    drive(test, &save_order, 2, 7, End::BadRequest, BAD_REQUEST)?;
+    commands.push(
+        CommandPlan {
+            success: 30,
+            failure: 10,
+            bad_request: 2,
+            latency: latencies(7, 7, 7, 7, 7),
+            ..CommandPlan::new("SaveOrder", "Orders")
+        }
+        .derive(),
+    );
+
+    // GetPrices: 50 ms timeout; 16 runs of 10 ms, 4 of 80 ms that time out (a blocking run on
+    // the caller's thread returns at 80 ms: its execution latency is the 80 ms it ran).
+    let get_prices = command(test, "GetPrices", "Catalog", |b| {
+        b.timeout(Duration::from_millis(50))
+    })?;
+    drive(test, &get_prices, 16, 10, End::Ok, Seen::Ran)?;
+    drive(test, &get_prices, 4, 80, End::Ok, TIMED_OUT)?;
+    commands.push(
+        CommandPlan {
+            success: 16,
+            timeout: 4,
+            latency: latencies(24, 10, 80, 80, 80),
+            ..CommandPlan::new("GetPrices", "Catalog")
+        }
+        .derive(),
+    );
+
+    // GetAvatar: one permit; 13 runs of 4 ms, then 6 rejected while one run holds the permit.
+    let get_avatar = command(test, "GetAvatar", "Users", |b| {
+        b.semaphore_max_concurrent_requests(1)
+    })?;
+    drive(test, &get_avatar, 13, 4, End::Ok, Seen::Ran)?;
+    let avatar_metrics = || registry.command_metrics("GetAvatar");
+    while_held(
+        test,
+        &get_avatar,
+        1,
+        || avatar_metrics().is_some_and(|m| m.current_concurrent_execution_count() == 1),
+        6,
+        Seen::Fallback(FailureType::RejectedSemaphoreExecution),
+    )?;
+    commands.push(
+        CommandPlan {
+            success: 14,
+            rejected: 6,
+            latency: latencies(3, 4, 4, 4, 4),
+            ..CommandPlan::new("GetAvatar", "Users")
+        }
+        .derive(),
+    );
+
+    // CheckInventory: THREAD on InventoryPool (2 threads, hand-off queue): 2 runs hold both
+    // threads while 3 are rejected, then 13 runs of 5 ms.
+    let check_inventory = command(test, "CheckInventory", "Inventory", |b| {
+        b.isolation(IsolationStrategy::Thread)
+            .thread_pool_key("InventoryPool")
+            .thread_pool_core_size(2)
+    })?;
+    let pool_active = || {
+        registry
+            .thread_pool_metrics("InventoryPool")
+            .is_some_and(|m| m.current_active_count == 2)
+    };
+    while_held(
+        test,
+        &check_inventory,
+        2,
+        pool_active,
+        3,
+        Seen::Fallback(FailureType::RejectedThreadExecution),
+    )?;
+    drive(test, &check_inventory, 13, 5, End::Ok, Seen::Ran)?;
+    commands.push(
+        CommandPlan {
+            isolation: "THREAD",
+            success: 15,
+            rejected: 3,
+            latency: latencies(4, 5, 5, 5, 5),
+            ..CommandPlan::new("CheckInventory", "Inventory")
+        }
+        .derive(),
+    );
+    let pool = PoolPlan {
+        name: "InventoryPool",
+        active: 0,
+        queued: 0,
+        pool_size: 2,
+        max_active: 2,
+        executions: 15,
+        rejections: 3,
+        queue_size: 5,
+        rate: 15.0 / (WINDOW_MS as f64 / 1000.0),
+    };
+
+    // SendEmail: trips at 5 requests; 8 failures of 2 ms, the breaker sees them when their
+    // health bucket (500 ms) ends, then 5 calls are short-circuited. The sleep window is an
+    // hour, so the circuit stays open.
+    let send_email = command(test, "SendEmail", "Notifications", |b| {
+        b.circuit_breaker_request_volume_threshold(5)
+            .circuit_breaker_sleep_window(Duration::from_secs(3600))
+    })?;
+    drive(test, &send_email, 8, 2, End::Fail, FAILED)?;
+    test.clock().advance_ms(500);
+    if !send_email.is_circuit_breaker_open() {
+        return Err("SendEmail's circuit did not open after 8 failures in 8 requests".into());
+    }
+    drive(test, &send_email, 5, 0, End::Ok, SHORT_CIRCUITED)?;
+    commands.push(
+        CommandPlan {
+            failure: 8,
+            short_circuited: 5,
+            latency: latencies(2, 2, 2, 2, 2),
+            circuit: "open",
+            ..CommandPlan::new("SendEmail", "Notifications")
+        }
+        .derive(),
+    );
+
+    // GetRating: a collapser over the batch command GetRatings; batches of 2, 3 and 5.
+    let get_ratings = command(test, "GetRatings", "Ratings", |b| b)?;
+    let get_rating = Collapser::builder("GetRating")
+        .scope(CollapserScope::Global)
+        .build(
+            get_ratings,
+            |ids: Vec<u32>| async move {
+                Ok::<_, Boom>(
+                    ids.iter()
+                        .map(|&id| (id, id * 10))
+                        .collect::<std::collections::HashMap<_, _>>(),
+                )
+            },
+            |ratings: &mut std::collections::HashMap<u32, u32>, id: &u32| ratings.remove(id),
+        )?;
+    for batch in [2u32, 3, 5] {
+        let answers: Vec<_> = (0..batch).map(|id| get_rating.queue(id)).collect();
+        test.clock().advance_ms(10);
+        runtime.block_on(async {
+            for (id, answer) in (0..batch).zip(answers) {
+                match tokio::time::timeout(Duration::from_secs(5), answer).await {
+                    Ok(Ok(rating)) if *rating == id * 10 => {}
+                    other => return Err(format!("GetRating({id}): {other:?}")),
+                }
+            }
+            Ok(())
+        })?;
+    }
+    commands.push(
+        CommandPlan {
+            success: 3,
+            ..CommandPlan::new("GetRatings", "Ratings")
+        }
+        .derive(),
+    );
+    let collapser = CollapserPlan {
+        name: "GetRating",
+        batches: 3,
+        requests_batched: 10,
+        latency: latencies(3, 3, 5, 5, 5),
+    };
+
+    // Every bucket complete, all inside the first window.
+    let now = test.clock().now_ms();
+    if now >= WINDOW_MS {
+        return Err(format!("the drive took {now} ms of the clock, more than one window").into());
+    }
+    test.clock().advance_ms(WINDOW_MS - now);
+
+    let plan = Plan {
+        commands,
+        pools: vec![pool],
+        collapsers: vec![collapser],
+    };
+    check_registry(test, &plan)?;
+    Ok(plan)
+}
+
+/// The registry counted what the fixture drove.
+fn check_registry(test: &TestRegistry, plan: &Plan) -> Result<()> {
+    let registry = test.registry();
+    for want in &plan.commands {
+        let name = want.name;
+        let metrics = registry
+            .command_metrics(name)
+            .ok_or_else(|| format!("no metrics for {name}"))?;
+        let count = |event| metrics.rolling_count(event);
+        for (event, want) in [
+            (EventType::Success, want.success),
+            (EventType::ShortCircuited, want.short_circuited),
+            (EventType::BadRequest, want.bad_request),
+            (EventType::Timeout, want.timeout),
+            (EventType::Failure, want.failure),
+        ] {
+            check!(format!("{name} {event:?}"), count(event), want);
+        }
+        check!(
+            format!("{name} rejected"),
+            count(EventType::ThreadPoolRejected) + count(EventType::SemaphoreRejected),
+            want.rejected
+        );
+        let health = metrics.health_counts();
+        check!(
+            format!("{name} requests"),
+            health.total_requests,
+            want.requests
+        );
+        check!(format!("{name} errors"), health.error_count, want.errors);
+        check!(
+            format!("{name} error percentage"),
+            u64::from(health.error_percentage),
+            want.error_percentage
+        );
+        let latency = metrics.execution_latency();
+        check!(
+            format!("{name} latency"),
+            Latency {
+                mean: latency.mean,
+                p50: latency.p50,
+                p90: latency.p90,
+                p99: latency.p99,
+                p995: latency.p99_5,
+            },
+            want.latency
+        );
+        let open = registry.is_circuit_breaker_open(name).unwrap_or(false);
+        check!(format!("{name} circuit open"), open, want.circuit == "open");
+    }
+    for want in &plan.pools {
+        let pool = registry
+            .thread_pool_metrics(want.name)
+            .ok_or_else(|| format!("no pool {}", want.name))?;
+        check!("pool active", pool.current_active_count, want.active);
+        check!("pool queued", pool.current_queue_size, want.queued);
+        check!("pool size", pool.current_pool_size, want.pool_size);
+        check!(
+            "pool max active",
+            pool.rolling_max_active_threads,
+            want.max_active
+        );
+        check!(
+            "pool executions",
+            pool.rolling_count_threads_executed,
+            want.executions
+        );
+        check!(
+            "pool rejections",
+            pool.rolling_count_command_rejections,
+            want.rejections
+        );
+        let props = registry.properties().thread_pool(&pool.thread_pool_key);
+        check!(
+            "pool queue size",
+            props.queue_size_rejection_threshold,
+            want.queue_size
+        );
+    }
+    for want in &plan.collapsers {
+        let metrics = registry
+            .collapser_metrics(want.name)
+            .ok_or_else(|| format!("no collapser {}", want.name))?;
+        check!(
+            "batches",
+            metrics.rolling_count(CollapserEvent::BatchExecuted),
+            want.batches
+        );
+        check!(
+            "requests batched",
+            metrics.rolling_count(CollapserEvent::AddedToBatch),
+            want.requests_batched
+        );
+        let size = metrics.batch_size();
+        check!(
+            "batch size",
+            Latency {
+                mean: size.mean,
+                p50: size.p50,
+                p90: size.p90,
+                p99: size.p99,
+                p995: size.p99_5,
+            },
+            want.latency
+        );
+    }
+    Ok(())
+}
+
+fn main() -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let test = TestRegistry::new();
+    let plan = drive_all(&test, &runtime)?;
+
+    let mut builder = Dashboard::builder(test.registry().clone());
+    builder = match std::env::var("HYSTRIX_ADMIN_TOKEN") {
+        Ok(token) => builder.admin_token(token)?,
+        Err(_) => builder.admin(),
+    };
+    let dashboard = builder.build();
+    let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
+    let url = format!("http://{}", listener.local_addr()?);
+    let line = serde_json::json!({ "url": url, "plan": plan });
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{line}")?;
+    stdout.flush()?;
+    drop(stdout);
+
+    // Serve until standard input closes (the harness ends, or closes it).
+    let server = runtime.spawn(dashboard.serve_on(listener));
+    let mut sink = Vec::new();
+    let _ = std::io::stdin().lock().read_to_end(&mut sink);
+    server.abort();
+    Ok(())
+}

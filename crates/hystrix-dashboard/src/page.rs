@@ -1,0 +1,132 @@
+//! The web dashboard: one page, its script and its style sheet, embedded in the binary (no
+//! CDN, no external font), reading [`/hystrix.stream`](crate::stream) in the browser.
+//!
+//! | method and path | what |
+//! |---|---|
+//! | `GET /hystrix/dashboard/` | the page ([`PAGE_PATH`]) |
+//! | `GET /hystrix/dashboard` | a redirect to `dashboard/` (relative, so it works nested) |
+//! | `GET /hystrix/dashboard/dashboard.js`, `.../dashboard.css` | the page's script and style |
+//! | `GET /hystrix/dashboard/info` | `{"admin": "loopback" \| "token" \| null}`: whether the page shows the breaker buttons, and whether they need a token |
+//!
+//! The page shows a tile per command (request rate with a sparkline of the last two minutes,
+//! error percentage coloured on Hystrix's scale, circuit state, the rolling counters by
+//! outcome in Hystrix's colours, latency mean and percentiles), per thread pool and per
+//! collapser, sorted as the Hystrix Dashboard sorts (error then volume by default). When the
+//! [`admin`](crate::admin) routes are enabled, each command tile has Force open / Force close
+//! / Reset buttons that `POST` to them; with an admin token the page asks for it once (kept in
+//! the tab's `sessionStorage`) and sends it as `Authorization: Bearer`.
+//!
+//! Every URL the page uses is relative to it (`../../hystrix.stream`, `../admin/...`), so the
+//! page works wherever the router is nested: `.nest("/ops", router)` serves it at
+//! `/ops/hystrix/dashboard/`. [`Dashboard::serve`](crate::Dashboard::serve) also redirects
+//! `/` to it; an app that wants the same adds
+//! `.route("/", get(|| async { Redirect::temporary("hystrix/dashboard/") }))`.
+//!
+//! The page is static and shows nothing the stream does not already serve; the buttons work
+//! only for whoever the admin routes accept. It is sent with a Content-Security-Policy that
+//! allows only its own script, style and connections, and no framing (the buttons cannot be
+//! clicked through another site's frame).
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::get;
+
+use crate::admin::Access;
+
+/// Where [`Dashboard::router`](crate::Dashboard::router) serves the page (the path ends with
+/// `/`: the page's relative URLs are resolved against it).
+pub const PAGE_PATH: &str = "/hystrix/dashboard/";
+
+const HTML: &str = include_str!("../assets/index.html");
+const SCRIPT: &str = include_str!("../assets/dashboard.js");
+const STYLE: &str = include_str!("../assets/dashboard.css");
+
+/// Only the page's own files and connections; no inline script; no framing.
+const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+     connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; \
+     frame-ancestors 'none'";
+
+/// What `GET /hystrix/dashboard/info` says of the admin routes.
+fn admin_mode(access: Option<&Access>) -> &'static str {
+    match access {
+        None => r#"{"admin":null}"#,
+        Some(Access::Loopback) => r#"{"admin":"loopback"}"#,
+        Some(Access::Token(_)) => r#"{"admin":"token"}"#,
+    }
+}
+
+/// A static file with its content type; browsers check again before reusing it, so a new
+/// version of the crate is picked up at once.
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    let mut response = (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "no-cache"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        body,
+    )
+        .into_response();
+    if content_type.starts_with("text/html") {
+        response.headers_mut().insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+        );
+        response.headers_mut().insert(
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("no-referrer"),
+        );
+    }
+    response
+}
+
+/// The page's routes; `info` says `access` (the admin routes' access rule, `None` when off).
+pub(crate) fn routes<S>(access: Option<Access>) -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
+    let info = admin_mode(access.as_ref());
+    Router::new()
+        .route(
+            "/hystrix/dashboard",
+            get(|| async { Redirect::temporary("dashboard/") }),
+        )
+        .route(
+            PAGE_PATH,
+            get(|| async { asset("text/html; charset=utf-8", HTML) }),
+        )
+        .route(
+            "/hystrix/dashboard/dashboard.js",
+            get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }),
+        )
+        .route(
+            "/hystrix/dashboard/dashboard.css",
+            get(|| async { asset("text/css; charset=utf-8", STYLE) }),
+        )
+        .route(
+            "/hystrix/dashboard/info",
+            get(|State(info): State<&'static str>| async move {
+                (
+                    [
+                        (header::CONTENT_TYPE, "application/json"),
+                        (header::CACHE_CONTROL, "no-cache, no-store"),
+                    ],
+                    info,
+                )
+            })
+            .with_state(info),
+        )
+}
+
+/// `/`, for a dashboard served on its own port: a redirect to the page.
+pub(crate) fn root<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
+    Router::new().route(
+        "/",
+        get(|| async { Redirect::temporary("hystrix/dashboard/") }),
+    )
+}

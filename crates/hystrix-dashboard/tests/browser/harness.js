@@ -1,0 +1,498 @@
+'use strict';
+// The browser tier of hystrix-dashboard (scripts/test browser), our own code.
+//
+// 1. Starts the fixture (examples/browser_fixture.rs, path in FIXTURE_BIN): a real dashboard
+//    on 127.0.0.1 whose registry was driven by real commands; it prints its URL and the plan
+//    of what it drove (counts by outcome, latencies, circuit states, pool, collapser).
+// 2. Serves the npm hystrix-dashboard (Netflix's monitor page) on 127.0.0.1 through express,
+//    with the page's CDN underscore URL rewritten to the npm file, and opens it in Debian's
+//    Chromium (puppeteer-core) on our stream through its /proxy.stream.
+// 3. Opens our page (through the fixture's `/`, which redirects to /hystrix/dashboard/).
+// 4. Checks both against the plan, exactly; presses our admin buttons and watches both
+//    dashboards follow; saves screenshots of both in ARTIFACTS.
+//
+// Every wait is a poll with a deadline. Ends with "N passed, M failed" and exit code 1 on any
+// failure.
+
+const { spawn } = require('node:child_process');
+const crypto = require('node:crypto');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const readline = require('node:readline');
+
+const express = require('express');
+const puppeteer = require('puppeteer-core');
+
+const FIXTURE_BIN = process.env.FIXTURE_BIN;
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const ARTIFACTS = process.env.ARTIFACTS || path.resolve(__dirname, '../../../../target/browser-artifacts');
+const TOKEN = crypto.randomBytes(16).toString('hex');
+const WRONG_TOKEN = 'not-the-admin-token-0000';
+const CDN_UNDERSCORE = '//cdnjs.cloudflare.com/ajax/libs/underscore.js/1.8.3/underscore-min.js';
+const LOCAL_UNDERSCORE = '/ajax/libs/underscore.js/1.8.3/underscore-min.js';
+const WATCHDOG_MS = 150000;
+
+let passed = 0;
+const failures = [];
+
+function check(what, got, want) {
+  if (JSON.stringify(got) === JSON.stringify(want)) {
+    passed += 1;
+  } else {
+    failures.push(`${what}: got ${JSON.stringify(got)}, want ${JSON.stringify(want)}`);
+  }
+}
+
+function log(message) {
+  process.stdout.write(`${message}\n`);
+}
+
+// Polls `probe` (async, returns a value) until `done(value)`, at most `ms`; returns the last
+// value and whether it was done.
+async function poll(probe, done, ms, every = 100) {
+  const deadline = Date.now() + ms;
+  let value = await probe();
+  while (!done(value) && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, every));
+    value = await probe();
+  }
+  return { value, done: done(value) };
+}
+
+// ----------------------------------------------------------------------------------------------
+// The fixture
+
+function startFixture() {
+  if (!FIXTURE_BIN || !fs.existsSync(FIXTURE_BIN)) {
+    throw new Error(`FIXTURE_BIN must name the built browser_fixture example (got ${FIXTURE_BIN})`);
+  }
+  const child = spawn(FIXTURE_BIN, [], {
+    env: { ...process.env, HYSTRIX_ADMIN_TOKEN: TOKEN },
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  const first = new Promise((resolve, reject) => {
+    const lines = readline.createInterface({ input: child.stdout });
+    lines.once('line', (line) => resolve(JSON.parse(line)));
+    child.once('exit', (code) => reject(new Error(`the fixture exited with ${code} before its URL`)));
+    setTimeout(() => reject(new Error('no URL from the fixture in 60 s')), 60000).unref();
+  });
+  return { child, ready: first };
+}
+
+// ----------------------------------------------------------------------------------------------
+// The real Hystrix Dashboard, served from the npm package
+
+function serveHystrixDashboard() {
+  const app = express();
+  const packageDir = path.dirname(require.resolve('hystrix-dashboard/package.json'));
+  const monitor = fs.readFileSync(path.join(packageDir, 'webapp/monitor/monitor.html'), 'utf8');
+  if (!monitor.includes(CDN_UNDERSCORE)) {
+    throw new Error(`monitor.html no longer loads ${CDN_UNDERSCORE}: the rewrite needs updating`);
+  }
+  const rewritten = monitor.split(CDN_UNDERSCORE).join(LOCAL_UNDERSCORE);
+  app.get('/monitor/monitor.html', (req, res) => res.type('html').send(rewritten));
+  app.get(LOCAL_UNDERSCORE, (req, res) => res.sendFile(require.resolve('underscore/underscore-min.js')));
+  app.get('/favicon.ico', (req, res) => res.status(204).end());
+  // The package's own static files and its /proxy.stream.
+  require('hystrix-dashboard')(app, { proxy: true });
+  return new Promise((resolve, reject) => {
+    const server = app.listen(0, '127.0.0.1', () => resolve(server));
+    server.once('error', reject);
+  });
+}
+
+// ----------------------------------------------------------------------------------------------
+// The browser
+
+async function launch() {
+  const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'hystrix-browser-'));
+  const browser = await puppeteer.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    userDataDir,
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--disable-quic',
+      '--no-first-run',
+    ],
+  });
+  return { browser, userDataDir };
+}
+
+// A tab that counts stream messages, records console messages and page errors, and refuses
+// (and records) any request that leaves 127.0.0.1.
+async function openTab(browser, name) {
+  const page = await browser.newPage();
+  // Short, so that full-page screenshots end where the content does.
+  await page.setViewport({ width: 1280, height: 600 });
+  // `expectRefused`: the HTTP errors the test provokes on purpose.
+  const tab = { page, name, console: [], errors: [], offsite: [], refused: [], expectRefused: [] };
+  page.on('console', (message) => tab.console.push(message.text()));
+  page.on('response', (response) => {
+    if (response.status() >= 400) tab.refused.push(`${response.status()} ${new URL(response.url()).pathname}`);
+  });
+  page.on('pageerror', (error) => tab.errors.push(String(error)));
+  page.on('dialog', (dialog) => (tab.onDialog ? tab.onDialog(dialog) : dialog.dismiss()));
+  await page.setRequestInterception(true);
+  page.on('request', (request) => {
+    const url = request.url();
+    if (url.startsWith('http://127.0.0.1:') || url.startsWith('data:')) {
+      request.continue();
+    } else {
+      tab.offsite.push(url);
+      request.abort();
+    }
+  });
+  await page.evaluateOnNewDocument(() => {
+    const Native = window.EventSource;
+    window.__streamMessages = 0;
+    window.EventSource = function CountingEventSource(url, options) {
+      const source = new Native(url, options);
+      source.addEventListener('message', () => {
+        window.__streamMessages += 1;
+      });
+      return source;
+    };
+    window.EventSource.prototype = Native.prototype;
+    Object.assign(window.EventSource, { CONNECTING: 0, OPEN: 1, CLOSED: 2 });
+  });
+  return tab;
+}
+
+// Waits for every selector, then for two more ticks of the stream (the Hystrix Dashboard loads
+// its templates asynchronously: the first messages may come before them).
+async function waitForTiles(tab, selectors, perTick) {
+  const found = await poll(
+    () => tab.page.evaluate((s) => s.filter((sel) => !document.querySelector(sel)), selectors),
+    (missing) => missing.length === 0,
+    20000,
+  );
+  check(`${tab.name}: tiles rendered`, found.value, []);
+  const seen = await tab.page.evaluate(() => window.__streamMessages);
+  const ticks = await poll(
+    () => tab.page.evaluate(() => window.__streamMessages),
+    (count) => count >= seen + 2 * perTick,
+    10000,
+  );
+  check(`${tab.name}: two more ticks after the tiles`, ticks.done, true);
+}
+
+// The console has no "Key Missing" or "Failed" message but Chromium's report of each HTTP
+// error the test provoked (`expectRefused`, e.g. the admin route refusing a wrong token).
+function checkConsole(tab) {
+  const refused = tab.expectRefused;
+  check(`${tab.name}: HTTP errors`, tab.refused, refused);
+  const loadFailures = tab.console.filter((text) => text.startsWith('Failed to load resource:'));
+  check(`${tab.name}: one console report per HTTP error`, loadFailures.length, refused.length);
+  const bad = tab.console.filter((text) => (text.includes('Key Missing') || text.includes('Failed'))
+    && !text.startsWith('Failed to load resource:'));
+  check(`${tab.name}: no "Key Missing" or "Failed" console messages`, bad, []);
+  check(`${tab.name}: no page errors`, tab.errors, []);
+  check(`${tab.name}: no request left 127.0.0.1`, tab.offsite, []);
+}
+
+// ----------------------------------------------------------------------------------------------
+// Checks of the Hystrix Dashboard's tiles
+
+function number(text) {
+  return text === null ? null : Number(String(text).replace(/,/g, '').trim());
+}
+
+async function readHystrixCommand(page, name) {
+  return page.evaluate((id) => {
+    const tile = document.getElementById(id);
+    if (!tile) return null;
+    const text = (sel) => {
+      const node = tile.querySelector(sel);
+      return node ? node.textContent.replace(/\s+/g, ' ').trim() : null;
+    };
+    return {
+      circuit: text('.circuitStatus'),
+      success: text('a.success'),
+      shortCircuited: text('a.shortCircuited'),
+      badRequest: text('a.badRequest'),
+      timeout: text('a.timeout'),
+      rejected: text('a.rejected'),
+      failure: text('a.failure'),
+      errorPercentage: text('a.errorPercentage .value'),
+      rate: text('.ratePerSecond'),
+      mean: text('.latencyMean .value'),
+      p50: text('.latencyMedian .value'),
+      p90: text('.latency90 .value'),
+      p99: text('.latency99 .value'),
+      p995: text('.latency995 .value'),
+    };
+  }, `CIRCUIT_${name}_0`);
+}
+
+function checkHystrixCommand(want, got) {
+  const what = `Hystrix Dashboard ${want.name}`;
+  if (!got) {
+    check(`${what}: tile`, null, `CIRCUIT_${want.name}_0`);
+    return;
+  }
+  check(`${what}: circuit`, got.circuit, want.circuit === 'open' ? 'Circuit Open' : 'Circuit Closed');
+  for (const key of ['success', 'shortCircuited', 'badRequest', 'timeout', 'rejected', 'failure']) {
+    check(`${what}: ${key}`, number(got[key]), want[key]);
+  }
+  check(`${what}: error %`, got.errorPercentage, want.errorPercentage.toFixed(1));
+  check(`${what}: rate`, got.rate, want.rate.toFixed(1));
+  for (const key of ['mean', 'p50', 'p90', 'p99', 'p995']) {
+    check(`${what}: latency ${key}`, number(got[key]), want.latency[key]);
+  }
+}
+
+async function readHystrixPool(page, name) {
+  return page.evaluate((id) => {
+    const tile = document.getElementById(id);
+    if (!tile) return null;
+    const cells = {};
+    tile.querySelectorAll('.tableRow').forEach((row) => {
+      const parts = Array.from(row.querySelectorAll('.cell'));
+      for (let i = 0; i + 1 < parts.length; i += 2) {
+        cells[parts[i].textContent.trim()] = parts[i + 1].textContent.trim();
+      }
+    });
+    const rate = tile.querySelector('.ratePerSecond');
+    cells.rate = rate ? rate.textContent.trim() : null;
+    return cells;
+  }, `THREAD_POOL_${name}_0`);
+}
+
+function checkHystrixPool(want, got) {
+  const what = `Hystrix Dashboard pool ${want.name}`;
+  if (!got) {
+    check(`${what}: tile`, null, `THREAD_POOL_${want.name}_0`);
+    return;
+  }
+  check(`${what}: Active`, number(got.Active), want.active);
+  check(`${what}: Max Active`, number(got['Max Active']), want.maxActive);
+  check(`${what}: Queued`, number(got.Queued), want.queued);
+  check(`${what}: Executions`, number(got.Executions), want.executions);
+  check(`${what}: Pool Size`, number(got['Pool Size']), want.poolSize);
+  check(`${what}: Queue Size`, number(got['Queue Size']), want.queueSize);
+  check(`${what}: rate`, got.rate, want.rate.toFixed(1));
+}
+
+// ----------------------------------------------------------------------------------------------
+// Checks of our page's tiles: the text shown and the data-* attributes
+
+function tileId(kind, name) {
+  return `tile-${kind}-${name.replace(/\s/g, '_')}`;
+}
+
+async function readOurTile(page, kind, name) {
+  return page.evaluate((id) => {
+    const tile = document.getElementById(id);
+    if (!tile) return null;
+    const shown = {};
+    tile.querySelectorAll('[data-field]').forEach((node) => {
+      shown[node.dataset.field] = node.textContent.trim();
+    });
+    const dot = tile.querySelector('.dot');
+    return { data: { ...tile.dataset }, shown, dot: dot ? getComputedStyle(dot).backgroundColor : null };
+  }, tileId(kind, name));
+}
+
+function commas(n) {
+  return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+}
+
+function checkOurCommand(want, got) {
+  const what = `our page ${want.name}`;
+  if (!got) {
+    check(`${what}: tile`, null, tileId('command', want.name));
+    return;
+  }
+  check(`${what}: circuit`, [got.data.circuit, got.shown.circuit],
+    want.circuit === 'open' ? ['open', 'Open'] : ['closed', 'Closed']);
+  check(`${what}: rate`, [got.data.rate, got.shown.rate], [want.rate.toFixed(1), want.rate.toFixed(1)]);
+  check(`${what}: error %`, [got.data.errorPercentage, got.shown.errorPercentage],
+    [String(want.errorPercentage), String(want.errorPercentage)]);
+  check(`${what}: requests`, got.data.requests, String(want.requests));
+  check(`${what}: group`, got.data.group, want.group);
+  check(`${what}: isolation`, got.data.isolation, want.isolation);
+  for (const key of ['success', 'shortCircuited', 'badRequest', 'timeout', 'rejected', 'failure']) {
+    check(`${what}: ${key}`, [got.data[key], got.shown[key]], [String(want[key]), commas(want[key])]);
+  }
+  for (const key of ['mean', 'p50', 'p90', 'p99', 'p995']) {
+    const value = String(want.latency[key]);
+    check(`${what}: latency ${key}`, [got.data[key], got.shown[key]], [value, value]);
+  }
+}
+
+function checkOurPool(want, got) {
+  const what = `our page pool ${want.name}`;
+  if (!got) {
+    check(`${what}: tile`, null, tileId('pool', want.name));
+    return;
+  }
+  check(`${what}: rate`, [got.data.rate, got.shown.rate], [want.rate.toFixed(1), want.rate.toFixed(1)]);
+  for (const key of ['active', 'maxActive', 'queued', 'executions', 'poolSize', 'rejections', 'queueSize']) {
+    check(`${what}: ${key}`, [got.data[key], got.shown[key]], [String(want[key]), commas(want[key])]);
+  }
+}
+
+function checkOurCollapser(want, got) {
+  const what = `our page collapser ${want.name}`;
+  if (!got) {
+    check(`${what}: tile`, null, tileId('collapser', want.name));
+    return;
+  }
+  check(`${what}: batches`, [got.data.batches, got.shown.batches], [String(want.batches), String(want.batches)]);
+  check(`${what}: requests batched`, [got.data.requestsBatched, got.shown.requestsBatched],
+    [String(want.requestsBatched), String(want.requestsBatched)]);
+  for (const key of ['mean', 'p50', 'p90', 'p99', 'p995']) {
+    const value = String(want.latency[key]);
+    check(`${what}: batch size ${key}`, [got.data[key], got.shown[key]], [value, value]);
+  }
+}
+
+async function commandOrder(page) {
+  return page.evaluate(() => Array.from(document.querySelectorAll('#command-tiles .tile')).map((t) => t.dataset.name));
+}
+
+// ----------------------------------------------------------------------------------------------
+// The run
+
+async function main() {
+  fs.mkdirSync(ARTIFACTS, { recursive: true });
+  const fixture = startFixture();
+  let server;
+  let launched;
+  const tabs = [];
+  try {
+    const { url, plan } = await fixture.ready;
+    log(`fixture at ${url}: ${plan.commands.length} commands, ${plan.pools.length} pool, ${plan.collapsers.length} collapser`);
+    const perTick = plan.commands.length + plan.pools.length + plan.collapsers.length;
+
+    const info = await (await fetch(`${url}/hystrix/dashboard/info`)).json();
+    check('info endpoint', info, { admin: 'token' });
+
+    server = await serveHystrixDashboard();
+    launched = await launch();
+    const { browser } = launched;
+    log(`chromium ${await browser.version()}`);
+
+    // (a) The real Hystrix Dashboard on our stream.
+    const hystrix = await openTab(browser, 'Hystrix Dashboard');
+    tabs.push(hystrix);
+    const stream = encodeURIComponent(`${url}/hystrix.stream`);
+    await hystrix.page.goto(
+      `http://127.0.0.1:${server.address().port}/monitor/monitor.html?stream=${stream}&title=hystrix-rs`,
+    );
+    await waitForTiles(hystrix, [
+      ...plan.commands.map((c) => `#CIRCUIT_${c.name}_0`),
+      ...plan.pools.map((p) => `#THREAD_POOL_${p.name}_0`),
+    ], perTick);
+    for (const want of plan.commands) checkHystrixCommand(want, await readHystrixCommand(hystrix.page, want.name));
+    for (const want of plan.pools) checkHystrixPool(want, await readHystrixPool(hystrix.page, want.name));
+    await hystrix.page.screenshot({ path: path.join(ARTIFACTS, 'hystrix-dashboard.png'), fullPage: true });
+
+    // (b) Our page, reached through the fixture's `/`.
+    const ours = await openTab(browser, 'our page');
+    tabs.push(ours);
+    await ours.page.goto(`${url}/`);
+    check('our page: / redirects to the page', new URL(ours.page.url()).pathname, '/hystrix/dashboard/');
+    await waitForTiles(ours, [
+      ...plan.commands.map((c) => `#${tileId('command', c.name)}`),
+      ...plan.pools.map((p) => `#${tileId('pool', p.name)}`),
+      ...plan.collapsers.map((c) => `#${tileId('collapser', c.name)}`),
+    ], perTick);
+    for (const want of plan.commands) checkOurCommand(want, await readOurTile(ours.page, 'command', want.name));
+    for (const want of plan.pools) checkOurPool(want, await readOurTile(ours.page, 'pool', want.name));
+    for (const want of plan.collapsers) checkOurCollapser(want, await readOurTile(ours.page, 'collapser', want.name));
+
+    // Hystrix's colour scale on the error percentage (clamped: green below 10 %, red above 50 %).
+    const dots = {};
+    for (const name of ['GetUser', 'SaveOrder', 'GetAvatar', 'SendEmail']) {
+      dots[name] = (await readOurTile(ours.page, 'command', name)).dot;
+    }
+    check('our page: health colours at 0, 25, 30 and 100 %', dots, {
+      GetUser: 'rgb(0, 128, 0)',
+      SaveOrder: 'rgb(255, 204, 0)',
+      GetAvatar: 'rgb(255, 187, 0)',
+      SendEmail: 'rgb(255, 0, 0)',
+    });
+
+    // Sorting, as the Hystrix Dashboard sorts (descending but alphabetical; ties by name).
+    const orders = {
+      errorThenVolume: ['SendEmail', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'GetUser', 'GetRatings'],
+      alphabetical: ['CheckInventory', 'GetAvatar', 'GetPrices', 'GetRatings', 'GetUser', 'SaveOrder', 'SendEmail'],
+      volume: ['GetUser', 'SaveOrder', 'GetAvatar', 'GetPrices', 'CheckInventory', 'SendEmail', 'GetRatings'],
+      error: ['SendEmail', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'GetRatings', 'GetUser'],
+      mean: ['GetPrices', 'GetUser', 'SaveOrder', 'CheckInventory', 'GetAvatar', 'SendEmail', 'GetRatings'],
+      median: ['GetPrices', 'SaveOrder', 'CheckInventory', 'GetAvatar', 'GetUser', 'SendEmail', 'GetRatings'],
+      p90: ['GetPrices', 'GetUser', 'SaveOrder', 'CheckInventory', 'GetAvatar', 'SendEmail', 'GetRatings'],
+      p99: ['GetPrices', 'GetUser', 'SaveOrder', 'CheckInventory', 'GetAvatar', 'SendEmail', 'GetRatings'],
+      p995: ['GetUser', 'GetPrices', 'SaveOrder', 'CheckInventory', 'GetAvatar', 'SendEmail', 'GetRatings'],
+    };
+    check('our page: default order (error then volume)', await commandOrder(ours.page), orders.errorThenVolume);
+    for (const [sort, want] of Object.entries(orders)) {
+      await ours.page.click(`#command-sort button[data-sort="${sort}"]`);
+      check(`our page: sorted by ${sort}`, await commandOrder(ours.page), want);
+    }
+    await ours.page.click('#command-sort button[data-sort="errorThenVolume"]');
+    await ours.page.screenshot({ path: path.join(ARTIFACTS, 'dashboard.png'), fullPage: true });
+
+    // Admin buttons: a wrong token is refused (401) and forgotten; the right one opens the
+    // circuit, and both dashboards show it.
+    const admin = await ours.page.evaluate(() => document.body.dataset.admin);
+    check('our page: admin mode', admin, 'token');
+    const saveOrder = `#${tileId('command', 'SaveOrder')}`;
+    const adminStatus = () => ours.page.$eval(`${saveOrder} .admin-status`, (n) => n.dataset.status || '');
+    const press = async (action, token) => {
+      ours.onDialog = (dialog) => (dialog.type() === 'prompt' ? dialog.accept(token) : dialog.accept());
+      await ours.page.click(`${saveOrder} button[data-action="${action}"]`);
+    };
+    ours.expectRefused.push('401 /hystrix/admin/circuit/SaveOrder/force-open');
+    await press('force-open', WRONG_TOKEN);
+    check('our page: a wrong token is refused', (await poll(adminStatus, (s) => s !== '', 5000)).value, '401');
+    await press('force-open', TOKEN);
+    check('our page: force-open accepted', (await poll(adminStatus, (s) => s === '200', 5000)).value, '200');
+    const ourCircuit = () => ours.page.$eval(saveOrder, (n) => [n.dataset.circuit, n.querySelector('[data-field=circuit]').textContent]);
+    const theirCircuit = async () => {
+      const tile = await readHystrixCommand(hystrix.page, 'SaveOrder');
+      return tile && tile.circuit;
+    };
+    check('our page: SaveOrder opens', (await poll(ourCircuit, (v) => v[0] === 'open', 5000)).value, ['open', 'Open']);
+    check('Hystrix Dashboard: SaveOrder opens', (await poll(theirCircuit, (v) => v === 'Circuit Open', 5000)).value, 'Circuit Open');
+    await ours.page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-forced-open.png'), fullPage: true });
+    await press('force-close', 'no prompt expected: the token is kept');
+    check('our page: SaveOrder closes', (await poll(ourCircuit, (v) => v[0] === 'closed', 5000)).value, ['closed', 'Closed']);
+    check('Hystrix Dashboard: SaveOrder closes', (await poll(theirCircuit, (v) => v === 'Circuit Closed', 5000)).value, 'Circuit Closed');
+    await press('reset', 'no prompt expected');
+    const resetText = await poll(() => ours.page.$eval(`${saveOrder} .admin-status`, (n) => n.textContent), (t) => t === 'reset: closed', 5000);
+    check('our page: reset answered', resetText.value, 'reset: closed');
+  } finally {
+    // Also after a failure: the console says why tiles are missing ("Key Missing").
+    tabs.forEach(checkConsole);
+    if (launched) {
+      await launched.browser.close().catch(() => {});
+      fs.rmSync(launched.userDataDir, { recursive: true, force: true });
+    }
+    if (server) server.close();
+    fixture.child.stdin.end();
+    fixture.child.kill();
+  }
+}
+
+const watchdog = setTimeout(() => {
+  log(`browser tier: timed out after ${WATCHDOG_MS / 1000} s`);
+  process.exit(1);
+}, WATCHDOG_MS);
+
+main()
+  .catch((error) => failures.push(`harness: ${error.stack || error}`))
+  .finally(() => {
+    clearTimeout(watchdog);
+    for (const failure of failures) log(`FAIL ${failure}`);
+    log(`screenshots in ${ARTIFACTS}`);
+    log(`${passed} passed, ${failures.length} failed`);
+    process.exit(failures.length === 0 ? 0 : 1);
+  });
