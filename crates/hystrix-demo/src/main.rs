@@ -188,7 +188,13 @@ fn main() -> ExitCode {
     });
     let report = match report {
         Some(Ok(report)) => report,
-        Some(Err(err)) => return fail(err.to_string()),
+        Some(Err(err)) => {
+            // No report: do not leave the empty file opened for it.
+            if let (Some(path), Some(_)) = (cli.json.as_deref(), json_file.take()) {
+                let _ = std::fs::remove_file(path);
+            }
+            return fail(err.to_string());
+        }
         None => {
             eprintln!("\ninterrupted: no report");
             return ExitCode::from(130);
