@@ -324,6 +324,32 @@ pub trait EventNotifier: Send + Sync + 'static {
     }
 }
 
+/// A shared notifier (keep a clone to read what it gathered).
+impl<N: EventNotifier> EventNotifier for std::sync::Arc<N> {
+    fn mark_event(&self, event: EventType, key: &CommandKey) {
+        (**self).mark_event(event, key);
+    }
+
+    fn mark_command_execution(
+        &self,
+        key: &CommandKey,
+        isolation: IsolationStrategy,
+        execution_time_ms: u64,
+        events: &EventCounts,
+    ) {
+        (**self).mark_command_execution(key, isolation, execution_time_ms, events);
+    }
+
+    fn mark_command_created(
+        &self,
+        key: &CommandKey,
+        group: &GroupKey,
+        thread_pool: &ThreadPoolKey,
+    ) {
+        (**self).mark_command_created(key, group, thread_pool);
+    }
+}
+
 /// Hears each execution's steps, synchronously, in Hystrix's order (Hystrix's
 /// `HystrixCommandExecutionHook`; per registry, SPEC Part A 16). An observer: it sees the
 /// command key (and the failure type), not the values, and cannot change anything. A panic inside

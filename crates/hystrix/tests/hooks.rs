@@ -290,3 +290,32 @@ fn a_stream_command_emits_each_value() {
         ]
     );
 }
+
+#[test]
+fn a_shared_notifier_and_listener_can_be_read_through_a_clone() {
+    #[derive(Default)]
+    struct Counting(std::sync::atomic::AtomicUsize);
+    impl hystrix::EventNotifier for Counting {
+        fn mark_event(&self, _: EventType, _: &CommandKey) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    impl hystrix::circuit::CircuitBreakerListener for Counting {
+        fn on_event(&self, _: &hystrix::circuit::CircuitBreakerEvent) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    let events = Arc::new(Counting::default());
+    let transitions = Arc::new(Counting::default());
+    let registry = Registry::builder()
+        .clock(ManualClock::new())
+        .event_notifier(Arc::clone(&events))
+        .circuit_breaker_listener(Arc::clone(&transitions))
+        .build();
+    let cmd = builder("Shared").build_in(&registry).unwrap();
+    cmd.run(|| Ok::<_, DependencyError>(1)).execute().unwrap();
+    cmd.circuit_breaker().force_open();
+    // SUCCESS, then FORCED_OPEN.
+    assert_eq!(events.0.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert_eq!(transitions.0.load(std::sync::atomic::Ordering::Relaxed), 1);
+}

@@ -83,3 +83,10 @@ pub trait CircuitBreakerListener: Send + Sync + 'static {
     /// Called for each event.
     fn on_event(&self, event: &CircuitBreakerEvent);
 }
+
+/// A shared listener (keep a clone to read what it gathered).
+impl<L: CircuitBreakerListener> CircuitBreakerListener for std::sync::Arc<L> {
+    fn on_event(&self, event: &CircuitBreakerEvent) {
+        (**self).on_event(event);
+    }
+}
