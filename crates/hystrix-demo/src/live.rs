@@ -18,7 +18,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use crate::gateway::Gateway;
 use crate::load::LoadGenerator;
 use crate::scenario::{Backend, Schedule};
-use crate::stats::{BreakerLog, percent, percentile, state_name};
+use crate::stats::{BreakerLog, circuit_state, percent, percentile};
 
 /// Where the human-readable text goes: standard output, or standard error when standard
 /// output carries the JSON report.
@@ -178,6 +178,14 @@ pub struct LiveView {
     transitions_seen: usize,
 }
 
+/// A view dropped unfinished (the run was interrupted) clears its bar now, before the caller
+/// prints why, not later when the last clone of the bar goes.
+impl Drop for LiveView {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
 impl LiveView {
     /// A view of the run; `tui` draws the table and a progress bar of the `planned` requests
     /// on standard error, otherwise lines go to `console`.
@@ -285,7 +293,7 @@ impl LiveView {
                 isolation: if thread { "THREAD" } else { "SEMAPHORE" },
                 rate: done.saturating_sub(last_executions.get(&backend).copied().unwrap_or(0)),
                 errors: metrics.health_counts().error_percentage,
-                state: state_name(command.circuit_breaker().status()),
+                state: circuit_state(command),
                 p50: latency.p50,
                 p99: latency.p99,
                 in_use,

@@ -189,13 +189,11 @@ fn main() -> ExitCode {
     let report = match report {
         Some(Ok(report)) => report,
         Some(Err(err)) => {
-            // No report: do not leave the empty file opened for it.
-            if let (Some(path), Some(_)) = (cli.json.as_deref(), json_file.take()) {
-                let _ = std::fs::remove_file(path);
-            }
+            remove_unwritten(cli.json.as_deref(), json_file.take());
             return fail(err.to_string());
         }
         None => {
+            remove_unwritten(cli.json.as_deref(), json_file.take());
             eprintln!("\ninterrupted: no report");
             return ExitCode::from(130);
         }
@@ -218,5 +216,13 @@ fn main() -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(CHECK_FAILED)
+    }
+}
+
+/// No report: do not leave the empty `--json` file opened for it.
+fn remove_unwritten(path: Option<&str>, file: Option<std::fs::File>) {
+    if let (Some(path), Some(file)) = (path, file) {
+        drop(file);
+        let _ = std::fs::remove_file(path);
     }
 }

@@ -16,7 +16,7 @@ use crate::live::{Console, LiveView};
 use crate::load::LoadGenerator;
 use crate::report::{self, PhaseReport, Report};
 use crate::scenario::{Backend, Phase, Scenario, Schedule};
-use crate::stats::{self, BreakerLog, CommandCounts, state_name};
+use crate::stats::{self, BreakerLog, CommandCounts, circuit_state};
 
 /// The dashboard's port when `--port` is not given (Hystrix's dashboard examples use it); the
 /// gateway takes the next one.
@@ -247,8 +247,8 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
     let final_breakers = Backend::ALL
         .into_iter()
         .map(|backend| {
-            let status = gateway.command(backend).circuit_breaker().status();
-            (backend.command_key().to_owned(), state_name(status))
+            let state = circuit_state(gateway.command(backend));
+            (backend.command_key().to_owned(), state)
         })
         .collect();
     let checks = report::checks(&schedule, &phases, &breaker_events, &final_breakers);

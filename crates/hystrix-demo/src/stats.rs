@@ -120,6 +120,20 @@ pub fn state_name(status: Status) -> &'static str {
     }
 }
 
+/// The state a command's breaker acts on now: the sticky `circuitBreaker.forceOpen` /
+/// `forceClosed` properties (an operator's PUT on the admin route) win over the breaker's own
+/// status, as in `/metrics` and the Hystrix stream.
+pub fn circuit_state<C>(command: &hystrix::Command<C>) -> &'static str {
+    let props = command.properties();
+    if props.circuit_breaker_force_open {
+        "FORCED_OPEN"
+    } else if props.circuit_breaker_force_closed {
+        "FORCED_CLOSED"
+    } else {
+        state_name(command.circuit_breaker().status())
+    }
+}
+
 /// What happened to a breaker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
