@@ -81,11 +81,17 @@ struct Cli {
     json: Option<String>,
 }
 
+/// The longest run `--duration` accepts (a longer one is surely a typo).
+const MAX_DURATION: Duration = Duration::from_secs(24 * 60 * 60);
+
 fn parse_duration(text: &str) -> Result<Duration, String> {
     let duration = humantime::parse_duration(text)
         .map_err(|err| format!("{err} (write e.g. 10s, 90s or 2m)"))?;
     if duration.is_zero() {
         return Err("must be longer than 0s".to_owned());
+    }
+    if duration > MAX_DURATION {
+        return Err("must be at most 24h".to_owned());
     }
     Ok(duration)
 }
@@ -224,5 +230,30 @@ fn remove_unwritten(path: Option<&str>, file: Option<std::fs::File>) {
     if let (Some(path), Some(file)) = (path, file) {
         drop(file);
         let _ = std::fs::remove_file(path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_positive_and_at_most_a_day() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("24h"), Ok(MAX_DURATION));
+        assert_eq!(
+            parse_duration("0s"),
+            Err("must be longer than 0s".to_owned())
+        );
+        assert_eq!(parse_duration("25h"), Err("must be at most 24h".to_owned()));
+        assert_eq!(
+            parse_duration("500000000000y"),
+            Err("must be at most 24h".to_owned())
+        );
+        assert!(
+            parse_duration("ten")
+                .unwrap_err()
+                .ends_with("(write e.g. 10s, 90s or 2m)")
+        );
     }
 }
