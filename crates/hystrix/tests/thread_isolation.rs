@@ -928,3 +928,116 @@ fn an_abandoned_trial_keeps_its_slot_while_its_blocking_run_goes_on() {
     assert_eq!(metrics.cumulative_count(EventType::Cancelled), 1);
     assert_eq!(metrics.cumulative_count(EventType::Success), 1);
 }
+
+// ------------------------------------------------------------------------------------------------
+// Issue 20, item 1: a queued task answered CANCELLED or TIMEOUT never starts. Each test failed
+// before its fix (the run was called in about 40 % of the rounds).
+
+/// A run that records that it was called.
+fn recorded(ran: &Arc<AtomicBool>) -> impl FnOnce() -> Result<u32, DependencyError> + Send + use<> {
+    let ran = Arc::clone(ran);
+    move || {
+        ran.store(true, Ordering::SeqCst);
+        Ok(2)
+    }
+}
+
+/// Waits until every task queued on `cmd`'s pool so far has been taken: a marker task queued
+/// behind them has run (the queue is FIFO).
+fn drain_pool(cmd: &Command) {
+    assert_eq!(
+        cmd.run(|| Ok::<_, DependencyError>(0))
+            .queue()
+            .get()
+            .unwrap(),
+        0
+    );
+}
+
+#[test]
+fn a_queued_task_cancelled_by_its_handle_never_runs() {
+    let test = TestRegistry::new();
+    let cmd = pooled(
+        &test,
+        "CancelQueued",
+        "CancelQueuedPool",
+        &[("coreSize", "1"), ("maxQueueSize", "5")],
+    );
+    for round in 0..300 {
+        let (hold, gate) = gated(1);
+        let holder = cmd.run(hold).queue();
+        gate.started.recv().unwrap();
+        let ran = Arc::new(AtomicBool::new(false));
+        let queued = cmd.run(recorded(&ran)).queue();
+        assert_eq!(cmd.thread_pool_metrics().unwrap().current_queue_size, 1);
+
+        assert!(queued.cancel());
+        // Out of the queue before cancel() returned, not when the executor drops the task.
+        assert_eq!(cmd.thread_pool_metrics().unwrap().current_queue_size, 0);
+        gate.release.send(()).unwrap();
+        assert_eq!(
+            queued.get().unwrap_err().failure_type(),
+            FailureType::Cancelled
+        );
+        assert_eq!(holder.get().unwrap(), 1);
+        drain_pool(&cmd);
+        assert!(
+            !ran.load(Ordering::SeqCst),
+            "round {round}: a cancelled task ran"
+        );
+    }
+    assert_eq!(cmd.metrics().cumulative_count(EventType::Cancelled), 300);
+}
+
+#[test]
+fn a_queued_task_past_its_deadline_never_runs_when_a_thread_frees_at_that_instant() {
+    let test = TestRegistry::new();
+    // Every round times out twice: the breaker stays out of it.
+    let cmd = Command::builder("ExpireQueued")
+        .group("ExpireQueuedPool")
+        .property("circuitBreaker.enabled", false)
+        .thread_pool_property("coreSize", 1)
+        .thread_pool_property("maxQueueSize", 5)
+        .build_in(test.registry())
+        .unwrap();
+    for round in 0..300 {
+        // The running task ends as soon as its deadline cancels its token: the same instant the
+        // queued one's deadline passes.
+        let (started_tx, started) = mpsc::channel();
+        let holder = cmd
+            .run_cancellable(move |token: CancellationToken| {
+                started_tx.send(()).unwrap();
+                while !token.is_cancelled() {
+                    std::thread::yield_now();
+                }
+                Ok::<_, DependencyError>(1)
+            })
+            .timeout(Duration::from_millis(100))
+            .queue();
+        started.recv().unwrap();
+        let ran = Arc::new(AtomicBool::new(false));
+        let queued = cmd
+            .run(recorded(&ran))
+            .timeout(Duration::from_millis(100))
+            .queue();
+        assert_eq!(cmd.thread_pool_metrics().unwrap().current_queue_size, 1);
+
+        test.advance(Duration::from_millis(100));
+        // Withdrawn by its deadline's timer, inside advance().
+        assert_eq!(cmd.thread_pool_metrics().unwrap().current_queue_size, 0);
+        assert_eq!(
+            queued.get().unwrap_err().failure_type(),
+            FailureType::Timeout
+        );
+        assert_eq!(
+            holder.get().unwrap_err().failure_type(),
+            FailureType::Timeout
+        );
+        drain_pool(&cmd);
+        assert!(
+            !ran.load(Ordering::SeqCst),
+            "round {round}: a timed-out task ran"
+        );
+    }
+    assert_eq!(cmd.metrics().cumulative_count(EventType::Timeout), 600);
+}

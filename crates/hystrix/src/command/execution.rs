@@ -315,7 +315,8 @@ macro_rules! blocking_execute {
             ///
             /// THREAD isolation (the default for blocking runs): the run goes to the pool of the
             /// command's thread-pool key and this thread waits for it until the deadline (queue
-            /// wait counts). At the deadline a still-queued run is removed; a running one keeps
+            /// wait counts). At the deadline a still-queued run leaves the queue and never
+            /// starts (a timer on the registry's clock removes it); a running one keeps
             /// its pool thread until it returns (its token is cancelled if
             /// `execution.isolation.thread.interruptOnTimeout`) and its late value is discarded.
             ///

@@ -258,6 +258,7 @@ where
                                 IsolationStrategy::Thread => RequestContext::current_if_any(),
                                 IsolationStrategy::Semaphore => None,
                             },
+                            cancel_link: this.options.cancel_link(),
                         };
                         let started = match isolation {
                             IsolationStrategy::Semaphore => {

@@ -17,7 +17,7 @@ use crate::clock::Clock;
 use crate::command::execution::AsyncFallback;
 use crate::command::future::{ExecuteAsyncOutcome, StateRef};
 use crate::command::pipeline::CallOptions;
-use crate::command::run::RunFn;
+use crate::command::run::{CancelLink, RunFn};
 use crate::command::{Classify, ExecutionResult, Outcome};
 use crate::config::{IsolationStrategy, ceil_millis};
 use crate::context::{CachedOutcome, SharedResponse};
@@ -156,14 +156,16 @@ pub(crate) fn block_safely<R>(wait: impl FnOnce() -> R) -> Result<R, &'static st
 struct Eager<O> {
     completion: Arc<Completion<O>>,
     task: Option<tokio::task::AbortHandle>,
+    /// Reaches the execution's queued pool task, which `cancel()` withdraws at once.
+    link: Option<Arc<CancelLink>>,
     clock: Arc<dyn Clock>,
     key: CommandKey,
 }
 
 impl<O: Delivered> Eager<O> {
     /// Takes the first steps of `future` on this thread; what is left runs on the registry's
-    /// executor.
-    fn start<F>(state: &Arc<CommandState>, future: F) -> Self
+    /// executor. `link` is the one the execution's options carry, if any.
+    fn start<F>(state: &Arc<CommandState>, future: F, link: Option<Arc<CancelLink>>) -> Self
     where
         F: Future<Output = O> + Send + 'static,
     {
@@ -203,6 +205,7 @@ impl<O: Delivered> Eager<O> {
         Eager {
             completion,
             task,
+            link,
             clock: Arc::clone(&state.env.clock),
             key: state.key.clone(),
         }
@@ -264,6 +267,11 @@ impl<O> Eager<O> {
         match &self.task {
             Some(task) if !self.is_done() => {
                 self.completion.slot.lock().cancelled_by_caller = true;
+                // A queued pool task leaves the queue now, before the task is dropped on the
+                // executor: a run answered CANCELLED never starts (SPEC Part A 5).
+                if let Some(link) = &self.link {
+                    link.cancel();
+                }
                 task.abort();
                 true
             }
@@ -322,6 +330,14 @@ where
         FB::Future: Send + 'static,
         K: Classify<E> + Send + Sync + 'static,
     {
+        // Only a blocking run can wait in a pool's queue.
+        let queueable = R::BLOCKING
+            && state.properties.hot().load().isolation() != Some(IsolationStrategy::Semaphore);
+        let link = queueable.then(|| Arc::new(CancelLink::default()));
+        let options = match &link {
+            Some(link) => options.with_cancel_link(Arc::clone(link)),
+            None => options,
+        };
         let future = ExecuteAsyncOutcome::new(
             StateRef::Owned(Arc::clone(&state)),
             classifier,
@@ -330,7 +346,7 @@ where
             options,
         );
         QueuedExecution {
-            eager: Eager::start(&state, future),
+            eager: Eager::start(&state, future, link),
         }
     }
 
@@ -369,11 +385,13 @@ impl<T, E> QueuedExecution<T, E> {
         self.eager.is_done()
     }
 
-    /// Cancels the execution if it has not ended (Hystrix's `Future.cancel`): its future is
-    /// dropped, which records CANCELLED, frees its permits and removes a queued pool task; a run
-    /// already on a pool thread keeps it until it returns (its token is cancelled if
-    /// `execution.isolation.thread.interruptOnFutureCancel`). The handle then resolves to a
-    /// [`FailureType::Cancelled`] error. Returns whether there was anything to cancel.
+    /// Cancels the execution if it has not ended (Hystrix's `Future.cancel`): a run still
+    /// waiting in its pool's queue leaves the queue before `cancel` returns and never starts;
+    /// then the execution's future is dropped on the registry's executor, which records
+    /// CANCELLED and frees its permits. A run already on a pool thread keeps it until it returns
+    /// (its token is cancelled if `execution.isolation.thread.interruptOnFutureCancel`; SPEC
+    /// Part A 4, 13). The handle then resolves to a [`FailureType::Cancelled`] error. Returns
+    /// whether there was anything to cancel.
     pub fn cancel(&self) -> bool {
         self.eager.cancel()
     }
@@ -415,7 +433,7 @@ where
         F: Future<Output = CachedOutcome<T, E>> + Send + 'static,
     {
         CachedQueued {
-            eager: Eager::start(state, future),
+            eager: Eager::start(state, future, None),
         }
     }
 

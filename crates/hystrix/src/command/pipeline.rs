@@ -27,7 +27,7 @@ use crate::circuit::journal::JournalEntry;
 use crate::circuit::{Admission, BreakerEventKind, FailureKind, KeyedBreaker, Site, Ticket};
 use crate::clock::{Clock, TimerId};
 use crate::command::execution::BlockingFallback;
-use crate::command::run::BlockingFn;
+use crate::command::run::{BlockingFn, CancelLink};
 use crate::command::{Class, Classify, ExecutionResult, Outcome};
 use crate::config::{HotSnapshot, IsolationStrategy};
 use crate::context::{RequestContext, RequestLogEntry};
@@ -56,6 +56,8 @@ struct CallExtras {
     journal: Option<String>,
     /// The number of requests a collapser batched into this call (COLLAPSED × n).
     collapsed: u32,
+    /// The handle of an eager execution, linked to its queued pool task.
+    cancel_link: Option<Arc<CancelLink>>,
 }
 
 impl CallOptions {
@@ -82,6 +84,17 @@ impl CallOptions {
     pub(crate) fn with_collapsed(mut self, requests: u32) -> Self {
         self.extras_mut().collapsed = requests;
         self
+    }
+
+    /// Options whose queued pool task `link` can withdraw (an eager execution's handle).
+    pub(crate) fn with_cancel_link(mut self, link: Arc<CancelLink>) -> Self {
+        self.extras_mut().cancel_link = Some(link);
+        self
+    }
+
+    /// The link of an eager execution's handle to its queued pool task, if any.
+    pub(crate) fn cancel_link(&self) -> Option<&Arc<CancelLink>> {
+        self.extras.as_ref()?.cancel_link.as_ref()
     }
 
     /// Options journalling this description if short-circuited.

@@ -8,8 +8,8 @@
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Waker};
 
 use parking_lot::Mutex;
@@ -20,7 +20,7 @@ use crate::circuit::Ticket;
 use crate::clock::TimerId;
 use crate::command::pipeline::{RunEnd, panic_message, poll_caught};
 use crate::context::{Carried, RequestContext};
-use crate::isolation::thread_pool::{AsyncSlot, Job, Rejection, ThreadPool};
+use crate::isolation::thread_pool::{AsyncSlot, Job, Placed, Rejection, ThreadPool};
 use crate::registry::CommandState;
 
 pub(crate) mod sealed {
@@ -54,6 +54,70 @@ pub struct Start<'a> {
     pub(crate) interrupt_on_timeout: bool,
     /// The request context of the execution (for a run that moves to a pool).
     pub(crate) context: Option<RequestContext>,
+    /// How the handle of an eager execution reaches its queued pool task (`queue()`,
+    /// `observe()`).
+    pub(crate) cancel_link: Option<&'a Arc<CancelLink>>,
+}
+
+/// The link from the handle of an eager execution (`queue()`, `observe()`) to its blocking
+/// run's pool task: `cancel()` takes a task that is still queued out of the queue before it
+/// returns, so a run answered CANCELLED never starts (SPEC Part A 5). The execution itself
+/// ends later, on the registry's executor.
+#[derive(Default)]
+pub(crate) struct CancelLink {
+    state: Mutex<LinkState>,
+}
+
+#[derive(Default)]
+enum LinkState {
+    /// No pool task yet (or none at all: a run that is not a queued pool task).
+    #[default]
+    Open,
+    /// The pool task, until it starts or ends.
+    Queued {
+        job: Weak<dyn Job>,
+        pool: ThreadPool,
+    },
+    /// `cancel()` was called.
+    Cancelled,
+}
+
+impl CancelLink {
+    /// Cancels: a pool task still queued is withdrawn now, and one submitted later is
+    /// withdrawn as it is submitted.
+    pub(crate) fn cancel(&self) {
+        let previous = std::mem::replace(&mut *self.state.lock(), LinkState::Cancelled);
+        if let LinkState::Queued { job, pool } = previous
+            && let Some(job) = job.upgrade()
+        {
+            pool.withdraw(&job);
+        }
+    }
+
+    /// `job`, on `pool`, is the execution's pool task.
+    fn attach(&self, job: &Arc<dyn Job>, pool: &ThreadPool) {
+        let mut state = self.state.lock();
+        if matches!(*state, LinkState::Cancelled) {
+            drop(state);
+            pool.withdraw(job);
+        } else {
+            *state = LinkState::Queued {
+                job: Arc::downgrade(job),
+                pool: pool.clone(),
+            };
+        }
+    }
+}
+
+impl std::fmt::Debug for CancelLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = match *self.state.lock() {
+            LinkState::Open => "open",
+            LinkState::Queued { .. } => "queued",
+            LinkState::Cancelled => "cancelled",
+        };
+        f.debug_tuple("CancelLink").field(&state).finish()
+    }
 }
 
 /// A run function of any kind. Runs may move to a pool thread (THREAD isolation), so they and
@@ -166,7 +230,7 @@ macro_rules! blocking_run_fn {
                 pool: &ThreadPool,
             ) -> Result<Self::Running, Rejection> {
                 let carried = Carried::capture(start.context.as_ref());
-                PoolTask::submit(self, start.state, pool, carried).map(|(task, job)| {
+                PoolTask::submit(self, &start, pool, carried).map(|(task, job)| {
                     BlockingRunning::OnPool {
                         task,
                         job,
@@ -252,7 +316,7 @@ impl<R, T, E> Interrupt for BlockingRunning<R, T, E> {
         let BlockingRunning::OnPool { task, job, pool } = self.get_mut() else {
             return false; // a run called in place has ended by the time it can be dropped
         };
-        if task.dequeue(job, pool) {
+        if pool.withdraw(job) {
             return false; // it never runs
         }
         // Under the lock `complete` takes it from: either the task sees the held trial when it
@@ -271,7 +335,8 @@ impl<R, T, E> Drop for BlockingRunning<R, T, E> {
     fn drop(&mut self) {
         if let BlockingRunning::OnPool { task, job, pool } = self {
             // Abandoned while still queued: it never runs (SPEC §6, a queued task is removed).
-            task.dequeue(job, pool);
+            pool.withdraw(job);
+            task.disarm();
         }
     }
 }
@@ -296,6 +361,10 @@ pub struct PoolTask<R, T, E> {
     command: Arc<CommandState>,
     /// The caller's request context and span, re-entered around the run.
     carried: Carried,
+    /// The execution's deadline, if a timeout is armed: a task still queued then never runs.
+    deadline_ms: Option<u64>,
+    /// The timer that withdraws the task at its deadline while it is queued.
+    expiry: Mutex<Option<TimerId>>,
 }
 
 impl<R, T, E> PoolTask<R, T, E>
@@ -304,14 +373,17 @@ where
     T: Send + 'static,
     E: Send + 'static,
 {
-    /// Queues `run` on `pool`; returns the task, and the same task as the pool holds it.
+    /// Queues `run` on `pool`; returns the task, and the same task as the pool holds it. A
+    /// task that waits in the queue is withdrawn at its deadline by a timer on the registry's
+    /// clock, and at once by the handle's `cancel()` (through `start.cancel_link`).
     #[allow(clippy::type_complexity)]
     fn submit(
         run: R,
-        command: &Arc<CommandState>,
+        start: &Start<'_>,
         pool: &ThreadPool,
         carried: Carried,
     ) -> Result<(Arc<Self>, Arc<dyn Job>), Rejection> {
+        let command = start.state;
         let task = Arc::new(PoolTask {
             status: AtomicU8::new(QUEUED),
             run: Mutex::new(Some(run)),
@@ -321,25 +393,37 @@ where
             held_trial: Mutex::new(None),
             command: Arc::clone(command),
             carried,
+            deadline_ms: start.deadline_ms,
+            expiry: Mutex::new(None),
         });
         let job: Arc<dyn Job> = Arc::clone(&task) as Arc<dyn Job>;
-        pool.submit(Arc::clone(&job))?;
+        if pool.submit(Arc::clone(&job))? == Placed::Queue {
+            if let Some(deadline_ms) = task.deadline_ms {
+                let (queued, pool) = (Arc::downgrade(&job), pool.clone());
+                let id = command.env.clock.schedule(
+                    deadline_ms,
+                    Box::new(move || {
+                        if let Some(job) = queued.upgrade() {
+                            pool.withdraw(&job);
+                        }
+                    }),
+                );
+                *task.expiry.lock() = Some(id);
+            }
+            if let Some(link) = start.cancel_link {
+                link.attach(&job, pool);
+            }
+        }
         Ok((task, job))
     }
 }
 
 impl<R, T, E> PoolTask<R, T, E> {
-    /// Takes the task (`job`, as the pool holds it) out of the pool's queue if it has not
-    /// started; returns whether it was still queued (it will never run).
-    fn dequeue(&self, job: &Arc<dyn Job>, pool: &ThreadPool) -> bool {
-        let queued = self
-            .status
-            .compare_exchange(QUEUED, CANCELLED, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok();
-        if queued {
-            pool.remove_queued(job);
+    /// Cancels the deadline's timer, if it is armed (the task started or was withdrawn).
+    fn disarm(&self) {
+        if let Some(id) = self.expiry.lock().take() {
+            self.command.env.clock.cancel(id);
         }
-        queued
     }
 
     fn poll_result(&self, cx: &mut Context<'_>) -> Poll<RunEnd<T, E>> {
@@ -366,13 +450,23 @@ where
     E: Send + 'static,
 {
     fn run(&self) {
+        // Taken from the queue at or past its deadline (its timer may not have fired yet, or
+        // may be firing now): it is a TIMEOUT and never runs.
+        let clock = &self.command.env.clock;
+        if self
+            .deadline_ms
+            .is_some_and(|deadline| clock.now_ms() >= deadline)
+        {
+            self.withdraw();
+        }
         if self
             .status
             .compare_exchange(QUEUED, RUNNING, Ordering::AcqRel, Ordering::Acquire)
             .is_err()
         {
-            return; // removed from the queue after a timeout or cancellation
+            return; // withdrawn after a timeout or cancellation
         }
+        self.disarm();
         let Some(run) = self.run.lock().take() else {
             return;
         };
@@ -387,6 +481,12 @@ where
             .run(|| catch_unwind(AssertUnwindSafe(|| run.call(token))).map_err(panic_message));
         drop(running);
         *self.result.lock() = Some(ran);
+    }
+
+    fn withdraw(&self) -> bool {
+        self.status
+            .compare_exchange(QUEUED, CANCELLED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
     }
 
     fn complete(&self) {

@@ -539,6 +539,7 @@ where
         deadline_ms: None,
         interrupt_on_timeout: false,
         context: RequestContext::current_if_any(),
+        cancel_link: None,
     };
     let clock = Arc::clone(&state.env.clock);
     let pump = pump_on_pool(run, Arc::clone(&feed), clock, limits);

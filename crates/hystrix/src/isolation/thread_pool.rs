@@ -36,6 +36,20 @@ pub trait Job: Send + Sync + 'static {
     /// Hands the result over to whoever waits for it; called after the pool has counted the
     /// task as finished, so its gauges are settled when the waiter wakes.
     fn complete(&self) {}
+    /// Gives up the task if it has not started: returns true if it now never runs (see
+    /// [`ThreadPool::withdraw`]). A task that cannot be given up returns false.
+    fn withdraw(&self) -> bool {
+        false
+    }
+}
+
+/// Where [`ThreadPool::submit`] put a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Placed {
+    /// A thread runs it now.
+    Thread,
+    /// It waits in the queue (or is handed off to an idle thread that has yet to take it).
+    Queue,
 }
 
 /// Why a pool refused work (THREAD_POOL_REJECTED).
@@ -190,7 +204,7 @@ impl ThreadPool {
     }
 
     /// Schedules `job` on a pool thread, or refuses it (never blocks on the pool).
-    pub(crate) fn submit(&self, job: Arc<dyn Job>) -> Result<(), Rejection> {
+    pub(crate) fn submit(&self, job: Arc<dyn Job>) -> Result<Placed, Rejection> {
         let shared = &self.shared;
         let props = shared.properties.hot().load();
         let mut st = shared.state.lock();
@@ -204,7 +218,7 @@ impl ThreadPool {
             props.queue_size_rejection_threshold,
         )?;
         if st.threads < props.core_size {
-            return shared.spawn(&mut st, job);
+            return shared.spawn(&mut st, job).map(|()| Placed::Thread);
         }
         let queued = match shared.queue_capacity {
             // Hand-off: only to a thread that is not busy. A thread that just finished counts
@@ -216,10 +230,10 @@ impl ThreadPool {
             st.queue.push_back(job);
             shared.publish_gauges(&st);
             shared.work_ready.notify_one();
-            return Ok(());
+            return Ok(Placed::Queue);
         }
         if st.threads < props.actual_maximum_size {
-            return shared.spawn(&mut st, job);
+            return shared.spawn(&mut st, job).map(|()| Placed::Thread);
         }
         Err(Rejection::Full {
             maximum_size: props.actual_maximum_size,
@@ -227,9 +241,20 @@ impl ThreadPool {
         })
     }
 
-    /// Removes `job` if it is still queued (a timed-out or cancelled execution); returns whether
-    /// it was.
-    pub(crate) fn remove_queued(&self, job: &Arc<dyn Job>) -> bool {
+    /// Gives up `job` if it has not started (a cancelled or timed-out execution): it will never
+    /// run, and it leaves the queue now, so its place is free at once (as Hystrix removes a
+    /// timed-out task on its timer thread). Returns whether it was given up; a task that
+    /// started is left alone.
+    pub(crate) fn withdraw(&self, job: &Arc<dyn Job>) -> bool {
+        let withdrawn = job.withdraw();
+        if withdrawn {
+            self.remove_queued(job);
+        }
+        withdrawn
+    }
+
+    /// Removes `job` if it is still queued; returns whether it was.
+    fn remove_queued(&self, job: &Arc<dyn Job>) -> bool {
         let mut st = self.shared.state.lock();
         let position = st
             .queue
