@@ -397,6 +397,8 @@ pub(crate) struct CommandState {
     pub(crate) env: Arc<Env>,
     pool: OnceLock<ThreadPool>,
     classifier_panicked: AtomicBool,
+    /// A blocking `execute()` on a thread a tokio runtime drives was logged (once per key).
+    blocking_in_runtime_warned: AtomicBool,
     /// The breaker's extras (backoff, probe, journal, shared store, keyed breakers), boxed:
     /// they are off the hot path, and inline they spread its fields (measured: +3 ns).
     pub(crate) extras: Box<BreakerExtras>,
@@ -479,6 +481,35 @@ impl CommandState {
                 command = %self.key,
                 "hystrix: the error classifier panicked ({message}); such errors count as \
                  failures, and later panics of it are not logged"
+            );
+        }
+    }
+
+    /// A blocking `execute()` of this key is about to block this thread: warns, once per key, if
+    /// a tokio runtime drives it (a worker thread, or inside `block_on`).
+    #[inline]
+    pub(crate) fn check_blocking_in_runtime(&self) {
+        if !self.blocking_in_runtime_warned.load(Ordering::Relaxed)
+            && crate::command::driven_by_runtime()
+        {
+            self.warn_blocking_in_runtime();
+        }
+    }
+
+    #[cold]
+    fn warn_blocking_in_runtime(&self) {
+        if !self
+            .blocking_in_runtime_warned
+            .swap(true, Ordering::Relaxed)
+        {
+            tracing::warn!(
+                target: "hystrix::command",
+                command = %self.key,
+                "hystrix: command {} ran a blocking execute() on a thread a tokio runtime drives; \
+                 it blocks that thread, and every task the runtime would run on it, for up to the \
+                 command's timeout. In async code use execute_async().await or queue(), or call \
+                 execute() inside tokio::task::spawn_blocking. (Logged once per command key.)",
+                self.key
             );
         }
     }
@@ -931,6 +962,7 @@ impl Registry {
             env: Arc::clone(&self.inner.env),
             pool: OnceLock::new(),
             classifier_panicked: AtomicBool::new(false),
+            blocking_in_runtime_warned: AtomicBool::new(false),
             extras: Box::new(extras),
             me: me.clone(),
         });

@@ -561,8 +561,9 @@ fn execute_of_an_async_run_inside_a_runtime_is_refused() {
     assert_eq!(err.failure_type(), FailureType::Misuse);
     assert_eq!(
         err.to_string(),
-        "command InRuntime was executed with execute() inside a tokio runtime, which would \
-         block one of its threads; use execute_async().await, or queue()"
+        "command InRuntime was executed with execute() on a thread a tokio runtime drives, \
+         which it would block; use execute_async().await or queue(), or call execute() inside \
+         tokio::task::spawn_blocking"
     );
     assert_eq!(cmd.metrics().cumulative_count(EventType::Success), 0);
 }

@@ -216,7 +216,7 @@ where
     FB: AsyncFallback<T, E>,
     C: Classify<E>,
 {
-    /// As the async run's [`Execution::execute`] (refused inside a tokio runtime), through the
+    /// As the async run's [`Execution::execute`] (refused on a thread a tokio runtime drives), through the
     /// request cache.
     ///
     /// # Errors

@@ -285,6 +285,7 @@ where
     FB: BlockingFallback<T, E> + AsyncFallback<T, E>,
     K: Classify<E>,
 {
+    state.check_blocking_in_runtime();
     let props = state.properties.hot().load();
     match props.isolation().unwrap_or(IsolationStrategy::Thread) {
         IsolationStrategy::Semaphore => {
@@ -324,6 +325,15 @@ macro_rules! blocking_execute {
             /// it returns; a run that returns after the deadline is a TIMEOUT whose value is
             /// discarded (SPEC Part A 12).
             ///
+            /// # Blocking inside async code
+            /// Either way this thread blocks, for up to the timeout. On a thread a tokio
+            /// runtime drives (a worker polling a task, or inside `Runtime::block_on`) that
+            /// stalls every task the runtime would run there, so the first such call of each
+            /// command key logs a warning (target `hystrix::command`). In async code use
+            /// [`execute_async`](Execution::execute_async)`.await` or
+            /// [`queue`](Execution::queue), or call `execute()` inside
+            /// `tokio::task::spawn_blocking`, whose threads are for blocking and never warn.
+            ///
             /// # Errors
             /// A [`HystrixError`] whose [`failure_type`](HystrixError::failure_type) says what
             /// happened when neither the run nor a fallback produced a value.
@@ -357,13 +367,15 @@ where
     C: Classify<E>,
 {
     /// Runs an async execution to its end on this thread and returns its value or error, for
-    /// blocking code that must call async code. Inside a tokio runtime it is refused (blocking a
-    /// runtime thread can stall the runtime): use [`execute_async`](Execution::execute_async)
-    /// there.
+    /// blocking code that must call async code. On a thread a tokio runtime drives (a worker
+    /// polling a task, or inside `Runtime::block_on`) it is refused, since blocking that thread
+    /// can stall the runtime: use [`execute_async`](Execution::execute_async) there. On tokio's
+    /// blocking pool (`spawn_blocking`) it runs. Inside `tokio::task::unconstrained` a worker
+    /// cannot be told from a blocking thread, and the call is not refused.
     ///
     /// # Errors
     /// As the blocking [`execute`](Execution::execute); [`FailureType::Misuse`](crate::FailureType::Misuse)
-    /// when called inside a tokio runtime.
+    /// on a thread a tokio runtime drives.
     pub fn execute(self) -> Result<T, HystrixError<E>> {
         self.execute_outcome().into_response()
     }
@@ -372,13 +384,14 @@ where
     /// [`ExecutionResult`](crate::ExecutionResult). Inside a tokio runtime the refusal is an
     /// outcome with no events, not counted.
     pub fn execute_outcome(self) -> Outcome<T, E> {
-        if tokio::runtime::Handle::try_current().is_ok() {
+        if crate::command::driven_by_runtime() {
             let key = self.command.key().clone();
             return Outcome {
                 response: Err(HystrixError::misuse(
                     key,
-                    "was executed with execute() inside a tokio runtime, which would block one \
-                     of its threads; use execute_async().await, or queue()",
+                    "was executed with execute() on a thread a tokio runtime drives, which it \
+                     would block; use execute_async().await or queue(), or call execute() \
+                     inside tokio::task::spawn_blocking",
                 )),
                 result: crate::command::ExecutionResult::empty(),
             };

@@ -136,9 +136,13 @@ impl<O: Delivered> Drop for CompleteOnDrop<O> {
     }
 }
 
-/// Runs a blocking wait: as is outside tokio, through `block_in_place` on a multi-threaded
-/// runtime, refused on a current-thread runtime.
+/// Runs a blocking wait: as is on a thread no tokio runtime drives (outside tokio, or on its
+/// blocking pool), through `block_in_place` on a multi-threaded runtime's thread, refused on a
+/// current-thread runtime's.
 pub(crate) fn block_safely<R>(wait: impl FnOnce() -> R) -> Result<R, &'static str> {
+    if !crate::command::driven_by_runtime() {
+        return Ok(wait());
+    }
     match tokio::runtime::Handle::try_current() {
         Err(_) => Ok(wait()),
         Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread => {

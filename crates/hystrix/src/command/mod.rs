@@ -42,6 +42,7 @@ mod keyed;
 mod outcome;
 mod pipeline;
 mod run;
+mod runtime_thread;
 mod stream;
 
 use std::fmt;
@@ -62,6 +63,7 @@ pub use keyed::{KeyedCommands, KeyedCommandsBuilder};
 pub use outcome::{ExecutionResult, Outcome};
 pub(crate) use pipeline::{block_on, panic_message, poll_caught};
 pub use run::{Async, Blocking, Cancellable, Interrupt, RunFn};
+pub(crate) use runtime_thread::driven_by_runtime;
 pub use stream::{
     ExecutionStream, FallbackStreamFn, NoFallbackStream, ObservedStream, STREAM_BUFFER_CAPACITY,
     StreamExecution, StreamFallback,
