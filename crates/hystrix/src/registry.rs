@@ -534,11 +534,15 @@ impl CommandState {
         self.notify_execution(result);
     }
 
-    /// Counts a request-cache hit at `now_ms`: only RESPONSE_FROM_CACHE, no latency, nothing
-    /// for health (SPEC §2: the original execution is not counted twice); tells the notifier.
-    pub(crate) fn record_cache_hit(&self, now_ms: u64) {
+    /// Counts a request-cache hit at `now_ms`: only RESPONSE_FROM_CACHE (and CANCELLED for a
+    /// hit whose caller left before the shared outcome came), no latency, nothing for health
+    /// (SPEC §2: the original execution is not counted twice); tells the notifier.
+    pub(crate) fn record_cache_hit(&self, now_ms: u64, cancelled: bool) {
         let mut events = EventCounts::new();
         events.add(EventType::ResponseFromCache);
+        if cancelled {
+            events.add(EventType::Cancelled);
+        }
         let hit = ExecutionResult {
             events,
             start_ms: now_ms,
@@ -549,8 +553,9 @@ impl CommandState {
         };
         self.counters.record(now_ms, &hit, false, false, true);
         if self.env.has_notifier() {
-            self.env
-                .notify_event(EventType::ResponseFromCache, &self.key);
+            for event in events.iter() {
+                self.env.notify_event(event, &self.key);
+            }
             self.notify_execution(&hit);
         }
     }

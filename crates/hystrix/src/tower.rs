@@ -729,7 +729,7 @@ where
         match self.service.start(request) {
             Ok(execution) => ResponseFuture {
                 state: ResponseState::Running {
-                    execution: CachedResponse::new(CachedFuture::new(
+                    execution: CachedResponse::new(CachedFuture::detachable(
                         Arc::clone(execution.command_state()),
                         cache_key,
                         execution,

@@ -29,6 +29,15 @@ fn counted(
     }
 }
 
+/// An async run that counts its call and returns `value`.
+fn counted_async(
+    calls: &Arc<AtomicU32>,
+    value: u32,
+) -> impl std::future::Future<Output = Result<u32, DependencyError>> + Send + use<> {
+    let run = counted(calls, value);
+    async move { run() }
+}
+
 /// An async run that counts its call and answers with what is sent on the returned sender.
 fn answered_later(
     calls: &Arc<AtomicU32>,
@@ -330,7 +339,7 @@ fn concurrent_identical_blocking_executions_on_two_threads_share_one_run() {
 }
 
 #[test]
-fn when_the_running_execution_is_dropped_a_waiting_one_runs_its_own() {
+fn when_the_running_execution_is_dropped_unwatched_it_is_cancelled_and_the_next_one_runs_anew() {
     let test = TestRegistry::new();
     let get_user = builder("GetUser").build_in(test.registry()).unwrap();
     let ctx = RequestContext::new();
@@ -342,18 +351,12 @@ fn when_the_running_execution_is_dropped_a_waiting_one_runs_its_own() {
             .cache_key("u1")
             .execute_async_outcome(),
     );
-    let mut waiting = pin!(
-        get_user
-            .run_async(async { Ok::<u32, DependencyError>(3) })
-            .cache_key("u1")
-            .execute_async_outcome()
-    );
     assert!(poll_once(owner.as_mut()).is_pending());
-    assert!(poll_once(waiting.as_mut()).is_pending());
-    drop(owner); // cancelled: its entry is abandoned
-    let Poll::Ready(outcome) = poll_once(waiting.as_mut()) else {
-        panic!("the waiting execution ran its own run")
-    };
+    drop(owner); // nobody waits: cancelled, and its entry leaves the cache
+    let outcome = get_user
+        .run(|| Ok::<u32, DependencyError>(3))
+        .cache_key("u1")
+        .execute_outcome();
     assert_eq!(**outcome.response().as_ref().unwrap(), 3);
     assert_eq!(
         names(outcome.execution_result().execution_events()),
@@ -363,13 +366,222 @@ fn when_the_running_execution_is_dropped_a_waiting_one_runs_its_own() {
         ctx.request_log().to_string(),
         "GetUser[CANCELLED][0ms], GetUser[SUCCESS][0ms]"
     );
-    // Its outcome is the entry now.
-    let later = get_user
-        .run(|| Ok::<u32, DependencyError>(4))
-        .cache_key("u1")
-        .execute()
+}
+
+// Issue 20, item 2 (SPEC Part A 5): a cache run others wait for goes on when its caller leaves.
+// Before the change, the waiter ran a second run of its own, and a dropped waiter left no trace.
+
+#[test]
+fn a_dropped_owner_s_run_goes_on_for_its_waiters_once() {
+    let test = TestRegistry::new();
+    let get_user = builder("GetUser").build_in(test.registry()).unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let (send, run) = answered_later(&calls);
+    let ctx = RequestContext::new();
+    let _entered = ctx.enter();
+    let mut owner = Box::pin(get_user.run_async(run).cache_key("k").execute_async());
+    let mut waiter = Box::pin(
+        get_user
+            .run_async(counted_async(&calls, 0))
+            .cache_key("k")
+            .execute_async_outcome(),
+    );
+    assert!(poll_once(owner.as_mut()).is_pending());
+    assert!(poll_once(waiter.as_mut()).is_pending());
+    test.advance(Duration::from_millis(30));
+    drop(owner); // its run goes on, on the registry's executor
+    assert_eq!(get_user.metrics().cumulative_count(EventType::Cancelled), 0);
+    send.send(42).unwrap();
+
+    let outcome = futures::executor::block_on(waiter);
+    assert_eq!(**outcome.response().as_ref().unwrap(), 42);
+    assert_eq!(
+        names(outcome.execution_result().execution_events()),
+        ["SUCCESS", "RESPONSE_FROM_CACHE"]
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "exactly one run");
+    // The owner's execution is recorded once, with its own outcome, in its request.
+    let metrics = get_user.metrics();
+    assert_eq!(metrics.cumulative_count(EventType::Success), 1);
+    assert_eq!(metrics.cumulative_count(EventType::ResponseFromCache), 1);
+    assert_eq!(metrics.cumulative_count(EventType::Cancelled), 0);
+    assert_eq!(
+        ctx.request_log().to_string(),
+        "GetUser[SUCCESS][30ms], GetUser[SUCCESS, RESPONSE_FROM_CACHE][0ms]"
+    );
+}
+
+#[test]
+fn a_dropped_waiter_counts_as_a_cancelled_cache_hit_and_the_run_goes_on() {
+    let clock = hystrix::clock::ManualClock::new();
+    let notifier = RecordingNotifier::default();
+    let registry = Registry::builder()
+        .clock(clock.clone())
+        .event_notifier(notifier.clone())
+        .build();
+    let get_user = builder("GetUser").build_in(&registry).unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let (send, run) = answered_later(&calls);
+    let ctx = RequestContext::new();
+    let _entered = ctx.enter();
+    let mut owner = Box::pin(
+        get_user
+            .run_async(run)
+            .cache_key("k")
+            .execute_async_outcome(),
+    );
+    let mut waiter = Box::pin(
+        get_user
+            .run_async(counted_async(&calls, 0))
+            .cache_key("k")
+            .execute_async_outcome(),
+    );
+    assert!(poll_once(owner.as_mut()).is_pending());
+    assert!(poll_once(waiter.as_mut()).is_pending());
+    clock.advance(Duration::from_millis(5));
+    notifier.take();
+    drop(waiter);
+    let metrics = get_user.metrics();
+    assert_eq!(metrics.cumulative_count(EventType::ResponseFromCache), 1);
+    assert_eq!(metrics.cumulative_count(EventType::Cancelled), 1);
+    assert_eq!(
+        ctx.request_log().to_string(),
+        "GetUser[RESPONSE_FROM_CACHE, CANCELLED][5ms]"
+    );
+    send.send(7).unwrap();
+    let Poll::Ready(outcome) = poll_once(owner.as_mut()) else {
+        panic!("the owner's run answered")
+    };
+    assert_eq!(**outcome.response().as_ref().unwrap(), 7);
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        ctx.request_log().to_string(),
+        "GetUser[RESPONSE_FROM_CACHE, CANCELLED][5ms], GetUser[SUCCESS][5ms]"
+    );
+    let heard = notifier.take();
+    assert_eq!(
+        heard[..3],
+        [
+            "GetUser:RESPONSE_FROM_CACHE",
+            "GetUser:CANCELLED",
+            "GetUser:executed SEMAPHORE 0ms [RESPONSE_FROM_CACHE, CANCELLED]",
+        ],
+        "{heard:?}"
+    );
+}
+
+#[test]
+fn without_an_executor_a_dropped_owner_is_cancelled_and_its_waiter_runs_its_own() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .build()
         .unwrap();
-    assert_eq!(*later, 3);
+    let registry = Registry::builder()
+        .executor(runtime.handle().clone())
+        .build();
+    drop(runtime);
+    let get_user = builder("GetUser").build_in(&registry).unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let ctx = RequestContext::new();
+    let _entered = ctx.enter();
+    let mut owner = Box::pin(
+        get_user
+            .run_async(std::future::pending::<Result<u32, DependencyError>>())
+            .cache_key("k")
+            .execute_async_outcome(),
+    );
+    let mut waiter = Box::pin(
+        get_user
+            .run_async(counted_async(&calls, 3))
+            .cache_key("k")
+            .execute_async_outcome(),
+    );
+    assert!(poll_once(owner.as_mut()).is_pending());
+    assert!(poll_once(waiter.as_mut()).is_pending());
+    drop(owner);
+    let Poll::Ready(outcome) = poll_once(waiter.as_mut()) else {
+        panic!("the waiter ran its own run")
+    };
+    assert_eq!(**outcome.response().as_ref().unwrap(), 3);
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert_eq!(get_user.metrics().cumulative_count(EventType::Cancelled), 1);
+}
+
+#[test]
+fn cancel_of_a_queued_owner_with_a_waiter_lets_the_run_go_on() {
+    let test = TestRegistry::new();
+    // THREAD isolation on a pool of one thread, held busy: the owner's run waits in the queue.
+    let get_user = Command::builder("GetUser")
+        .group("Users")
+        .thread_pool_property("coreSize", 1)
+        .thread_pool_property("maxQueueSize", 5)
+        .timeout(Duration::from_secs(60))
+        .build_in(test.registry())
+        .unwrap();
+    let (started_tx, started) = std::sync::mpsc::channel();
+    let (release, release_rx) = std::sync::mpsc::channel::<()>();
+    let holder = get_user
+        .run(move || {
+            started_tx.send(()).unwrap();
+            release_rx.recv().unwrap();
+            Ok::<u32, DependencyError>(0)
+        })
+        .queue();
+    started.recv().unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let ctx = RequestContext::new();
+    let _entered = ctx.enter();
+    let owner = get_user.run(counted(&calls, 9)).cache_key("k").queue();
+    let waiter = get_user.run(counted(&calls, 0)).cache_key("k").queue();
+    assert_eq!(
+        get_user.thread_pool_metrics().unwrap().current_queue_size,
+        1
+    );
+
+    assert!(owner.cancel());
+    // Others wait for it: it stays queued.
+    assert_eq!(
+        get_user.thread_pool_metrics().unwrap().current_queue_size,
+        1
+    );
+    assert_eq!(
+        owner.get().unwrap_err().failure_type(),
+        FailureType::Cancelled
+    );
+    release.send(()).unwrap();
+    assert_eq!(holder.get().unwrap(), 0);
+    let outcome = waiter.get_outcome();
+    assert_eq!(**outcome.response().as_ref().unwrap(), 9);
+    assert_eq!(
+        names(outcome.execution_result().execution_events()),
+        ["SUCCESS", "RESPONSE_FROM_CACHE"]
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+
+    // Nobody waits: cancel() withdraws the queued run at once, as without a cache key.
+    let (started_tx, started) = std::sync::mpsc::channel();
+    let (release, release_rx) = std::sync::mpsc::channel::<()>();
+    let holder = get_user
+        .run(move || {
+            started_tx.send(()).unwrap();
+            release_rx.recv().unwrap();
+            Ok::<u32, DependencyError>(0)
+        })
+        .queue();
+    started.recv().unwrap();
+    let alone = get_user.run(counted(&calls, 8)).cache_key("other").queue();
+    assert_eq!(
+        get_user.thread_pool_metrics().unwrap().current_queue_size,
+        1
+    );
+    assert!(alone.cancel());
+    assert_eq!(
+        get_user.thread_pool_metrics().unwrap().current_queue_size,
+        0
+    );
+    release.send(()).unwrap();
+    assert_eq!(holder.get().unwrap(), 0);
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
 }
 
 #[test]

@@ -17,10 +17,10 @@ use crate::command::execution::{AsyncFallback, BlockingFallback, Execution, NoFa
 use crate::command::future::ExecuteAsyncOutcome;
 use crate::command::handle::{CachedObserved, CachedQueued, ToObservable};
 use crate::command::pipeline;
-use crate::command::run::{Async, Blocking, Cancellable, RunFn};
+use crate::command::run::{Async, Blocking, CancelLink, Cancellable, RunFn};
 use crate::command::{Classify, ExecutionResult, Outcome};
 use crate::context::{
-    CacheOwner, CachedOutcome, Claim, Entry, Lookup, RequestContext, RequestLogEntry,
+    CacheOwner, CachedOutcome, Carried, Claim, Entry, Lookup, RequestContext, RequestLogEntry,
     SharedResponse, Wait,
 };
 use crate::error::{BoxError, Cause, Detail, FailureType, HystrixError};
@@ -231,49 +231,6 @@ where
     }
 }
 
-impl<'c, C, R, FB> CachedExecution<'c, C, R, FB>
-where
-    R: RunFn,
-    R::Output: Send + Sync + 'static,
-    R::Error: Send + Sync + 'static,
-    FB: AsyncFallback<R::Output, R::Error>,
-    C: Classify<R::Error>,
-{
-    /// As [`Execution::execute_async`], through the request cache: cold; on a miss the run
-    /// executes in this future; on a hit it resolves to the shared response (awaiting an
-    /// identical execution still running). The request context is the one current when it is
-    /// first polled.
-    ///
-    /// # Cancel safety
-    /// Dropping the future of the execution that runs cancels it (as
-    /// [`Execution::execute_async`]) and takes its entry out of the cache: executions waiting
-    /// for it look again, and the first of them runs its own run function. Dropping a waiting
-    /// hit changes nothing for the others (it is not counted).
-    ///
-    /// # Errors
-    /// The shared error of the execution that ran; [`FailureType::NoRequestContext`] with no
-    /// request context current.
-    pub fn execute_async(self) -> CachedResponse<CachedExecuteAsync<'c, C, R, FB>> {
-        CachedResponse::new(self.execute_async_outcome())
-    }
-
-    /// As [`execute_async`](CachedExecution::execute_async), resolving to the
-    /// [`CachedOutcome`] (response and [`ExecutionResult`]).
-    pub fn execute_async_outcome(self) -> CachedExecuteAsync<'c, C, R, FB> {
-        let state = Arc::clone(self.execution.command().state_arc());
-        CachedFuture::new(
-            state,
-            Some(self.cache_key),
-            self.execution.execute_async_outcome(),
-        )
-    }
-
-    /// As [`Execution::to_observable`]: a cold one-item stream of the shared response.
-    pub fn to_observable(self) -> ToObservable<CachedResponse<CachedExecuteAsync<'c, C, R, FB>>> {
-        ToObservable::new(self.execute_async())
-    }
-}
-
 impl<C, R, FB> CachedExecution<'_, C, R, FB>
 where
     R: RunFn,
@@ -283,15 +240,54 @@ where
     FB::Future: Send + 'static,
     C: Classify<R::Error> + Clone + Send + Sync + 'static,
 {
+    /// As [`Execution::execute_async`], through the request cache: cold; on a miss the run
+    /// executes in this future; on a hit it resolves to the shared response (awaiting an
+    /// identical execution still running). The request context is the one current when it is
+    /// first polled.
+    ///
+    /// The future owns what it needs (a clone of the command's classifier, the fallback), so
+    /// that a run others wait for can go on without it: the classifier must be `Clone`, and
+    /// the fallback and its future `Send + 'static`, as for [`queue`](CachedExecution::queue).
+    ///
+    /// # Cancel safety
+    /// Dropping the future of the execution that runs while other executions wait for it
+    /// does not cancel the run: it goes on, on the registry's executor, and they get its
+    /// outcome (SPEC Part A 5); it is recorded once, with that outcome, when it ends. Dropped
+    /// while nobody waits, it is cancelled (as [`Execution::execute_async`]) and its entry
+    /// leaves the cache. A dropped waiting hit records RESPONSE_FROM_CACHE and CANCELLED and
+    /// changes nothing for the others. See [`CachedFuture`].
+    ///
+    /// # Errors
+    /// The shared error of the execution that ran; [`FailureType::NoRequestContext`] with no
+    /// request context current.
+    pub fn execute_async(self) -> CachedResponse<CachedExecuteAsync<C, R, FB>> {
+        CachedResponse::new(self.execute_async_outcome())
+    }
+
+    /// As [`execute_async`](CachedExecution::execute_async), resolving to the
+    /// [`CachedOutcome`] (response and [`ExecutionResult`]).
+    pub fn execute_async_outcome(self) -> CachedExecuteAsync<C, R, FB> {
+        let (state, execution) = self.execution.into_owned();
+        CachedFuture::detachable(state, Some(self.cache_key), execution)
+    }
+
+    /// As [`Execution::to_observable`]: a cold one-item stream of the shared response.
+    pub fn to_observable(self) -> ToObservable<CachedResponse<CachedExecuteAsync<C, R, FB>>> {
+        ToObservable::new(self.execute_async())
+    }
+
     /// As [`Execution::queue`], through the request cache: the cache is looked up now, in the
     /// request context current here; on a miss the execution starts now (its first steps on
     /// this thread, the rest on the registry's executor) and its outcome is shared when it
     /// ends, even if the handle was dropped; on a hit the handle resolves to the shared
-    /// response. Dropping the handle detaches it; [`cancel`](CachedQueued::cancel) cancels.
+    /// response. Dropping the handle detaches it; [`cancel`](CachedQueued::cancel) cancels,
+    /// except a run other executions wait for, which goes on for them (see
+    /// [`execute_async`](CachedExecution::execute_async)).
     pub fn queue(self) -> CachedQueued<R::Output, R::Error> {
-        let (state, execution) = self.execution.into_owned();
-        let future = CachedFuture::new(Arc::clone(&state), Some(self.cache_key), execution);
-        CachedQueued::start(&state, future)
+        let (state, execution, link) = self.execution.into_owned_linked();
+        let future = CachedFuture::detachable(Arc::clone(&state), Some(self.cache_key), execution)
+            .with_cancel_link(link.clone());
+        CachedQueued::start(&state, future, link)
     }
 
     /// As [`Execution::observe`], through the request cache: eager as
@@ -302,8 +298,8 @@ where
 }
 
 /// The future of an async execution through the request cache (see [`CachedFuture`]).
-pub type CachedExecuteAsync<'c, C, R, FB> =
-    CachedFuture<<R as RunFn>::Output, <R as RunFn>::Error, ExecuteAsyncOutcome<'c, &'c C, R, FB>>;
+pub type CachedExecuteAsync<C, R, FB> =
+    CachedFuture<<R as RunFn>::Output, <R as RunFn>::Error, ExecuteAsyncOutcome<'static, C, R, FB>>;
 
 pin_project! {
     /// The future of an execution through the request cache: what
@@ -312,17 +308,82 @@ pin_project! {
     /// (cold) future `Fut` and shares its outcome; on a hit it waits for the shared outcome
     /// and `Fut` is dropped unpolled (nothing recorded for it).
     ///
+    /// # Cancel safety
+    /// Dropping the future of the execution that runs (the owner of the cache entry) while
+    /// other executions wait for its outcome does not cancel the run: it goes on, on the
+    /// registry's executor, in the owner's request context, and its outcome goes to the waiters
+    /// and the cache (SPEC Part A 5). It is recorded once, with its own outcome (say SUCCESS),
+    /// when it ends; the owner's drop records nothing. Dropped while nobody waits, it is
+    /// cancelled (CANCELLED, permits freed) and its entry leaves the cache. Only if the
+    /// registry's executor is gone (shut down) is a waited-for run cancelled too; its waiters
+    /// then look again and the first runs its own run function. A dropped waiter records
+    /// RESPONSE_FROM_CACHE and CANCELLED (as Hystrix counts an unsubscribed cache hit) and
+    /// changes nothing for the others.
+    ///
     /// A hand-written state machine with plain type parameters, so it is `Send` whenever its
     /// parts are (see the `command::future` module on `async` blocks and error types).
     #[must_use = "futures do nothing unless polled"]
     pub struct CachedFuture<T, E, Fut> {
         #[pin]
-        execution: Fut,
+        execution: Slot<Fut>,
         state: Arc<CommandState>,
         cache_key: Option<String>,
         phase: CachedPhase<T, E>,
+        // Moves the owner's running execution to the executor; `None` where the execution
+        // cannot move (it borrows, or a blocking caller waits for it anyway).
+        detach: Option<Detach<T, E, Fut>>,
+        // The handle's link to a queued pool task (`queue()`, `observe()`).
+        link: Option<Arc<CancelLink>>,
+    }
+
+    impl<T, E, Fut> PinnedDrop for CachedFuture<T, E, Fut> {
+        fn drop(this: Pin<&mut Self>) {
+            let mut this = this.project();
+            match std::mem::replace(this.phase, CachedPhase::Done) {
+                CachedPhase::Waiting { wait, context, start_ms } => {
+                    drop(wait);
+                    cancelled_hit(this.state, &context, start_ms);
+                }
+                CachedPhase::Running { claim: Some(claim) } => {
+                    let waited = claim.entry().has_waiters()
+                        && !this.link.as_ref().is_some_and(|link| link.withdrew());
+                    if waited
+                        && let Some(detach) = this.detach
+                        && let SlotOwned::Boxed { execution } =
+                            this.execution.as_mut().project_replace(Slot::Empty)
+                    {
+                        detach(execution, claim, this.state);
+                        return;
+                    }
+                    // Cancelled (recorded) before its entry is abandoned and waiters look again.
+                    this.execution.set(Slot::Empty);
+                    drop(claim);
+                }
+                _ => {}
+            }
+        }
     }
 }
+
+pin_project! {
+    /// The execution a [`CachedFuture`] may run.
+    #[project = SlotProj]
+    #[project_replace = SlotOwned]
+    enum Slot<Fut> {
+        // Not started; it can still move.
+        Cold { execution: Fut },
+        // Polled in place (no other execution can wait for it).
+        Here { #[pin] execution: Fut },
+        // The owner of a cache entry's: boxed, so it can move to the executor if its caller
+        // leaves while others wait for it.
+        Boxed { execution: Pin<Box<Fut>> },
+        // Done, or never to run (a hit).
+        Empty,
+    }
+}
+
+/// Moves an owner's running execution, with its claim, to the registry's executor.
+type Detach<T, E, Fut> = fn(Pin<Box<Fut>>, Claim<T, E>, &CommandState);
 
 enum CachedPhase<T, E> {
     /// Not polled yet.
@@ -349,14 +410,79 @@ impl<T, E, Fut> std::fmt::Debug for CachedFuture<T, E, Fut> {
 
 impl<T, E, Fut> CachedFuture<T, E, Fut> {
     /// `execution` through the cache under `cache_key` (`None`: not cached, shared anyway).
+    /// Its caller waits for it to the end (a blocking execution): it never has to move.
     pub(crate) fn new(state: Arc<CommandState>, cache_key: Option<String>, execution: Fut) -> Self {
         CachedFuture {
-            execution,
+            execution: Slot::Cold { execution },
             state,
             cache_key,
             phase: CachedPhase::Start,
+            detach: None,
+            link: None,
         }
     }
+
+    /// Withdraws nothing through `link` while others wait for this owner's outcome.
+    pub(crate) fn with_cancel_link(mut self, link: Option<Arc<CancelLink>>) -> Self {
+        self.link = link;
+        self
+    }
+}
+
+impl<T, E, Fut> CachedFuture<T, E, Fut>
+where
+    T: Send + Sync + 'static,
+    E: Send + Sync + 'static,
+    Fut: Future<Output = Outcome<T, E>> + Send + 'static,
+{
+    /// As [`new`](CachedFuture::new), for an execution whose caller may leave: if it is
+    /// dropped while others wait for its outcome, the execution goes on on the registry's
+    /// executor.
+    pub(crate) fn detachable(
+        state: Arc<CommandState>,
+        cache_key: Option<String>,
+        execution: Fut,
+    ) -> Self {
+        let mut future = Self::new(state, cache_key, execution);
+        future.detach = Some(detach::<T, E, Fut>);
+        future
+    }
+}
+
+/// Goes on with an owner's execution on the registry's executor, in the entry's request
+/// context, and shares its outcome; without an executor (shut down) it is dropped, which
+/// cancels it and abandons the entry.
+fn detach<T, E, Fut>(mut execution: Pin<Box<Fut>>, claim: Claim<T, E>, state: &CommandState)
+where
+    T: Send + Sync + 'static,
+    E: Send + Sync + 'static,
+    Fut: Future<Output = Outcome<T, E>> + Send + 'static,
+{
+    let Some(executor) = state.env.executor() else {
+        return;
+    };
+    let in_flight = state.env.eager_started();
+    let carried = Carried::context(claim.context().clone());
+    executor.spawn(carried.scope(async move {
+        let outcome = std::future::poll_fn(|cx| {
+            let _running = RunningHere::enter(claim.entry());
+            execution.as_mut().poll(cx)
+        })
+        .await;
+        settle(claim, share(outcome));
+        drop(in_flight);
+    }));
+}
+
+/// Publishes `outcome` to the claim's waiters, unless the execution was refused before any
+/// step (a misuse: not kept; the waiters look again).
+fn settle<T, E>(claim: Claim<T, E>, outcome: CachedOutcome<T, E>) -> CachedOutcome<T, E> {
+    if outcome.result.events.is_empty() {
+        drop(claim);
+    } else {
+        claim.publish(&outcome);
+    }
+    outcome
 }
 
 impl<T, E, Fut> Future for CachedFuture<T, E, Fut>
@@ -377,6 +503,7 @@ where
                         Some(cache_key) if enabled => cache_key,
                         _ => {
                             *this.phase = CachedPhase::Running { claim: None };
+                            start(this.execution.as_mut(), false);
                             continue;
                         }
                     };
@@ -389,7 +516,10 @@ where
                     };
                     let start_ms = this.state.env.clock.now_ms();
                     match look_up(this.state, context, cache_key, start_ms) {
-                        Ok(phase) => *this.phase = phase,
+                        Ok(phase) => {
+                            *this.phase = phase;
+                            self::owns(this.phase, this.execution.as_mut(), this.detach, this.link);
+                        }
                         Err(refusal) => {
                             *this.phase = CachedPhase::Done;
                             return Poll::Ready(refusal);
@@ -413,7 +543,15 @@ where
                         let (context, start_ms) = (context.clone(), *start_ms);
                         let cache_key = this.cache_key.as_deref().unwrap_or_default();
                         match look_up(this.state, context, cache_key, start_ms) {
-                            Ok(phase) => *this.phase = phase,
+                            Ok(phase) => {
+                                *this.phase = phase;
+                                self::owns(
+                                    this.phase,
+                                    this.execution.as_mut(),
+                                    this.detach,
+                                    this.link,
+                                );
+                            }
                             Err(refusal) => {
                                 *this.phase = CachedPhase::Done;
                                 return Poll::Ready(refusal);
@@ -426,20 +564,58 @@ where
                     let running = claim
                         .as_ref()
                         .map(|claim| RunningHere::enter(claim.entry()));
-                    let polled = this.execution.as_mut().poll(cx);
+                    let polled = match this.execution.as_mut().project() {
+                        SlotProj::Here { execution } => execution.poll(cx),
+                        SlotProj::Boxed { execution } => execution.as_mut().poll(cx),
+                        SlotProj::Cold { .. } | SlotProj::Empty => {
+                            unreachable!("a running execution was started")
+                        }
+                    };
                     drop(running);
                     let outcome = share(std::task::ready!(polled));
-                    match claim.take() {
-                        // Refused before any step (a misuse): not kept; waiters look again.
-                        Some(claim) if outcome.result.events.is_empty() => drop(claim),
-                        Some(claim) => claim.publish(&outcome),
-                        None => {}
-                    }
+                    this.execution.set(Slot::Empty);
+                    let outcome = match claim.take() {
+                        Some(claim) => settle(claim, outcome),
+                        None => outcome,
+                    };
                     *this.phase = CachedPhase::Done;
                     return Poll::Ready(outcome);
                 }
                 CachedPhase::Done => panic!("a cached execution was polled after it completed"),
             }
+        }
+    }
+}
+
+/// Starts the execution in `slot`: boxed if it may have to move, in place otherwise.
+fn start<Fut>(mut slot: Pin<&mut Slot<Fut>>, boxed: bool) {
+    if let SlotOwned::Cold { execution } = slot.as_mut().project_replace(Slot::Empty) {
+        slot.set(if boxed {
+            Slot::Boxed {
+                execution: Box::pin(execution),
+            }
+        } else {
+            Slot::Here { execution }
+        });
+    }
+}
+
+/// After a lookup: an owner (a miss) starts its execution, boxed if it can move, and tells a
+/// handle's link to leave its pool task alone while others wait for the outcome.
+fn owns<T, E, Fut>(
+    phase: &CachedPhase<T, E>,
+    slot: Pin<&mut Slot<Fut>>,
+    detach: &Option<Detach<T, E, Fut>>,
+    link: &Option<Arc<CancelLink>>,
+) where
+    T: Send + Sync + 'static,
+    E: Send + Sync + 'static,
+{
+    if let CachedPhase::Running { claim: Some(claim) } = phase {
+        start(slot, detach.is_some());
+        if let Some(link) = link {
+            let entry = Arc::clone(claim.entry());
+            link.keep_while(move || entry.has_waiters());
         }
     }
 }
@@ -569,6 +745,27 @@ fn refused<T, E>(error: HystrixError<E>) -> CachedOutcome<T, E> {
     }
 }
 
+/// A hit dropped before the shared outcome came (its caller left): RESPONSE_FROM_CACHE and
+/// CANCELLED, counted and logged as such (Hystrix's unsubscribed cache hit).
+fn cancelled_hit(state: &CommandState, context: &RequestContext, start_ms: u64) {
+    let now_ms = state.env.clock.now_ms();
+    state.record_cache_hit(now_ms, true);
+    state.env.hook(|hook| {
+        hook.on_cache_hit(&state.key);
+        hook.on_unsubscribe(&state.key);
+    });
+    if state.properties.hot().load().request_log_enabled() {
+        let mut events = crate::event::EventCounts::new();
+        events.add(EventType::ResponseFromCache);
+        events.add(EventType::Cancelled);
+        context.log(RequestLogEntry::new(
+            state.key.clone(),
+            events,
+            now_ms.saturating_sub(start_ms),
+        ));
+    }
+}
+
 /// A hit: `shared`'s response, its events plus RESPONSE_FROM_CACHE; counted as a hit only.
 fn hit<T, E>(
     state: &CommandState,
@@ -579,7 +776,7 @@ fn hit<T, E>(
     let now_ms = state.env.clock.now_ms();
     let mut events = shared.result.events;
     events.add(EventType::ResponseFromCache);
-    state.record_cache_hit(now_ms);
+    state.record_cache_hit(now_ms, false);
     state.env.hook(|hook| hook.on_cache_hit(&state.key));
     if state.properties.hot().load().request_log_enabled() {
         context.log(RequestLogEntry::new(state.key.clone(), events, 0));

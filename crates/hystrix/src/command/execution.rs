@@ -486,6 +486,24 @@ where
     }
 
     /// The execution's future owning its command's state (for a task), and that state.
+    /// As [`into_owned`](Execution::into_owned), for an eager execution: with the link from
+    /// its handle to its pool task, if its run can wait in a pool's queue.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn into_owned_linked(
+        mut self,
+    ) -> (
+        Arc<CommandState>,
+        ExecuteAsyncOutcome<'static, C, R, FB>,
+        Option<Arc<crate::command::run::CancelLink>>,
+    ) {
+        let options = std::mem::take(&mut self.options);
+        let (options, link) =
+            crate::command::handle::link_queued::<R>(self.command.state_arc(), options);
+        self.options = options;
+        let (state, future) = self.into_owned();
+        (state, future, link)
+    }
+
     pub(crate) fn into_owned(self) -> (Arc<CommandState>, ExecuteAsyncOutcome<'static, C, R, FB>) {
         let state = Arc::clone(self.command.state_arc());
         let future = ExecuteAsyncOutcome::new(

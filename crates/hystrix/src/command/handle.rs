@@ -155,6 +155,21 @@ pub(crate) fn block_safely<R>(wait: impl FnOnce() -> R) -> Result<R, &'static st
     }
 }
 
+/// The options of an eager execution, with a link from its handle to its pool task if its
+/// run can wait in a pool's queue (a blocking run not under SEMAPHORE isolation).
+pub(crate) fn link_queued<R: RunFn>(
+    state: &CommandState,
+    options: CallOptions,
+) -> (CallOptions, Option<Arc<CancelLink>>) {
+    let queueable = R::BLOCKING
+        && state.properties.hot().load().isolation() != Some(IsolationStrategy::Semaphore);
+    if !queueable {
+        return (options, None);
+    }
+    let link = Arc::new(CancelLink::default());
+    (options.with_cancel_link(Arc::clone(&link)), Some(link))
+}
+
 /// An eagerly started execution and the way to its outcome `O`: what [`QueuedExecution`] and
 /// [`CachedQueued`] hold.
 struct Eager<O> {
@@ -334,14 +349,7 @@ where
         FB::Future: Send + 'static,
         K: Classify<E> + Send + Sync + 'static,
     {
-        // Only a blocking run can wait in a pool's queue.
-        let queueable = R::BLOCKING
-            && state.properties.hot().load().isolation() != Some(IsolationStrategy::Semaphore);
-        let link = queueable.then(|| Arc::new(CancelLink::default()));
-        let options = match &link {
-            Some(link) => options.with_cancel_link(Arc::clone(link)),
-            None => options,
-        };
+        let (options, link) = link_queued::<R>(&state, options);
         let future = ExecuteAsyncOutcome::new(
             StateRef::Owned(Arc::clone(&state)),
             classifier,
@@ -432,12 +440,16 @@ where
 {
     /// Looks the cache up and takes the execution's first steps on this thread; what is left
     /// runs on the registry's executor.
-    pub(crate) fn start<F>(state: &Arc<CommandState>, future: F) -> Self
+    pub(crate) fn start<F>(
+        state: &Arc<CommandState>,
+        future: F,
+        link: Option<Arc<CancelLink>>,
+    ) -> Self
     where
         F: Future<Output = CachedOutcome<T, E>> + Send + 'static,
     {
         CachedQueued {
-            eager: Eager::start(state, future, None),
+            eager: Eager::start(state, future, link),
         }
     }
 
@@ -472,7 +484,9 @@ impl<T, E> CachedQueued<T, E> {
     }
 
     /// As [`QueuedExecution::cancel`]: cancels this handle's execution, or, for a hit, its
-    /// wait (the shared execution goes on for the others).
+    /// wait (the shared execution goes on for the others; the hit records RESPONSE_FROM_CACHE
+    /// and CANCELLED). The execution that runs is not cancelled while other executions wait
+    /// for it: it goes on for them, and only this handle resolves to CANCELLED (SPEC Part A 5).
     pub fn cancel(&self) -> bool {
         self.eager.cancel()
     }

@@ -217,7 +217,7 @@ pub trait HystrixAsyncCommand: Sized + Send + Sync + 'static {
     {
         let state = Arc::clone(self.command().state_arc());
         let cache_key = self.cache_key();
-        CachedResponse::new(CachedFuture::new(
+        CachedResponse::new(CachedFuture::detachable(
             state,
             cache_key,
             self.execute_async_outcome(),

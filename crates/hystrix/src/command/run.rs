@@ -8,8 +8,8 @@
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
 use std::task::{Context, Poll, Waker};
 
 use parking_lot::Mutex;
@@ -66,6 +66,11 @@ pub struct Start<'a> {
 #[derive(Default)]
 pub(crate) struct CancelLink {
     state: Mutex<LinkState>,
+    /// While this says so, `cancel()` leaves the task alone: others wait for its outcome (a
+    /// request-cache run with waiters goes on without its caller).
+    keep: OnceLock<Box<dyn Fn() -> bool + Send + Sync>>,
+    /// `cancel()` withdrew the task: it never runs.
+    withdrawn: AtomicBool,
 }
 
 #[derive(Default)]
@@ -78,33 +83,59 @@ enum LinkState {
         job: Weak<dyn Job>,
         pool: ThreadPool,
     },
-    /// `cancel()` was called.
+    /// `cancel()` was called while others wanted the run: it goes on.
+    Kept,
+    /// `cancel()` was called: a task still queued is withdrawn.
     Cancelled,
 }
 
 impl CancelLink {
     /// Cancels: a pool task still queued is withdrawn now, and one submitted later is
-    /// withdrawn as it is submitted.
+    /// withdrawn as it is submitted; unless [`keep_while`](CancelLink::keep_while) says
+    /// others want the run.
     pub(crate) fn cancel(&self) {
-        let previous = std::mem::replace(&mut *self.state.lock(), LinkState::Cancelled);
+        let mut state = self.state.lock();
+        if self.keep.get().is_some_and(|wanted| wanted()) {
+            *state = LinkState::Kept;
+            return;
+        }
+        let previous = std::mem::replace(&mut *state, LinkState::Cancelled);
+        drop(state);
         if let LinkState::Queued { job, pool } = previous
             && let Some(job) = job.upgrade()
+            && pool.withdraw(&job)
         {
-            pool.withdraw(&job);
+            self.withdrawn.store(true, Ordering::Release);
         }
+    }
+
+    /// From now on, `cancel()` withdraws nothing while `wanted()` holds.
+    pub(crate) fn keep_while(&self, wanted: impl Fn() -> bool + Send + Sync + 'static) {
+        let _ = self.keep.set(Box::new(wanted));
+    }
+
+    /// Whether `cancel()` withdrew the run's pool task (it never runs).
+    pub(crate) fn withdrew(&self) -> bool {
+        self.withdrawn.load(Ordering::Acquire)
     }
 
     /// `job`, on `pool`, is the execution's pool task.
     fn attach(&self, job: &Arc<dyn Job>, pool: &ThreadPool) {
         let mut state = self.state.lock();
-        if matches!(*state, LinkState::Cancelled) {
-            drop(state);
-            pool.withdraw(job);
-        } else {
-            *state = LinkState::Queued {
-                job: Arc::downgrade(job),
-                pool: pool.clone(),
-            };
+        match *state {
+            LinkState::Cancelled => {
+                drop(state);
+                if pool.withdraw(job) {
+                    self.withdrawn.store(true, Ordering::Release);
+                }
+            }
+            LinkState::Kept => {}
+            LinkState::Open | LinkState::Queued { .. } => {
+                *state = LinkState::Queued {
+                    job: Arc::downgrade(job),
+                    pool: pool.clone(),
+                };
+            }
         }
     }
 }
@@ -114,6 +145,7 @@ impl std::fmt::Debug for CancelLink {
         let state = match *self.state.lock() {
             LinkState::Open => "open",
             LinkState::Queued { .. } => "queued",
+            LinkState::Kept => "kept",
             LinkState::Cancelled => "cancelled",
         };
         f.debug_tuple("CancelLink").field(&state).finish()

@@ -6,15 +6,18 @@
 //! rest of the request — values, fallback values, failures, timeouts, rejections — as Hystrix
 //! does. Values and errors are shared behind `Arc` (SPEC Part A 19), so neither needs `Clone`.
 //!
-//! An entry whose execution is dropped before it ends (its caller cancelled it) is abandoned:
-//! it leaves the map, and the executions waiting for it look again (the first runs its own
-//! run function and becomes the new entry's owner), so no caller is left waiting forever.
+//! An entry whose execution is dropped before it ends, while nobody waits for it, is
+//! abandoned: it leaves the map, and a later execution runs anew. While executions wait for it,
+//! the execution goes on without its caller (see `CachedFuture`, SPEC Part A 5); if it cannot
+//! (the registry's executor is gone), it is abandoned and the waiters look again (the first runs
+//! its own run function and becomes the new entry's owner), so no caller waits forever.
 
 use std::any::Any;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
 
 use parking_lot::Mutex;
@@ -163,6 +166,8 @@ pub(crate) enum Lookup<T, E> {
 /// request's.
 pub(crate) struct Entry<T, E> {
     state: Mutex<EntryState<T, E>>,
+    /// Executions waiting for the outcome now ([`Wait`]s alive).
+    waiters: AtomicUsize,
 }
 
 enum EntryState<T, E> {
@@ -184,7 +189,13 @@ impl<T, E> Entry<T, E> {
     pub(crate) fn new() -> Self {
         Entry {
             state: Mutex::new(EntryState::Running(Vec::new())),
+            waiters: AtomicUsize::new(0),
         }
+    }
+
+    /// Whether an execution waits for the outcome now.
+    pub(crate) fn has_waiters(&self) -> bool {
+        self.waiters.load(Ordering::Acquire) > 0
     }
 
     /// Gives the outcome to every waiter (the first outcome wins).
@@ -201,6 +212,7 @@ impl<T, E> Entry<T, E> {
 
     /// Waits for the outcome; `None` if the execution was abandoned.
     pub(crate) fn wait(self: Arc<Self>) -> Wait<T, E> {
+        self.waiters.fetch_add(1, Ordering::AcqRel);
         Wait { entry: self }
     }
 
@@ -221,6 +233,12 @@ impl<T, E> Wait<T, E> {
     /// Whether the outcome is there (or the entry was abandoned).
     pub(crate) fn is_settled(&self) -> bool {
         self.entry.is_settled()
+    }
+}
+
+impl<T, E> Drop for Wait<T, E> {
+    fn drop(&mut self) {
+        self.entry.waiters.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -261,6 +279,11 @@ impl<T, E> Claim<T, E> {
     /// The entry this claim answers.
     pub(crate) fn entry(&self) -> &Arc<Entry<T, E>> {
         &self.entry
+    }
+
+    /// The request context the entry belongs to.
+    pub(crate) fn context(&self) -> &RequestContext {
+        &self.context
     }
 }
 
