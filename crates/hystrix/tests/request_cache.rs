@@ -6,14 +6,14 @@
 
 mod common;
 
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::task::Poll;
 use std::time::Duration;
 
 use common::{DependencyError, RecordingNotifier, builder, names, poll_once};
-use hystrix::context::RequestContext;
+use hystrix::context::{CachedOutcome, RequestContext};
 use hystrix::testing::TestRegistry;
 use hystrix::{Command, EventType, FailureType, HystrixCommand, IsolationStrategy, Registry};
 
@@ -36,6 +36,28 @@ fn counted_async(
 ) -> impl std::future::Future<Output = Result<u32, DependencyError>> + Send + use<> {
     let run = counted(calls, value);
     async move { run() }
+}
+
+/// A cached execution's outcome future, boxed.
+type Pending =
+    Pin<Box<dyn std::future::Future<Output = CachedOutcome<u32, DependencyError>> + Send>>;
+
+/// Two executions of cache key "k" in the current request context, each polled once: the
+/// owner runs `run` (and must not be done yet), the waiter joins it.
+fn owner_and_waiter(
+    cmd: &Command,
+    run: impl std::future::Future<Output = Result<u32, DependencyError>> + Send + 'static,
+    waiter_run: impl std::future::Future<Output = Result<u32, DependencyError>> + Send + 'static,
+) -> (Pending, Pending) {
+    let mut owner: Pending = Box::pin(cmd.run_async(run).cache_key("k").execute_async_outcome());
+    let mut waiter: Pending = Box::pin(
+        cmd.run_async(waiter_run)
+            .cache_key("k")
+            .execute_async_outcome(),
+    );
+    assert!(poll_once(owner.as_mut()).is_pending());
+    assert!(poll_once(waiter.as_mut()).is_pending());
+    (owner, waiter)
 }
 
 /// An async run that counts its call and answers with what is sent on the returned sender.
@@ -379,15 +401,7 @@ fn a_dropped_owner_s_run_goes_on_for_its_waiters_once() {
     let (send, run) = answered_later(&calls);
     let ctx = RequestContext::new();
     let _entered = ctx.enter();
-    let mut owner = Box::pin(get_user.run_async(run).cache_key("k").execute_async());
-    let mut waiter = Box::pin(
-        get_user
-            .run_async(counted_async(&calls, 0))
-            .cache_key("k")
-            .execute_async_outcome(),
-    );
-    assert!(poll_once(owner.as_mut()).is_pending());
-    assert!(poll_once(waiter.as_mut()).is_pending());
+    let (owner, waiter) = owner_and_waiter(&get_user, run, counted_async(&calls, 0));
     test.advance(Duration::from_millis(30));
     drop(owner); // its run goes on, on the registry's executor
     assert_eq!(get_user.metrics().cumulative_count(EventType::Cancelled), 0);
@@ -424,20 +438,7 @@ fn a_dropped_waiter_counts_as_a_cancelled_cache_hit_and_the_run_goes_on() {
     let (send, run) = answered_later(&calls);
     let ctx = RequestContext::new();
     let _entered = ctx.enter();
-    let mut owner = Box::pin(
-        get_user
-            .run_async(run)
-            .cache_key("k")
-            .execute_async_outcome(),
-    );
-    let mut waiter = Box::pin(
-        get_user
-            .run_async(counted_async(&calls, 0))
-            .cache_key("k")
-            .execute_async_outcome(),
-    );
-    assert!(poll_once(owner.as_mut()).is_pending());
-    assert!(poll_once(waiter.as_mut()).is_pending());
+    let (mut owner, waiter) = owner_and_waiter(&get_user, run, counted_async(&calls, 0));
     clock.advance(Duration::from_millis(5));
     notifier.take();
     drop(waiter);
@@ -484,20 +485,8 @@ fn without_an_executor_a_dropped_owner_is_cancelled_and_its_waiter_runs_its_own(
     let calls = Arc::new(AtomicU32::new(0));
     let ctx = RequestContext::new();
     let _entered = ctx.enter();
-    let mut owner = Box::pin(
-        get_user
-            .run_async(std::future::pending::<Result<u32, DependencyError>>())
-            .cache_key("k")
-            .execute_async_outcome(),
-    );
-    let mut waiter = Box::pin(
-        get_user
-            .run_async(counted_async(&calls, 3))
-            .cache_key("k")
-            .execute_async_outcome(),
-    );
-    assert!(poll_once(owner.as_mut()).is_pending());
-    assert!(poll_once(waiter.as_mut()).is_pending());
+    let (owner, mut waiter) =
+        owner_and_waiter(&get_user, std::future::pending(), counted_async(&calls, 3));
     drop(owner);
     let Poll::Ready(outcome) = poll_once(waiter.as_mut()) else {
         panic!("the waiter ran its own run")
