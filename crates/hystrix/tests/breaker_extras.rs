@@ -546,6 +546,71 @@ fn a_published_close_closes_a_breaker_whose_own_window_has_passed() {
     assert_eq!(cmd_b.run(ok).execute().unwrap(), 1);
 }
 
+/// A shared command whose every error trips it now (for a trip at an exact time).
+fn shared_tripping_now(registry: &Registry) -> Command<hystrix::Classifier<HttpError>> {
+    builder("Shared")
+        .shared_state(true)
+        .classify(|_: &HttpError| Class::TripNow { min_open: None })
+        .build_in(registry)
+        .unwrap()
+}
+
+#[test]
+fn a_late_joiner_opens_for_what_is_left_of_the_shared_period_and_follows_the_close() {
+    let (a, b, store, clock, events) = two_instances();
+    let (cmd_a, cmd_b) = (shared_tripping_now(&a), shared_tripping_now(&b));
+    let fail = || {
+        Err::<u32, _>(HttpError {
+            status: 503,
+            retry_after: None,
+        })
+    };
+    let ok = || Ok::<u32, HttpError>(1);
+    let short_circuited = |cmd: &Command<hystrix::Classifier<HttpError>>| {
+        cmd.run(ok).execute().unwrap_err().failure_type() == FailureType::ShortCircuit
+    };
+    // A trips at 100 ms for its 5000 ms sleep window (until 5100) and publishes it.
+    advance_to(&clock, 100);
+    cmd_a.run(fail).execute().unwrap_err();
+    assert_eq!(cmd_a.circuit_breaker().open_duration_ms(), Some(5000));
+    block_on(a.sync_state_store());
+    assert_eq!(
+        store.view_now("Shared").status,
+        SharedStatus::Open { remaining_ms: 5000 }
+    );
+    // B joins at 3000 ms: it opens for the 2100 ms left of the shared period (until 5100),
+    // never for a fresh sleep window.
+    advance_to(&clock, 3000);
+    block_on(b.sync_state_store());
+    assert_eq!(cmd_b.circuit_breaker().status(), Status::Open);
+    assert_eq!(cmd_b.circuit_breaker().open_duration_ms(), Some(2100));
+    assert!(short_circuited(&cmd_b));
+    advance_to(&clock, 5100);
+    assert!(short_circuited(&cmd_b));
+    events.take();
+    // At 5101 A's round takes the probe permit, its trial closes A, and the close is published.
+    advance_to(&clock, 5101);
+    block_on(a.sync_state_store());
+    assert_eq!(cmd_a.run(ok).execute().unwrap(), 1);
+    assert_eq!(cmd_a.circuit_breaker().status(), Status::Closed);
+    block_on(a.sync_state_store());
+    assert_eq!(store.view_now("Shared").status, SharedStatus::Closed);
+    assert_eq!(cmd_b.circuit_breaker().status(), Status::Open);
+    // B's next round, at 5200, is past its own open period: it follows the published close.
+    advance_to(&clock, 5200);
+    block_on(b.sync_state_store());
+    assert_eq!(cmd_b.circuit_breaker().status(), Status::Closed);
+    assert_eq!(cmd_b.run(ok).execute().unwrap(), 1);
+    assert_eq!(
+        events.take(),
+        [
+            "Shared half-open",
+            "Shared closed",
+            "Shared closed by store"
+        ]
+    );
+}
+
 #[test]
 fn store_errors_are_counted_and_the_breaker_goes_on_with_local_state() {
     let (a, _b, store, clock, _) = two_instances();

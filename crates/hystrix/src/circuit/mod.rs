@@ -478,7 +478,9 @@ impl CircuitBreaker {
     }
 
     /// Opens the breaker from `from` (if it is still there), for the backoff's duration or
-    /// `min_open_ms` if longer; returns whether this call opened it.
+    /// `min_open_ms` if longer (for the [`OpenTrigger::StateStore`] trigger: for exactly
+    /// `min_open_ms`, what the store's open period has left); returns whether this call opened
+    /// it.
     fn open(
         &self,
         site: Site<'_>,
@@ -503,10 +505,15 @@ impl CircuitBreaker {
         }
         let hot = site.command.properties.hot();
         let backoff = &site.command.extras.backoff;
-        let open_for_ms = if backoff.is_constant() {
-            0
+        let (open_for_ms, min_open_ms) = if trigger == OpenTrigger::StateStore {
+            // Opened because the store says OPEN: exactly what is left of the shared open
+            // period (SPEC Part A 28), never a fresh sleep window nor the backoff's duration.
+            (min_open_ms.max(1), 0)
+        } else if backoff.is_constant() {
+            (0, min_open_ms)
         } else {
-            backoff.open_duration_ms(hot.sleep_window_ms(), reopens, trigger)
+            let decided = backoff.open_duration_ms(hot.sleep_window_ms(), reopens, trigger);
+            (decided, min_open_ms)
         };
         // Stored before the state moves, so no attempt sees the new OPEN with old values (no
         // other opening runs meanwhile; a failed move leaves a state that does not read them).
@@ -650,8 +657,9 @@ impl CircuitBreaker {
     }
 
     /// Opens a CLOSED breaker because the shared state store reports the dependency open, for
-    /// at least `min_open_ms` (what the store's open period has left).
-    pub(crate) fn open_from_store(&self, site: Site<'_>, min_open_ms: u64, now_ms: u64) -> bool {
+    /// `remaining_ms`: what the store's open period has left, and no longer (SPEC Part A 28),
+    /// so that it follows a close published once the shared period is over.
+    pub(crate) fn open_from_store(&self, site: Site<'_>, remaining_ms: u64, now_ms: u64) -> bool {
         let word = self.state.load();
         if word.status != Status::Closed {
             return false;
@@ -664,7 +672,7 @@ impl CircuitBreaker {
             OpenFrom::Closed(word.generation),
             OpenTrigger::StateStore,
             cause,
-            min_open_ms,
+            remaining_ms,
             now_ms,
         )
     }
@@ -922,7 +930,8 @@ impl CircuitBreakerHandle {
     /// How long the current opening lasts, in ms, while OPEN or HALF_OPEN (`None` when
     /// CLOSED): the sleep window (`circuitBreaker.sleepWindowInMilliseconds`, 5000 by default)
     /// grown by the [`Backoff`] policy, or the minimum a
-    /// [`TripNow`](crate::command::Class::TripNow) error asked for if longer.
+    /// [`TripNow`](crate::command::Class::TripNow) error asked for if longer. Opened because
+    /// the shared state store said OPEN, it is what was left of the shared open period then.
     pub fn open_duration_ms(&self) -> Option<u64> {
         let sleep_window_ms = self.command.properties.hot().sleep_window_ms();
         (self.status() != Status::Closed)
