@@ -40,12 +40,13 @@ pub use probe::HealthProbe;
 pub use shared::StateStoreStatus;
 pub use state::Status;
 
+pub use keyed::OVERFLOW_BREAKER_KEY;
 pub(crate) use keyed::{KeyedBreaker, KeyedBreakers};
 pub(crate) use probe::ProbeState;
 pub(crate) use shared::{SharedLink, StoreEnv, run_rounds};
 use state::{State, TrialSuccess, Word};
 
-use crate::config::HotSnapshot;
+use crate::config::{HotCommandProperties, HotSnapshot};
 use crate::error::TripCause;
 use crate::metrics::HealthCounts;
 use crate::registry::CommandState;
@@ -277,6 +278,13 @@ impl<'a> Site<'a> {
         self.keyed.is_none().then_some(&self.command.extras)
     }
 
+    /// The breaker closed: a keyed one may now be evicted before its open period's end.
+    fn note_closed(&self) {
+        if let (Some(_), Some(keyed)) = (self.keyed, &self.command.extras.keyed) {
+            keyed.note_closed();
+        }
+    }
+
     pub(crate) fn emit(&self, kind: BreakerEventKind) {
         self.command.breaker_event(CircuitBreakerEvent {
             command_key: self.command.key.clone(),
@@ -411,9 +419,7 @@ impl CircuitBreaker {
                     }
                     // Trials still out after max(sleep window, timeout) are taken back: a fresh
                     // half-open period, whose generation makes their late outcomes stale.
-                    let hung_after = hot.sleep_window_ms().max(hot.timeout_ms_if_enabled());
-                    let admitted = self.trial_admitted_ms.load(Ordering::Acquire);
-                    if now_ms <= admitted.saturating_add(hung_after) {
+                    if now_ms <= self.trials_hung_at_ms(hot) {
                         return Admission::Denied(self.cause());
                     }
                     if self.state.transition(word, Status::HalfOpen).is_some() {
@@ -421,6 +427,26 @@ impl CircuitBreaker {
                     }
                 }
             }
+        }
+    }
+
+    /// When the trials of the current half-open period count as hung (SPEC Part A 31): max(sleep
+    /// window, timeout) after the latest was admitted.
+    fn trials_hung_at_ms(&self, hot: &HotCommandProperties) -> u64 {
+        let hung_after = hot.sleep_window_ms().max(hot.timeout_ms_if_enabled());
+        self.trial_admitted_ms
+            .load(Ordering::Acquire)
+            .saturating_add(hung_after)
+    }
+
+    /// Through which time (ms) a keyed breaker must be kept: while OPEN, the end of its open
+    /// period (backoff and trip-now minimum included); while HALF_OPEN, the time its trial
+    /// counts as hung. `None` while CLOSED.
+    pub(crate) fn held_until_ms(&self, hot: &HotCommandProperties) -> Option<u64> {
+        match self.state.load().status {
+            Status::Closed => None,
+            Status::Open => Some(self.open_until_ms(hot.sleep_window_ms())),
+            Status::HalfOpen => Some(self.trials_hung_at_ms(hot)),
         }
     }
 
@@ -569,6 +595,7 @@ impl CircuitBreaker {
 
     /// It closed (a trial's success, or a close published through the shared store).
     fn closed(&self, site: Site<'_>, now_ms: u64, by_store: bool) {
+        site.note_closed();
         site.restart_health(now_ms);
         self.reopens.store(0, Ordering::Relaxed);
         site.emit(BreakerEventKind::Closed { by_store });
@@ -773,6 +800,7 @@ impl CircuitBreaker {
     /// `force_close()`: CLOSED now, with the health counts restarted from zero.
     pub(crate) fn force_close(&self, site: Site<'_>, now_ms: u64) {
         self.state.force(Status::Closed);
+        site.note_closed();
         site.restart_health(now_ms);
         self.reopens.store(0, Ordering::Relaxed);
         site.emit(BreakerEventKind::ForcedClosed);
@@ -782,6 +810,7 @@ impl CircuitBreaker {
     /// `reset()`: CLOSED, health restarted, trip cause and last failure forgotten.
     pub(crate) fn reset(&self, site: Site<'_>, now_ms: u64) {
         self.state.force(Status::Closed);
+        site.note_closed();
         site.restart_health(now_ms);
         self.reopens.store(0, Ordering::Relaxed);
         self.trip_cause.store(None);
@@ -903,8 +932,8 @@ impl CircuitBreakerHandle {
     }
 
     /// The key of this keyed breaker (see
-    /// [`CommandBuilder::breaker_per_key`](crate::command::CommandBuilder::breaker_per_key));
-    /// `None` for a command's own breaker.
+    /// [`CommandBuilder::breaker_per_key`](crate::command::CommandBuilder::breaker_per_key);
+    /// [`OVERFLOW_BREAKER_KEY`] for the overflow breaker); `None` for a command's own breaker.
     pub fn breaker_key(&self) -> Option<&str> {
         self.keyed.as_deref().map(|keyed| &*keyed.key)
     }
