@@ -715,9 +715,11 @@ impl Registry {
     }
 
     /// The keys of command `key`'s keyed breakers that are open now (OPEN or HALF_OPEN, as
-    /// [`CircuitBreakerHandle::is_open`]), most recently used first; `None` if the command is
-    /// not defined here or has no keyed breakers. Reads every keyed breaker (at most the
-    /// map's capacity), bringing each one's health check up to date.
+    /// [`CircuitBreakerHandle::is_open`]), most recently used first, then
+    /// [`OVERFLOW_BREAKER_KEY`](crate::circuit::OVERFLOW_BREAKER_KEY) if the overflow breaker
+    /// is open; `None` if the command is not defined here or has no keyed breakers. Reads every
+    /// keyed breaker (at most the map's capacity, and the overflow breaker), bringing each
+    /// one's health check up to date.
     pub fn open_breaker_keys(&self, key: &str) -> Option<Vec<String>> {
         let state = self.inner.commands.lock().get(key).cloned()?;
         let keyed = state.extras.keyed.as_ref()?;
@@ -725,6 +727,7 @@ impl Registry {
             .keys()
             .iter()
             .filter_map(|breaker_key| keyed.find(breaker_key))
+            .chain(std::iter::once(Arc::clone(keyed.overflow())))
             .filter(|breaker| {
                 CircuitBreakerHandle::keyed(Arc::clone(&state), Arc::clone(breaker)).is_open()
             })
@@ -773,7 +776,9 @@ impl Registry {
     /// The keyed breaker `breaker_key` of command `key` (see
     /// [`CommandBuilder::breaker_per_key`](crate::command::CommandBuilder::breaker_per_key));
     /// `None` if the command is not defined here, has no keyed breakers, or none for this key
-    /// (never used, or evicted). A look does not make one nor count as a use.
+    /// (never used, evicted, or served by the overflow breaker). A look does not make one nor
+    /// count as a use. With [`OVERFLOW_BREAKER_KEY`](crate::circuit::OVERFLOW_BREAKER_KEY),
+    /// the overflow breaker.
     pub fn keyed_circuit_breaker(
         &self,
         key: &str,

@@ -546,6 +546,71 @@ fn a_published_close_closes_a_breaker_whose_own_window_has_passed() {
     assert_eq!(cmd_b.run(ok).execute().unwrap(), 1);
 }
 
+/// A shared command whose every error trips it now (for a trip at an exact time).
+fn shared_tripping_now(registry: &Registry) -> Command<hystrix::Classifier<HttpError>> {
+    builder("Shared")
+        .shared_state(true)
+        .classify(|_: &HttpError| Class::TripNow { min_open: None })
+        .build_in(registry)
+        .unwrap()
+}
+
+#[test]
+fn a_late_joiner_opens_for_what_is_left_of_the_shared_period_and_follows_the_close() {
+    let (a, b, store, clock, events) = two_instances();
+    let (cmd_a, cmd_b) = (shared_tripping_now(&a), shared_tripping_now(&b));
+    let fail = || {
+        Err::<u32, _>(HttpError {
+            status: 503,
+            retry_after: None,
+        })
+    };
+    let ok = || Ok::<u32, HttpError>(1);
+    let short_circuited = |cmd: &Command<hystrix::Classifier<HttpError>>| {
+        cmd.run(ok).execute().unwrap_err().failure_type() == FailureType::ShortCircuit
+    };
+    // A trips at 100 ms for its 5000 ms sleep window (until 5100) and publishes it.
+    advance_to(&clock, 100);
+    cmd_a.run(fail).execute().unwrap_err();
+    assert_eq!(cmd_a.circuit_breaker().open_duration_ms(), Some(5000));
+    block_on(a.sync_state_store());
+    assert_eq!(
+        store.view_now("Shared").status,
+        SharedStatus::Open { remaining_ms: 5000 }
+    );
+    // B joins at 3000 ms: it opens for the 2100 ms left of the shared period (until 5100),
+    // never for a fresh sleep window.
+    advance_to(&clock, 3000);
+    block_on(b.sync_state_store());
+    assert_eq!(cmd_b.circuit_breaker().status(), Status::Open);
+    assert_eq!(cmd_b.circuit_breaker().open_duration_ms(), Some(2100));
+    assert!(short_circuited(&cmd_b));
+    advance_to(&clock, 5100);
+    assert!(short_circuited(&cmd_b));
+    events.take();
+    // At 5101 A's round takes the probe permit, its trial closes A, and the close is published.
+    advance_to(&clock, 5101);
+    block_on(a.sync_state_store());
+    assert_eq!(cmd_a.run(ok).execute().unwrap(), 1);
+    assert_eq!(cmd_a.circuit_breaker().status(), Status::Closed);
+    block_on(a.sync_state_store());
+    assert_eq!(store.view_now("Shared").status, SharedStatus::Closed);
+    assert_eq!(cmd_b.circuit_breaker().status(), Status::Open);
+    // B's next round, at 5200, is past its own open period: it follows the published close.
+    advance_to(&clock, 5200);
+    block_on(b.sync_state_store());
+    assert_eq!(cmd_b.circuit_breaker().status(), Status::Closed);
+    assert_eq!(cmd_b.run(ok).execute().unwrap(), 1);
+    assert_eq!(
+        events.take(),
+        [
+            "Shared half-open",
+            "Shared closed",
+            "Shared closed by store"
+        ]
+    );
+}
+
 #[test]
 fn store_errors_are_counted_and_the_breaker_goes_on_with_local_state() {
     let (a, _b, store, clock, _) = two_instances();
@@ -928,6 +993,212 @@ fn keyed_breakers_stay_bounded_under_100_000_keys_and_evict_idle_ones() {
     clock.advance_ms(60_001);
     cmd.run(ok).breaker_key("fresh").execute().unwrap();
     assert_eq!(cmd.keyed_circuit_breaker_count(), 1);
+}
+
+/// Runs `cmd` through the keyed breaker of `key`; returns whether the run reached the
+/// dependency (it answers `answer`).
+fn reaches(cmd: &Command, key: &str, answer: Result<u32, DependencyError>) -> bool {
+    let reached = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&reached);
+    let _ = cmd
+        .run(move || {
+            flag.store(true, Ordering::SeqCst);
+            answer
+        })
+        .breaker_key(key)
+        .execute();
+    reached.load(Ordering::SeqCst)
+}
+
+fn keys_of<C>(cmd: &Command<C>) -> Vec<String> {
+    let mut keys: Vec<String> = cmd
+        .keyed_circuit_breaker_keys()
+        .iter()
+        .map(|key| key.to_string())
+        .collect();
+    keys.sort();
+    keys
+}
+
+fn keyed_status<C>(cmd: &Command<C>, key: &str) -> Option<Status> {
+    cmd.keyed_circuit_breaker(key)
+        .map(|breaker| breaker.status())
+}
+
+#[test]
+fn a_new_key_evicts_the_least_recently_used_closed_breaker_never_an_open_one() {
+    let (registry, clock, _) = registry();
+    let cmd = builder("Hosts")
+        .breaker_per_key(NonZeroUsize::new(20).unwrap(), None)
+        .build_in(&registry)
+        .unwrap();
+    // 17 sick hosts (the least recently used), then 3 healthy ones: the map is full.
+    let sick: Vec<String> = (0..17).map(|i| format!("sick-{i:02}")).collect();
+    for key in &sick {
+        for _ in 0..20 {
+            cmd.run(boom)
+                .breaker_key(key.as_str())
+                .execute()
+                .unwrap_err();
+        }
+    }
+    clock.advance_ms(500);
+    for key in &sick {
+        assert_eq!(keyed_status(&cmd, key), Some(Status::Open), "{key}");
+    }
+    for key in ["well-0", "well-1", "well-2"] {
+        assert!(reaches(&cmd, key, ok()));
+    }
+    assert_eq!(cmd.keyed_circuit_breaker_count(), 20);
+    // A new host: the least recently used CLOSED breaker makes room, not one of the 17 OPEN
+    // ones (all less recently used).
+    assert!(reaches(&cmd, "new", ok()));
+    assert_eq!(cmd.keyed_circuit_breaker_count(), 20);
+    let mut expected = sick.clone();
+    expected.extend(["new".to_owned(), "well-1".to_owned(), "well-2".to_owned()]);
+    expected.sort();
+    assert_eq!(keys_of(&cmd), expected);
+    // Every sick host is still short-circuited: its next call never reaches the dependency.
+    for key in &sick {
+        assert!(
+            !reaches(&cmd, key, ok()),
+            "{key} reached the sick dependency"
+        );
+    }
+    // More new hosts keep evicting CLOSED breakers only.
+    for i in 0..10 {
+        assert!(reaches(&cmd, &format!("more-{i}"), ok()));
+    }
+    assert_eq!(cmd.keyed_circuit_breaker_count(), 20);
+    for key in &sick {
+        assert_eq!(keyed_status(&cmd, key), Some(Status::Open), "{key}");
+    }
+}
+
+/// Every 503 trips now; with a Retry-After, for at least that long.
+fn classify_503(err: &HttpError) -> Class {
+    Class::TripNow {
+        min_open: err
+            .retry_after
+            .and_then(|value| hystrix::http::retry_after(value, SystemTime::now())),
+    }
+}
+
+fn unavailable(retry_after: Option<&'static str>) -> Result<u32, HttpError> {
+    Err(HttpError {
+        status: 503,
+        retry_after,
+    })
+}
+
+#[test]
+fn an_idle_open_breaker_is_kept_until_its_open_period_lengthened_by_backoff_or_retry_after_ends() {
+    let (registry, clock, _) = registry();
+    let cmd = builder("Quiet")
+        .classify(classify_503)
+        .open_backoff(Backoff::exponential(2.0, Duration::from_secs(60)).unwrap())
+        .breaker_per_key(NonZeroUsize::new(10).unwrap(), Some(Duration::from_secs(1)))
+        .build_in(&registry)
+        .unwrap();
+    let call = |key: &str, answer: Result<u32, HttpError>| {
+        cmd.run(move || answer).breaker_key(key).execute()
+    };
+    // At 0: "quota" answers 503 with Retry-After 30 s (open until 30 000); "flaky" a bare 503
+    // (open for the 5000 ms sleep window).
+    call("quota", unavailable(Some("30"))).unwrap_err();
+    call("flaky", unavailable(None)).unwrap_err();
+    // At 5001 flaky's trial fails: the backoff doubles its open period (until 15 001).
+    advance_to(&clock, 5001);
+    call("flaky", unavailable(None)).unwrap_err();
+    let open_for = |key: &str| {
+        cmd.keyed_circuit_breaker(key)
+            .and_then(|breaker| breaker.open_duration_ms())
+    };
+    assert_eq!(open_for("flaky"), Some(10_000));
+    assert_eq!(open_for("quota"), Some(30_000));
+    // Both are idle for longer than the 1 s bound, but within their open periods: kept.
+    advance_to(&clock, 6002);
+    call("steady", Ok(1)).unwrap();
+    assert_eq!(keys_of(&cmd), ["flaky", "quota", "steady"]);
+    assert_eq!(keyed_status(&cmd, "quota"), Some(Status::Open));
+    assert_eq!(keyed_status(&cmd, "flaky"), Some(Status::Open));
+    advance_to(&clock, 15_001);
+    call("steady", Ok(1)).unwrap();
+    assert_eq!(keys_of(&cmd), ["flaky", "quota", "steady"]);
+    // Past flaky's open period it is evicted for idleness; quota's Retry-After still holds.
+    advance_to(&clock, 15_002);
+    call("steady", Ok(1)).unwrap();
+    assert_eq!(keys_of(&cmd), ["quota", "steady"]);
+    advance_to(&clock, 30_000);
+    call("steady", Ok(1)).unwrap();
+    assert_eq!(keys_of(&cmd), ["quota", "steady"]);
+    assert_eq!(
+        call("quota", Ok(1)).unwrap_err().failure_type(),
+        FailureType::ShortCircuit
+    );
+    // Used at 30 000 (short-circuited), quota goes idle 1 s after its open period.
+    advance_to(&clock, 31_000);
+    call("steady", Ok(1)).unwrap();
+    assert_eq!(keys_of(&cmd), ["quota", "steady"]);
+    advance_to(&clock, 31_001);
+    call("steady", Ok(1)).unwrap();
+    assert_eq!(keys_of(&cmd), ["steady"]);
+}
+
+#[test]
+fn when_every_keyed_breaker_is_open_a_new_key_goes_through_the_overflow_breaker() {
+    let (registry, clock, events) = registry();
+    let cmd = builder("Keys")
+        .classify(classify_503)
+        .breaker_per_key(NonZeroUsize::new(2).unwrap(), None)
+        .build_in(&registry)
+        .unwrap();
+    let call = |key: &str, answer: Result<u32, HttpError>| {
+        cmd.run(move || answer).breaker_key(key).execute()
+    };
+    call("a", unavailable(None)).unwrap_err(); // OPEN until 5000
+    advance_to(&clock, 10);
+    call("b", unavailable(None)).unwrap_err(); // OPEN until 5010
+    events.take();
+    // Both kept breakers are OPEN within their open periods: a new key is neither kept nor
+    // given an OPEN breaker's place; it goes through the command's one overflow breaker.
+    assert_eq!(call("c", Ok(7)).unwrap(), 7);
+    assert_eq!(keys_of(&cmd), ["a", "b"]);
+    assert!(cmd.keyed_circuit_breaker("c").is_none());
+    let overflow = cmd
+        .keyed_circuit_breaker(hystrix::circuit::OVERFLOW_BREAKER_KEY)
+        .unwrap();
+    assert_eq!(overflow.breaker_key(), Some("(overflow)"));
+    assert_eq!(overflow.status(), Status::Closed);
+    for key in ["a", "b"] {
+        assert_eq!(
+            call(key, Ok(1)).unwrap_err().failure_type(),
+            FailureType::ShortCircuit
+        );
+    }
+    // The new keys share the overflow breaker: one's trip short-circuits the others.
+    advance_to(&clock, 100);
+    call("d", unavailable(None)).unwrap_err();
+    assert_eq!(overflow.status(), Status::Open);
+    assert_eq!(
+        call("e", Ok(1)).unwrap_err().failure_type(),
+        FailureType::ShortCircuit
+    );
+    assert_eq!(
+        events.take(),
+        ["Keys/(overflow) opened for 5000 ms: the error asked to trip now"]
+    );
+    // Past a's open period (5000) a new key takes a's place (b's period runs until 5010)...
+    advance_to(&clock, 5001);
+    assert_eq!(call("f", Ok(1)).unwrap(), 1);
+    assert_eq!(keys_of(&cmd), ["b", "f"]);
+    // ... and CLOSED breakers go before an OPEN one, even one past its open period.
+    assert_eq!(call("g", Ok(1)).unwrap(), 1);
+    assert_eq!(keys_of(&cmd), ["b", "g"]);
+    advance_to(&clock, 5011);
+    assert_eq!(call("h", Ok(1)).unwrap(), 1);
+    assert_eq!(keys_of(&cmd), ["b", "h"]);
+    assert_eq!(keyed_status(&cmd, "b"), Some(Status::Open));
 }
 
 #[test]

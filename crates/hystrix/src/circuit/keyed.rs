@@ -4,15 +4,36 @@
 //! per key. A keyed breaker has its own compact health window and the command's breaker
 //! properties and backoff; health probes, the journal and the shared state store apply to the
 //! command's own breaker only.
+//!
+//! The map never forgets a sick key early: an OPEN or HALF_OPEN breaker is held until its open
+//! period (backoff and trip-now minimum included) and its trial have ended, neither evicted to
+//! make room nor for idleness; CLOSED breakers make room first. When every breaker kept is
+//! held, a new key goes through the command's one overflow breaker (not kept per key), so
+//! memory stays bounded at `max_keys` breakers plus one.
+//!
+//! The map reads a breaker's state under its own lock, but transitions stay lock-free: a
+//! breaker that trips in the very instant the map evicts it as CLOSED is forgotten (the call
+//! that tripped it holds it to its end). A close tells the map at once
+//! ([`KeyedBreakers::note_closed`]), so that the closed breaker may make room.
 
 use std::num::NonZeroUsize;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::CircuitBreaker;
 use crate::clock::Clock;
-use crate::config::CommandProperties;
+use crate::config::{CommandProperties, HotCommandProperties};
+use crate::key::CommandKey;
 use crate::keyed::KeyedMap;
 use crate::metrics::health_ring::HealthRing;
+
+/// The breaker key of a command's overflow breaker (see
+/// [`CommandBuilder::breaker_per_key`](crate::command::CommandBuilder::breaker_per_key)): when
+/// every keyed breaker kept is OPEN or HALF_OPEN within its open period or trial, calls naming
+/// a new key go through this one breaker, shared by all such keys. Its events carry this key,
+/// and [`Command::keyed_circuit_breaker`](crate::Command::keyed_circuit_breaker) with it
+/// returns it. A call naming this key goes through the overflow breaker too.
+pub const OVERFLOW_BREAKER_KEY: &str = "(overflow)";
 
 /// One keyed breaker.
 #[derive(Debug)]
@@ -22,9 +43,23 @@ pub(crate) struct KeyedBreaker {
     pub(crate) health: HealthRing,
 }
 
+impl KeyedBreaker {
+    fn new(key: Arc<str>, bucket_ms: u64, buckets: u32) -> Self {
+        KeyedBreaker {
+            key,
+            breaker: CircuitBreaker::default(),
+            health: HealthRing::new(bucket_ms, buckets),
+        }
+    }
+}
+
 /// A command's keyed breakers.
 pub(crate) struct KeyedBreakers {
     map: KeyedMap<Arc<KeyedBreaker>>,
+    /// For new keys while every breaker kept is held.
+    overflow: Arc<KeyedBreaker>,
+    /// New keys go through the overflow breaker now (for one warning per episode).
+    overflowing: AtomicBool,
     /// As defined: at most this many keys, evicted after this many idle ms.
     pub(crate) limits: (NonZeroUsize, Option<u64>),
     bucket_ms: u64,
@@ -49,45 +84,92 @@ impl KeyedBreakers {
             .max(1);
         KeyedBreakers {
             map: KeyedMap::new(max_keys, idle_ms, clock),
+            overflow: Arc::new(KeyedBreaker::new(
+                Arc::from(OVERFLOW_BREAKER_KEY),
+                bucket_ms,
+                buckets,
+            )),
+            overflowing: AtomicBool::new(false),
             limits: (max_keys, idle_ms),
             bucket_ms,
             buckets,
         }
     }
 
-    /// The breaker of `key`, made CLOSED if absent. To make room, CLOSED breakers go first (the
-    /// least recently used of them), so that churn of new keys does not forget a sick host.
-    pub(crate) fn get(&self, key: &str) -> Arc<KeyedBreaker> {
-        let made = self.map.get_or_try_insert(
+    /// The breaker of `key`, made CLOSED if absent (see the module docs for what is evicted to
+    /// make room, and when the overflow breaker serves instead). `command` and `hot` are the
+    /// command's key and properties (the open period and trial time depend on them).
+    pub(crate) fn get(
+        &self,
+        command: &CommandKey,
+        hot: &HotCommandProperties,
+        key: &str,
+    ) -> Arc<KeyedBreaker> {
+        if key == OVERFLOW_BREAKER_KEY {
+            return Arc::clone(&self.overflow);
+        }
+        let mut made = false;
+        let kept = self.map.get_or_try_insert(
             key,
             |shared_key| {
-                Ok::<_, std::convert::Infallible>(Arc::new(KeyedBreaker {
-                    key: Arc::clone(shared_key),
-                    breaker: CircuitBreaker::default(),
-                    health: HealthRing::new(self.bucket_ms, self.buckets),
-                }))
+                made = true;
+                Ok::<_, std::convert::Infallible>(Arc::new(KeyedBreaker::new(
+                    Arc::clone(shared_key),
+                    self.bucket_ms,
+                    self.buckets,
+                )))
             },
-            |breaker| breaker.breaker.status() != super::Status::Closed,
+            |keyed| keyed.breaker.held_until_ms(hot),
             |_, _| {},
         );
-        match made {
-            Ok(breaker) => breaker,
+        match kept {
+            Ok(Some(breaker)) => {
+                if made && self.overflowing.load(Ordering::Relaxed) {
+                    self.overflowing.store(false, Ordering::Relaxed);
+                }
+                breaker
+            }
+            Ok(None) => {
+                if !self.overflowing.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        command = %command,
+                        max_keys = self.limits.0.get(),
+                        "hystrix: every keyed breaker kept is open; new breaker keys go through \
+                         the overflow breaker until one closes or its open period ends"
+                    );
+                }
+                Arc::clone(&self.overflow)
+            }
             Err(never) => match never {},
         }
     }
 
-    /// The breaker of `key`, if it exists (not made, not marked used).
+    /// The breaker of `key`, if it exists (not made, not marked used); the overflow breaker
+    /// for [`OVERFLOW_BREAKER_KEY`].
     pub(crate) fn find(&self, key: &str) -> Option<Arc<KeyedBreaker>> {
+        if key == OVERFLOW_BREAKER_KEY {
+            return Some(Arc::clone(&self.overflow));
+        }
         self.map.peek(key)
     }
 
-    /// Keyed breakers now.
+    /// A keyed breaker closed: the map may evict it before the time it was held for.
+    pub(crate) fn note_closed(&self) {
+        self.map.note_release();
+    }
+
+    /// Keyed breakers kept now (the overflow breaker aside).
     pub(crate) fn len(&self) -> usize {
         self.map.len()
     }
 
-    /// Their keys, most recently used first.
+    /// Their keys, most recently used first (the overflow breaker aside).
     pub(crate) fn keys(&self) -> Vec<Arc<str>> {
         self.map.keys()
+    }
+
+    /// The overflow breaker.
+    pub(crate) fn overflow(&self) -> &Arc<KeyedBreaker> {
+        &self.overflow
     }
 }

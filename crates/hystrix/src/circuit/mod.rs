@@ -40,12 +40,13 @@ pub use probe::HealthProbe;
 pub use shared::StateStoreStatus;
 pub use state::Status;
 
+pub use keyed::OVERFLOW_BREAKER_KEY;
 pub(crate) use keyed::{KeyedBreaker, KeyedBreakers};
 pub(crate) use probe::ProbeState;
 pub(crate) use shared::{SharedLink, StoreEnv, run_rounds};
 use state::{State, TrialSuccess, Word};
 
-use crate::config::HotSnapshot;
+use crate::config::{HotCommandProperties, HotSnapshot};
 use crate::error::TripCause;
 use crate::metrics::HealthCounts;
 use crate::registry::CommandState;
@@ -277,6 +278,13 @@ impl<'a> Site<'a> {
         self.keyed.is_none().then_some(&self.command.extras)
     }
 
+    /// The breaker closed: a keyed one may now be evicted before its open period's end.
+    fn note_closed(&self) {
+        if let (Some(_), Some(keyed)) = (self.keyed, &self.command.extras.keyed) {
+            keyed.note_closed();
+        }
+    }
+
     pub(crate) fn emit(&self, kind: BreakerEventKind) {
         self.command.breaker_event(CircuitBreakerEvent {
             command_key: self.command.key.clone(),
@@ -411,9 +419,7 @@ impl CircuitBreaker {
                     }
                     // Trials still out after max(sleep window, timeout) are taken back: a fresh
                     // half-open period, whose generation makes their late outcomes stale.
-                    let hung_after = hot.sleep_window_ms().max(hot.timeout_ms_if_enabled());
-                    let admitted = self.trial_admitted_ms.load(Ordering::Acquire);
-                    if now_ms <= admitted.saturating_add(hung_after) {
+                    if now_ms <= self.trials_hung_at_ms(hot) {
                         return Admission::Denied(self.cause());
                     }
                     if self.state.transition(word, Status::HalfOpen).is_some() {
@@ -421,6 +427,26 @@ impl CircuitBreaker {
                     }
                 }
             }
+        }
+    }
+
+    /// When the trials of the current half-open period count as hung (SPEC Part A 31): max(sleep
+    /// window, timeout) after the latest was admitted.
+    fn trials_hung_at_ms(&self, hot: &HotCommandProperties) -> u64 {
+        let hung_after = hot.sleep_window_ms().max(hot.timeout_ms_if_enabled());
+        self.trial_admitted_ms
+            .load(Ordering::Acquire)
+            .saturating_add(hung_after)
+    }
+
+    /// Through which time (ms) a keyed breaker must be kept: while OPEN, the end of its open
+    /// period (backoff and trip-now minimum included); while HALF_OPEN, the time its trial
+    /// counts as hung. `None` while CLOSED.
+    pub(crate) fn held_until_ms(&self, hot: &HotCommandProperties) -> Option<u64> {
+        match self.state.load().status {
+            Status::Closed => None,
+            Status::Open => Some(self.open_until_ms(hot.sleep_window_ms())),
+            Status::HalfOpen => Some(self.trials_hung_at_ms(hot)),
         }
     }
 
@@ -478,7 +504,9 @@ impl CircuitBreaker {
     }
 
     /// Opens the breaker from `from` (if it is still there), for the backoff's duration or
-    /// `min_open_ms` if longer; returns whether this call opened it.
+    /// `min_open_ms` if longer (for the [`OpenTrigger::StateStore`] trigger: for exactly
+    /// `min_open_ms`, what the store's open period has left); returns whether this call opened
+    /// it.
     fn open(
         &self,
         site: Site<'_>,
@@ -503,10 +531,15 @@ impl CircuitBreaker {
         }
         let hot = site.command.properties.hot();
         let backoff = &site.command.extras.backoff;
-        let open_for_ms = if backoff.is_constant() {
-            0
+        let (open_for_ms, min_open_ms) = if trigger == OpenTrigger::StateStore {
+            // Opened because the store says OPEN: exactly what is left of the shared open
+            // period (SPEC Part A 28), never a fresh sleep window nor the backoff's duration.
+            (min_open_ms.max(1), 0)
+        } else if backoff.is_constant() {
+            (0, min_open_ms)
         } else {
-            backoff.open_duration_ms(hot.sleep_window_ms(), reopens, trigger)
+            let decided = backoff.open_duration_ms(hot.sleep_window_ms(), reopens, trigger);
+            (decided, min_open_ms)
         };
         // Stored before the state moves, so no attempt sees the new OPEN with old values (no
         // other opening runs meanwhile; a failed move leaves a state that does not read them).
@@ -562,6 +595,7 @@ impl CircuitBreaker {
 
     /// It closed (a trial's success, or a close published through the shared store).
     fn closed(&self, site: Site<'_>, now_ms: u64, by_store: bool) {
+        site.note_closed();
         site.restart_health(now_ms);
         self.reopens.store(0, Ordering::Relaxed);
         site.emit(BreakerEventKind::Closed { by_store });
@@ -650,8 +684,9 @@ impl CircuitBreaker {
     }
 
     /// Opens a CLOSED breaker because the shared state store reports the dependency open, for
-    /// at least `min_open_ms` (what the store's open period has left).
-    pub(crate) fn open_from_store(&self, site: Site<'_>, min_open_ms: u64, now_ms: u64) -> bool {
+    /// `remaining_ms`: what the store's open period has left, and no longer (SPEC Part A 28),
+    /// so that it follows a close published once the shared period is over.
+    pub(crate) fn open_from_store(&self, site: Site<'_>, remaining_ms: u64, now_ms: u64) -> bool {
         let word = self.state.load();
         if word.status != Status::Closed {
             return false;
@@ -664,7 +699,7 @@ impl CircuitBreaker {
             OpenFrom::Closed(word.generation),
             OpenTrigger::StateStore,
             cause,
-            min_open_ms,
+            remaining_ms,
             now_ms,
         )
     }
@@ -765,6 +800,7 @@ impl CircuitBreaker {
     /// `force_close()`: CLOSED now, with the health counts restarted from zero.
     pub(crate) fn force_close(&self, site: Site<'_>, now_ms: u64) {
         self.state.force(Status::Closed);
+        site.note_closed();
         site.restart_health(now_ms);
         self.reopens.store(0, Ordering::Relaxed);
         site.emit(BreakerEventKind::ForcedClosed);
@@ -774,6 +810,7 @@ impl CircuitBreaker {
     /// `reset()`: CLOSED, health restarted, trip cause and last failure forgotten.
     pub(crate) fn reset(&self, site: Site<'_>, now_ms: u64) {
         self.state.force(Status::Closed);
+        site.note_closed();
         site.restart_health(now_ms);
         self.reopens.store(0, Ordering::Relaxed);
         self.trip_cause.store(None);
@@ -895,8 +932,8 @@ impl CircuitBreakerHandle {
     }
 
     /// The key of this keyed breaker (see
-    /// [`CommandBuilder::breaker_per_key`](crate::command::CommandBuilder::breaker_per_key));
-    /// `None` for a command's own breaker.
+    /// [`CommandBuilder::breaker_per_key`](crate::command::CommandBuilder::breaker_per_key);
+    /// [`OVERFLOW_BREAKER_KEY`] for the overflow breaker); `None` for a command's own breaker.
     pub fn breaker_key(&self) -> Option<&str> {
         self.keyed.as_deref().map(|keyed| &*keyed.key)
     }
@@ -922,7 +959,8 @@ impl CircuitBreakerHandle {
     /// How long the current opening lasts, in ms, while OPEN or HALF_OPEN (`None` when
     /// CLOSED): the sleep window (`circuitBreaker.sleepWindowInMilliseconds`, 5000 by default)
     /// grown by the [`Backoff`] policy, or the minimum a
-    /// [`TripNow`](crate::command::Class::TripNow) error asked for if longer.
+    /// [`TripNow`](crate::command::Class::TripNow) error asked for if longer. Opened because
+    /// the shared state store said OPEN, it is what was left of the shared open period then.
     pub fn open_duration_ms(&self) -> Option<u64> {
         let sleep_window_ms = self.command.properties.hot().sleep_window_ms();
         (self.status() != Status::Closed)

@@ -166,7 +166,7 @@ impl<C: Clone> KeyedCommands<C> {
     /// a conflict with another definition of its command key); nothing is kept then.
     pub fn get(&self, key: &str) -> Result<Command<C>, ConfigError> {
         let inner = &*self.inner;
-        inner.map.get_or_try_insert(
+        let kept = inner.map.get_or_try_insert(
             key,
             |_| {
                 let command = (inner.factory)(key).build_in(&inner.registry)?;
@@ -177,7 +177,7 @@ impl<C: Clone> KeyedCommands<C> {
                     .or_insert(0) += 1;
                 Ok(command)
             },
-            |_| false,
+            |_| None,
             |_, evicted| {
                 let mut names = inner.names_per_key.lock();
                 let last = match names.get_mut(evicted.key()) {
@@ -192,7 +192,9 @@ impl<C: Clone> KeyedCommands<C> {
                     inner.registry.remove(evicted.key().as_str());
                 }
             },
-        )
+        )?;
+        // No definition is ever held, so the map can always make room for one more.
+        Ok(kept.unwrap_or_else(|| unreachable!("a map of definitions always has room")))
     }
 
     /// Keys held now.

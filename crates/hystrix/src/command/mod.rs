@@ -259,8 +259,9 @@ impl<C> Command<C> {
     }
 
     /// The keyed breaker of `breaker_key`; `None` if the command has no keyed breakers
-    /// ([`CommandBuilder::breaker_per_key`]) or none for this key (never used, or evicted). A
-    /// look does not make one nor count as a use.
+    /// ([`CommandBuilder::breaker_per_key`]) or none for this key (never used, evicted, or
+    /// served by the overflow breaker). A look does not make one nor count as a use. With
+    /// [`OVERFLOW_BREAKER_KEY`](crate::circuit::OVERFLOW_BREAKER_KEY), the overflow breaker.
     pub fn keyed_circuit_breaker(
         &self,
         breaker_key: &str,
@@ -273,7 +274,7 @@ impl<C> Command<C> {
     }
 
     /// The keys of the keyed breakers kept now, most recently used first (empty without
-    /// [`CommandBuilder::breaker_per_key`]).
+    /// [`CommandBuilder::breaker_per_key`]; the overflow breaker is not listed).
     pub fn keyed_circuit_breaker_keys(&self) -> Vec<Arc<str>> {
         self.state
             .extras
@@ -283,7 +284,7 @@ impl<C> Command<C> {
     }
 
     /// The number of keyed breakers kept now (0 without
-    /// [`CommandBuilder::breaker_per_key`]).
+    /// [`CommandBuilder::breaker_per_key`]; the overflow breaker not counted).
     pub fn keyed_circuit_breaker_count(&self) -> usize {
         self.state
             .extras
@@ -614,12 +615,34 @@ impl<C> CommandBuilder<C> {
     /// and judged by that key's breaker alone, made CLOSED on first use, with its own health
     /// window (as the command's: `metrics.rollingStats.timeInMilliseconds` in buckets of
     /// `metrics.healthSnapshot.intervalInMilliseconds`) and the command's breaker properties
-    /// and backoff. At most `max_keys` keys are kept, the least recently used evicted first,
-    /// and keys unused for longer than `idle` evicted (an evicted key starts CLOSED again).
-    /// Metrics, bulkhead, timeout and fallback stay the command's. An idle keyed breaker takes
-    /// under 512 bytes. To make room, CLOSED breakers are evicted first, so a churn of new keys
-    /// does not forget a sick host. Probes, the journal and the shared store apply to the
-    /// command's own breaker only (calls through keyed breakers are not journalled).
+    /// and backoff. Metrics, bulkhead, timeout and fallback stay the command's. Probes, the
+    /// journal and the shared store apply to the command's own breaker only (calls through
+    /// keyed breakers are not journalled).
+    ///
+    /// Memory is bounded: at most `max_keys` breakers are kept (an idle one takes under 512
+    /// bytes), plus one overflow breaker. An evicted key starts CLOSED again, so a sick key is
+    /// never forgotten early:
+    ///
+    /// - An OPEN or HALF_OPEN breaker is never evicted before its open period (the sleep
+    ///   window, grown by the [`open_backoff`](Self::open_backoff) or a
+    ///   [`Class::TripNow`] minimum such as a Retry-After) and its trial (at most max(sleep
+    ///   window, timeout) after it started) have ended.
+    /// - To make room for a new key, the least recently used CLOSED breaker is evicted; only
+    ///   when none is CLOSED, the least recently used one whose open period and trial have
+    ///   ended.
+    /// - Keys unused for longer than `idle` are evicted, except such OPEN or HALF_OPEN ones,
+    ///   which go once idle and past their open period and trial.
+    /// - When every breaker kept is OPEN or HALF_OPEN within its open period or trial, a new
+    ///   key is not kept and evicts nothing: its calls go through the command's **overflow
+    ///   breaker**, one breaker shared by all such keys (with its own health window; its key is
+    ///   [`OVERFLOW_BREAKER_KEY`](crate::circuit::OVERFLOW_BREAKER_KEY), and a warning is
+    ///   logged once per such episode). A healthy new host is served, a sick one trips the
+    ///   overflow breaker, and as soon as a breaker closes or its open period ends, new keys
+    ///   get breakers of their own again.
+    ///
+    /// A call through a keyed breaker costs a short lock and a hash lookup; the OPEN and
+    /// HALF_OPEN breakers are looked through only when one of them may have become evictable
+    /// (its open period or trial ended, or it closed).
     pub fn breaker_per_key(
         mut self,
         max_keys: std::num::NonZeroUsize,

@@ -332,7 +332,9 @@ fn attempt_keyed<E>(
     let Some(keyed) = &state.extras.keyed else {
         return Err(no_keyed_breakers(state));
     };
-    let keyed = rec.keyed.insert(keyed.get(key));
+    let keyed = rec
+        .keyed
+        .insert(keyed.get(&state.key, state.properties.hot(), key));
     Ok(keyed
         .breaker
         .attempt(Site::keyed(state, keyed), props, rec.start_ms))
