@@ -58,7 +58,8 @@
 //! axum's `ConnectInfo<SocketAddr>`, which [`Dashboard::serve`](crate::Dashboard::serve)
 //! provides; an app that serves the router itself must use
 //! `into_make_service_with_connect_info::<SocketAddr>()`, or every admin request is refused
-//! with a 403 that says so.
+//! with a 403 that says so (and give its server the limits `Dashboard::serve` has: see the
+//! crate's "Embedding").
 //!
 //! Every change is logged (`tracing`, INFO, target `hystrix::admin`, names and values escaped
 //! so one change is one line) and told to the callback of

@@ -217,6 +217,11 @@ pub async fn get_on(stream: TcpStream, path: &str) -> Response {
 /// Sends the raw `request` on a connected `stream` and reads the status line and headers.
 pub async fn send_on(mut stream: TcpStream, request: &str) -> Response {
     stream.write_all(request.as_bytes()).await.unwrap();
+    read_response(stream).await
+}
+
+/// Reads the status line and headers of the response coming on `stream`.
+pub async fn read_response(stream: TcpStream) -> Response {
     let mut reader = BufReader::new(stream);
     let mut line = String::new();
     reader.read_line(&mut line).await.unwrap();
