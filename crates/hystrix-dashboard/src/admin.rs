@@ -47,27 +47,33 @@
 //! or a sidecar on the host, other users' processes. Without one
 //! ([`admin`](crate::DashboardBuilder::admin)), only direct loopback clients are served (403
 //! otherwise): the peer address must be loopback (IPv4, IPv6 or IPv4-mapped), the request must
-//! carry no proxy header (`Forwarded`, `X-Forwarded-For`, `X-Real-IP`), its `Host` must name a
-//! loopback host (against DNS rebinding), and an `Origin` header, if any, must be a loopback
-//! one (a web page elsewhere cannot post to it). So a router merged into an app that listens on
-//! every interface is not reachable from the network: the peer address comes from axum's
-//! `ConnectInfo<SocketAddr>`, which
-//! [`Dashboard::serve`](crate::Dashboard::serve) provides; an app that serves the router itself
-//! must use `into_make_service_with_connect_info::<SocketAddr>()`, or every admin request is
-//! refused with a 403 that says so.
+//! carry no proxy header (`Forwarded`, any `X-Forwarded-*`, `X-Real-IP`), its `Host` (or an
+//! absolute request target) must name a loopback host (against DNS rebinding), and an `Origin`
+//! header, if any, must be a loopback one (a web page elsewhere cannot post to it). A loopback
+//! host is exactly `localhost`, `127.x.y.z` or a bracketed IPv6 loopback address such as
+//! `[::1]`, followed by nothing or `:<port>` (`localhost:evil.com`, `[::1]evil.com` and
+//! `user@localhost` are not); an origin is `http://` or `https://` and such a host, nothing
+//! after; a second `Host` or `Origin` header is refused. So a router merged into an app that
+//! listens on every interface is not reachable from the network: the peer address comes from
+//! axum's `ConnectInfo<SocketAddr>`, which [`Dashboard::serve`](crate::Dashboard::serve)
+//! provides; an app that serves the router itself must use
+//! `into_make_service_with_connect_info::<SocketAddr>()`, or every admin request is refused
+//! with a 403 that says so (and give its server the limits `Dashboard::serve` has: see the
+//! crate's "Embedding").
 //!
 //! Every change is logged (`tracing`, INFO, target `hystrix::admin`, names and values escaped
 //! so one change is one line) and told to the callback of
 //! [`on_admin_change`](crate::DashboardBuilder::on_admin_change), if any (a panic in it is
 //! caught and logged; the change stands and is answered).
 
+use std::borrow::Cow;
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{ConnectInfo, Extension, Path, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -265,55 +271,124 @@ fn bearer_token(value: &str) -> Option<&str> {
     scheme.eq_ignore_ascii_case("Bearer").then_some(token)
 }
 
+/// Whether `name` is a header a proxy adds (`Forwarded`, any `X-Forwarded-*`, `X-Real-IP`): a
+/// request that carries one did not come straight from a loopback client, whatever the peer
+/// address says.
+fn is_proxy_header(name: &HeaderName) -> bool {
+    let name = name.as_str(); // lower case
+    name == "forwarded" || name == "x-real-ip" || name.starts_with("x-forwarded-")
+}
+
 /// Without a token, a loopback peer is trusted only if the request is local all the way: a
-/// proxy on the host (it adds `Forwarded` / `X-Forwarded-For` / `X-Real-IP`) would make every
+/// proxy on the host (it adds `Forwarded` / `X-Forwarded-*` / `X-Real-IP`) would make every
 /// network client loopback, and a web page in a browser on the host could post to loopback
 /// (a foreign `Origin`) or reach it through DNS rebinding (a `Host` that is not loopback).
+/// `Host` and `Origin` are parsed strictly ([`is_loopback_authority`]) and must not repeat:
+/// with two of them, which one a check reads and which one a proxy or browser meant differ.
 fn not_local(request: &Request) -> Option<String> {
     let headers = request.headers();
-    for forwarded in ["forwarded", "x-forwarded-for", "x-real-ip"] {
-        if headers.contains_key(forwarded) {
-            return Some(format!(
-                "the admin routes without a token answer only direct loopback clients; this \
-                 request came through a proxy (`{forwarded}`): configure an admin token"
-            ));
-        }
+    if let Some(forwarded) = headers.keys().find(|name| is_proxy_header(name)) {
+        return Some(format!(
+            "the admin routes without a token answer only direct loopback clients; this \
+             request came through a proxy (`{forwarded}`): configure an admin token"
+        ));
     }
-    let host = headers
-        .get(header::HOST)
-        .and_then(|value| value.to_str().ok())
-        .unwrap_or("");
-    if !host.is_empty() && !is_loopback_host(host) {
+    let host = match single(headers, &header::HOST) {
+        Err(refusal) => return Some(refusal),
+        Ok(host) => host.map(text),
+    };
+    // An absolute request target names the host too (RFC 9112 3.2.2: a server goes by it
+    // rather than by `Host`): both must be loopback. No `Host` at all is an HTTP/1.0 client,
+    // not a browser (browsers always send it).
+    let target = request
+        .uri()
+        .authority()
+        .map(|authority| authority.as_str().into());
+    if let Some(host) = [target, host]
+        .into_iter()
+        .flatten()
+        .find(|host| !is_loopback_authority(host))
+    {
         return Some(format!(
             "the admin routes without a token answer only requests for a loopback host (this \
              one: `{}`): configure an admin token",
             host.escape_debug()
         ));
     }
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        let origin = origin.to_str().unwrap_or("");
-        let origin_host = origin.split_once("://").map_or("", |(_, rest)| rest);
-        if !is_loopback_host(origin_host) {
-            return Some(format!(
-                "the admin routes without a token refuse requests from web pages of other \
-                 origins (this one: `{}`)",
-                origin.escape_debug()
-            ));
-        }
+    match single(headers, &header::ORIGIN) {
+        Err(refusal) => Some(refusal),
+        Ok(Some(origin)) if !is_loopback_origin(origin.as_bytes()) => Some(format!(
+            "the admin routes without a token refuse requests from web pages of other origins \
+             (this one: `{}`)",
+            text(origin).escape_debug()
+        )),
+        Ok(_) => None,
     }
-    None
 }
 
-/// `localhost`, `127.x.y.z` or `[::1]`, with or without a port.
-fn is_loopback_host(host: &str) -> bool {
-    let name = match host.strip_prefix('[') {
-        Some(rest) => rest.split(']').next().unwrap_or(""),
-        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+/// The value of a header that may appear at most once (`Ok(None)`: absent).
+fn single<'a>(
+    headers: &'a HeaderMap,
+    name: &HeaderName,
+) -> Result<Option<&'a HeaderValue>, String> {
+    let mut values = headers.get_all(name).iter();
+    let first = values.next();
+    if values.next().is_some() {
+        return Err(format!(
+            "the admin routes without a token refuse a request with more than one `{name}` header"
+        ));
+    }
+    Ok(first)
+}
+
+/// A header value as text (invalid UTF-8 replaced, so it never matches a loopback host).
+fn text(value: &HeaderValue) -> Cow<'_, str> {
+    String::from_utf8_lossy(value.as_bytes())
+}
+
+/// Whether `origin` is a web origin on a loopback host: `http://` or `https://` (scheme in any
+/// case), then [`is_loopback_authority`], then nothing (RFC 6454: no path, no user info).
+fn is_loopback_origin(origin: &[u8]) -> bool {
+    let Ok(origin) = std::str::from_utf8(origin) else {
+        return false;
     };
-    name.eq_ignore_ascii_case("localhost")
-        || name
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.to_canonical().is_loopback())
+    let Some((scheme, authority)) = origin.split_once("://") else {
+        return false;
+    };
+    (scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https"))
+        && is_loopback_authority(authority)
+}
+
+/// Whether `authority` is exactly a loopback host, then nothing or `:<port>` (decimal digits
+/// naming a u16): `localhost` (any case), an IPv4 loopback address (`127.x.y.z`, dotted quad),
+/// or an IPv6 loopback address in brackets (`[::1]`, also written out or IPv4-mapped). No user
+/// info, no trailing dot or name, no empty port: `localhost:evil.com`, `[::1]evil.com`,
+/// `user@localhost` and `127.0.0.1.evil.com` are not loopback. (The `http` crate's
+/// `Authority` accepts the first two, so it is not used here.)
+fn is_loopback_authority(authority: &str) -> bool {
+    let (is_loopback, rest) = match authority.strip_prefix('[') {
+        Some(bracketed) => {
+            let Some((ip, rest)) = bracketed.split_once(']') else {
+                return false;
+            };
+            let is_loopback = ip
+                .parse::<Ipv6Addr>()
+                .is_ok_and(|ip| IpAddr::V6(ip).to_canonical().is_loopback());
+            (is_loopback, rest)
+        }
+        None => {
+            let (name, rest) = authority.split_at(authority.find(':').unwrap_or(authority.len()));
+            let is_loopback = name.eq_ignore_ascii_case("localhost")
+                || name.parse::<Ipv4Addr>().is_ok_and(|ip| ip.is_loopback());
+            (is_loopback, rest)
+        }
+    };
+    is_loopback && (rest.is_empty() || rest.strip_prefix(':').is_some_and(is_port))
+}
+
+/// Decimal digits naming a port (0 to 65535); `u16::from_str` alone would take `+80`.
+fn is_port(port: &str) -> bool {
+    !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) && port.parse::<u16>().is_ok()
 }
 
 fn peer_of(request: &Request) -> Option<SocketAddr> {

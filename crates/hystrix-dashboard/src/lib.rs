@@ -84,6 +84,21 @@
 //!     .await
 //! # }
 //! ```
+//!
+//! [`Dashboard::serve`] guards its port: at most 256 connections
+//! ([`connection_limit`](DashboardBuilder::connection_limit)), each request read whole within
+//! 10 s of its first byte ([`request_read_timeout`](DashboardBuilder::request_read_timeout)),
+//! a connection with nothing moving for 60 s closed
+//! ([`idle_timeout`](DashboardBuilder::idle_timeout)), and a client whose writes stay blocked
+//! for `hystrix.stream.writeTimeoutInMilliseconds` (1500 ms,
+//! [`write_timeout`](DashboardBuilder::write_timeout)) dropped with its stream slot.
+//!
+//! **Embedding.** An app that serves the router itself gets none of these from `axum::serve`,
+//! and must set them itself: a connection cap, header-read and idle timeouts, and a socket
+//! write timeout. Without the last, five stream clients that stop reading hold a stream's five
+//! slots for as long as they stay connected (a client that stops reading stops hyper from
+//! polling the stream, so nothing but a blocked write shows it). Do not put a request timeout
+//! layer on the stream routes: a stream is a response that never ends, and it would be cut.
 #![deny(missing_docs)]
 
 pub mod admin;
@@ -91,6 +106,7 @@ pub mod configuration;
 pub mod page;
 pub mod prometheus;
 pub mod requests;
+mod server;
 mod sse;
 pub mod stream;
 pub mod utilization;
@@ -122,6 +138,30 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 5;
 
 /// How often a stream client gets [`PING`] by default: 500 ms, Hystrix's poller delay.
 const DEFAULT_HEARTBEAT: Duration = Duration::from_millis(500);
+
+/// The default of `hystrix.stream.writeTimeoutInMilliseconds` (the builder's default comes from
+/// the registry's properties, which default to this): 1500 ms, three heartbeats.
+pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_millis(1500);
+
+/// Connections [`Dashboard::serve`] keeps open at once by default
+/// ([`DashboardBuilder::connection_limit`]): 256. A dashboard needs a few (at most 5 clients
+/// per stream, Prometheus scrapes, a browser or two), and each connection is a file
+/// descriptor of the process that the application may need: many systems give a process
+/// only 1024.
+pub const DEFAULT_CONNECTION_LIMIT: usize = 256;
+
+/// How long [`Dashboard::serve`] waits by default for a request to arrive whole, head and body,
+/// from its first byte (from the opening, for a connection's first request)
+/// ([`DashboardBuilder::request_read_timeout`]): 10 s. A browser, curl or Prometheus sends
+/// a request at once; 10 s leaves room for a slow link and bounds clients that send a header
+/// a byte at a time to hold connections (slowloris).
+pub const DEFAULT_REQUEST_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long [`Dashboard::serve`] keeps by default a connection on which no byte moves either
+/// way ([`DashboardBuilder::idle_timeout`]): 60 s. A kept-alive connection waiting for its
+/// next request is idle; a stream is not (a heartbeat every 500 ms). A browser reuses a
+/// connection within this, and an abandoned one goes.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The routes of [`Dashboard::router`] for `registry`, with its stream properties. Same as
 /// `Dashboard::builder(registry).build().router()`.
@@ -169,8 +209,10 @@ impl StreamKind {
     }
 }
 
-/// Options for a [`Dashboard`]; every default comes from the registry's stream properties
-/// (SPEC §1.5), read once by [`Dashboard::builder`]. An explicit call overrides its property.
+/// Options for a [`Dashboard`]; the streams' defaults come from the registry's stream
+/// properties (SPEC §1.5), read once by [`Dashboard::builder`], and an explicit call overrides
+/// its property. The limits of [`Dashboard::serve`] other than the write timeout are options
+/// only, with the `DEFAULT_*` constants as defaults.
 #[derive(Debug, Clone)]
 pub struct DashboardBuilder {
     registry: Registry,
@@ -180,6 +222,7 @@ pub struct DashboardBuilder {
     heartbeat: Duration,
     max_connections: usize,
     bind_ip: IpAddr,
+    limits: server::Limits,
     admin: Option<admin::Access>,
     on_admin_change: Option<admin::OnChange>,
 }
@@ -265,6 +308,49 @@ impl DashboardBuilder {
         self
     }
 
+    /// Connections [`Dashboard::serve`] keeps open at once (each call of it); past it, a new
+    /// connection is closed as soon as it is accepted, unanswered, until one ends (a warning is
+    /// logged, at most once a minute). Default [`DEFAULT_CONNECTION_LIMIT`] (256); 0 refuses
+    /// every connection. Not the stream limit ([`max_connections`](Self::max_connections)),
+    /// which counts a stream's clients.
+    pub fn connection_limit(mut self, limit: usize) -> Self {
+        self.limits.connections = limit;
+        self
+    }
+
+    /// How long [`Dashboard::serve`] waits for a request to arrive whole, its head and its body,
+    /// from its first byte (from the connection's opening, for the first request), at least
+    /// 1 ms; then it closes the connection without an answer. Default
+    /// [`DEFAULT_REQUEST_READ_TIMEOUT`] (10 s). A kept-alive connection waiting for its next
+    /// request is not reading one: [`idle_timeout`](Self::idle_timeout) applies.
+    pub fn request_read_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.request_read = at_least_1ms(timeout);
+        self
+    }
+
+    /// How long [`Dashboard::serve`] keeps a connection on which no byte moves either way, at
+    /// least 1 ms: a kept-alive connection waiting for its next request, a request body that
+    /// stops coming. Default [`DEFAULT_IDLE_TIMEOUT`] (60 s). A stream sends a heartbeat
+    /// ([`heartbeat`](Self::heartbeat)), so keep this above it.
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.idle = at_least_1ms(timeout);
+        self
+    }
+
+    /// How long a write of [`Dashboard::serve`] to a client may stay blocked, at least 1 ms;
+    /// then the connection ends, and with it a stream client's slot. A client that stops
+    /// reading (a stuck or a malicious one) fills the socket's buffers until writes block:
+    /// only this frees its slot. It bounds a stall, not a response: a client that keeps up with
+    /// its stream keeps it however long; one that falls behind until the buffers are full sees
+    /// old data and is ended too (a dashboard that reconnects gets fresh samples). The bound
+    /// starts once the buffers are full, which takes as long as the stream needs to fill them.
+    /// Default: `hystrix.stream.writeTimeoutInMilliseconds` when [`Dashboard::builder`] was
+    /// called (1500 ms, three heartbeats, unless set); this call overrides it.
+    pub fn write_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.write = at_least_1ms(timeout);
+        self
+    }
+
     /// The dashboard.
     pub fn build(self) -> Dashboard {
         let (shutdown, shut) = watch::channel(false);
@@ -301,6 +387,7 @@ impl DashboardBuilder {
                 admin,
                 registry: self.registry,
                 bind_ip: self.bind_ip,
+                limits: self.limits,
                 feeds,
                 shutdown,
             }),
@@ -332,6 +419,8 @@ struct Shared {
     /// The admin routes' state, when enabled.
     admin: Option<Arc<admin::Admin>>,
     bind_ip: IpAddr,
+    /// What [`Dashboard::serve`] allows its clients.
+    limits: server::Limits,
     /// One per stream, at the index of its [`StreamKind`] (the order of [`StreamKind::ALL`]).
     feeds: [Arc<Feed>; 4],
     /// Set once, by [`Dashboard::shutdown`].
@@ -343,8 +432,9 @@ impl Dashboard {
     /// reads them once at start-up; changing them later does not change this dashboard):
     /// `hystrix.stream.dashboard.intervalInMilliseconds`,
     /// `hystrix.stream.utilization.intervalInMilliseconds`,
-    /// `hystrix.stream.config.intervalInMilliseconds` and
-    /// `hystrix.config.stream.maxConcurrentConnections`.
+    /// `hystrix.stream.config.intervalInMilliseconds`,
+    /// `hystrix.config.stream.maxConcurrentConnections` and
+    /// `hystrix.stream.writeTimeoutInMilliseconds`.
     pub fn builder(registry: Registry) -> DashboardBuilder {
         let props = registry.properties().stream();
         DashboardBuilder {
@@ -355,6 +445,12 @@ impl Dashboard {
             max_connections: usize::try_from(props.max_concurrent_connections)
                 .unwrap_or(usize::MAX),
             bind_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            limits: server::Limits {
+                connections: DEFAULT_CONNECTION_LIMIT,
+                request_read: DEFAULT_REQUEST_READ_TIMEOUT,
+                idle: DEFAULT_IDLE_TIMEOUT,
+                write: Duration::from_millis(props.write_timeout_in_milliseconds),
+            },
             admin: None,
             on_admin_change: None,
             registry,
@@ -368,7 +464,9 @@ impl Dashboard {
     /// serve or to [`merge`](Router::merge) into an app (with admin routes and no token, serve
     /// the app with `into_make_service_with_connect_info::<SocketAddr>()`).
     ///
-    /// The router fits any app state (`Router<S>`): merge it into a `Router<AppState>`.
+    /// The router fits any app state (`Router<S>`): merge it into a `Router<AppState>`. The
+    /// server that serves it must bound connections, header reads, idle connections and
+    /// blocked writes itself, as [`serve`](Self::serve) does (see the crate's "Embedding").
     pub fn router<S>(&self) -> Router<S>
     where
         S: Clone + Send + Sync + 'static,
@@ -427,10 +525,20 @@ impl Dashboard {
     }
 
     /// Serves [`router`](Self::router) on `bind_ip:port` (127.0.0.1 by default), with `/`
-    /// redirected to the [web page](page), until the process ends or an I/O error.
+    /// redirected to the [web page](page), until the process ends, over HTTP/1.1 within the
+    /// builder's limits: at most [`connection_limit`](DashboardBuilder::connection_limit)
+    /// connections (256), a request read whole within
+    /// [`request_read_timeout`](DashboardBuilder::request_read_timeout) (10 s), a connection
+    /// closed after [`idle_timeout`](DashboardBuilder::idle_timeout) (60 s) with nothing
+    /// moving, and a connection whose writes stay blocked past
+    /// [`write_timeout`](DashboardBuilder::write_timeout) (1500 ms) ended with its stream
+    /// slot. A failed accept is logged and retried (a second later when, say, the process has
+    /// too many open files).
+    ///
+    /// Dropping the future stops accepting; connections already open are served to their end.
     ///
     /// # Errors
-    /// The address cannot be bound, or accepting fails.
+    /// The address cannot be bound.
     pub async fn serve(self, port: u16) -> std::io::Result<()> {
         let listener =
             tokio::net::TcpListener::bind(SocketAddr::new(self.shared.bind_ip, port)).await?;
@@ -442,15 +550,12 @@ impl Dashboard {
     /// does not apply: the listener's address does.
     ///
     /// # Errors
-    /// Accepting fails.
+    /// None: it runs until the process ends or the future is dropped (the `Result` is
+    /// [`serve`](Self::serve)'s).
     pub async fn serve_on(self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
-        axum::serve(
-            listener,
-            self.router::<()>()
-                .merge(page::root())
-                .into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
+        let router = self.router::<()>().merge(page::root());
+        server::serve(listener, router, self.shared.limits).await;
+        Ok(())
     }
 }
 

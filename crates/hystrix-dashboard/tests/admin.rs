@@ -80,6 +80,20 @@ fn property<'a>(config: &'a Value, name: &str) -> &'a Value {
 /// A registry with the SEMAPHORE command "GetUser" (group "Users") and a dashboard router
 /// with admin routes: loopback only, or behind `token`.
 fn get_user_admin(token: Option<&str>) -> (TestRegistry, axum::Router) {
+    let (test, dashboard) = get_user_dashboard(token);
+    (test, dashboard.router())
+}
+
+/// Whether the breaker of "GetUser" is open.
+fn get_user_is_open(test: &TestRegistry) -> bool {
+    test.registry()
+        .circuit_breaker("GetUser")
+        .unwrap()
+        .is_open()
+}
+
+/// [`get_user_admin`]'s dashboard, to serve.
+fn get_user_dashboard(token: Option<&str>) -> (TestRegistry, Dashboard) {
     let test = TestRegistry::new();
     semaphore_command(&test, "GetUser", "Users");
     let builder = Dashboard::builder(test.registry().clone());
@@ -87,8 +101,8 @@ fn get_user_admin(token: Option<&str>) -> (TestRegistry, axum::Router) {
         Some(token) => builder.admin_token(token).unwrap(),
         None => builder.admin(),
     };
-    let router = builder.build().router();
-    (test, router)
+    let dashboard = builder.build();
+    (test, dashboard)
 }
 
 #[test]
@@ -120,13 +134,7 @@ fn without_a_token_only_loopback_peers_are_served() {
          peer: 10.1.2.3)"
     );
     // Refused: nothing changed.
-    assert!(
-        !test
-            .registry()
-            .circuit_breaker("GetUser")
-            .unwrap()
-            .is_open()
-    );
+    assert!(!get_user_is_open(&test));
 
     // A server that gives no peer address: refused, with the way out.
     let (status, body) = send(&router, Method::GET, path, None, None, "");
@@ -487,9 +495,7 @@ fn the_breaker_override_opens_closes_and_resets() {
 
 #[test]
 fn dashboard_serve_gives_the_peer_address_so_a_loopback_client_is_served() {
-    let test = TestRegistry::new();
-    semaphore_command(&test, "GetUser", "Users");
-    let dashboard = Dashboard::builder(test.registry().clone()).admin().build();
+    let (_test, dashboard) = get_user_dashboard(None);
     runtime().block_on(async move {
         // A free port, then serve on it (Dashboard::serve binds by port).
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -566,13 +572,184 @@ fn loopback_mode_serves_only_direct_local_clients() {
         let error = body["error"].as_str().unwrap();
         assert!(error.contains(message), "{error}");
     }
-    assert!(
-        !test
-            .registry()
-            .circuit_breaker("GetUser")
-            .unwrap()
-            .is_open()
+    assert!(!get_user_is_open(&test));
+}
+
+/// POSTs force-open for "GetUser" from a loopback peer with `headers` to `uri`; returns the
+/// status and the error message, and asserts a refusal left the breaker closed.
+fn force_open_from_loopback(
+    test: &TestRegistry,
+    router: &axum::Router,
+    uri: &str,
+    headers: &[(&str, &str)],
+) -> (StatusCode, String) {
+    let (status, body) = send_with(router, Method::POST, uri, Some(LOOPBACK), headers, b"");
+    let breaker = test.registry().circuit_breaker("GetUser").unwrap();
+    if status == StatusCode::OK {
+        breaker.reset();
+    } else {
+        assert!(
+            !breaker.is_open(),
+            "{headers:?}: refused, yet the breaker opened"
+        );
+    }
+    (status, body["error"].as_str().unwrap_or("").to_owned())
+}
+
+const FORCE_OPEN: &str = "/hystrix/admin/circuit/GetUser/force-open";
+
+#[test]
+fn forged_host_and_origin_forms_are_refused() {
+    let (test, router) = get_user_admin(None);
+    let host = |value: &'static str| vec![("host", value)];
+    let origin = |value: &'static str| vec![("host", "localhost:7979"), ("origin", value)];
+    let foreign_host = "the admin routes without a token answer only requests for a loopback host";
+    let foreign_origin = "refuse requests from web pages of other origins";
+    for (headers, message) in [
+        // A loopback name followed by something else than `:<port>`.
+        (host("localhost:evil.com"), foreign_host),
+        (host("[::1]evil.com"), foreign_host),
+        (host("127.0.0.1.evil.com"), foreign_host),
+        (host("localhost.evil.com"), foreign_host),
+        (host("localhost."), foreign_host),
+        (host("user@localhost"), foreign_host),
+        (host("localhost@evil.com"), foreign_host),
+        (host("localhost:80@evil.com"), foreign_host),
+        (host("localhost:"), foreign_host),
+        (host("localhost:99999"), foreign_host),
+        (host("localhost:+80"), foreign_host),
+        (host("localhost:80:80"), foreign_host),
+        (host("[::1"), foreign_host),
+        (host("[::1]:"), foreign_host),
+        (host("[evil.com]"), foreign_host),
+        (host("::1"), foreign_host),
+        (host("127.1"), foreign_host),
+        (host(""), foreign_host),
+        // Two Host headers, whichever comes first.
+        (
+            vec![("host", "localhost"), ("host", "evil.com")],
+            "more than one `host` header",
+        ),
+        (
+            vec![("host", "evil.com"), ("host", "localhost")],
+            "more than one `host` header",
+        ),
+        // Origins: the same host rules, an http(s) scheme, nothing after the port.
+        (origin("http://localhost:evil.com"), foreign_origin),
+        (origin("http://[::1]evil.com"), foreign_origin),
+        (origin("http://user@localhost"), foreign_origin),
+        (origin("http://localhost:7979/"), foreign_origin),
+        (origin("http://localhost:7979/path"), foreign_origin),
+        (origin("http://"), foreign_origin),
+        (origin("null"), foreign_origin),
+        (origin("localhost"), foreign_origin),
+        (origin("file://localhost"), foreign_origin),
+        (origin("chrome-extension://localhost"), foreign_origin),
+        (
+            vec![
+                ("host", "localhost"),
+                ("origin", "http://localhost"),
+                ("origin", "http://evil.com"),
+            ],
+            "more than one `origin` header",
+        ),
+        // A proxy that names the host the client asked for.
+        (
+            vec![("host", "localhost"), ("x-forwarded-host", "localhost")],
+            "this request came through a proxy (`x-forwarded-host`)",
+        ),
+        (
+            vec![("host", "localhost"), ("x-forwarded-proto", "https")],
+            "this request came through a proxy (`x-forwarded-proto`)",
+        ),
+    ] {
+        let (status, error) = force_open_from_loopback(&test, &router, FORCE_OPEN, &headers);
+        assert_eq!(status, StatusCode::FORBIDDEN, "{headers:?}");
+        assert!(error.contains(message), "{headers:?}: {error}");
+    }
+
+    // An absolute request target names the host too (RFC 9112 3.2.2): both must be loopback.
+    for (target, host_header) in [("evil.com", "localhost"), ("localhost", "evil.com")] {
+        let uri = format!("http://{target}{FORCE_OPEN}");
+        let (status, error) = force_open_from_loopback(&test, &router, &uri, &host(host_header));
+        assert_eq!(status, StatusCode::FORBIDDEN, "{uri}");
+        assert!(error.contains("(this one: `evil.com`)"), "{error}");
+    }
+}
+
+#[test]
+fn loopback_hosts_and_origins_pass_with_or_without_a_port() {
+    let (test, router) = get_user_admin(None);
+    for host in [
+        "127.0.0.1",
+        "127.0.0.1:8080",
+        "127.0.0.2:8080",
+        "localhost",
+        "localhost:8080",
+        "LocalHost:8080",
+        "localhost:0",
+        "localhost:65535",
+        "[::1]",
+        "[::1]:8080",
+        "[0:0:0:0:0:0:0:1]:8080",
+        "[::ffff:127.0.0.1]:8080",
+    ] {
+        let origin = format!("http://{host}");
+        let secure_origin = format!("HTTPS://{host}");
+        for headers in [
+            vec![("host", host)],
+            vec![("host", host), ("origin", origin.as_str())],
+            vec![("host", host), ("origin", secure_origin.as_str())],
+        ] {
+            let (status, error) = force_open_from_loopback(&test, &router, FORCE_OPEN, &headers);
+            assert_eq!(status, StatusCode::OK, "{headers:?}: {error}");
+        }
+    }
+    // No Host at all (an HTTP/1.0 client), and an absolute target naming a loopback host.
+    let (status, _) = force_open_from_loopback(&test, &router, FORCE_OPEN, &[]);
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = force_open_from_loopback(
+        &test,
+        &router,
+        "http://localhost:7979/hystrix/admin/circuit/GetUser/force-open",
+        &[("host", "localhost:7979")],
     );
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[test]
+fn forged_hosts_and_origins_are_refused_over_a_real_connection() {
+    let (test, dashboard) = get_user_dashboard(None);
+    runtime().block_on(async move {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(dashboard.serve_on(listener));
+        let post = |headers: &str| {
+            format!(
+                "POST {FORCE_OPEN} HTTP/1.1\r\n{headers}Content-Length: 0\r\nConnection: \
+                 close\r\n\r\n"
+            )
+        };
+        for headers in [
+            "Host: localhost:evil.com\r\n",
+            "Host: [::1]evil.com\r\n",
+            "Host: localhost\r\nHost: evil.com\r\n",
+            "Host: localhost\r\nOrigin: http://localhost:evil.com\r\n",
+            "Host: localhost\r\nOrigin: http://[::1]evil.com\r\n",
+            "Host: localhost\r\nOrigin: http://localhost\r\nOrigin: http://evil.com\r\n",
+            "Host: localhost\r\nX-Forwarded-Host: localhost\r\n",
+        ] {
+            let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let response = common::within(common::send_on(stream, &post(headers))).await;
+            assert_eq!(response.status, 403, "{headers:?}");
+        }
+        assert!(!get_user_is_open(&test));
+        let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let headers = "Host: 127.0.0.1:7979\r\nOrigin: http://127.0.0.1:7979\r\n";
+        let response = common::within(common::send_on(stream, &post(headers))).await;
+        assert_eq!(response.status, 200);
+        assert!(get_user_is_open(&test));
+    });
 }
 
 #[test]

@@ -206,11 +206,22 @@ pub async fn get(addr: std::net::SocketAddr, path: &str) -> Response {
 }
 
 /// Sends `GET path` on a connected `stream` and reads the status line and headers.
-pub async fn get_on(mut stream: TcpStream, path: &str) -> Response {
-    stream
-        .write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
+pub async fn get_on(stream: TcpStream, path: &str) -> Response {
+    send_on(
+        stream,
+        &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n"),
+    )
+    .await
+}
+
+/// Sends the raw `request` on a connected `stream` and reads the status line and headers.
+pub async fn send_on(mut stream: TcpStream, request: &str) -> Response {
+    stream.write_all(request.as_bytes()).await.unwrap();
+    read_response(stream).await
+}
+
+/// Reads the status line and headers of the response coming on `stream`.
+pub async fn read_response(stream: TcpStream) -> Response {
     let mut reader = BufReader::new(stream);
     let mut line = String::new();
     reader.read_line(&mut line).await.unwrap();

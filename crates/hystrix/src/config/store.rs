@@ -1278,6 +1278,29 @@ mod tests {
             "invalid value `0` for `hystrix.stream.config.intervalInMilliseconds`: must be at \
              least 1 ms"
         );
+        assert_eq!(p.stream().write_timeout_in_milliseconds, 1500);
+        p.set("hystrix.stream.writeTimeoutInMilliseconds", "200")
+            .unwrap();
+        assert_eq!(p.stream().write_timeout_in_milliseconds, 200);
+        for bad in ["0", "-1", "1.5", "soon"] {
+            let err = p
+                .set("hystrix.stream.writeTimeoutInMilliseconds", bad)
+                .unwrap_err();
+            assert!(
+                err.to_string().starts_with(&format!(
+                    "invalid value `{bad}` for `hystrix.stream.writeTimeoutInMilliseconds`: "
+                )),
+                "{err}"
+            );
+        }
+        assert_eq!(
+            p.set("hystrix.stream.writeTimeoutInMilliseconds", 0)
+                .unwrap_err()
+                .to_string(),
+            "invalid value `0` for `hystrix.stream.writeTimeoutInMilliseconds`: must be at \
+             least 1 ms"
+        );
+        assert_eq!(p.stream().write_timeout_in_milliseconds, 200);
         assert!(matches!(
             p.set("hystrix.stream.dashboard.interval", 1),
             Err(ConfigError::UnknownProperty { .. })

@@ -30,6 +30,16 @@ property_table! {
     /// Read when the stream server is built.
     max_concurrent_connections: u32 = 5;
         "config.stream.maxConcurrentConnections", Fixed, Any, no_check;
+    /// `hystrix.stream.writeTimeoutInMilliseconds`: how long a write to a client may stay
+    /// blocked, in ms, before the server drops the connection (and, for a stream client, its
+    /// slot): a client that stops reading, or falls behind until the socket's buffers are
+    /// full, blocks the writes, and only this notices it. It bounds a stall, not a response: a
+    /// client that keeps up with its stream keeps it however long. At least 1. Default 1500
+    /// (three heartbeats of 500 ms). Not a Hystrix property (its servlet container had its own
+    /// write timeout); read when the stream server is built, applied by the server that
+    /// `hystrix-dashboard` runs.
+    write_timeout_in_milliseconds: u64 = 1_500;
+        "stream.writeTimeoutInMilliseconds", Fixed, Any, positive_ms;
 }
 
 impl StreamProperties {
