@@ -1,5 +1,7 @@
 //! Configuration files: Java `.properties` (as Hystrix and Archaius read them) and TOML.
 
+use std::borrow::Cow;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
 use toml::de::{DeTable, DeValue};
@@ -14,8 +16,15 @@ use crate::config::{LoadError, LoadReport, Origin, Properties, PropertyValue};
 pub enum FileFormat {
     /// A Java `.properties` file: `name = value`, `name: value` or `name value` lines, `#` and
     /// `!` comments, `\` line continuations and escapes (`\uXXXX`, `\t`, `\=`, ...), as
-    /// `java.util.Properties` reads them. Read as UTF-8 (ASCII files, and so Hystrix's,
-    /// read the same as under Java's ISO-8859-1); a byte-order mark is skipped.
+    /// `java.util.Properties` reads them.
+    ///
+    /// Encoding: a file that is valid UTF-8 is read as UTF-8 (a byte-order mark is skipped);
+    /// any other file is read as ISO-8859-1 (Latin-1, one byte one character), as Java's
+    /// `Properties.load(InputStream)` reads every file, and as Java 9's resource bundles fall
+    /// back to. So ASCII files, and so Hystrix's, read the same either way, and a file saved in
+    /// Latin-1 (`# café` as the byte `0xE9`) loads as Java loads it. A file that begins with a
+    /// UTF-8 byte-order mark but is not valid UTF-8 is refused ([`LoadError::Syntax`] naming
+    /// the line of the first invalid byte): its mark says UTF-8, so Latin-1 would be a guess.
     Properties,
     /// A TOML file: each value's full name is the path of keys leading to it, joined with dots
     /// (see the [module docs](crate::config) for an example).
@@ -70,6 +79,8 @@ impl Properties {
     ///   [`load_file_as`](Properties::load_file_as));
     /// - [`LoadError::Read`] if the file cannot be read;
     /// - [`LoadError::Syntax`] naming the line (and the property, when it can be read);
+    /// - [`LoadError::Internal`] if the file's parser panicked on it (caught: a bug in the
+    ///   parser, met on unusual input);
     /// - [`LoadError::Invalid`] naming the line and the property, for a value that does not
     ///   parse, is out of range or breaks a rule (SPEC Part A 9), or a per-key change of a
     ///   fixed property of a key in use; [`LoadError::Removal`] if dropping a value the file
@@ -142,18 +153,69 @@ fn absolute(path: &Path) -> Result<PathBuf, LoadError> {
 }
 
 /// The values of a file, in the order written.
+///
+/// The parsers are other crates' code reading input from outside: a panic in one (a bug met on
+/// unusual input) is caught here and refuses the file with [`LoadError::Internal`], so it
+/// cannot end the caller's thread (a file watcher's, say). The default panic hook still
+/// reports it on standard error.
 pub(crate) fn parse(
     path: &Path,
     format: FileFormat,
     bytes: &[u8],
 ) -> Result<Vec<Entry>, LoadError> {
     match format {
-        FileFormat::Properties => parse_properties(path, bytes),
-        FileFormat::Toml => parse_toml(path, bytes),
+        FileFormat::Properties => caught(path, "the .properties parser", || {
+            parse_properties(path, bytes)
+        }),
+        FileFormat::Toml => caught(path, "the TOML parser", || parse_toml(path, bytes)),
+    }
+}
+
+/// Runs `load` (of the file `path`); a panic in it is caught and returned as
+/// [`LoadError::Internal`], saying that `what` panicked and why.
+pub(crate) fn caught<T>(
+    path: &Path,
+    what: &str,
+    load: impl FnOnce() -> Result<T, LoadError>,
+) -> Result<T, LoadError> {
+    catch_unwind(AssertUnwindSafe(load)).unwrap_or_else(|panic| {
+        Err(LoadError::Internal {
+            path: path.to_owned(),
+            message: format!("{what} panicked: {}", crate::command::panic_message(panic)),
+        })
+    })
+}
+
+/// The UTF-8 byte-order mark.
+const BOM: &str = "\u{feff}";
+
+/// The text of a `.properties` file: the bytes as UTF-8 if they are valid UTF-8, else as
+/// ISO-8859-1 (see [`FileFormat::Properties`]).
+fn properties_text<'a>(path: &Path, bytes: &'a [u8]) -> Result<Cow<'a, str>, LoadError> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => Ok(Cow::Borrowed(text)),
+        Err(err) if bytes.starts_with(BOM.as_bytes()) => {
+            let line = line_at(bytes, err.valid_up_to());
+            Err(LoadError::Syntax {
+                path: path.to_owned(),
+                line,
+                property: raw_key(&String::from_utf8_lossy(bytes), line),
+                message: "not valid UTF-8, though the file begins with a UTF-8 byte-order mark"
+                    .into(),
+            })
+        }
+        // ISO-8859-1 maps each byte to the character of the same number.
+        Err(_) => Ok(Cow::Owned(
+            bytes.iter().map(|&byte| char::from(byte)).collect(),
+        )),
     }
 }
 
 fn parse_properties(path: &Path, bytes: &[u8]) -> Result<Vec<Entry>, LoadError> {
+    // Valid UTF-8 from here on: the parser's decoder never meets a byte it cannot decode (its
+    // replacement of a last, incomplete character used to panic).
+    let text = properties_text(path, bytes)?;
+    let bytes = text.as_bytes();
     // A last line continued by a backslash at the end of the file: Java's `Properties.load`
     // keeps the line and drops the dangling backslash; the parser would drop the line.
     let end = bytes.len()
@@ -187,7 +249,7 @@ fn parse_properties(path: &Path, bytes: &[u8]) -> Result<Vec<Entry>, LoadError> 
             LoadError::Syntax {
                 path: path.to_owned(),
                 line,
-                property: raw_key(bytes, line),
+                property: raw_key(&text, line),
                 message,
             }
         })?;
@@ -203,11 +265,14 @@ fn parse_properties(path: &Path, bytes: &[u8]) -> Result<Vec<Entry>, LoadError> 
     Ok(entries)
 }
 
-/// The key written on a `.properties` line (up to its separator), escapes left as written.
-fn raw_key(bytes: &[u8], line: usize) -> Option<String> {
-    let text = String::from_utf8_lossy(bytes);
-    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+/// The key written on a `.properties` line (up to its separator), escapes left as written;
+/// `None` on a comment line.
+fn raw_key(text: &str, line: usize) -> Option<String> {
+    let text = text.strip_prefix(BOM).unwrap_or(text);
     let physical = text.lines().nth(line.checked_sub(1)?)?.trim_start();
+    if physical.starts_with(['#', '!']) {
+        return None;
+    }
     let mut escaped = false;
     let end = physical
         .char_indices()
@@ -305,11 +370,13 @@ mod tests {
 
     #[test]
     fn raw_keys_stop_at_the_first_unescaped_separator() {
-        let text = b"a.b=1\n  c\\=d : 2\n\\u00zz.x 3\n";
+        let text = "a.b=1\n  c\\=d : 2\n\\u00zz.x 3\n";
         assert_eq!(raw_key(text, 1).as_deref(), Some("a.b"));
         assert_eq!(raw_key(text, 2).as_deref(), Some("c\\=d"));
         assert_eq!(raw_key(text, 3).as_deref(), Some("\\u00zz.x"));
         assert_eq!(raw_key(text, 9), None);
+        assert_eq!(raw_key("a=1\n  # b=2\n!c=3", 2), None);
+        assert_eq!(raw_key("a=1\n  # b=2\n!c=3", 3), None);
     }
 
     #[test]
@@ -335,6 +402,22 @@ mod tests {
         }
         // An escaped backslash is a value, not a continuation.
         assert_eq!(names(b"p=C:\\\\"), [("p".into(), "C:\\".into())]);
+    }
+
+    #[test]
+    fn a_panic_while_loading_is_an_error_naming_the_file() {
+        let path = Path::new("/etc/app/hystrix.properties");
+        let err = caught::<()>(path, "the .properties parser", || {
+            panic!("Must not use a decoder that has finished")
+        })
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "cannot load /etc/app/hystrix.properties: the .properties parser panicked: Must not \
+             use a decoder that has finished (a bug: nothing was changed; please report it with \
+             the file)"
+        );
+        assert_eq!(caught(path, "x", || Ok(7)), Ok(7));
     }
 
     #[test]
