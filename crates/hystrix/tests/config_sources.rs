@@ -611,11 +611,85 @@ fn toml_values_of_the_wrong_type_and_syntax_errors_name_the_line() {
             "[hystrix.command.A]\nfallback.enabled = \n",
         )
         .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "app.toml:2: `hystrix.command.A.fallback.enabled`: no value after `=`"
+    );
+    assert!(command_of(properties, "A").fallback_enabled);
+}
+
+#[test]
+fn a_toml_value_that_is_not_toml_names_the_property_file_and_line() {
+    let registry = Registry::new();
+    let properties = registry.properties();
+    let strategy = "hystrix.command.X.execution.isolation.strategy";
+    let cases = [
+        // Unquoted: TOML reads `THREAD` as a boolean gone wrong.
+        (
+            "[hystrix.command.X]\nexecution.isolation.strategy = THREAD\n",
+            2,
+            strategy,
+            "`THREAD` is not a TOML value (invalid boolean, expected `true`); a string is \
+             written in quotes: \"THREAD\"",
+        ),
+        (
+            "hystrix.command.X.execution.isolation.strategy = SEMAPHORE\n",
+            1,
+            strategy,
+            "`SEMAPHORE` is not a TOML value (string values must be quoted, expected literal \
+             string); a string is written in quotes: \"SEMAPHORE\"",
+        ),
+        (
+            "[hystrix.command.X]\nfallback.enabled = true\ncircuitBreaker = { enabled = yes }\n",
+            3,
+            "hystrix.command.X.circuitBreaker.enabled",
+            "`yes` is not a TOML value (string values must be quoted, expected literal \
+             string); a string is written in quotes: \"yes\"",
+        ),
+        (
+            "[hystrix.threadpool.P]\ncoreSize = \"10\nmaxQueueSize = 5\n",
+            2,
+            "hystrix.threadpool.P.coreSize",
+            "invalid basic string, expected `\"`",
+        ),
+    ];
+    for (text, line, property, message) in cases {
+        let err = properties
+            .load_text("app.toml", FileFormat::Toml, text)
+            .unwrap_err();
+        assert_eq!(
+            err,
+            LoadError::Syntax {
+                path: PathBuf::from("app.toml"),
+                line,
+                property: Some(property.into()),
+                message: message.into(),
+            },
+            "{text}"
+        );
+        assert_eq!(
+            err.to_string(),
+            format!("app.toml:{line}: `{property}`: {message}")
+        );
+    }
+    // An error outside any value names no property.
+    let err = properties
+        .load_text(
+            "app.toml",
+            FileFormat::Toml,
+            "[hystrix.command.X]\nfallback enabled = 1\n",
+        )
+        .unwrap_err();
     let LoadError::Syntax { line, property, .. } = err else {
         panic!("a syntax error: {err}");
     };
     assert_eq!((line, property), (2, None));
-    assert!(command_of(properties, "A").fallback_enabled);
+    // Nothing was applied.
+    assert!(command_of(properties, "X").fallback_enabled);
+    assert_eq!(
+        command_of(properties, "X").execution_isolation_strategy,
+        None
+    );
 }
 
 #[test]
@@ -1499,6 +1573,8 @@ proptest! {
                             Just("1.5".to_owned()),
                             Just("[1]".to_owned()),
                             Just("1979-05-27".to_owned()),
+                            // Not TOML: a syntax error that names the property.
+                            Just("THREAD".to_owned()),
                             "\"[ -~&&[^\"\\\\]]{0,8}\"",
                         ],
                     ),

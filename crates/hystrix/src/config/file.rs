@@ -1,6 +1,7 @@
 //! Configuration files: Java `.properties` (as Hystrix and Archaius read them) and TOML.
 
 use std::borrow::Cow;
+use std::ops::Range;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
@@ -78,7 +79,9 @@ impl Properties {
     /// - [`LoadError::UnknownFormat`] for another extension (see
     ///   [`load_file_as`](Properties::load_file_as));
     /// - [`LoadError::Read`] if the file cannot be read;
-    /// - [`LoadError::Syntax`] naming the line (and the property, when it can be read);
+    /// - [`LoadError::Syntax`] naming the line (and the property, when it can be read;
+    ///   for a TOML value that is not TOML, such as an unquoted `THREAD`, the full property
+    ///   name);
     /// - [`LoadError::Internal`] if the file's parser panicked on it (caught: a bug in the
     ///   parser, met on unusual input);
     /// - [`LoadError::Invalid`] naming the line and the property, for a value that does not
@@ -287,25 +290,19 @@ fn raw_key(text: &str, line: usize) -> Option<String> {
 }
 
 fn parse_toml(path: &Path, bytes: &[u8]) -> Result<Vec<Entry>, LoadError> {
-    let syntax = |offset: usize, text: &[u8], message: String| LoadError::Syntax {
+    let text = std::str::from_utf8(bytes).map_err(|err| LoadError::Syntax {
         path: path.to_owned(),
-        line: line_at(text, offset),
+        line: line_at(bytes, err.valid_up_to()),
         property: None,
-        message,
-    };
-    let text = std::str::from_utf8(bytes).map_err(|err| {
-        syntax(
-            err.valid_up_to(),
-            bytes,
-            "not valid UTF-8 (TOML files are UTF-8)".into(),
-        )
+        message: "not valid UTF-8 (TOML files are UTF-8)".into(),
     })?;
     // A byte-order mark is not TOML; it takes no line, so line numbers stay.
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let table = DeTable::parse(text).map_err(|err| {
-        let offset = err.span().map_or(0, |span| span.start);
-        syntax(offset, text.as_bytes(), err.message().to_owned())
-    })?;
+    let text = text.strip_prefix(BOM).unwrap_or(text);
+    // Parsed with recovery, so that an error in a value can name the property it is for.
+    let (table, errors) = DeTable::parse_recoverable(text);
+    if let Some(err) = errors.first() {
+        return Err(toml_error(path, text, table.get_ref(), err));
+    }
     let mut entries = Vec::new();
     walk(path, text, "", table.get_ref(), &mut entries);
     // Tables are kept in key order; sort by line so the later of two spellings of one name
@@ -320,11 +317,7 @@ fn parse_toml(path: &Path, bytes: &[u8]) -> Result<Vec<Entry>, LoadError> {
 /// Collects the values of `table`, whose keys continue the name `prefix`.
 fn walk(path: &Path, text: &str, prefix: &str, table: &DeTable<'_>, entries: &mut Vec<Entry>) {
     for (key, value) in table {
-        let name = if prefix.is_empty() {
-            key.get_ref().to_string()
-        } else {
-            format!("{prefix}.{}", key.get_ref())
-        };
+        let name = joined(prefix, key.get_ref());
         let raw = || text.get(value.span()).unwrap_or_default().trim().to_owned();
         let (value, refused) = match value.get_ref() {
             DeValue::Table(inner) => {
@@ -356,6 +349,57 @@ fn walk(path: &Path, text: &str, prefix: &str, table: &DeTable<'_>, entries: &mu
             ..Entry::new(name, value, origin)
         });
     }
+}
+
+/// A TOML syntax error as a [`LoadError::Syntax`]: the line, and for an error in a value the
+/// property's full name, as for a `.properties` file.
+fn toml_error(path: &Path, text: &str, table: &DeTable<'_>, err: &toml::de::Error) -> LoadError {
+    let offset = err.span().map_or(0, |span| span.start);
+    let value = value_at(table, "", offset);
+    let (raw, whole) = value.as_ref().map_or(("", false), |(_, span)| {
+        let raw = text.get(span.clone()).unwrap_or_default().trim();
+        (raw, err.span().as_ref() == Some(span))
+    });
+    let bare = |c: char| c.is_alphanumeric() || matches!(c, '_' | '-' | '+' | '.' | ':');
+    let message = match &value {
+        Some(_) if raw.is_empty() => "no value after `=`".to_owned(),
+        // An unquoted word, refused whole: TOML read it as a number, a boolean or a date.
+        Some(_) if whole && raw.chars().all(bare) => format!(
+            "`{raw}` is not a TOML value ({}); a string is written in quotes: \"{raw}\"",
+            err.message()
+        ),
+        _ => err.message().to_owned(),
+    };
+    LoadError::Syntax {
+        path: path.to_owned(),
+        line: line_at(text.as_bytes(), offset),
+        property: value.map(|(name, _)| name),
+        message,
+    }
+}
+
+/// The name `prefix` continued by `key`.
+fn joined(prefix: &str, key: &str) -> String {
+    if prefix.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{prefix}.{key}")
+    }
+}
+
+/// The full name and the span of the value (not a table) in which byte `offset` lies, in a
+/// table whose keys continue the name `prefix`.
+fn value_at(table: &DeTable<'_>, prefix: &str, offset: usize) -> Option<(String, Range<usize>)> {
+    table.iter().find_map(|(key, value)| {
+        let name = joined(prefix, key.get_ref());
+        match value.get_ref() {
+            DeValue::Table(inner) => value_at(inner, &name, offset),
+            _ => {
+                let span = value.span();
+                (span.start <= offset && offset <= span.end).then_some((name, span))
+            }
+        }
+    })
 }
 
 /// The 1-based line of byte `offset` in `text`.

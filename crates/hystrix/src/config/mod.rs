@@ -102,7 +102,10 @@
 //! ```
 //!
 //! Integers, booleans and strings are values (`"500"` works as well as `500`); a float, a date
-//! or an array is refused by name.
+//! or an array is refused by name. A value that is not TOML at all is a syntax error that names
+//! the property too: `strategy = THREAD` (a string must be quoted) gives
+//! ``hystrix.toml:2: `hystrix.command.GetUser.execution.isolation.strategy`: `THREAD` is not a
+//! TOML value (invalid boolean, expected `true`); a string is written in quotes: "THREAD"``.
 //!
 //! ## Environment variables
 //!
