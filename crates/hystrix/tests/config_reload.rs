@@ -31,8 +31,13 @@ fn file_with(text: &str) -> (tempfile::TempDir, PathBuf) {
 
 /// Replaces `path` the way editors do: a temporary file in the same folder, renamed over it.
 fn replace(path: &Path, text: &str) {
+    replace_bytes(path, text.as_bytes());
+}
+
+/// [`replace`] with bytes that need not be UTF-8.
+fn replace_bytes(path: &Path, bytes: &[u8]) {
     let temporary = path.with_extension("properties.tmp");
-    std::fs::write(&temporary, text).unwrap();
+    std::fs::write(&temporary, bytes).unwrap();
     std::fs::rename(&temporary, path).unwrap();
 }
 
@@ -169,6 +174,46 @@ fn an_invalid_edit_keeps_the_last_good_values_and_reports_file_line_and_property
     replace(&path, &format!("{TIMEOUT}=900\n{VOLUME}=6\n"));
     wait_for(&received, |event| event.outcome.is_ok());
     assert_eq!(timeout_of(&registry), 900);
+}
+
+#[test]
+fn no_file_stops_the_watcher_and_the_next_good_edit_applies() {
+    let (_dir, path) = file_with(&format!("{TIMEOUT}=400\n"));
+    let registry = Registry::new();
+    let (_watcher, received) = watch(&registry, &path, QUICK);
+    let changed = |event: &ReloadEvent| {
+        event
+            .outcome
+            .as_ref()
+            .is_ok_and(|report| !report.changed.is_empty())
+    };
+
+    // A Latin-1 comment last, without a final newline: it used to panic inside the parser and
+    // end the watcher's thread. It loads, as Java reads it.
+    let mut latin1 = format!("{TIMEOUT}=500\n# caf").into_bytes();
+    latin1.push(0xE9);
+    replace_bytes(&path, &latin1);
+    wait_for(&received, changed);
+    assert_eq!(timeout_of(&registry), 500);
+
+    // A file that cannot load is reported; the last good values stay.
+    let mut marked = format!("\u{feff}{TIMEOUT}=700\n# caf").into_bytes();
+    marked.push(0xE9);
+    replace_bytes(&path, &marked);
+    let event = wait_for(&received, |event| event.outcome.is_err());
+    assert_eq!(
+        event.outcome.unwrap_err().to_string(),
+        format!(
+            "{}:2: not valid UTF-8, though the file begins with a UTF-8 byte-order mark",
+            path.display()
+        )
+    );
+    assert_eq!(timeout_of(&registry), 500);
+
+    // The watcher lives on: the next good edit applies.
+    replace(&path, &format!("{TIMEOUT}=600\n"));
+    wait_for(&received, changed);
+    assert_eq!(timeout_of(&registry), 600);
 }
 
 #[test]

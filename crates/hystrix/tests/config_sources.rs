@@ -378,6 +378,115 @@ fn properties_syntax_errors_name_the_line_and_the_property() {
     assert!(command_of(registry.properties(), "A").fallback_enabled);
 }
 
+/// Writes `bytes` as `name` in `dir` and loads it from disk (`load_text` takes only UTF-8).
+fn load_bytes(
+    properties: &Properties,
+    dir: &std::path::Path,
+    name: &str,
+    bytes: &[u8],
+) -> (PathBuf, Result<LoadReport, LoadError>) {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    let outcome = properties.load_file(&path);
+    (path, outcome)
+}
+
+#[test]
+fn a_properties_file_that_is_not_utf8_is_read_as_iso_8859_1_as_java_reads_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let fallback = "hystrix.command.A.fallback.enabled";
+    // A Latin-1 comment last (`café`, é = 0xE9), with and without a final newline: the
+    // decoder's replacement of that last byte used to panic inside the parser.
+    for (name, bytes) in [
+        (
+            "comment.properties",
+            &b"hystrix.command.A.fallback.enabled=false\n# caf\xE9"[..],
+        ),
+        (
+            "comment-nl.properties",
+            b"hystrix.command.A.fallback.enabled=false\n# caf\xE9\n",
+        ),
+        (
+            "comment-crlf.properties",
+            b"hystrix.command.A.fallback.enabled=false\r\n# caf\xE9\r\n",
+        ),
+    ] {
+        let registry = Registry::new();
+        let (path, outcome) = load_bytes(registry.properties(), dir.path(), name, bytes);
+        let report = outcome.unwrap_or_else(|err| panic!("{name}: {err}"));
+        assert_eq!((report.applied, report.skipped), (1, 0), "{name}");
+        let explained = registry.properties().explain(fallback).unwrap();
+        assert_eq!(explained.value, Some(PropertyValue::Bool(false)), "{name}");
+        assert_eq!(explained.origin, Origin::File { path, line: 1 }, "{name}");
+    }
+    // A file that is one byte 0xFF, with and without a newline: Java reads the key `ÿ` with an
+    // empty value; it is no property of ours, so it is skipped.
+    for (name, bytes) in [
+        ("ff.properties", &b"\xFF"[..]),
+        ("ff-nl.properties", b"\xFF\n"),
+    ] {
+        let registry = Registry::new();
+        let (_, outcome) = load_bytes(registry.properties(), dir.path(), name, bytes);
+        let report = outcome.unwrap_or_else(|err| panic!("{name}: {err}"));
+        assert_eq!((report.applied, report.skipped), (0, 1), "{name}");
+        assert!(report.warnings.is_empty(), "{name}: {:?}", report.warnings);
+    }
+    // Each byte is the character of that number (not a replacement character): the key
+    // `café` written in Latin-1 is the key `café`, as in the same file saved as UTF-8.
+    for (name, bytes) in [
+        (
+            "latin1.properties",
+            &b"hystrix.command.caf\xE9.fallback.enabled=false\n"[..],
+        ),
+        (
+            "utf8.properties",
+            "hystrix.command.caf\u{e9}.fallback.enabled=false\n".as_bytes(),
+        ),
+    ] {
+        let registry = Registry::new();
+        let (_, outcome) = load_bytes(registry.properties(), dir.path(), name, bytes);
+        assert_eq!(outcome.unwrap().applied, 1, "{name}");
+        assert!(
+            !command_of(registry.properties(), "caf\u{e9}").fallback_enabled,
+            "{name}"
+        );
+    }
+    // A Latin-1 value is read as Latin-1 too, and refused by name like any other bad value.
+    let registry = Registry::new();
+    let (path, outcome) = load_bytes(
+        registry.properties(),
+        dir.path(),
+        "value.properties",
+        b"# ok\nhystrix.command.A.fallback.enabled=f\xE9",
+    );
+    assert_eq!(
+        outcome.unwrap_err().to_string(),
+        format!(
+            "{}:2: invalid value `f\u{e9}` for `{fallback}`: expected true or false (or \
+             Archaius' yes/no, on/off, y/n, t/f)",
+            path.display()
+        )
+    );
+    // A UTF-8 byte-order mark says UTF-8: such a file that is not UTF-8 is refused at the line
+    // of its first bad byte, not guessed at.
+    let (path, outcome) = load_bytes(
+        registry.properties(),
+        dir.path(),
+        "bom.properties",
+        b"\xEF\xBB\xBF# ok\nhystrix.command.A.fallback.enabled=f\xE9\n",
+    );
+    assert_eq!(
+        outcome.unwrap_err(),
+        LoadError::Syntax {
+            path,
+            line: 2,
+            property: Some(fallback.into()),
+            message: "not valid UTF-8, though the file begins with a UTF-8 byte-order mark".into(),
+        }
+    );
+    assert!(command_of(registry.properties(), "A").fallback_enabled);
+}
+
 #[test]
 fn toml_names_are_key_paths_joined_with_dots() {
     let registry = Registry::new();
@@ -502,11 +611,85 @@ fn toml_values_of_the_wrong_type_and_syntax_errors_name_the_line() {
             "[hystrix.command.A]\nfallback.enabled = \n",
         )
         .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "app.toml:2: `hystrix.command.A.fallback.enabled`: no value after `=`"
+    );
+    assert!(command_of(properties, "A").fallback_enabled);
+}
+
+#[test]
+fn a_toml_value_that_is_not_toml_names_the_property_file_and_line() {
+    let registry = Registry::new();
+    let properties = registry.properties();
+    let strategy = "hystrix.command.X.execution.isolation.strategy";
+    let cases = [
+        // Unquoted: TOML reads `THREAD` as a boolean gone wrong.
+        (
+            "[hystrix.command.X]\nexecution.isolation.strategy = THREAD\n",
+            2,
+            strategy,
+            "`THREAD` is not a TOML value (invalid boolean, expected `true`); a string is \
+             written in quotes: \"THREAD\"",
+        ),
+        (
+            "hystrix.command.X.execution.isolation.strategy = SEMAPHORE\n",
+            1,
+            strategy,
+            "`SEMAPHORE` is not a TOML value (string values must be quoted, expected literal \
+             string); a string is written in quotes: \"SEMAPHORE\"",
+        ),
+        (
+            "[hystrix.command.X]\nfallback.enabled = true\ncircuitBreaker = { enabled = yes }\n",
+            3,
+            "hystrix.command.X.circuitBreaker.enabled",
+            "`yes` is not a TOML value (string values must be quoted, expected literal \
+             string); a string is written in quotes: \"yes\"",
+        ),
+        (
+            "[hystrix.threadpool.P]\ncoreSize = \"10\nmaxQueueSize = 5\n",
+            2,
+            "hystrix.threadpool.P.coreSize",
+            "invalid basic string, expected `\"`",
+        ),
+    ];
+    for (text, line, property, message) in cases {
+        let err = properties
+            .load_text("app.toml", FileFormat::Toml, text)
+            .unwrap_err();
+        assert_eq!(
+            err,
+            LoadError::Syntax {
+                path: PathBuf::from("app.toml"),
+                line,
+                property: Some(property.into()),
+                message: message.into(),
+            },
+            "{text}"
+        );
+        assert_eq!(
+            err.to_string(),
+            format!("app.toml:{line}: `{property}`: {message}")
+        );
+    }
+    // An error outside any value names no property.
+    let err = properties
+        .load_text(
+            "app.toml",
+            FileFormat::Toml,
+            "[hystrix.command.X]\nfallback enabled = 1\n",
+        )
+        .unwrap_err();
     let LoadError::Syntax { line, property, .. } = err else {
         panic!("a syntax error: {err}");
     };
     assert_eq!((line, property), (2, None));
-    assert!(command_of(properties, "A").fallback_enabled);
+    // Nothing was applied.
+    assert!(command_of(properties, "X").fallback_enabled);
+    assert_eq!(
+        command_of(properties, "X").execution_isolation_strategy,
+        None
+    );
 }
 
 #[test]
@@ -1336,6 +1519,42 @@ proptest! {
     }
 
     #[test]
+    fn random_bytes_as_a_properties_file_never_panic_and_errors_name_the_line(
+        lines in prop::collection::vec(
+            prop::collection::vec(
+                prop_oneof![
+                    // Bytes that are not UTF-8 on their own, and the syntax's own.
+                    3 => 0x80u8..=0xFF,
+                    1 => prop::sample::select(&b"=:# !\\u\r\t"[..]),
+                    2 => prop::sample::select(&b"hystrix.command.A.fallback.enabled"[..]),
+                ],
+                0..24,
+            ),
+            0..6,
+        ),
+        newline_last in any::<bool>(),
+    ) {
+        let mut bytes = lines.join(&b'\n');
+        if newline_last {
+            bytes.push(b'\n');
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let registry = Registry::new();
+        let (path, outcome) = load_bytes(registry.properties(), dir.path(), "fuzz.properties", &bytes);
+        match outcome {
+            Ok(_) => {}
+            Err(LoadError::Syntax { path: at, line, .. }) => {
+                prop_assert_eq!(at, path);
+                prop_assert!((1..=lines.len().max(1)).contains(&line));
+            }
+            Err(LoadError::Invalid { origin: Origin::File { path: at, .. }, .. }) => {
+                prop_assert_eq!(at, path);
+            }
+            Err(other) => return Err(TestCaseError::fail(format!("unexpected: {other}"))),
+        }
+    }
+
+    #[test]
     fn random_toml_files_never_panic_and_errors_name_the_property(
         sections in prop::collection::vec(
             (
@@ -1354,6 +1573,8 @@ proptest! {
                             Just("1.5".to_owned()),
                             Just("[1]".to_owned()),
                             Just("1979-05-27".to_owned()),
+                            // Not TOML: a syntax error that names the property.
+                            Just("THREAD".to_owned()),
                             "\"[ -~&&[^\"\\\\]]{0,8}\"",
                         ],
                     ),

@@ -1,5 +1,8 @@
 //! Configuration files: Java `.properties` (as Hystrix and Archaius read them) and TOML.
 
+use std::borrow::Cow;
+use std::ops::Range;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
 use toml::de::{DeTable, DeValue};
@@ -14,8 +17,15 @@ use crate::config::{LoadError, LoadReport, Origin, Properties, PropertyValue};
 pub enum FileFormat {
     /// A Java `.properties` file: `name = value`, `name: value` or `name value` lines, `#` and
     /// `!` comments, `\` line continuations and escapes (`\uXXXX`, `\t`, `\=`, ...), as
-    /// `java.util.Properties` reads them. Read as UTF-8 (ASCII files, and so Hystrix's,
-    /// read the same as under Java's ISO-8859-1); a byte-order mark is skipped.
+    /// `java.util.Properties` reads them.
+    ///
+    /// Encoding: a file that is valid UTF-8 is read as UTF-8 (a byte-order mark is skipped);
+    /// any other file is read as ISO-8859-1 (Latin-1, one byte one character), as Java's
+    /// `Properties.load(InputStream)` reads every file, and as Java 9's resource bundles fall
+    /// back to. So ASCII files, and so Hystrix's, read the same either way, and a file saved in
+    /// Latin-1 (`# café` as the byte `0xE9`) loads as Java loads it. A file that begins with a
+    /// UTF-8 byte-order mark but is not valid UTF-8 is refused ([`LoadError::Syntax`] naming
+    /// the line of the first invalid byte): its mark says UTF-8, so Latin-1 would be a guess.
     Properties,
     /// A TOML file: each value's full name is the path of keys leading to it, joined with dots
     /// (see the [module docs](crate::config) for an example).
@@ -69,7 +79,11 @@ impl Properties {
     /// - [`LoadError::UnknownFormat`] for another extension (see
     ///   [`load_file_as`](Properties::load_file_as));
     /// - [`LoadError::Read`] if the file cannot be read;
-    /// - [`LoadError::Syntax`] naming the line (and the property, when it can be read);
+    /// - [`LoadError::Syntax`] naming the line (and the property, when it can be read;
+    ///   for a TOML value that is not TOML, such as an unquoted `THREAD`, the full property
+    ///   name);
+    /// - [`LoadError::Internal`] if the file's parser panicked on it (caught: a bug in the
+    ///   parser, met on unusual input);
     /// - [`LoadError::Invalid`] naming the line and the property, for a value that does not
     ///   parse, is out of range or breaks a rule (SPEC Part A 9), or a per-key change of a
     ///   fixed property of a key in use; [`LoadError::Removal`] if dropping a value the file
@@ -142,18 +156,69 @@ fn absolute(path: &Path) -> Result<PathBuf, LoadError> {
 }
 
 /// The values of a file, in the order written.
+///
+/// The parsers are other crates' code reading input from outside: a panic in one (a bug met on
+/// unusual input) is caught here and refuses the file with [`LoadError::Internal`], so it
+/// cannot end the caller's thread (a file watcher's, say). The default panic hook still
+/// reports it on standard error.
 pub(crate) fn parse(
     path: &Path,
     format: FileFormat,
     bytes: &[u8],
 ) -> Result<Vec<Entry>, LoadError> {
     match format {
-        FileFormat::Properties => parse_properties(path, bytes),
-        FileFormat::Toml => parse_toml(path, bytes),
+        FileFormat::Properties => caught(path, "the .properties parser", || {
+            parse_properties(path, bytes)
+        }),
+        FileFormat::Toml => caught(path, "the TOML parser", || parse_toml(path, bytes)),
+    }
+}
+
+/// Runs `load` (of the file `path`); a panic in it is caught and returned as
+/// [`LoadError::Internal`], saying that `what` panicked and why.
+pub(crate) fn caught<T>(
+    path: &Path,
+    what: &str,
+    load: impl FnOnce() -> Result<T, LoadError>,
+) -> Result<T, LoadError> {
+    catch_unwind(AssertUnwindSafe(load)).unwrap_or_else(|panic| {
+        Err(LoadError::Internal {
+            path: path.to_owned(),
+            message: format!("{what} panicked: {}", crate::command::panic_message(panic)),
+        })
+    })
+}
+
+/// The UTF-8 byte-order mark.
+const BOM: &str = "\u{feff}";
+
+/// The text of a `.properties` file: the bytes as UTF-8 if they are valid UTF-8, else as
+/// ISO-8859-1 (see [`FileFormat::Properties`]).
+fn properties_text<'a>(path: &Path, bytes: &'a [u8]) -> Result<Cow<'a, str>, LoadError> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => Ok(Cow::Borrowed(text)),
+        Err(err) if bytes.starts_with(BOM.as_bytes()) => {
+            let line = line_at(bytes, err.valid_up_to());
+            Err(LoadError::Syntax {
+                path: path.to_owned(),
+                line,
+                property: raw_key(&String::from_utf8_lossy(bytes), line),
+                message: "not valid UTF-8, though the file begins with a UTF-8 byte-order mark"
+                    .into(),
+            })
+        }
+        // ISO-8859-1 maps each byte to the character of the same number.
+        Err(_) => Ok(Cow::Owned(
+            bytes.iter().map(|&byte| char::from(byte)).collect(),
+        )),
     }
 }
 
 fn parse_properties(path: &Path, bytes: &[u8]) -> Result<Vec<Entry>, LoadError> {
+    // Valid UTF-8 from here on: the parser's decoder never meets a byte it cannot decode (its
+    // replacement of a last, incomplete character used to panic).
+    let text = properties_text(path, bytes)?;
+    let bytes = text.as_bytes();
     // A last line continued by a backslash at the end of the file: Java's `Properties.load`
     // keeps the line and drops the dangling backslash; the parser would drop the line.
     let end = bytes.len()
@@ -187,7 +252,7 @@ fn parse_properties(path: &Path, bytes: &[u8]) -> Result<Vec<Entry>, LoadError> 
             LoadError::Syntax {
                 path: path.to_owned(),
                 line,
-                property: raw_key(bytes, line),
+                property: raw_key(&text, line),
                 message,
             }
         })?;
@@ -203,11 +268,14 @@ fn parse_properties(path: &Path, bytes: &[u8]) -> Result<Vec<Entry>, LoadError> 
     Ok(entries)
 }
 
-/// The key written on a `.properties` line (up to its separator), escapes left as written.
-fn raw_key(bytes: &[u8], line: usize) -> Option<String> {
-    let text = String::from_utf8_lossy(bytes);
-    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+/// The key written on a `.properties` line (up to its separator), escapes left as written;
+/// `None` on a comment line.
+fn raw_key(text: &str, line: usize) -> Option<String> {
+    let text = text.strip_prefix(BOM).unwrap_or(text);
     let physical = text.lines().nth(line.checked_sub(1)?)?.trim_start();
+    if physical.starts_with(['#', '!']) {
+        return None;
+    }
     let mut escaped = false;
     let end = physical
         .char_indices()
@@ -222,25 +290,19 @@ fn raw_key(bytes: &[u8], line: usize) -> Option<String> {
 }
 
 fn parse_toml(path: &Path, bytes: &[u8]) -> Result<Vec<Entry>, LoadError> {
-    let syntax = |offset: usize, text: &[u8], message: String| LoadError::Syntax {
+    let text = std::str::from_utf8(bytes).map_err(|err| LoadError::Syntax {
         path: path.to_owned(),
-        line: line_at(text, offset),
+        line: line_at(bytes, err.valid_up_to()),
         property: None,
-        message,
-    };
-    let text = std::str::from_utf8(bytes).map_err(|err| {
-        syntax(
-            err.valid_up_to(),
-            bytes,
-            "not valid UTF-8 (TOML files are UTF-8)".into(),
-        )
+        message: "not valid UTF-8 (TOML files are UTF-8)".into(),
     })?;
     // A byte-order mark is not TOML; it takes no line, so line numbers stay.
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let table = DeTable::parse(text).map_err(|err| {
-        let offset = err.span().map_or(0, |span| span.start);
-        syntax(offset, text.as_bytes(), err.message().to_owned())
-    })?;
+    let text = text.strip_prefix(BOM).unwrap_or(text);
+    // Parsed with recovery, so that an error in a value can name the property it is for.
+    let (table, errors) = DeTable::parse_recoverable(text);
+    if let Some(err) = errors.first() {
+        return Err(toml_error(path, text, table.get_ref(), err));
+    }
     let mut entries = Vec::new();
     walk(path, text, "", table.get_ref(), &mut entries);
     // Tables are kept in key order; sort by line so the later of two spellings of one name
@@ -255,11 +317,7 @@ fn parse_toml(path: &Path, bytes: &[u8]) -> Result<Vec<Entry>, LoadError> {
 /// Collects the values of `table`, whose keys continue the name `prefix`.
 fn walk(path: &Path, text: &str, prefix: &str, table: &DeTable<'_>, entries: &mut Vec<Entry>) {
     for (key, value) in table {
-        let name = if prefix.is_empty() {
-            key.get_ref().to_string()
-        } else {
-            format!("{prefix}.{}", key.get_ref())
-        };
+        let name = joined(prefix, key.get_ref());
         let raw = || text.get(value.span()).unwrap_or_default().trim().to_owned();
         let (value, refused) = match value.get_ref() {
             DeValue::Table(inner) => {
@@ -293,6 +351,57 @@ fn walk(path: &Path, text: &str, prefix: &str, table: &DeTable<'_>, entries: &mu
     }
 }
 
+/// A TOML syntax error as a [`LoadError::Syntax`]: the line, and for an error in a value the
+/// property's full name, as for a `.properties` file.
+fn toml_error(path: &Path, text: &str, table: &DeTable<'_>, err: &toml::de::Error) -> LoadError {
+    let offset = err.span().map_or(0, |span| span.start);
+    let value = value_at(table, "", offset);
+    let (raw, whole) = value.as_ref().map_or(("", false), |(_, span)| {
+        let raw = text.get(span.clone()).unwrap_or_default().trim();
+        (raw, err.span().as_ref() == Some(span))
+    });
+    let bare = |c: char| c.is_alphanumeric() || matches!(c, '_' | '-' | '+' | '.' | ':');
+    let message = match &value {
+        Some(_) if raw.is_empty() => "no value after `=`".to_owned(),
+        // An unquoted word, refused whole: TOML read it as a number, a boolean or a date.
+        Some(_) if whole && raw.chars().all(bare) => format!(
+            "`{raw}` is not a TOML value ({}); a string is written in quotes: \"{raw}\"",
+            err.message()
+        ),
+        _ => err.message().to_owned(),
+    };
+    LoadError::Syntax {
+        path: path.to_owned(),
+        line: line_at(text.as_bytes(), offset),
+        property: value.map(|(name, _)| name),
+        message,
+    }
+}
+
+/// The name `prefix` continued by `key`.
+fn joined(prefix: &str, key: &str) -> String {
+    if prefix.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{prefix}.{key}")
+    }
+}
+
+/// The full name and the span of the value (not a table) in which byte `offset` lies, in a
+/// table whose keys continue the name `prefix`.
+fn value_at(table: &DeTable<'_>, prefix: &str, offset: usize) -> Option<(String, Range<usize>)> {
+    table.iter().find_map(|(key, value)| {
+        let name = joined(prefix, key.get_ref());
+        match value.get_ref() {
+            DeValue::Table(inner) => value_at(inner, &name, offset),
+            _ => {
+                let span = value.span();
+                (span.start <= offset && offset <= span.end).then_some((name, span))
+            }
+        }
+    })
+}
+
 /// The 1-based line of byte `offset` in `text`.
 fn line_at(text: &[u8], offset: usize) -> usize {
     let end = offset.min(text.len());
@@ -305,11 +414,13 @@ mod tests {
 
     #[test]
     fn raw_keys_stop_at_the_first_unescaped_separator() {
-        let text = b"a.b=1\n  c\\=d : 2\n\\u00zz.x 3\n";
+        let text = "a.b=1\n  c\\=d : 2\n\\u00zz.x 3\n";
         assert_eq!(raw_key(text, 1).as_deref(), Some("a.b"));
         assert_eq!(raw_key(text, 2).as_deref(), Some("c\\=d"));
         assert_eq!(raw_key(text, 3).as_deref(), Some("\\u00zz.x"));
         assert_eq!(raw_key(text, 9), None);
+        assert_eq!(raw_key("a=1\n  # b=2\n!c=3", 2), None);
+        assert_eq!(raw_key("a=1\n  # b=2\n!c=3", 3), None);
     }
 
     #[test]
@@ -335,6 +446,22 @@ mod tests {
         }
         // An escaped backslash is a value, not a continuation.
         assert_eq!(names(b"p=C:\\\\"), [("p".into(), "C:\\".into())]);
+    }
+
+    #[test]
+    fn a_panic_while_loading_is_an_error_naming_the_file() {
+        let path = Path::new("/etc/app/hystrix.properties");
+        let err = caught::<()>(path, "the .properties parser", || {
+            panic!("Must not use a decoder that has finished")
+        })
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "cannot load /etc/app/hystrix.properties: the .properties parser panicked: Must not \
+             use a decoder that has finished (a bug: nothing was changed; please report it with \
+             the file)"
+        );
+        assert_eq!(caught(path, "x", || Ok(7)), Ok(7));
     }
 
     #[test]

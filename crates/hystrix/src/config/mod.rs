@@ -68,6 +68,10 @@
 //! between name and value, `#` and `!` comments, `\` continuation lines and escapes, as
 //! `java.util.Properties` reads them ([`FileFormat::Properties`]).
 //!
+//! A file that is valid UTF-8 is read as UTF-8; any other is read as ISO-8859-1, as Java's
+//! `Properties.load(InputStream)` reads every file, so a Latin-1 `# café` comment loads. A file
+//! that begins with a UTF-8 byte-order mark but is not valid UTF-8 is refused, naming the line.
+//!
 //! ```properties
 //! hystrix.command.default.execution.isolation.thread.timeoutInMilliseconds=1000
 //! hystrix.command.GetUser.circuitBreaker.errorThresholdPercentage: 40
@@ -98,7 +102,10 @@
 //! ```
 //!
 //! Integers, booleans and strings are values (`"500"` works as well as `500`); a float, a date
-//! or an array is refused by name.
+//! or an array is refused by name. A value that is not TOML at all is a syntax error that names
+//! the property too: `strategy = THREAD` (a string must be quoted) gives
+//! ``hystrix.toml:2: `hystrix.command.GetUser.execution.isolation.strategy`: `THREAD` is not a
+//! TOML value (invalid boolean, expected `true`); a string is written in quotes: "THREAD"``.
 //!
 //! ## Environment variables
 //!
@@ -122,8 +129,9 @@
 //! renaming), waits for changes to settle (200 ms by default), then loads the file as
 //! [`Properties::load_file`] does. An invalid file changes nothing; the last good values stay,
 //! the error (file, line, property) is logged with `tracing::error!` and handed to the
-//! `on_reload` callback. The watcher stops when its handle drops; `reload_now()` reloads at
-//! once, for tests and admin tools.
+//! `on_reload` callback. No file ends the watcher, not even one that makes a parser panic
+//! (caught: [`LoadError::Internal`]); the next edit is loaded as usual. The watcher stops when
+//! its handle drops; `reload_now()` reloads at once, for tests and admin tools.
 
 mod collapser;
 mod command;

@@ -3,6 +3,7 @@
 
 use std::ffi::OsString;
 use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
@@ -13,6 +14,7 @@ use notify::event::{AccessKind, AccessMode, EventKind};
 use notify::{Event, RecommendedWatcher, RecursiveMode, Watcher};
 use parking_lot::Mutex;
 
+use crate::config::file::caught;
 use crate::config::store::WeakProperties;
 use crate::config::{FileFormat, LoadError, LoadReport, Properties};
 
@@ -112,10 +114,15 @@ struct Shared {
 }
 
 impl Shared {
+    /// Reloads the file. Every failure is an outcome, never the end of the watcher: an
+    /// unreadable or invalid file is an error, and so is a panic while loading (caught; the
+    /// store puts back what a change it was staging had replaced).
     fn reload(&self, trigger: ReloadTrigger) -> Result<LoadReport, LoadError> {
         let _one_at_a_time = self.reloading.lock();
         let outcome = match self.properties.upgrade() {
-            Some(properties) => properties.load_file_as(&self.path, self.format),
+            Some(properties) => caught(&self.path, "loading it", || {
+                properties.load_file_as(&self.path, self.format)
+            }),
             None => Err(LoadError::Read {
                 path: self.path.clone(),
                 reason: "the registry these properties belonged to is gone".into(),
@@ -138,8 +145,8 @@ impl Shared {
             outcome,
         };
         if let Some(callback) = &self.on_reload {
-            let call = std::panic::AssertUnwindSafe(|| callback(&event));
-            if std::panic::catch_unwind(call).is_err() {
+            let call = AssertUnwindSafe(|| callback(&event));
+            if catch_unwind(call).is_err() {
                 tracing::error!("hystrix: the on_reload callback panicked");
             }
         }

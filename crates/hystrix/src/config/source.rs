@@ -175,6 +175,15 @@ pub enum LoadError {
         /// The variables.
         variables: [String; 2],
     },
+    /// Loading the file panicked: a bug, in a parser (another crate's code, met on unusual
+    /// input) or in hystrix-rs. The panic was caught, so the file is refused like any invalid
+    /// file: nothing changed, and a watcher goes on watching.
+    Internal {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What panicked, and the panic's message.
+        message: String,
+    },
 }
 
 impl fmt::Display for LoadError {
@@ -207,6 +216,12 @@ impl fmt::Display for LoadError {
                 f,
                 "`{name}` is set by two environment variables, {} and {}: keep one",
                 variables[0], variables[1]
+            ),
+            LoadError::Internal { path, message } => write!(
+                f,
+                "cannot load {}: {message} (a bug: nothing was changed; please report it with \
+                 the file)",
+                path.display()
             ),
         }
     }
