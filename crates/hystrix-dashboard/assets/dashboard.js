@@ -36,8 +36,12 @@
   var COLLAPSER_COUNTERS = [['batches', 'batches'], ['requestsBatched', 'requests'], ['fromCache', 'from cache']];
   var COLLAPSER_FIELDS = COLLAPSER_COUNTERS.concat(LATENCIES);
 
+  // A circuit that is not closed short-circuits calls, which are not requests: its error
+  // percentage can read 0 while every call is refused. So the default sort puts such tiles
+  // first, then sorts as the Hystrix Dashboard (error percentage, then volume).
+  var CIRCUIT_FIRST = 1e12;
   var COMMAND_SORTS = {
-    errorThenVolume: function (v) { return v.errorPercentage * 1e8 + v.rate; },
+    errorThenVolume: function (v) { return (v.circuitClosed ? 0 : CIRCUIT_FIRST) + v.errorPercentage * 1e8 + v.rate; },
     volume: function (v) { return v.rate; },
     error: function (v) { return v.errorPercentage; },
     mean: function (v) { return v.mean; },
@@ -182,14 +186,26 @@
 
   function commandTile(kind, name) {
     var tile = newTile(kind, name);
+    var health = el('span', 'health');
     var error = el('span', 'error-percentage', '0');
     error.dataset.field = 'errorPercentage';
     var errorBox = el('span', 'error', '');
     errorBox.title = 'Error percentage: (failures + timeouts + rejections) / requests in the rolling window';
     errorBox.appendChild(error);
     errorBox.appendChild(document.createTextNode(' %'));
-    tile.head.appendChild(errorBox);
+    health.appendChild(errorBox);
+    // Shown while the circuit is not closed or calls were short-circuited in the window.
+    var shortRate = el('span', 'short-circuit-rate');
+    shortRate.title = 'Short-circuited calls per second over the rolling window (not requests, so not in the error percentage)';
+    var shortValue = el('b', null, '0.0');
+    shortValue.dataset.field = 'shortCircuitRate';
+    shortRate.appendChild(shortValue);
+    shortRate.appendChild(document.createTextNode('/s short-circuited'));
+    shortRate.hidden = true;
+    health.appendChild(shortRate);
+    tile.head.appendChild(health);
     tile.errorText = errorBox;
+    tile.shortRate = shortRate;
 
     var rateRow = el('div', 'rate-row');
     var spark = svg('svg');
@@ -266,7 +282,9 @@
     tile.sparkArea.setAttribute('points', xs[0] + ',24 ' + points + ' ' + xs[xs.length - 1] + ',24');
   }
 
-  // What the circuit shows: Hystrix's rules (force-open wins; open while any host reports it).
+  // What the circuit shows: Hystrix's rules (force-open wins; open while any host reports it),
+  // and HALF_OPEN from our stream's circuitBreakerStatus (Hystrix's isCircuitBreakerOpen is
+  // true in OPEN and HALF_OPEN alike; a stream without the field shows both as open).
   function circuitOf(m) {
     if (m.propertyValue_circuitBreakerForceOpen === true) return ['forced-open', 'Forced Open'];
     var open = m.isCircuitBreakerOpen;
@@ -275,16 +293,26 @@
     }
     if (open === true || num(open) > 0) {
       var keys = num(m.openBreakerKeys);
-      return ['open', keys > 0 ? 'Open (' + keys + (keys === 1 ? ' key)' : ' keys)') : 'Open'];
+      var state = m.circuitBreakerStatus === 'HALF_OPEN' ? ['half-open', 'Half Open'] : ['open', 'Open'];
+      if (keys > 0) state[1] += ' (' + keys + (keys === 1 ? ' key)' : ' keys)');
+      return state;
     }
     return ['closed', 'Closed'];
   }
 
+  // The tile's class for a circuit that is not closed: its border and background say so,
+  // whatever the error percentage.
+  var CIRCUIT_CLASSES = { open: 'circuit-open', 'forced-open': 'circuit-open', 'half-open': 'circuit-half-open' };
+
   function showCommand(tile, m) {
     var hosts = num(m.reportingHosts) || 1;
     var latency = m.latencyExecute || {};
+    var windowMs = m.propertyValue_metricsRollingStatisticalWindowInMilliseconds;
+    var circuit = circuitOf(m);
     var v = {
-      rate: ratePerSecond(m.requestCount, m.propertyValue_metricsRollingStatisticalWindowInMilliseconds),
+      rate: ratePerSecond(m.requestCount, windowMs),
+      shortCircuitRate: ratePerSecond(m.rollingCountShortCircuited, windowMs),
+      circuitClosed: circuit[0] === 'closed',
       errorPercentage: Math.floor(num(m.errorPercentage) / hosts),
       requests: num(m.requestCount),
       success: num(m.rollingCountSuccess),
@@ -299,12 +327,17 @@
       p99: Math.floor(num(latency['99']) / hosts),
       p995: Math.floor(num(latency['99.5']) / hosts)
     };
-    var circuit = circuitOf(m);
     tile.values = v;
     var node = tile.node;
+    var circuitClass = CIRCUIT_CLASSES[circuit[0]] || '';
     node.dataset.group = String(m.group);
     node.dataset.isolation = String(m.propertyValue_executionIsolationStrategy);
     node.dataset.circuit = circuit[0];
+    node.classList.toggle('circuit-open', circuitClass === 'circuit-open');
+    node.classList.toggle('circuit-half-open', circuitClass === 'circuit-half-open');
+    node.dataset.shortCircuitRate = oneDecimal(v.shortCircuitRate);
+    setField(tile, 'shortCircuitRate', oneDecimal(v.shortCircuitRate));
+    tile.shortRate.hidden = v.circuitClosed && v.shortCircuitRate === 0;
     node.dataset.forcedClosed = String(m.propertyValue_circuitBreakerForceClosed === true);
     setField(tile, 'rate', oneDecimal(v.rate));
     node.dataset.rate = oneDecimal(v.rate);
@@ -323,7 +356,8 @@
     var size = Math.round(8 + 12 * Math.sqrt(Math.min(v.rate, 400) / 400));
     tile.dot.style.width = size + 'px';
     tile.dot.style.height = size + 'px';
-    node.style.borderLeftColor = health;
+    // Not closed: the style sheet's circuit colour, not the error percentage's.
+    node.style.borderLeftColor = circuitClass ? '' : health;
     tile.errorText.style.color = colourOn(ERROR_TEXT_SCALE, v.errorPercentage);
     sparkline(tile, v.rate);
   }

@@ -4,7 +4,8 @@
 //!
 //! It prints one line of JSON on stdout, `{"url": "http://127.0.0.1:<port>", "plan": {...}}`,
 //! where `plan` is what it drove: per command the counts by outcome, the requests, errors,
-//! error percentage and rate they make (Hystrix's formulas), the latencies and the circuit;
+//! error percentage and rate they make (Hystrix's formulas), the short-circuited calls per
+//! second, the latencies and the circuit (closed, open or half-open);
 //! the thread pool's and the collapser's numbers. Then it serves until its standard input
 //! closes (the harness holds it open, so the fixture ends with the harness).
 //!
@@ -29,7 +30,7 @@ use std::time::{Duration, Instant};
 use hystrix::clock::Clock;
 use hystrix::collapser::{Collapser, CollapserEvent, CollapserScope};
 use hystrix::testing::TestRegistry;
-use hystrix::{Class, Classifier, Command, EventType, FailureType, IsolationStrategy};
+use hystrix::{Class, Classifier, Command, EventType, FailureType, IsolationStrategy, Status};
 use hystrix_dashboard::Dashboard;
 use serde::Serialize;
 
@@ -120,8 +121,10 @@ struct CommandPlan {
     error_percentage: u64,
     /// requests per second over the window.
     rate: f64,
+    /// short-circuited calls per second over the window.
+    short_circuit_rate: f64,
     latency: Latency,
-    /// "open" or "closed".
+    /// "closed", "open" or "half-open".
     circuit: &'static str,
 }
 
@@ -142,6 +145,7 @@ impl CommandPlan {
         self.requests = self.success + self.errors;
         self.error_percentage = (self.errors * 100).checked_div(self.requests).unwrap_or(0);
         self.rate = self.requests as f64 / (WINDOW_MS as f64 / 1000.0);
+        self.short_circuit_rate = self.short_circuited as f64 / (WINDOW_MS as f64 / 1000.0);
         self
     }
 }
@@ -236,6 +240,30 @@ fn drive(test: &TestRegistry, cmd: &Cmd, times: u64, ms: u64, end: End, want: Se
         }
     }
     Ok(())
+}
+
+/// Trips `cmd`'s breaker: `successes` then `failures` taking `ms` each; the breaker sees them
+/// when their health bucket (500 ms) ends; then `short_circuited` calls must be short-circuited.
+fn trip(
+    test: &TestRegistry,
+    cmd: &Cmd,
+    successes: u64,
+    failures: u64,
+    ms: u64,
+    short_circuited: u64,
+) -> Result<()> {
+    drive(test, cmd, successes, ms, End::Ok, Seen::Ran)?;
+    drive(test, cmd, failures, ms, End::Fail, FAILED)?;
+    test.clock().advance_ms(500);
+    if !cmd.is_circuit_breaker_open() {
+        return Err(format!(
+            "{}'s circuit did not open after {failures} failures in {} requests",
+            cmd.key(),
+            successes + failures
+        )
+        .into());
+    }
+    drive(test, cmd, short_circuited, 0, End::Ok, SHORT_CIRCUITED)
 }
 
 /// Polls `done` every millisecond for at most 5 s (real time).
@@ -407,19 +435,13 @@ fn drive_all(test: &TestRegistry, runtime: &tokio::runtime::Runtime) -> Result<P
         rate: 15.0 / (WINDOW_MS as f64 / 1000.0),
     };
 
-    // SendEmail: trips at 5 requests; 8 failures of 2 ms, the breaker sees them when their
-    // health bucket (500 ms) ends, then 5 calls are short-circuited. The sleep window is an
-    // hour, so the circuit stays open.
+    // SendEmail: trips at 5 requests; 8 failures of 2 ms, then 5 calls are short-circuited.
+    // The sleep window is an hour, so the circuit stays open.
     let send_email = command(test, "SendEmail", "Notifications", |b| {
         b.circuit_breaker_request_volume_threshold(5)
             .circuit_breaker_sleep_window(Duration::from_secs(3600))
     })?;
-    drive(test, &send_email, 8, 2, End::Fail, FAILED)?;
-    test.clock().advance_ms(500);
-    if !send_email.is_circuit_breaker_open() {
-        return Err("SendEmail's circuit did not open after 8 failures in 8 requests".into());
-    }
-    drive(test, &send_email, 5, 0, End::Ok, SHORT_CIRCUITED)?;
+    trip(test, &send_email, 0, 8, 2, 5)?;
     commands.push(
         CommandPlan {
             failure: 8,
@@ -427,6 +449,50 @@ fn drive_all(test: &TestRegistry, runtime: &tokio::runtime::Runtime) -> Result<P
             latency: latencies(2, 2, 2, 2, 2),
             circuit: "open",
             ..CommandPlan::new("SendEmail", "Notifications")
+        }
+        .derive(),
+    );
+
+    // GetStock: trips at 10 % errors (27 successes and 3 failures of 6 ms), then 25 calls are
+    // short-circuited; the sleep window is an hour. OPEN, yet its error percentage is only 10:
+    // short-circuited calls are not requests.
+    let get_stock = command(test, "GetStock", "Inventory", |b| {
+        b.circuit_breaker_error_threshold_percentage(10)
+            .circuit_breaker_sleep_window(Duration::from_secs(3600))
+    })?;
+    trip(test, &get_stock, 27, 3, 6, 25)?;
+    commands.push(
+        CommandPlan {
+            success: 27,
+            failure: 3,
+            short_circuited: 25,
+            latency: latencies(6, 6, 6, 6, 6),
+            circuit: "open",
+            ..CommandPlan::new("GetStock", "Inventory")
+        }
+        .derive(),
+    );
+
+    // GetReviews: trips at 10 % errors (18 successes and 2 failures of 8 ms), 10 calls are
+    // short-circuited, then after its 1000 ms sleep window one trial succeeds: it needs two
+    // (of two let through) to close, so it stays HALF_OPEN.
+    let get_reviews = command(test, "GetReviews", "Ratings", |b| {
+        b.circuit_breaker_error_threshold_percentage(10)
+            .circuit_breaker_sleep_window(Duration::from_millis(1000))
+            .property("circuitBreaker.halfOpen.permittedRequests", 2)
+            .property("circuitBreaker.halfOpen.successThreshold", 2)
+    })?;
+    trip(test, &get_reviews, 18, 2, 8, 10)?;
+    test.clock().advance_ms(1001);
+    drive(test, &get_reviews, 1, 8, End::Ok, Seen::Ran)?;
+    commands.push(
+        CommandPlan {
+            success: 19,
+            failure: 2,
+            short_circuited: 10,
+            latency: latencies(8, 8, 8, 8, 8),
+            circuit: "half-open",
+            ..CommandPlan::new("GetReviews", "Ratings")
         }
         .derive(),
     );
@@ -536,8 +602,12 @@ fn check_registry(test: &TestRegistry, plan: &Plan) -> Result<()> {
             },
             want.latency
         );
-        let open = registry.is_circuit_breaker_open(name).unwrap_or(false);
-        check!(format!("{name} circuit open"), open, want.circuit == "open");
+        let status = match registry.circuit_breaker(name).map(|b| b.status()) {
+            Some(Status::Open) => "open",
+            Some(Status::HalfOpen) => "half-open",
+            _ => "closed",
+        };
+        check!(format!("{name} circuit"), status, want.circuit);
     }
     for want in &plan.pools {
         let pool = registry

@@ -11,7 +11,17 @@
 //! The page shows a tile per command (request rate with a sparkline of the last two minutes,
 //! error percentage coloured on Hystrix's scale, circuit state, the rolling counters by
 //! outcome in Hystrix's colours, latency mean and percentiles), per thread pool and per
-//! collapser, sorted as the Hystrix Dashboard sorts (error then volume by default). When the
+//! collapser, sorted as the Hystrix Dashboard sorts (error then volume by default).
+//!
+//! Short-circuited calls are not requests (Hystrix's health rule), so an open circuit's error
+//! percentage can read 0 while it refuses every call. The page keeps Hystrix's percentage
+//! and says so otherwise: a tile whose circuit is OPEN (or forced open) has a red border and
+//! background, a HALF_OPEN one (our stream's `circuitBreakerStatus`) an amber one, whatever the
+//! error percentage; beside the percentage it shows the short-circuited calls per second
+//! (`rollingCountShortCircuited` over the rolling window) while the circuit is not closed or
+//! calls were short-circuited; and the default sort puts circuits that are not closed first,
+//! then sorts by error then volume. The dot and the error percentage keep Hystrix's colours.
+//! When the
 //! [`admin`](crate::admin) routes are enabled, each command tile has Force open / Force close
 //! / Reset buttons that `POST` to them; with an admin token the page asks for it once (kept in
 //! the tab's `sessionStorage`) and sends it as `Authorization: Bearer`.

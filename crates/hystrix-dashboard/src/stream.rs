@@ -9,7 +9,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use hystrix::collapser::CollapserEvent;
 use hystrix::config::CommandProperties;
-use hystrix::{CommandInfo, EventType, IsolationStrategy, LatencyPercentiles, Registry};
+use hystrix::{
+    CircuitBreakerHandle, CommandInfo, EventType, IsolationStrategy, LatencyPercentiles, Registry,
+    Status,
+};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
 /// Epoch wall-clock ms (Turbine compares `currentTime` with its own clock).
@@ -144,6 +147,9 @@ struct CommandMessage<'a> {
     reporting_hosts: u32,
     #[serde(rename = "threadPool")]
     thread_pool: &'a str,
+    /// Ours: `"CLOSED"`, `"OPEN"` or `"HALF_OPEN"` (see [`circuit_status`]).
+    #[serde(rename = "circuitBreakerStatus")]
+    circuit_breaker_status: &'static str,
     /// Ours, only for a command with a breaker per key: how many of its keys' breakers are
     /// open.
     #[serde(rename = "openBreakerKeys", skip_serializing_if = "Option::is_none")]
@@ -267,6 +273,40 @@ pub(crate) fn rolling_health(metrics: &hystrix::CommandMetrics) -> hystrix::Heal
     hystrix::HealthCounts::new(requests, errors)
 }
 
+/// What `circuitBreakerStatus` says of command `key`, whose own breaker is `own`: `"CLOSED"`
+/// whenever `isCircuitBreakerOpen` (`open`) is false; otherwise `"OPEN"` when
+/// `circuitBreaker.forceOpen` is set (`forced_open`) or any of its breakers (its own, or with a
+/// breaker per key, one of `open_keys`) is OPEN, else `"HALF_OPEN"`: trials are under way.
+/// Hystrix's stream says only `isCircuitBreakerOpen`, true in both OPEN and HALF_OPEN.
+fn circuit_status(
+    registry: &Registry,
+    key: &str,
+    own: &CircuitBreakerHandle,
+    open: bool,
+    forced_open: bool,
+    open_keys: Option<&[String]>,
+) -> &'static str {
+    if !open {
+        return "CLOSED";
+    }
+    if forced_open {
+        return "OPEN";
+    }
+    let keyed = open_keys
+        .into_iter()
+        .flatten()
+        .filter_map(|breaker_key| registry.keyed_circuit_breaker(key, breaker_key));
+    let mut half_open = false;
+    for status in std::iter::once(own.status()).chain(keyed.map(|breaker| breaker.status())) {
+        match status {
+            Status::Open => return "OPEN",
+            Status::HalfOpen => half_open = true,
+            Status::Closed => {}
+        }
+    }
+    if half_open { "HALF_OPEN" } else { "OPEN" }
+}
+
 /// The `HystrixCommand` message of a command key (compact, single-line JSON); `None` if the key
 /// has no state in `registry`.
 ///
@@ -278,17 +318,34 @@ pub(crate) fn rolling_health(metrics: &hystrix::CommandMetrics) -> hystrix::Heal
 /// `rollingCountIgnored` and `rollingCountWouldShortCircuit` (SPEC Part A 23), after
 /// `rollingCountTimeout`.
 ///
+/// After `threadPool` comes `circuitBreakerStatus`, ours: `"CLOSED"`, `"OPEN"` or
+/// `"HALF_OPEN"`, so that a page can tell a breaker letting trials through from one refusing
+/// every call (Hystrix's `isCircuitBreakerOpen` is true in both). It is `"CLOSED"` exactly when
+/// `isCircuitBreakerOpen` is false; `"OPEN"` when `circuitBreaker.forceOpen` is set or a
+/// breaker of the command is OPEN; else `"HALF_OPEN"`. A breaker goes HALF_OPEN when the
+/// first call after its open period is let through as a trial, and stays so until its trials
+/// close or re-open it. Dashboards that do not know the field ignore it.
+///
 /// A command with a breaker per key (its executions count in their keys' health windows):
-/// `isCircuitBreakerOpen` is true while any key's breaker is open, `errorPercentage`,
+/// `isCircuitBreakerOpen` is true while any key's breaker is open, `circuitBreakerStatus` is
+/// the most closed-off of its open keys' (OPEN before HALF_OPEN), `errorPercentage`,
 /// `errorCount` and `requestCount` come from the rolling counts of all keys, and a last field
 /// `openBreakerKeys` counts the open keys.
 pub fn command_json(registry: &Registry, key: &str) -> Option<String> {
     let metrics = registry.command_metrics(key)?;
     let info = registry.command_info(key)?;
-    let open_keys = registry.open_breaker_keys(key).map(|keys| keys.len());
-    let open = registry.is_circuit_breaker_open(key).unwrap_or(false)
-        || open_keys.is_some_and(|keys| keys > 0);
+    let breaker = registry.circuit_breaker(key)?;
+    let open_keys = registry.open_breaker_keys(key);
+    let open = breaker.is_open() || open_keys.as_ref().is_some_and(|keys| !keys.is_empty());
     let props = registry.properties().command(&info.command_key);
+    let status = circuit_status(
+        registry,
+        key,
+        &breaker,
+        open,
+        props.circuit_breaker_force_open,
+        open_keys.as_deref(),
+    );
     let rolling = |event| metrics.rolling_count(event);
     let health = if info.keyed_breakers {
         rolling_health(&metrics)
@@ -361,7 +418,8 @@ pub fn command_json(registry: &Registry, key: &str) -> Option<String> {
         request_log_enabled: props.request_log_enabled,
         reporting_hosts: 1,
         thread_pool: info.thread_pool_key.as_str(),
-        open_breaker_keys: open_keys,
+        circuit_breaker_status: status,
+        open_breaker_keys: open_keys.map(|keys| keys.len()),
     }))
 }
 

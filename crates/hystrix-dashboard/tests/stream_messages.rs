@@ -13,7 +13,7 @@ use hystrix_dashboard::stream;
 use serde_json::Value;
 
 /// Hystrix's HystrixCommand keys in its order, each with the JSON type it must have, with our
-/// two extension counters after `rollingCountTimeout`.
+/// two extension counters after `rollingCountTimeout` and our `circuitBreakerStatus` last.
 const COMMAND_KEYS: &[(&str, &str)] = &[
     ("type", "string"),
     ("name", "string"),
@@ -89,6 +89,7 @@ const COMMAND_KEYS: &[(&str, &str)] = &[
     ("propertyValue_requestLogEnabled", "bool"),
     ("reportingHosts", "int"),
     ("threadPool", "string"),
+    ("circuitBreakerStatus", "string"),
 ];
 
 /// The keys the Hystrix Dashboard requires (`validateData`): a missing one drops the message.

@@ -1,6 +1,12 @@
 //! The live view, refreshed each second: the phase, the gateway's rate, degraded share and
-//! latency, and per command its rate, error percentage, circuit state, p50/p99 and bulkhead
-//! use; breaker transitions as they happen.
+//! latency, and per command its rate, error percentage, short-circuited calls per second,
+//! circuit state, p50/p99 and bulkhead use; breaker transitions as they happen.
+//!
+//! The error percentage is Hystrix's: short-circuited calls are not requests, so an open
+//! breaker reads near 0 %. The short-circuited rate beside it and the state's colour (red
+//! OPEN, yellow HALF_OPEN, green CLOSED) say what the percentage cannot. Colour is used only
+//! on a terminal, and never with `NO_COLOR` set (or `CLICOLOR=0`; `CLICOLOR_FORCE=1` forces
+//! it), as the `console` crate decides.
 //!
 //! In TUI mode the table sits above a progress bar (indicatif) at the bottom of the terminal,
 //! with phase changes and transitions scrolling above it; with `--no-tui` (or when standard
@@ -11,6 +17,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
+use console::Style;
 use hystrix::IsolationStrategy;
 use hystrix::collapser::CollapserEvent;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -18,7 +25,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use crate::gateway::Gateway;
 use crate::load::LoadGenerator;
 use crate::scenario::{Backend, Schedule};
-use crate::stats::{BreakerLog, circuit_state, percent, percentile};
+use crate::stats::{BreakerLog, CommandCounts, circuit_state, percent, percentile};
 
 /// Where the human-readable text goes: standard output, or standard error when standard
 /// output carries the JSON report.
@@ -39,6 +46,28 @@ impl Console {
             Console::Stderr => writeln!(std::io::stderr(), "{text}"),
         };
     }
+
+    /// Whether text written here may be coloured: a terminal, and neither `NO_COLOR` nor
+    /// `CLICOLOR=0` set (`CLICOLOR_FORCE=1` forces colour).
+    pub fn colours(self) -> bool {
+        match self {
+            Console::Stdout => console::colors_enabled(),
+            Console::Stderr => console::colors_enabled_stderr(),
+        }
+    }
+}
+
+/// A circuit state in its colour when `colour`: OPEN and FORCED_OPEN bold red, HALF_OPEN and
+/// FORCED_CLOSED yellow, CLOSED green; padded with spaces to `width` columns (the padding
+/// uncoloured).
+fn circuit_cell(state: &str, width: usize, colour: bool) -> String {
+    let style = match state {
+        "OPEN" | "FORCED_OPEN" => Style::new().red().bold(),
+        "HALF_OPEN" | "FORCED_CLOSED" => Style::new().yellow(),
+        _ => Style::new().green(),
+    };
+    let pad = width.saturating_sub(state.len());
+    format!("{}{:pad$}", style.force_styling(colour).apply_to(state), "")
 }
 
 /// One command's row of a tick.
@@ -50,8 +79,11 @@ pub struct CommandRow {
     pub isolation: &'static str,
     /// Executions in the last second.
     pub rate: u64,
-    /// The error percentage the breaker sees (rolling 10 s).
+    /// The error percentage the breaker sees (rolling 10 s): short-circuited calls are not
+    /// requests, so an open breaker reads near 0.
     pub errors: u32,
+    /// Calls short-circuited in the last second (counted in `rate`).
+    pub short_circuited: u64,
     /// CLOSED, OPEN or HALF_OPEN.
     pub state: &'static str,
     /// Median and 99th percentile execution latency (rolling 5 s), in ms.
@@ -88,8 +120,8 @@ pub struct Tick {
 }
 
 impl Tick {
-    /// The TUI table.
-    pub fn table(&self) -> String {
+    /// The TUI table; the circuit states coloured when `colour`.
+    pub fn table(&self, colour: bool) -> String {
         let mut lines = Vec::new();
         let phase = match &self.phase {
             Some((number, count, name)) => format!("phase {number}/{count} {name}"),
@@ -108,8 +140,16 @@ impl Tick {
             self.p99_ms
         ));
         lines.push(format!(
-            "{:<20} {:<9} {:>6} {:>6}  {:<9} {:>5} {:>5}  {}",
-            "command", "isolation", "rate/s", "errors", "circuit", "p50", "p99", "in use"
+            "{:<20} {:<9} {:>6} {:>6} {:>7}  {:<9} {:>5} {:>5}  {}",
+            "command",
+            "isolation",
+            "rate/s",
+            "errors",
+            "short/s",
+            "circuit",
+            "p50",
+            "p99",
+            "in use"
         ));
         for row in &self.commands {
             let unit = if row.isolation == "THREAD" {
@@ -118,12 +158,13 @@ impl Tick {
                 "permits"
             };
             lines.push(format!(
-                "{:<20} {:<9} {:>6} {:>5}%  {:<9} {:>5} {:>5}  {}/{} {unit}",
+                "{:<20} {:<9} {:>6} {:>5}% {:>7}  {} {:>5} {:>5}  {}/{} {unit}",
                 row.key,
                 row.isolation,
                 row.rate,
                 row.errors,
-                row.state,
+                row.short_circuited,
+                circuit_cell(row.state, 9, colour),
                 row.p50,
                 row.p99,
                 row.in_use,
@@ -142,8 +183,9 @@ impl Tick {
         lines.join("\n")
     }
 
-    /// The plain line of `--no-tui`.
-    pub fn line(&self) -> String {
+    /// The plain line of `--no-tui`; a command's short-circuited calls per second follow its
+    /// error percentage when there were any; the circuit states coloured when `colour`.
+    pub fn line(&self, colour: bool) -> String {
         let phase = self
             .phase
             .as_ref()
@@ -151,7 +193,20 @@ impl Tick {
         let commands: Vec<String> = self
             .commands
             .iter()
-            .map(|row| format!("{} {}/s {}% {}", row.key, row.rate, row.errors, row.state))
+            .map(|row| {
+                let short = if row.short_circuited > 0 {
+                    format!(" {}/s short-circuited", row.short_circuited)
+                } else {
+                    String::new()
+                };
+                format!(
+                    "{} {}/s {}%{short} {}",
+                    row.key,
+                    row.rate,
+                    row.errors,
+                    circuit_cell(row.state, 0, colour)
+                )
+            })
             .collect();
         format!(
             "[{:>5.1}s] {phase} | gateway {}/s {}% degraded p99 {:.0}ms | {}",
@@ -169,12 +224,14 @@ impl Tick {
 pub struct LiveView {
     bar: Option<ProgressBar>,
     console: Console,
+    /// Whether the table or the lines are coloured.
+    colour: bool,
     gateway: Arc<Gateway>,
     load: LoadGenerator,
     breakers: BreakerLog,
     schedule: Schedule,
-    /// What the previous tick saw: executions per command, answered and degraded, batches.
-    last: (BTreeMap<Backend, u64>, u64, u64, (u64, u64)),
+    /// What the previous tick saw: counts per command, answered and degraded, batches.
+    last: (BTreeMap<Backend, CommandCounts>, u64, u64, (u64, u64)),
     transitions_seen: usize,
 }
 
@@ -207,9 +264,16 @@ impl LiveView {
             bar.set_style(style);
             bar
         });
+        // The table goes to standard error with the bar; the lines to `console`.
+        let colour = if bar.is_some() {
+            Console::Stderr.colours()
+        } else {
+            console.colours()
+        };
         LiveView {
             bar,
             console,
+            colour,
             gateway,
             load,
             breakers,
@@ -245,8 +309,8 @@ impl LiveView {
     pub fn tick(&mut self, elapsed: Duration) {
         let tick = self.sample(elapsed);
         match &self.bar {
-            Some(bar) => bar.set_message(tick.table()),
-            None => self.console.line(&tick.line()),
+            Some(bar) => bar.set_message(tick.table(self.colour)),
+            None => self.console.line(&tick.line(self.colour)),
         }
     }
 
@@ -266,16 +330,16 @@ impl LiveView {
         };
         recent.sort_unstable();
         let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-        let (last_executions, last_answered, last_degraded, last_batches) = &self.last;
+        let (last_counts, last_answered, last_degraded, last_batches) = &self.last;
 
-        let mut executions = BTreeMap::new();
+        let mut all_counts = BTreeMap::new();
         let mut commands = Vec::new();
         for backend in Backend::ALL {
             let command = self.gateway.command(backend);
             let metrics = command.metrics();
-            let counts = crate::stats::CommandCounts::read(&metrics);
-            let done = counts.executions();
-            executions.insert(backend, done);
+            let counts = CommandCounts::read(&metrics);
+            let last_second = counts.since(&last_counts.get(&backend).copied().unwrap_or_default());
+            all_counts.insert(backend, counts);
             let latency = metrics.execution_latency();
             let thread = command.properties().execution_isolation_strategy
                 != Some(IsolationStrategy::Semaphore);
@@ -291,8 +355,9 @@ impl LiveView {
             commands.push(CommandRow {
                 key: backend.command_key(),
                 isolation: if thread { "THREAD" } else { "SEMAPHORE" },
-                rate: done.saturating_sub(last_executions.get(&backend).copied().unwrap_or(0)),
+                rate: last_second.executions(),
                 errors: metrics.health_counts().error_percentage,
+                short_circuited: last_second.short_circuits,
                 state: circuit_state(command),
                 p50: latency.p50,
                 p99: latency.p99,
@@ -322,7 +387,7 @@ impl LiveView {
                 batches.1.saturating_sub(last_batches.1),
             ),
         };
-        self.last = (executions, answered, degraded, batches);
+        self.last = (all_counts, answered, degraded, batches);
         tick
     }
 }
@@ -331,6 +396,8 @@ impl LiveView {
 mod tests {
     use super::*;
 
+    /// GetTitle CLOSED; GetRatings OPEN, every call short-circuited, so its error percentage
+    /// is 0; GetAvailability HALF_OPEN.
     fn tick() -> Tick {
         Tick {
             elapsed: Duration::from_millis(4200),
@@ -346,6 +413,7 @@ mod tests {
                     isolation: "THREAD",
                     rate: 50,
                     errors: 0,
+                    short_circuited: 0,
                     state: "CLOSED",
                     p50: 3,
                     p99: 8,
@@ -356,11 +424,24 @@ mod tests {
                     key: "GetRatings",
                     isolation: "SEMAPHORE",
                     rate: 12,
-                    errors: 70,
+                    errors: 0,
+                    short_circuited: 12,
                     state: "OPEN",
                     p50: 4,
                     p99: 9,
                     in_use: 0,
+                    capacity: 20,
+                },
+                CommandRow {
+                    key: "GetAvailability",
+                    isolation: "SEMAPHORE",
+                    rate: 5,
+                    errors: 40,
+                    short_circuited: 4,
+                    state: "HALF_OPEN",
+                    p50: 2,
+                    p99: 6,
+                    in_use: 1,
                     capacity: 20,
                 },
             ],
@@ -371,22 +452,38 @@ mod tests {
     #[test]
     fn the_table_shows_phase_gateway_commands_and_collapser() {
         assert_eq!(
-            tick().table(),
+            tick().table(false),
             "phase 3/7 error-burst   4 s of 10 s\n\
              gateway   50 answered/s, 24% degraded, p50 6 ms, p99 31 ms\n\
-             command              isolation rate/s errors  circuit     p50   p99  in use\n\
-             GetTitle             THREAD        50     0%  CLOSED        3     8  1/8 threads\n\
-             GetRatings           SEMAPHORE     12    70%  OPEN          4     9  0/20 permits\n\
+             command              isolation rate/s errors short/s  circuit     p50   p99  in use\n\
+             GetTitle             THREAD        50     0%       0  CLOSED        3     8  1/8 threads\n\
+             GetRatings           SEMAPHORE     12     0%      12  OPEN          4     9  0/20 permits\n\
+             GetAvailability      SEMAPHORE      5    40%       4  HALF_OPEN     2     6  1/20 permits\n\
              collapser GetRating: 12 batches/s, 4.0 ratings per batch"
+        );
+    }
+
+    #[test]
+    fn the_table_colours_the_circuit_states_when_asked() {
+        let table = tick().table(true);
+        let rows: Vec<&str> = table.lines().skip(3).take(3).collect();
+        assert_eq!(
+            rows,
+            [
+                "GetTitle             THREAD        50     0%       0  \x1b[32mCLOSED\x1b[0m        3     8  1/8 threads",
+                "GetRatings           SEMAPHORE     12     0%      12  \x1b[31m\x1b[1mOPEN\x1b[0m          4     9  0/20 permits",
+                "GetAvailability      SEMAPHORE      5    40%       4  \x1b[33mHALF_OPEN\x1b[0m     2     6  1/20 permits",
+            ]
         );
     }
 
     #[test]
     fn the_plain_line_has_one_entry_per_command() {
         assert_eq!(
-            tick().line(),
+            tick().line(false),
             "[  4.2s] error-burst | gateway 50/s 24% degraded p99 31ms | GetTitle 50/s 0% CLOSED \
-             | GetRatings 12/s 70% OPEN"
+             | GetRatings 12/s 0% 12/s short-circuited OPEN \
+             | GetAvailability 5/s 40% 4/s short-circuited HALF_OPEN"
         );
         let draining = Tick {
             phase: None,
@@ -394,8 +491,32 @@ mod tests {
             ..tick()
         };
         assert_eq!(
-            draining.line(),
+            draining.line(false),
             "[  4.2s] draining | gateway 50/s 24% degraded p99 31ms | "
         );
+    }
+
+    #[test]
+    fn the_plain_line_colours_the_circuit_states_when_asked() {
+        assert_eq!(
+            tick().line(true),
+            "[  4.2s] error-burst | gateway 50/s 24% degraded p99 31ms \
+             | GetTitle 50/s 0% \x1b[32mCLOSED\x1b[0m \
+             | GetRatings 12/s 0% 12/s short-circuited \x1b[31m\x1b[1mOPEN\x1b[0m \
+             | GetAvailability 5/s 40% 4/s short-circuited \x1b[33mHALF_OPEN\x1b[0m"
+        );
+    }
+
+    #[test]
+    fn forced_states_are_coloured_as_what_they_force() {
+        assert_eq!(
+            circuit_cell("FORCED_OPEN", 0, true),
+            "\x1b[31m\x1b[1mFORCED_OPEN\x1b[0m"
+        );
+        assert_eq!(
+            circuit_cell("FORCED_CLOSED", 0, true),
+            "\x1b[33mFORCED_CLOSED\x1b[0m"
+        );
+        assert_eq!(circuit_cell("OPEN", 9, false), "OPEN     ");
     }
 }

@@ -236,7 +236,8 @@ function checkHystrixCommand(want, got) {
     check(`${what}: tile`, null, `CIRCUIT_${want.name}_0`);
     return;
   }
-  check(`${what}: circuit`, got.circuit, want.circuit === 'open' ? 'Circuit Open' : 'Circuit Closed');
+  // Hystrix's isCircuitBreakerOpen is true in OPEN and HALF_OPEN: its page shows both as open.
+  check(`${what}: circuit`, got.circuit, want.circuit === 'closed' ? 'Circuit Closed' : 'Circuit Open');
   for (const key of ['success', 'shortCircuited', 'badRequest', 'timeout', 'rejected', 'failure']) {
     check(`${what}: ${key}`, number(got[key]), want[key]);
   }
@@ -245,6 +246,23 @@ function checkHystrixCommand(want, got) {
   for (const key of ['mean', 'p50', 'p90', 'p99', 'p995']) {
     check(`${what}: latency ${key}`, number(got[key]), want.latency[key]);
   }
+}
+
+async function hystrixCommandOrder(page) {
+  return page.evaluate(() => Array.from(document.querySelectorAll('div.monitor[id^="CIRCUIT_"]'))
+    .map((node) => node.id.replace(/^CIRCUIT_/, '').replace(/_0$/, '')));
+}
+
+// The fill of each command's circle (d3 animates it for 400 ms: poll).
+async function hystrixCircleFills(page, names) {
+  return page.evaluate((list) => {
+    const fills = {};
+    for (const name of list) {
+      const circle = document.querySelector(`#CIRCUIT_${name}_0 circle`);
+      fills[name] = circle ? getComputedStyle(circle).fill : null;
+    }
+    return fills;
+  }, names);
 }
 
 async function readHystrixPool(page, name) {
@@ -295,7 +313,17 @@ async function readOurTile(page, kind, name) {
       shown[node.dataset.field] = node.textContent.trim();
     });
     const dot = tile.querySelector('.dot');
-    return { data: { ...tile.dataset }, shown, dot: dot ? getComputedStyle(dot).backgroundColor : null };
+    const style = getComputedStyle(tile);
+    const shortRate = tile.querySelector('.short-circuit-rate');
+    return {
+      data: { ...tile.dataset },
+      shown,
+      dot: dot ? getComputedStyle(dot).backgroundColor : null,
+      classes: Array.from(tile.classList).filter((c) => c.startsWith('circuit-')),
+      border: [style.borderTopColor, style.borderLeftColor],
+      background: style.backgroundColor,
+      shortRateShown: shortRate ? !shortRate.hidden && shortRate.offsetParent !== null : null,
+    };
   }, tileId(kind, name));
 }
 
@@ -309,8 +337,14 @@ function checkOurCommand(want, got) {
     check(`${what}: tile`, null, tileId('command', want.name));
     return;
   }
-  check(`${what}: circuit`, [got.data.circuit, got.shown.circuit],
-    want.circuit === 'open' ? ['open', 'Open'] : ['closed', 'Closed']);
+  const circuits = { closed: ['closed', 'Closed'], open: ['open', 'Open'], 'half-open': ['half-open', 'Half Open'] };
+  check(`${what}: circuit`, [got.data.circuit, got.shown.circuit], circuits[want.circuit]);
+  check(`${what}: circuit class`, got.classes, want.circuit === 'closed' ? [] : [`circuit-${want.circuit}`]);
+  // Short-circuited calls per second (rolling count / window), beside the error percentage:
+  // shown while the circuit is not closed or the window has short-circuited calls.
+  const shortRate = want.shortCircuitRate.toFixed(1);
+  check(`${what}: short-circuited per second`, [got.data.shortCircuitRate, got.shown.shortCircuitRate, got.shortRateShown],
+    [shortRate, shortRate, want.circuit !== 'closed' || want.shortCircuited > 0]);
   check(`${what}: rate`, [got.data.rate, got.shown.rate], [want.rate.toFixed(1), want.rate.toFixed(1)]);
   check(`${what}: error %`, [got.data.errorPercentage, got.shown.errorPercentage],
     [String(want.errorPercentage), String(want.errorPercentage)]);
@@ -392,6 +426,18 @@ async function main() {
     ], perTick);
     for (const want of plan.commands) checkHystrixCommand(want, await readHystrixCommand(hystrix.page, want.name));
     for (const want of plan.pools) checkHystrixPool(want, await readHystrixPool(hystrix.page, want.name));
+    // Its rendering is Hystrix's own, whatever our page does: sorted by error then volume (the
+    // OPEN GetStock at 10 % and the HALF_OPEN GetReviews at 9 % among the closed ones) and the
+    // circle coloured by the error percentage alone (GetStock's green, at 10 %).
+    check('Hystrix Dashboard: default order (error then volume)', await hystrixCommandOrder(hystrix.page),
+      ['SendEmail', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'GetStock', 'GetReviews', 'GetUser', 'GetRatings']);
+    const circles = await poll(
+      () => hystrixCircleFills(hystrix.page, ['GetStock', 'SendEmail']),
+      (fills) => fills.GetStock === 'rgb(0, 128, 0)' && fills.SendEmail === 'rgb(255, 0, 0)',
+      5000,
+    );
+    check('Hystrix Dashboard: circles coloured by error percentage', circles.value,
+      { GetStock: 'rgb(0, 128, 0)', SendEmail: 'rgb(255, 0, 0)' });
     await hystrix.page.screenshot({ path: path.join(ARTIFACTS, 'hystrix-dashboard.png'), fullPage: true });
 
     // (b) Our page, reached through the fixture's `/`.
@@ -420,19 +466,36 @@ async function main() {
       SendEmail: 'rgb(255, 0, 0)',
     });
 
-    // Sorting, as the Hystrix Dashboard sorts (descending but alphabetical; ties by name).
+    // A circuit that is not closed colours its whole tile (red OPEN, amber HALF_OPEN) whatever
+    // its error percentage; the dot and the error percentage keep Hystrix's scale (GetStock,
+    // OPEN at 10 %, has a green dot). A closed tile's left border is its health colour.
+    const circuitColours = {};
+    for (const name of ['GetStock', 'GetReviews', 'SendEmail', 'GetUser']) {
+      const tile = await readOurTile(ours.page, 'command', name);
+      circuitColours[name] = { border: tile.border, background: tile.background, dot: tile.dot };
+    }
+    check('our page: circuit colours (OPEN red, HALF_OPEN amber, CLOSED by health)', circuitColours, {
+      GetStock: { border: ['rgb(255, 0, 0)', 'rgb(255, 0, 0)'], background: 'rgb(255, 238, 238)', dot: 'rgb(0, 128, 0)' },
+      GetReviews: { border: ['rgb(255, 170, 0)', 'rgb(255, 170, 0)'], background: 'rgb(255, 246, 224)', dot: 'rgb(0, 128, 0)' },
+      SendEmail: { border: ['rgb(255, 0, 0)', 'rgb(255, 0, 0)'], background: 'rgb(255, 238, 238)', dot: 'rgb(255, 0, 0)' },
+      GetUser: { border: ['rgb(216, 216, 216)', 'rgb(0, 128, 0)'], background: 'rgb(255, 255, 255)', dot: 'rgb(0, 128, 0)' },
+    });
+
+    // Sorting, as the Hystrix Dashboard sorts (descending but alphabetical; ties by name),
+    // except that the default sort puts circuits that are not closed (OPEN, HALF_OPEN) first.
     const orders = {
-      errorThenVolume: ['SendEmail', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'GetUser', 'GetRatings'],
-      alphabetical: ['CheckInventory', 'GetAvatar', 'GetPrices', 'GetRatings', 'GetUser', 'SaveOrder', 'SendEmail'],
-      volume: ['GetUser', 'SaveOrder', 'GetAvatar', 'GetPrices', 'CheckInventory', 'SendEmail', 'GetRatings'],
-      error: ['SendEmail', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'GetRatings', 'GetUser'],
-      mean: ['GetPrices', 'GetUser', 'SaveOrder', 'CheckInventory', 'GetAvatar', 'SendEmail', 'GetRatings'],
-      median: ['GetPrices', 'SaveOrder', 'CheckInventory', 'GetAvatar', 'GetUser', 'SendEmail', 'GetRatings'],
-      p90: ['GetPrices', 'GetUser', 'SaveOrder', 'CheckInventory', 'GetAvatar', 'SendEmail', 'GetRatings'],
-      p99: ['GetPrices', 'GetUser', 'SaveOrder', 'CheckInventory', 'GetAvatar', 'SendEmail', 'GetRatings'],
-      p995: ['GetUser', 'GetPrices', 'SaveOrder', 'CheckInventory', 'GetAvatar', 'SendEmail', 'GetRatings'],
+      errorThenVolume: ['SendEmail', 'GetStock', 'GetReviews', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'GetUser', 'GetRatings'],
+      alphabetical: ['CheckInventory', 'GetAvatar', 'GetPrices', 'GetRatings', 'GetReviews', 'GetStock', 'GetUser', 'SaveOrder', 'SendEmail'],
+      volume: ['GetUser', 'SaveOrder', 'GetStock', 'GetReviews', 'GetAvatar', 'GetPrices', 'CheckInventory', 'SendEmail', 'GetRatings'],
+      error: ['SendEmail', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'GetStock', 'GetReviews', 'GetRatings', 'GetUser'],
+      mean: ['GetPrices', 'GetUser', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetAvatar', 'SendEmail', 'GetRatings'],
+      median: ['GetPrices', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetAvatar', 'GetUser', 'SendEmail', 'GetRatings'],
+      p90: ['GetPrices', 'GetUser', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetAvatar', 'SendEmail', 'GetRatings'],
+      p99: ['GetPrices', 'GetUser', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetAvatar', 'SendEmail', 'GetRatings'],
+      p995: ['GetUser', 'GetPrices', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetAvatar', 'SendEmail', 'GetRatings'],
     };
-    check('our page: default order (error then volume)', await commandOrder(ours.page), orders.errorThenVolume);
+    check('our page: default order (circuits not closed first, then error then volume)',
+      await commandOrder(ours.page), orders.errorThenVolume);
     for (const [sort, want] of Object.entries(orders)) {
       await ours.page.click(`#command-sort button[data-sort="${sort}"]`);
       check(`our page: sorted by ${sort}`, await commandOrder(ours.page), want);
