@@ -111,6 +111,13 @@ mod sse;
 pub mod stream;
 pub mod utilization;
 
+/// The README's Rust snippets that use this crate, each a doc test (written by `build.rs` from
+/// README.md and `doctests/readme.rs`).
+#[cfg(doctest)]
+mod readme {
+    include!(concat!(env!("OUT_DIR"), "/readme_doctests.rs"));
+}
+
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;

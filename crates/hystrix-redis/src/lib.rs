@@ -113,5 +113,12 @@ mod pubsub;
 mod scripts;
 mod store;
 
+/// The README's Rust snippets that use this crate, each a doc test (written by `build.rs` from
+/// README.md and `doctests/readme.rs`).
+#[cfg(doctest)]
+mod readme {
+    include!(concat!(env!("OUT_DIR"), "/readme_doctests.rs"));
+}
+
 pub use builder::RedisStateStoreBuilder;
 pub use store::{FingerprintMismatch, RedisStateStore};

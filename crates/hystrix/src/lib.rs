@@ -88,6 +88,13 @@ pub mod testing;
 #[cfg(feature = "tower")]
 pub mod tower;
 
+/// The README's Rust snippets of this crate, each a doc test (written by `build.rs` from
+/// README.md and `doctests/readme.rs`).
+#[cfg(doctest)]
+mod readme {
+    include!(concat!(env!("OUT_DIR"), "/readme_doctests.rs"));
+}
+
 pub use circuit::{CircuitBreakerEvent, CircuitBreakerHandle, CircuitBreakerListener, Status};
 pub use command::{
     AllFailures, CachedExecution, Class, Classifier, Classify, Command, CommandBuilder, Execution,

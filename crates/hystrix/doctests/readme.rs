@@ -1,0 +1,246 @@
+//! What the README's Rust snippets of hystrix-rs leave out, to run each as a doc test (see
+//! build.rs): a prelude, then one section per snippet, named by the snippet's
+//! `<!-- doctest: NAME -->` line; `// [README snippet]` is where the snippet goes.
+//!
+//! The prelude brings in the crate root and std, nothing else of hystrix: a snippet that
+//! names a hystrix item outside the root imports it itself, so its readers can.
+
+use hystrix::*;
+use std::collections::HashMap;
+use std::num::NonZeroUsize;
+use std::time::{Duration, SystemTime};
+
+/// The error of the made-up dependencies below.
+#[derive(Debug)]
+struct MyError;
+
+impl std::fmt::Display for MyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("dependency failed")
+    }
+}
+
+impl std::error::Error for MyError {}
+
+// doctest: quick-start-blocking
+#[derive(Clone)]
+struct UserClient;
+
+impl UserClient {
+    fn get_user_name(&self, id: u64) -> Result<String, MyError> {
+        Ok(format!("user {id}"))
+    }
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let client = UserClient;
+    // [README snippet]
+    assert_eq!(name, "user 42");
+    Ok(())
+}
+
+// doctest: quick-start-async
+struct PriceClient;
+
+impl PriceClient {
+    async fn price(&self, item: u64) -> Result<u64, MyError> {
+        Ok(item * 100)
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let get_price = Command::builder("GetPrice").group("Pricing").build()?;
+    let (client, item) = (PriceClient, 7);
+    // [README snippet]
+    assert_eq!(price, 700);
+    Ok(())
+}
+
+// doctest: tower-layer feature=tower
+// The tower crate, not the glob-imported hystrix::tower module.
+use ::tower;
+use axum::body::Body;
+use axum::http::{Request, Response};
+use tower::{Service, ServiceExt};
+
+#[derive(Clone, Debug, PartialEq)]
+struct Price(Option<u64>);
+
+impl Price {
+    fn unknown() -> Self {
+        Price(None)
+    }
+}
+
+fn degraded_response(err: &HystrixError<BoxError>) -> Response<Body> {
+    Response::new(Body::from(format!("degraded: {err}")))
+}
+
+#[tokio::main]
+async fn main() -> Result<(), BoxError> {
+    let get_price = Command::builder("GetPrice").group("Pricing").build()?;
+    let price_client = tower::service_fn(|item: u64| async move {
+        if item == 0 {
+            Err(MyError)
+        } else {
+            Ok(Price(Some(item * 100)))
+        }
+    });
+    // [README snippet]
+    let mut svc = svc;
+    assert_eq!(svc.ready().await?.call(7).await?, Price(Some(700)));
+    assert_eq!(svc.ready().await?.call(0).await?, Price::unknown());
+
+    let http = tower::service_fn(|_: Request<Body>| async {
+        Err::<Response<Body>, BoxError>("connection refused".into())
+    });
+    let mut per_host = tower::ServiceBuilder::new().layer(layer).service(http);
+    let request = Request::get("http://example.com/").body(Body::empty())?;
+    let response = per_host.ready().await?.call(request).await?;
+    assert!(response.status().is_success());
+    Ok(())
+}
+
+// doctest: stream-command
+struct Feed;
+
+impl Feed {
+    fn subscribe(
+        &self,
+        symbol: &str,
+    ) -> impl futures::Stream<Item = Result<u64, MyError>> + Send + 'static {
+        let prices = if symbol == "ACME" {
+            vec![Ok(1), Ok(2), Ok(3), Err(MyError)]
+        } else {
+            vec![]
+        };
+        futures::stream::iter(prices)
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let (feed, symbol, last_known) = (Feed, "ACME", 0);
+    // [README snippet]
+    let events = result.map(|result| format!("[{}]", result.execution_events()));
+    assert_eq!(
+        events.as_deref(),
+        Some("[EMITx3, FAILURE, FALLBACK_EMIT, FALLBACK_SUCCESS]")
+    );
+    Ok(())
+}
+
+// doctest: configuration no_run feature=reload
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // [README snippet]
+    drop(watcher);
+    Ok(())
+}
+
+// doctest: breaker-and-metrics
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let get_user = Command::builder("GetUser")
+        .group("UserService")
+        .build_in(&Registry::new())?;
+    // [README snippet]
+    assert!(get_user.circuit_breaker().is_open());
+    Ok(())
+}
+
+// doctest: cloud-pattern
+#[derive(Debug)]
+struct HttpError {
+    status: u16,
+    retry_after: Option<String>,
+}
+
+fn ping_health() -> bool {
+    true
+}
+
+fn requeue(_description: String) {}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let registry = Registry::new();
+    let f = || Ok::<_, HttpError>("rated");
+    let g = || Ok::<_, std::io::Error>("fetched");
+    let (request_json, host) = (r#"{"rating": 5}"#, "api.example.com");
+    // [README snippet]
+    Ok(())
+}
+
+// doctest: request-context
+use std::net::SocketAddr;
+
+fn get(backend: SocketAddr, id: u32) -> Result<String, MyError> {
+    if backend.port() == 2 {
+        Err(MyError)
+    } else {
+        Ok(format!("movie {id}"))
+    }
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let registry = Registry::new();
+    let semaphore = |key: &str| {
+        Command::builder(key)
+            .group("Movies")
+            .isolation(IsolationStrategy::Semaphore)
+            .build_in(&registry)
+    };
+    let (get_title, get_rating) = (semaphore("GetTitle")?, semaphore("GetRating")?);
+    let (catalog, ratings, id): (SocketAddr, SocketAddr, u32) =
+        (([127, 0, 0, 1], 1).into(), ([127, 0, 0, 1], 2).into(), 7);
+    // [README snippet]
+    assert_eq!(
+        ctx.request_log().to_string(),
+        "GetTitle[SUCCESS][0ms], GetRating[FAILURE, FALLBACK_SUCCESS][0ms]"
+    );
+    Ok(())
+}
+
+// doctest: request-cache
+#[derive(Debug, PartialEq)]
+struct User(u32);
+
+fn fetch_user(id: u32) -> Result<User, MyError> {
+    Ok(User(id))
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let get_user = Command::builder("GetUser")
+        .group("UserService")
+        .build_in(&Registry::new())?;
+    // [README snippet]
+    assert!(std::sync::Arc::ptr_eq(&user, &again));
+    Ok(())
+}
+
+// doctest: collapser
+use std::net::SocketAddr;
+
+async fn fetch_ratings(_backend: SocketAddr, ids: Vec<u32>) -> Result<HashMap<u32, f64>, MyError> {
+    Ok(ids
+        .into_iter()
+        .map(|id| (id, f64::from(id) / 2.0))
+        .collect())
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let get_ratings = Command::builder("GetRatings")
+        .group("Ratings")
+        .isolation(IsolationStrategy::Semaphore)
+        .build_in(&Registry::new())?;
+    let addr: SocketAddr = ([127, 0, 0, 1], 7).into();
+    // [README snippet]
+    assert_eq!(*rating, 3.5);
+    Ok(())
+}
+
+// doctest: metrics-facade feature=metrics
+fn main() {
+    // [README snippet]
+    drop(registry);
+}
