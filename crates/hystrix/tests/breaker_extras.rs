@@ -1075,6 +1075,30 @@ fn a_new_key_evicts_the_least_recently_used_closed_breaker_never_an_open_one() {
     }
 }
 
+/// Found by a fresh user's trial: a keyed breaker whose failures trip it, but that nobody has
+/// called or read since (its health is checked lazily), was evicted as CLOSED, so its next call
+/// reached the sick dependency. Whether the map kept it depended on whether anyone had looked.
+/// Failed before the fix: "sick" was evicted and its next call reached the dependency.
+#[test]
+fn a_closed_breaker_whose_health_trips_it_is_not_evicted_before_anyone_looks() {
+    let (registry, clock, _) = registry();
+    let cmd = builder("Lazy")
+        .breaker_per_key(NonZeroUsize::new(2).unwrap(), None)
+        .build_in(&registry)
+        .unwrap();
+    for _ in 0..20 {
+        cmd.run(boom).breaker_key("sick").execute().unwrap_err();
+    }
+    // Its health window now holds 20 failures; it has not been called or read since.
+    clock.advance_ms(600);
+    assert!(reaches(&cmd, "a", ok()));
+    assert!(reaches(&cmd, "b", ok()));
+    // "a" made room, not "sick": the least recently used CLOSED breaker that does not trip.
+    assert_eq!(keys_of(&cmd), ["b", "sick"]);
+    assert!(!reaches(&cmd, "sick", ok()), "sick reached the dependency");
+    assert_eq!(keyed_status(&cmd, "sick"), Some(Status::Open));
+}
+
 /// Every 503 trips now; with a Retry-After, for at least that long.
 fn classify_503(err: &HttpError) -> Class {
     Class::TripNow {

@@ -11,6 +11,9 @@
 //! held, a new key goes through the command's one overflow breaker (not kept per key), so
 //! memory stays bounded at `max_keys` breakers plus one.
 //!
+//! A CLOSED breaker whose health trips it is held too, before its next call moves it (health is
+//! checked lazily): how long it was failing does not depend on whether anyone looked.
+//!
 //! The map reads a breaker's state under its own lock, but transitions stay lock-free: a
 //! breaker that trips in the very instant the map evicts it as CLOSED is forgotten (the call
 //! that tripped it holds it to its end). A close tells the map at once
@@ -22,10 +25,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::CircuitBreaker;
 use crate::clock::Clock;
-use crate::config::{CommandProperties, HotCommandProperties};
-use crate::key::CommandKey;
+use crate::config::CommandProperties;
 use crate::keyed::KeyedMap;
 use crate::metrics::health_ring::HealthRing;
+use crate::registry::CommandState;
 
 /// The breaker key of a command's overflow breaker (see
 /// [`CommandBuilder::breaker_per_key`](crate::command::CommandBuilder::breaker_per_key)): when
@@ -50,6 +53,24 @@ impl KeyedBreaker {
             breaker: CircuitBreaker::default(),
             health: HealthRing::new(bucket_ms, buckets),
         }
+    }
+
+    /// Through which time (ms) the map must keep this breaker, at `now_ms`: while OPEN or
+    /// HALF_OPEN, the end of its open period or trial; while CLOSED with health that trips it
+    /// (its health is checked lazily, at its next call), a sleep window from now, as if it had
+    /// tripped now; otherwise `None`.
+    fn held_until_ms(&self, state: &CommandState, now_ms: u64) -> Option<u64> {
+        let hot = state.properties.hot();
+        if let Some(until_ms) = self.breaker.held_until_ms(hot) {
+            return Some(until_ms);
+        }
+        let snapshot = hot.load();
+        if !snapshot.circuit_breaker_enabled() || snapshot.force_closed() {
+            return None;
+        }
+        let props = state.properties.load();
+        super::trips(&self.health.health(now_ms), &props)
+            .then(|| now_ms.saturating_add(hot.sleep_window_ms()))
     }
 }
 
@@ -97,14 +118,9 @@ impl KeyedBreakers {
     }
 
     /// The breaker of `key`, made CLOSED if absent (see the module docs for what is evicted to
-    /// make room, and when the overflow breaker serves instead). `command` and `hot` are the
-    /// command's key and properties (the open period and trial time depend on them).
-    pub(crate) fn get(
-        &self,
-        command: &CommandKey,
-        hot: &HotCommandProperties,
-        key: &str,
-    ) -> Arc<KeyedBreaker> {
+    /// make room, and when the overflow breaker serves instead). `state` is the command's (the
+    /// open period, trial time and trip rule depend on its properties).
+    pub(crate) fn get(&self, state: &CommandState, key: &str) -> Arc<KeyedBreaker> {
         if key == OVERFLOW_BREAKER_KEY {
             return Arc::clone(&self.overflow);
         }
@@ -119,7 +135,7 @@ impl KeyedBreakers {
                     self.buckets,
                 )))
             },
-            |keyed| keyed.breaker.held_until_ms(hot),
+            |keyed| keyed.held_until_ms(state, state.env.clock.now_ms()),
             |_, _| {},
         );
         match kept {
@@ -132,7 +148,7 @@ impl KeyedBreakers {
             Ok(None) => {
                 if !self.overflowing.swap(true, Ordering::Relaxed) {
                     tracing::warn!(
-                        command = %command,
+                        command = %state.key,
                         max_keys = self.limits.0.get(),
                         "hystrix: every keyed breaker kept is open; new breaker keys go through \
                          the overflow breaker until one closes or its open period ends"

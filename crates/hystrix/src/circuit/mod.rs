@@ -46,7 +46,7 @@ pub(crate) use probe::ProbeState;
 pub(crate) use shared::{SharedLink, StoreEnv, run_rounds};
 use state::{State, TrialSuccess, Word};
 
-use crate::config::{HotCommandProperties, HotSnapshot};
+use crate::config::{CommandProperties, HotCommandProperties, HotSnapshot};
 use crate::error::TripCause;
 use crate::metrics::HealthCounts;
 use crate::registry::CommandState;
@@ -486,9 +486,7 @@ impl CircuitBreaker {
         }
         let health = site.health(now_ms);
         let props = site.command.properties.load();
-        if health.total_requests < u64::from(props.circuit_breaker_request_volume_threshold)
-            || health.error_percentage < props.circuit_breaker_error_threshold_percentage
-        {
+        if !trips(&health, &props) {
             return;
         }
         let last = FailureKind::from_u8(self.last_failure.load(Ordering::Relaxed));
@@ -824,6 +822,13 @@ impl CircuitBreaker {
     pub(crate) fn trip_cause(&self) -> Option<TripCause> {
         self.trip_cause.load().as_deref().cloned()
     }
+}
+
+/// Hystrix's trip rule: at least `circuitBreaker.requestVolumeThreshold` requests in the health
+/// window, and at least `circuitBreaker.errorThresholdPercentage` of them errors.
+pub(crate) fn trips(health: &HealthCounts, props: &CommandProperties) -> bool {
+    health.total_requests >= u64::from(props.circuit_breaker_request_volume_threshold)
+        && health.error_percentage >= props.circuit_breaker_error_threshold_percentage
 }
 
 fn trip_message(

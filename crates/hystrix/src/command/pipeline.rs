@@ -332,9 +332,7 @@ fn attempt_keyed<E>(
     let Some(keyed) = &state.extras.keyed else {
         return Err(no_keyed_breakers(state));
     };
-    let keyed = rec
-        .keyed
-        .insert(keyed.get(&state.key, state.properties.hot(), key));
+    let keyed = rec.keyed.insert(keyed.get(state, key));
     Ok(keyed
         .breaker
         .attempt(Site::keyed(state, keyed), props, rec.start_ms))
