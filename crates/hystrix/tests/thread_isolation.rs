@@ -1041,3 +1041,45 @@ fn a_queued_task_past_its_deadline_never_runs_when_a_thread_frees_at_that_instan
     }
     assert_eq!(cmd.metrics().cumulative_count(EventType::Timeout), 600);
 }
+
+/// Found by a fresh user's trial: a queued run that timed out or was cancelled in the queue was
+/// counted as executed in a thread (the pool's threadsExecuted, `is_executed_in_thread`). Failed
+/// before the fix: 3 threads executed where 1 ran, and the timed-out one said it ran in a thread.
+#[test]
+fn runs_that_never_left_the_queue_are_not_counted_as_executed_in_a_thread() {
+    let test = TestRegistry::new();
+    let cmd = Command::builder("NeverRan")
+        .group("NeverRanPool")
+        .thread_pool_property("coreSize", 1)
+        .thread_pool_property("maxQueueSize", 5)
+        .build_in(test.registry())
+        .unwrap();
+    let (hold, gate) = gated(1);
+    let holder = cmd.run(hold).timeout(Duration::from_secs(3600)).queue();
+    gate.started.recv().unwrap();
+    let ran = Arc::new(AtomicBool::new(false));
+    let timed_out = cmd
+        .run(recorded(&ran))
+        .timeout(Duration::from_millis(50))
+        .queue();
+    let cancelled = cmd
+        .run(recorded(&ran))
+        .timeout(Duration::from_secs(3600))
+        .queue();
+    assert!(cancelled.cancel());
+    test.advance(Duration::from_millis(50));
+    let outcome = timed_out.get_outcome();
+    assert_eq!(
+        common::names(outcome.execution_result().execution_events()),
+        ["TIMEOUT", "FALLBACK_MISSING"]
+    );
+    assert!(!outcome.execution_result().is_executed_in_thread());
+    gate.release.send(()).unwrap();
+    let held = holder.get_outcome();
+    assert!(held.execution_result().is_executed_in_thread());
+    wait_until(|| cmd.metrics().cumulative_count(EventType::Cancelled) == 1);
+    assert!(!ran.load(Ordering::SeqCst));
+    let pool = cmd.thread_pool_metrics().unwrap();
+    assert_eq!(pool.cumulative_count_threads_executed, 1);
+    assert_eq!(pool.current_completed_task_count, 1);
+}

@@ -129,6 +129,9 @@ pin_project! {
             }
             let state: &CommandState = this.state;
             if let PhaseProj::Running { mut running, .. } = this.phase.as_mut().project() {
+                if !running.as_ref().get_ref().started() {
+                    this.recorder.run_never_ran();
+                }
                 if state.properties.hot().load().interrupt_on_future_cancel() {
                     running.as_mut().interrupt();
                 }
@@ -308,12 +311,15 @@ where
                                 return Poll::Pending;
                             }
                             if state.properties.hot().load().interrupt_on_timeout() {
-                                running.interrupt();
+                                running.as_mut().interrupt();
                             }
                             RunEnd::TimedOut
                         }
                     };
                     let deadline_ms = *deadline_ms;
+                    if !running.as_ref().get_ref().started() {
+                        rec.run_never_ran();
+                    }
                     // Drops the run and its timer now: at the deadline, before any fallback.
                     let PhaseOwned::Running {
                         timeout_ms,

@@ -55,7 +55,8 @@ impl ExecutionResult {
         self.isolation
     }
 
-    /// Whether the run executed on a pool thread.
+    /// Whether the run executed on a pool thread (a run that timed out or was cancelled while
+    /// still in its pool's queue did not).
     pub fn is_executed_in_thread(&self) -> bool {
         self.executed_in_thread
     }

@@ -711,6 +711,8 @@ pub(crate) struct Recorder {
     isolation: IsolationStrategy,
     /// User code started (so a cancellation has an execution time).
     started_run: bool,
+    /// A THREAD run ended while its pool task was still queued: it never ran on a pool thread.
+    never_ran: bool,
     /// `fallback.enabled` was false when a fallback was needed: the caller gets an error, so
     /// EXCEPTION_THROWN counts, though FALLBACK_DISABLED is not an event of the execution.
     fallback_disabled: bool,
@@ -742,6 +744,7 @@ impl Recorder {
             execution_time_ms: None,
             isolation: IsolationStrategy::Semaphore,
             started_run: false,
+            never_ran: false,
             fallback_disabled: false,
             finished: true,
             ticket: Ticket::None,
@@ -1006,6 +1009,13 @@ impl Recorder {
         }
     }
 
+    /// The run's pool task ended while still queued (timed out or cancelled there): not
+    /// executed in a thread, nor counted as executed by the pool.
+    #[cold]
+    pub(crate) fn run_never_ran(&mut self) {
+        self.never_ran = true;
+    }
+
     /// The run ended (returned, panicked or reached its deadline) at `now_ms`.
     #[inline]
     pub(crate) fn run_ended(&mut self, now_ms: u64) {
@@ -1022,7 +1032,9 @@ impl Recorder {
             execution_time_ms: self.execution_time_ms,
             total_time_ms: now_ms.saturating_sub(self.start_ms),
             isolation: self.isolation,
-            executed_in_thread: self.started_run && self.isolation == IsolationStrategy::Thread,
+            executed_in_thread: self.started_run
+                && !self.never_ran
+                && self.isolation == IsolationStrategy::Thread,
         };
         if let Some(span) = &self.span {
             Self::record_span(span, &result);

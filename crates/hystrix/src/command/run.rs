@@ -182,6 +182,14 @@ pub trait Interrupt {
     #[doc(hidden)]
     fn interrupt(self: Pin<&mut Self>);
 
+    /// Whether the run's user code started: false for a blocking run whose pool task never
+    /// left the queue (withdrawn at its deadline or by a cancellation). A run polled in place,
+    /// or spawned on a pool's runtime, counts as started.
+    #[doc(hidden)]
+    fn started(&self) -> bool {
+        true
+    }
+
     /// The caller abandons this run, a half-open trial of breaker generation `generation`.
     /// Returns true if the run goes on working (a blocking run on a pool thread) and will give
     /// the trial slot back itself when it stops, so no other trial starts while it still calls
@@ -336,6 +344,15 @@ where
 }
 
 impl<R, T, E> Interrupt for BlockingRunning<R, T, E> {
+    fn started(&self) -> bool {
+        match self {
+            BlockingRunning::Here { .. } => true,
+            BlockingRunning::OnPool { task, .. } => {
+                matches!(task.status.load(Ordering::Acquire), RUNNING | DONE)
+            }
+        }
+    }
+
     fn interrupt(self: Pin<&mut Self>) {
         if let BlockingRunning::OnPool { task, .. } = self.get_mut()
             && let Some(token) = &task.token
@@ -522,7 +539,12 @@ where
     }
 
     fn complete(&self) {
-        if self.status.swap(DONE, Ordering::AcqRel) != RUNNING {
+        // A task withdrawn as it was taken from the queue stays CANCELLED (it never ran).
+        if self
+            .status
+            .compare_exchange(RUNNING, DONE, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
             return;
         }
         if let Some(generation) = self.held_trial.lock().take() {
