@@ -125,11 +125,11 @@ fn a_blocking_execute_on_a_worker_thread_warns_once_per_command_key() {
         assert_eq!(
             logged[0],
             format!(
-                "hystrix: command {key} ran a blocking execute() on a thread a tokio runtime \
-                 drives; it blocks that thread, and every task the runtime would run on it, for \
-                 up to the command's timeout. In async code use execute_async().await or \
-                 queue(), or call execute() inside tokio::task::spawn_blocking. (Logged once per \
-                 command key.)"
+                "hystrix: command {key} ran a blocking execute() inside async code a tokio \
+                 runtime drives (a task, or a block_on future); it blocks the thread polling it \
+                 for up to the command's timeout, and on a runtime worker every task queued \
+                 there waits. In async code use execute_async().await or queue(), or call \
+                 execute() inside tokio::task::spawn_blocking. (Logged once per command key.)"
             )
         );
     }

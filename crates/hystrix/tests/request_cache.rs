@@ -425,6 +425,46 @@ fn a_dropped_owner_s_run_goes_on_for_its_waiters_once() {
     );
 }
 
+/// Found by a fresh user's trial: a run that went on for its waiters ran to its end after they
+/// had all left too. Now it is cancelled when the last waiter leaves, as Hystrix's cached
+/// observable unsubscribes from the command. Failed before the fix: the run was not cancelled.
+#[test]
+fn a_run_that_went_on_for_its_waiters_is_cancelled_when_the_last_one_leaves() {
+    let test = TestRegistry::new();
+    let get_user = builder("GetUser").build_in(test.registry()).unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let (send, run) = answered_later(&calls);
+    let ctx = RequestContext::new();
+    let _entered = ctx.enter();
+    let (owner, waiter) = owner_and_waiter(&get_user, run, counted_async(&calls, 0));
+    drop(owner); // goes on, for the waiter
+    drop(waiter); // the last one: the run stops
+    // The executor drops the aborted task on one of its threads; the bound turns a run that
+    // is never cancelled into a failure instead of a hang.
+    let cancelled = || get_user.metrics().cumulative_count(EventType::Cancelled);
+    let give_up = std::time::Instant::now() + Duration::from_secs(10);
+    while cancelled() < 2 {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the run was not cancelled"
+        );
+        std::thread::yield_now();
+    }
+    assert!(send.send(1).is_err(), "the run was dropped");
+    assert_eq!(get_user.metrics().cumulative_count(EventType::Success), 0);
+    assert_eq!(
+        ctx.request_log().to_string(),
+        "GetUser[RESPONSE_FROM_CACHE, CANCELLED][0ms], GetUser[CANCELLED][0ms]"
+    );
+    // Its entry left the cache: the next execution runs anew.
+    let later = get_user
+        .run(counted(&calls, 5))
+        .cache_key("k")
+        .execute_outcome();
+    assert_eq!(**later.response().as_ref().unwrap(), 5);
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
+
 #[test]
 fn a_dropped_waiter_counts_as_a_cancelled_cache_hit_and_the_run_goes_on() {
     let clock = hystrix::clock::ManualClock::new();

@@ -20,12 +20,12 @@ use crate::command::pipeline;
 use crate::command::run::{Async, Blocking, CancelLink, Cancellable, RunFn};
 use crate::command::{Classify, ExecutionResult, Outcome};
 use crate::context::{
-    CacheOwner, CachedOutcome, Carried, Claim, Entry, Lookup, RequestContext, RequestLogEntry,
+    CacheOwner, CachedOutcome, Claim, Entry, Lookup, RequestContext, RequestLogEntry,
     SharedResponse, Wait,
 };
 use crate::error::{BoxError, Cause, Detail, FailureType, HystrixError};
 use crate::event::EventType;
-use crate::registry::CommandState;
+use crate::registry::{CommandState, EagerGuard};
 
 /// An [`Execution`] with a cache key (Hystrix's `getCacheKey()`), from
 /// [`Execution::cache_key`]: within one [`RequestContext`] the first execution of the key runs
@@ -313,7 +313,9 @@ pin_project! {
     /// other executions wait for its outcome does not cancel the run: it goes on, on the
     /// registry's executor, in the owner's request context, and its outcome goes to the waiters
     /// and the cache (SPEC Part A 5). It is recorded once, with its own outcome (say SUCCESS),
-    /// when it ends; the owner's drop records nothing. Dropped while nobody waits, it is
+    /// when it ends; the owner's drop records nothing. If the waiters leave too before it ends,
+    /// it is cancelled when the last one leaves (as Hystrix's cached observable unsubscribes
+    /// from the command when its last subscriber leaves). Dropped while nobody waits, it is
     /// cancelled (CANCELLED, permits freed) and its entry leaves the cache. Only if the
     /// registry's executor is gone (shut down) is a waited-for run cancelled too; its waiters
     /// then look again and the first runs its own run function. A dropped waiter records
@@ -452,7 +454,7 @@ where
 /// Goes on with an owner's execution on the registry's executor, in the entry's request
 /// context, and shares its outcome; without an executor (shut down) it is dropped, which
 /// cancels it and abandons the entry.
-fn detach<T, E, Fut>(mut execution: Pin<Box<Fut>>, claim: Claim<T, E>, state: &CommandState)
+fn detach<T, E, Fut>(execution: Pin<Box<Fut>>, claim: Claim<T, E>, state: &CommandState)
 where
     T: Send + Sync + 'static,
     E: Send + Sync + 'static,
@@ -461,17 +463,59 @@ where
     let Some(executor) = state.env.executor() else {
         return;
     };
-    let in_flight = state.env.eager_started();
-    let carried = Carried::context(claim.context().clone());
-    executor.spawn(carried.scope(async move {
-        let outcome = std::future::poll_fn(|cx| {
-            let _running = RunningHere::enter(claim.entry());
-            execution.as_mut().poll(cx)
-        })
-        .await;
-        settle(claim, share(outcome));
-        drop(in_flight);
-    }));
+    let entry = Arc::clone(claim.entry());
+    let task = executor.spawn(Detached {
+        context: claim.context().clone(),
+        execution: Some(execution),
+        claim: Some(claim),
+        _in_flight: state.env.eager_started(),
+    });
+    entry.went_on_in(task.abort_handle());
+}
+
+/// An owner's execution going on without its caller: polled, and dropped (if aborted or the
+/// executor stops), inside the entry's request context, so its end is logged in that request.
+struct Detached<T, E, Fut> {
+    context: RequestContext,
+    execution: Option<Pin<Box<Fut>>>,
+    claim: Option<Claim<T, E>>,
+    /// The registry's shutdown waits for it, as for eager executions.
+    _in_flight: EagerGuard,
+}
+
+impl<T, E, Fut> Future for Detached<T, E, Fut>
+where
+    T: Send + Sync + 'static,
+    E: Send + Sync + 'static,
+    Fut: Future<Output = Outcome<T, E>>,
+{
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = &mut *self;
+        let _in_request = this.context.enter();
+        let (Some(execution), Some(claim)) = (&mut this.execution, &this.claim) else {
+            return Poll::Ready(());
+        };
+        let running = RunningHere::enter(claim.entry());
+        let outcome = std::task::ready!(execution.as_mut().poll(cx));
+        drop(running);
+        this.execution = None;
+        if let Some(claim) = this.claim.take() {
+            settle(claim, share(outcome));
+        }
+        Poll::Ready(())
+    }
+}
+
+impl<T, E, Fut> Drop for Detached<T, E, Fut> {
+    fn drop(&mut self) {
+        // Unfinished (aborted: its last waiter left; or its executor stopped): cancelled in
+        // its request, then its entry is abandoned.
+        let _in_request = self.context.enter();
+        self.execution = None;
+        self.claim = None;
+    }
 }
 
 /// Publishes `outcome` to the claim's waiters, unless the execution was refused before any

@@ -168,6 +168,9 @@ pub(crate) struct Entry<T, E> {
     state: Mutex<EntryState<T, E>>,
     /// Executions waiting for the outcome now ([`Wait`]s alive).
     waiters: AtomicUsize,
+    /// The task its execution went on in after its caller left: aborted when the last waiter
+    /// leaves too.
+    detached: Mutex<Option<tokio::task::AbortHandle>>,
 }
 
 enum EntryState<T, E> {
@@ -190,6 +193,23 @@ impl<T, E> Entry<T, E> {
         Entry {
             state: Mutex::new(EntryState::Running(Vec::new())),
             waiters: AtomicUsize::new(0),
+            detached: Mutex::new(None),
+        }
+    }
+
+    /// Its execution goes on in `task` for the waiters: `task` is aborted once none is left
+    /// (at once if none is left now), as Hystrix's cached observable unsubscribes from the
+    /// command when its last subscriber leaves.
+    pub(crate) fn went_on_in(&self, task: tokio::task::AbortHandle) {
+        *self.detached.lock() = Some(task);
+        if !self.has_waiters() {
+            self.abort_detached();
+        }
+    }
+
+    fn abort_detached(&self) {
+        if let Some(task) = self.detached.lock().take() {
+            task.abort();
         }
     }
 
@@ -238,7 +258,11 @@ impl<T, E> Wait<T, E> {
 
 impl<T, E> Drop for Wait<T, E> {
     fn drop(&mut self) {
-        self.entry.waiters.fetch_sub(1, Ordering::AcqRel);
+        if self.entry.waiters.fetch_sub(1, Ordering::AcqRel) == 1 {
+            // The last waiter left: a run that went on only for the waiters stops (a finished
+            // one is not affected).
+            self.entry.abort_detached();
+        }
     }
 }
 

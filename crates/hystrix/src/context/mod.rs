@@ -328,14 +328,6 @@ impl Carried {
         }
     }
 
-    /// A request context alone (no span).
-    pub(crate) fn context(context: RequestContext) -> Self {
-        Carried {
-            context: Some(context),
-            span: None,
-        }
-    }
-
     /// Runs `f` with both re-entered on this thread.
     pub(crate) fn run<T>(&self, f: impl FnOnce() -> T) -> T {
         let _context = self.context.as_ref().map(RequestContext::enter);
