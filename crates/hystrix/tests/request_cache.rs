@@ -393,15 +393,53 @@ fn when_the_running_execution_is_dropped_unwatched_it_is_cancelled_and_the_next_
 // Issue 20, item 2 (SPEC Part A 5): a cache run others wait for goes on when its caller leaves.
 // Before the change, the waiter ran a second run of its own, and a dropped waiter left no trace.
 
+/// Command "GetUser" and, in a new request context (entered), the owner and a waiter of cache
+/// key "k": the owner's run waits for `send`; both count their runs in `calls`.
+struct Pair {
+    test: TestRegistry,
+    get_user: Command,
+    calls: Arc<AtomicU32>,
+    send: futures::channel::oneshot::Sender<u32>,
+    ctx: RequestContext,
+    _entered: hystrix::context::ContextGuard,
+    owner: Pending,
+    waiter: Pending,
+}
+
+impl Pair {
+    fn started() -> Self {
+        let test = TestRegistry::new();
+        let get_user = builder("GetUser").build_in(test.registry()).unwrap();
+        let calls = Arc::new(AtomicU32::new(0));
+        let (send, run) = answered_later(&calls);
+        let ctx = RequestContext::new();
+        let _entered = ctx.enter();
+        let (owner, waiter) = owner_and_waiter(&get_user, run, counted_async(&calls, 0));
+        Pair {
+            test,
+            get_user,
+            calls,
+            send,
+            ctx,
+            _entered,
+            owner,
+            waiter,
+        }
+    }
+}
+
 #[test]
 fn a_dropped_owner_s_run_goes_on_for_its_waiters_once() {
-    let test = TestRegistry::new();
-    let get_user = builder("GetUser").build_in(test.registry()).unwrap();
-    let calls = Arc::new(AtomicU32::new(0));
-    let (send, run) = answered_later(&calls);
-    let ctx = RequestContext::new();
-    let _entered = ctx.enter();
-    let (owner, waiter) = owner_and_waiter(&get_user, run, counted_async(&calls, 0));
+    let Pair {
+        test,
+        get_user,
+        calls,
+        send,
+        ctx,
+        _entered,
+        owner,
+        waiter,
+    } = Pair::started();
     test.advance(Duration::from_millis(30));
     drop(owner); // its run goes on, on the registry's executor
     assert_eq!(get_user.metrics().cumulative_count(EventType::Cancelled), 0);
@@ -430,13 +468,16 @@ fn a_dropped_owner_s_run_goes_on_for_its_waiters_once() {
 /// observable unsubscribes from the command. Failed before the fix: the run was not cancelled.
 #[test]
 fn a_run_that_went_on_for_its_waiters_is_cancelled_when_the_last_one_leaves() {
-    let test = TestRegistry::new();
-    let get_user = builder("GetUser").build_in(test.registry()).unwrap();
-    let calls = Arc::new(AtomicU32::new(0));
-    let (send, run) = answered_later(&calls);
-    let ctx = RequestContext::new();
-    let _entered = ctx.enter();
-    let (owner, waiter) = owner_and_waiter(&get_user, run, counted_async(&calls, 0));
+    let Pair {
+        test: _test,
+        get_user,
+        calls,
+        send,
+        ctx,
+        _entered,
+        owner,
+        waiter,
+    } = Pair::started();
     drop(owner); // goes on, for the waiter
     drop(waiter); // the last one: the run stops
     // The executor drops the aborted task on one of its threads; the bound turns a run that
