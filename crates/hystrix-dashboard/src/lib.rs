@@ -502,15 +502,19 @@ impl Dashboard {
         Arc::clone(&self.shared.feeds[kind as usize])
     }
 
-    /// Clients of `/hystrix.stream` connected now (see
-    /// [`stream_connections`](Self::stream_connections) for the other streams).
-    pub fn connections(&self) -> usize {
-        self.stream_connections(StreamKind::Dashboard)
+    /// Clients of `/hystrix.stream` now: its responses being streamed, the number that
+    /// [`max_connections`](DashboardBuilder::max_connections) limits (see
+    /// [`stream_clients_of`](Self::stream_clients_of) for the other streams). Not TCP
+    /// connections: one serving other routes, or idle, is not counted, and
+    /// [`connection_limit`](DashboardBuilder::connection_limit) bounds those.
+    pub fn stream_clients(&self) -> usize {
+        self.stream_clients_of(StreamKind::Dashboard)
     }
 
-    /// Clients of `stream` connected now (both paths of the requests stream count as one).
-    pub fn stream_connections(&self, stream: StreamKind) -> usize {
-        self.feed(stream).connections()
+    /// Clients of `stream` now, as [`stream_clients`](Self::stream_clients) counts them (both
+    /// paths of the requests stream count as one stream).
+    pub fn stream_clients_of(&self, stream: StreamKind) -> usize {
+        self.feed(stream).clients()
     }
 
     /// Shuts every stream down (Hystrix's servlet `shutdown()`): every connected stream ends

@@ -113,7 +113,7 @@ pub(crate) struct Feed {
     max_connections: usize,
     heartbeat: Duration,
     /// Clients connected now.
-    connections: AtomicUsize,
+    clients: AtomicUsize,
     /// The sampler's channel while it runs.
     ticks: Mutex<Option<broadcast::Sender<Bytes>>>,
     /// Told when the last client leaves, so the sampler stops at once.
@@ -125,7 +125,7 @@ pub(crate) struct Feed {
 impl std::fmt::Debug for Feed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Feed")
-            .field("connections", &self.connections())
+            .field("clients", &self.clients())
             .field("max_connections", &self.max_connections)
             .finish_non_exhaustive()
     }
@@ -144,7 +144,7 @@ impl Feed {
             schedule,
             max_connections,
             heartbeat,
-            connections: AtomicUsize::new(0),
+            clients: AtomicUsize::new(0),
             ticks: Mutex::new(None),
             idle: Notify::new(),
             shutdown,
@@ -152,8 +152,8 @@ impl Feed {
     }
 
     /// Clients connected now.
-    pub(crate) fn connections(&self) -> usize {
-        self.connections.load(Ordering::Acquire)
+    pub(crate) fn clients(&self) -> usize {
+        self.clients.load(Ordering::Acquire)
     }
 
     fn ticks(&self) -> MutexGuard<'_, Option<broadcast::Sender<Bytes>>> {
@@ -166,14 +166,14 @@ struct Slot(Arc<Feed>);
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        if self.0.connections.fetch_sub(1, Ordering::AcqRel) == 1 {
+        if self.0.clients.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.0.idle.notify_one();
         }
     }
 }
 
 fn take_slot(feed: &Arc<Feed>) -> Option<Slot> {
-    feed.connections
+    feed.clients
         .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
             (n < feed.max_connections).then_some(n + 1)
         })

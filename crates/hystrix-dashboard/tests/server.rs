@@ -134,7 +134,7 @@ fn stream_clients_that_stop_reading_lose_their_slots_after_the_write_timeout() {
         for _ in 0..3 {
             stalled.push(connect_small(addr, "/hystrix.stream").await);
         }
-        eventually(|| dashboard.connections() == 3).await;
+        eventually(|| dashboard.stream_clients() == 3).await;
         let (_, answer) = get_metrics(addr).await;
         assert_eq!(answer.unwrap().0, 200, "/metrics is not a stream");
         let reader = within(common::get(addr, "/hystrix.stream")).await;
@@ -145,7 +145,7 @@ fn stream_clients_that_stop_reading_lose_their_slots_after_the_write_timeout() {
         );
 
         // Their writes block; a second later the server drops them and their slots.
-        eventually(|| dashboard.connections() == 0).await;
+        eventually(|| dashboard.stream_clients() == 0).await;
         assert!(start.elapsed() >= Duration::from_millis(1000));
         for stream in &mut stalled {
             until_closed(stream).await;
@@ -156,7 +156,7 @@ fn stream_clients_that_stop_reading_lose_their_slots_after_the_write_timeout() {
             within(reader.next_frame()).await.as_deref(),
             Some("ping: \n\n")
         );
-        assert_eq!(dashboard.connections(), 1);
+        assert_eq!(dashboard.stream_clients(), 1);
     });
 }
 
@@ -181,7 +181,7 @@ fn a_stream_client_that_keeps_up_keeps_its_stream_past_the_write_timeout() {
         }
         // Five times the write timeout, and still served: it bounds a stall, not a stream.
         assert!(messages >= 100, "{messages} messages");
-        assert_eq!(dashboard.connections(), 1);
+        assert_eq!(dashboard.stream_clients(), 1);
     });
 }
 

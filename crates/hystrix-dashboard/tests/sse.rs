@@ -84,7 +84,7 @@ fn the_sixth_client_gets_503_and_a_closed_client_frees_its_slot() {
             );
             clients.push(client);
         }
-        assert_eq!(dashboard.connections(), 5);
+        assert_eq!(dashboard.stream_clients(), 5);
         let refused = common::within(common::get(addr, "/hystrix.stream")).await;
         assert_eq!(refused.status, 503);
         assert_eq!(
@@ -95,7 +95,7 @@ fn the_sixth_client_gets_503_and_a_closed_client_frees_its_slot() {
         // Close one: its slot is freed once the server sees it (the next ping write at most).
         drop(clients.pop());
         common::within(async {
-            while dashboard.connections() > 4 {
+            while dashboard.stream_clients() > 4 {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
         })
@@ -106,10 +106,10 @@ fn the_sixth_client_gets_503_and_a_closed_client_frees_its_slot() {
             common::within(again.next_frame()).await.unwrap(),
             "ping: \n\n"
         );
-        assert_eq!(dashboard.connections(), 5);
+        assert_eq!(dashboard.stream_clients(), 5);
         drop(again);
         drop(clients);
-        common::eventually(|| dashboard.connections() == 0).await;
+        common::eventually(|| dashboard.stream_clients() == 0).await;
     });
 }
 

@@ -64,7 +64,7 @@ async fn connect_to_every_stream(addr: std::net::SocketAddr) -> Vec<common::Resp
 
 /// Waits (at most 5 s) until `stream` has `n` clients.
 async fn clients(dashboard: &Dashboard, stream: StreamKind, n: usize) {
-    common::eventually(|| dashboard.stream_connections(stream) == n).await;
+    common::eventually(|| dashboard.stream_clients_of(stream) == n).await;
 }
 
 async fn refused(addr: std::net::SocketAddr, path: &str) -> String {
@@ -132,7 +132,7 @@ fn the_requests_stream_sends_one_array_per_finished_request_on_both_paths() {
     common::with_server(dashboard.router(), |addr| async move {
         let mut plural = connect(addr, "/hystrix/requests.stream").await;
         let mut singular = connect(addr, "/hystrix/request.stream").await;
-        assert_eq!(dashboard.stream_connections(StreamKind::Requests), 2);
+        assert_eq!(dashboard.stream_clients_of(StreamKind::Requests), 2);
 
         let clock = test.clock().clone();
         let ctx = RequestContext::new();
@@ -189,7 +189,7 @@ fn each_stream_has_its_own_limit_and_a_disconnect_frees_its_slot() {
     common::with_server(dashboard.router(), |addr| async move {
         let mut open = connect_to_every_stream(addr).await;
         for stream in StreamKind::ALL {
-            assert_eq!(dashboard.stream_connections(stream), 1);
+            assert_eq!(dashboard.stream_clients_of(stream), 1);
         }
         for stream in StreamKind::ALL {
             assert_eq!(
@@ -211,10 +211,10 @@ fn each_stream_has_its_own_limit_and_a_disconnect_frees_its_slot() {
             StreamKind::Config,
             StreamKind::Requests,
         ] {
-            assert_eq!(dashboard.stream_connections(stream), 1);
+            assert_eq!(dashboard.stream_clients_of(stream), 1);
         }
         let _again = connect(addr, "/hystrix/utilization.stream").await;
-        assert_eq!(dashboard.stream_connections(StreamKind::Utilization), 1);
+        assert_eq!(dashboard.stream_clients_of(StreamKind::Utilization), 1);
     });
 }
 
@@ -336,14 +336,14 @@ fn a_client_that_never_reads_holds_up_no_one_and_frees_its_slot_when_it_goes() {
         let mut stalled = small_buffer_client(addr, "/hystrix.stream").await;
         clients(&dashboard, StreamKind::Dashboard, 1).await;
         let mut reader = connect(addr, "/hystrix.stream").await;
-        assert_eq!(dashboard.connections(), 2);
+        assert_eq!(dashboard.stream_clients(), 2);
 
         // For 1.5 s the reading client gets tick after tick while the other reads nothing.
         let times = tick_times(&mut reader, Duration::from_millis(1_500)).await;
         assert!(times.len() >= 5, "only {} ticks", times.len());
         let widest = times.windows(2).map(|w| w[1] - w[0]).max().unwrap();
         assert!(widest < 750, "a gap of {widest} ms between ticks");
-        assert_eq!(dashboard.connections(), 2);
+        assert_eq!(dashboard.stream_clients(), 2);
         // When the stalled client reads again, it gets what the buffers on its way held, then
         // the current ticks: it skipped ticks rather than made the sampler wait for it.
         let now = epoch_ms();

@@ -1,6 +1,8 @@
 //! The live view, refreshed each second: the phase, the gateway's rate, degraded share and
 //! latency, and per command its rate, error percentage, short-circuited calls per second,
-//! circuit state, p50/p99 and bulkhead use; breaker transitions as they happen.
+//! circuit state (the worst of the last second: OPEN, then HALF_OPEN, then CLOSED, so an
+//! episode between two samples is not missed), p50/p99 and bulkhead use; breaker transitions
+//! as they happen.
 //!
 //! The error percentage is Hystrix's: short-circuited calls are not requests, so an open
 //! breaker reads near 0 %. The short-circuited rate beside it and the state's colour (red
@@ -25,7 +27,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use crate::gateway::Gateway;
 use crate::load::LoadGenerator;
 use crate::scenario::{Backend, Schedule};
-use crate::stats::{BreakerLog, CommandCounts, circuit_state, percent, percentile};
+use crate::stats::{BreakerLog, CommandCounts, percent, percentile, shown_state};
 
 /// Where the human-readable text goes: standard output, or standard error when standard
 /// output carries the JSON report.
@@ -84,7 +86,8 @@ pub struct CommandRow {
     pub errors: u32,
     /// Calls short-circuited in the last second (counted in `rate`).
     pub short_circuited: u64,
-    /// CLOSED, OPEN or HALF_OPEN.
+    /// The worst of CLOSED, HALF_OPEN and OPEN the breaker was in during the last second (so
+    /// a short OPEN episode between two samples still shows), or FORCED_OPEN / FORCED_CLOSED.
     pub state: &'static str,
     /// Median and 99th percentile execution latency (rolling 5 s), in ms.
     pub p50: i64,
@@ -358,7 +361,7 @@ impl LiveView {
                 rate: last_second.executions(),
                 errors: metrics.health_counts().error_percentage,
                 short_circuited: last_second.short_circuits,
-                state: circuit_state(command),
+                state: shown_state(command, &self.breakers),
                 p50: latency.p50,
                 p99: latency.p99,
                 in_use,
@@ -518,5 +521,64 @@ mod tests {
             "\x1b[33mFORCED_CLOSED\x1b[0m"
         );
         assert_eq!(circuit_cell("OPEN", 9, false), "OPEN     ");
+    }
+
+    /// A breaker that opened and closed again between two samples shows OPEN for that
+    /// interval, and CLOSED for the next.
+    #[test]
+    fn an_episode_between_two_samples_shows_its_worst_state() {
+        use hystrix::clock::ManualClock;
+        use hystrix::{Command, Registry};
+
+        let breakers = BreakerLog::default();
+        let clock = ManualClock::new();
+        let registry = Registry::builder()
+            .clock(clock.clone())
+            .circuit_breaker_listener(breakers.clone())
+            .build();
+        let command = Command::builder("GetTitle")
+            .group("G")
+            .isolation(IsolationStrategy::Semaphore)
+            .circuit_breaker_sleep_window(Duration::from_millis(500))
+            .classify(|_: &std::io::Error| hystrix::Class::TripNow { min_open: None })
+            .build_in(&registry)
+            .unwrap();
+        let line = |state| {
+            let row = CommandRow {
+                state,
+                ..tick().commands[0].clone()
+            };
+            let tick = Tick {
+                commands: vec![row],
+                ..tick()
+            };
+            tick.line(true)
+        };
+        let prefix =
+            "[  4.2s] error-burst | gateway 50/s 24% degraded p99 31ms | GetTitle 50/s 0% ";
+
+        assert_eq!(
+            line(shown_state(&command, &breakers)),
+            format!("{prefix}\x1b[32mCLOSED\x1b[0m")
+        );
+        // Within one interval: opened by a failure, half-open after the sleep window, closed
+        // by a successful trial.
+        let _ = command
+            .run(|| Err::<u32, _>(std::io::Error::other("503")))
+            .execute();
+        clock.advance_ms(501);
+        command
+            .run(|| Ok::<_, std::io::Error>(1))
+            .execute()
+            .unwrap();
+        assert_eq!(command.circuit_breaker().status(), hystrix::Status::Closed);
+        assert_eq!(
+            line(shown_state(&command, &breakers)),
+            format!("{prefix}\x1b[31m\x1b[1mOPEN\x1b[0m")
+        );
+        assert_eq!(
+            line(shown_state(&command, &breakers)),
+            format!("{prefix}\x1b[32mCLOSED\x1b[0m")
+        );
     }
 }

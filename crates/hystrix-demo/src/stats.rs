@@ -124,13 +124,40 @@ pub fn state_name(status: Status) -> &'static str {
 /// `forceClosed` properties (an operator's PUT on the admin route) win over the breaker's own
 /// status, as in `/metrics` and the Hystrix stream.
 pub fn circuit_state<C>(command: &hystrix::Command<C>) -> &'static str {
+    forced_state(command).unwrap_or_else(|| state_name(command.circuit_breaker().status()))
+}
+
+/// FORCED_OPEN or FORCED_CLOSED while the sticky `circuitBreaker.forceOpen` / `forceClosed`
+/// property holds the command's breaker.
+fn forced_state<C>(command: &hystrix::Command<C>) -> Option<&'static str> {
     let props = command.properties();
     if props.circuit_breaker_force_open {
-        "FORCED_OPEN"
+        Some("FORCED_OPEN")
     } else if props.circuit_breaker_force_closed {
-        "FORCED_CLOSED"
+        Some("FORCED_CLOSED")
     } else {
-        state_name(command.circuit_breaker().status())
+        None
+    }
+}
+
+/// The state the live view shows for a command's breaker over the interval since its last
+/// sample: the forced states as [`circuit_state`], otherwise the worst state the breaker was in
+/// (OPEN, then HALF_OPEN, then CLOSED), so that an episode that opened and closed again
+/// between two samples is not missed. Starts the next interval from the state now.
+pub fn shown_state<C>(command: &hystrix::Command<C>, breakers: &BreakerLog) -> &'static str {
+    // Read before taking the log's lock: bringing the status up to date may itself open the
+    // breaker, and so call the listener.
+    let now = command.circuit_breaker().status();
+    let worst = breakers.worst_since_last(command.key().as_str(), now);
+    forced_state(command).unwrap_or(state_name(worst))
+}
+
+/// How bad a state is for the live view: OPEN worst, then HALF_OPEN, then CLOSED.
+fn severity(status: Status) -> u8 {
+    match status {
+        Status::Closed => 0,
+        Status::HalfOpen => 1,
+        Status::Open => 2,
     }
 }
 
@@ -231,6 +258,9 @@ pub struct BreakerLog {
 struct LogInner {
     start: OnceLock<Instant>,
     records: Mutex<Vec<BreakerRecord>>,
+    /// Per command key, the worst state its breaker was in since the live view last sampled
+    /// it (see [`BreakerLog::worst_since_last`]).
+    worst: Mutex<BTreeMap<String, Status>>,
 }
 
 impl BreakerLog {
@@ -243,6 +273,25 @@ impl BreakerLog {
     pub fn since(&self, from: usize) -> Vec<BreakerRecord> {
         let records = self.records();
         records.get(from..).map(<[_]>::to_vec).unwrap_or_default()
+    }
+
+    /// The worst state `command`'s breaker was in since the last call for it: `now`, or worse
+    /// if a transition since then entered a worse one. The next interval starts from `now`.
+    pub fn worst_since_last(&self, command: &str, now: Status) -> Status {
+        let mut worst = self.worst();
+        let seen = worst.insert(command.to_owned(), now).unwrap_or(now);
+        if severity(seen) > severity(now) {
+            seen
+        } else {
+            now
+        }
+    }
+
+    fn worst(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Status>> {
+        self.inner
+            .worst
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn records(&self) -> std::sync::MutexGuard<'_, Vec<BreakerRecord>> {
@@ -288,6 +337,20 @@ impl CircuitBreakerListener for BreakerLog {
             _ if event.is_transition() => (Change::Other, None, None, None),
             _ => return,
         };
+        let entered = match change {
+            Change::Opened | Change::ForcedOpen => Some(Status::Open),
+            Change::HalfOpened => Some(Status::HalfOpen),
+            _ => None,
+        };
+        if let Some(entered) = entered {
+            let mut worst = self.worst();
+            let seen = worst
+                .entry(event.command_key.to_string())
+                .or_insert(entered);
+            if severity(entered) > severity(*seen) {
+                *seen = entered;
+            }
+        }
         let record = BreakerRecord {
             at_ms: self.elapsed_ms(),
             command: event.command_key.to_string(),

@@ -11,6 +11,10 @@ pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 
 /// Why a command definition or a property value was refused. Every variant names the key or the
 /// full property name at fault, and says why.
+///
+/// The message shows values and property names as [`str::escape_debug`] does (`\n`, `\0`,
+/// `\"`, ...), so that a line break or a NUL in a value cannot split a log line; the fields
+/// hold them as given. A refused key is escaped (and cut short) in `key` itself.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
@@ -19,13 +23,18 @@ pub enum ConfigError {
     InvalidKey {
         /// `"command key"`, `"group key"` or `"thread-pool key"`.
         kind: &'static str,
-        /// The name given.
+        /// The name given, escaped as [`str::escape_debug`] does and cut to 64 characters
+        /// (then `...`).
         key: String,
         /// Why it was refused.
         reason: &'static str,
     },
     /// A value that does not parse, is out of range, or breaks a rule between properties.
-    #[error("invalid value `{value}` for `{name}`: {reason}")]
+    #[error(
+        "invalid value `{}` for `{}`: {reason}",
+        .value.escape_debug(),
+        .name.escape_debug()
+    )]
     InvalidValue {
         /// The full property name, e.g. `hystrix.command.GetUser.circuitBreaker.errorThresholdPercentage`.
         name: String,
@@ -43,10 +52,11 @@ pub enum ConfigError {
     GlobalRegistryInUse,
     /// A name that is not a known property.
     #[error(
-        "unknown property `{name}` (expected hystrix.command.<Key|default>.<name>, \
+        "unknown property `{}` (expected hystrix.command.<Key|default>.<name>, \
          hystrix.threadpool.<Key|default>.<name> or hystrix.collapser.<Key|default>.<name> \
          with a Hystrix property name, or a stream property such as \
-         hystrix.stream.dashboard.intervalInMilliseconds)"
+         hystrix.stream.dashboard.intervalInMilliseconds)",
+        .name.escape_debug()
     )]
     UnknownProperty {
         /// The name given.
@@ -60,8 +70,9 @@ pub enum ConfigError {
     },
     /// A command key defined a second time with different settings.
     #[error(
-        "command `{key}` is already defined with a different {what}: first `{existing}`, now \
-         `{requested}`"
+        "command `{key}` is already defined with a different {what}: first `{}`, now `{}`",
+        .existing.escape_debug(),
+        .requested.escape_debug()
     )]
     ConflictingDefinition {
         /// The command key.

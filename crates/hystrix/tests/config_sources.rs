@@ -624,27 +624,25 @@ fn a_toml_value_that_is_not_toml_names_the_property_file_and_line() {
     let properties = registry.properties();
     let strategy = "hystrix.command.X.execution.isolation.strategy";
     let cases = [
-        // Unquoted: TOML reads `THREAD` as a boolean gone wrong.
+        // Unquoted: TOML reads `THREAD` as a boolean gone wrong, which the message does not
+        // repeat ("invalid boolean, expected `true`" only misleads).
         (
             "[hystrix.command.X]\nexecution.isolation.strategy = THREAD\n",
             2,
             strategy,
-            "`THREAD` is not a TOML value (invalid boolean, expected `true`); a string is \
-             written in quotes: \"THREAD\"",
+            "`THREAD` is not a TOML value; a string is written in quotes: \"THREAD\"",
         ),
         (
             "hystrix.command.X.execution.isolation.strategy = SEMAPHORE\n",
             1,
             strategy,
-            "`SEMAPHORE` is not a TOML value (string values must be quoted, expected literal \
-             string); a string is written in quotes: \"SEMAPHORE\"",
+            "`SEMAPHORE` is not a TOML value; a string is written in quotes: \"SEMAPHORE\"",
         ),
         (
             "[hystrix.command.X]\nfallback.enabled = true\ncircuitBreaker = { enabled = yes }\n",
             3,
             "hystrix.command.X.circuitBreaker.enabled",
-            "`yes` is not a TOML value (string values must be quoted, expected literal \
-             string); a string is written in quotes: \"yes\"",
+            "`yes` is not a TOML value; a string is written in quotes: \"yes\"",
         ),
         (
             "[hystrix.threadpool.P]\ncoreSize = \"10\nmaxQueueSize = 5\n",
@@ -1472,7 +1470,7 @@ fn check_outcome(
             prop_assert!((1..=lines).contains(line), "{}", shown);
             if let Some(property) = property {
                 prop_assert!(
-                    !property.is_empty() && shown.contains(property.as_str()),
+                    !property.is_empty() && shown.contains(&property.escape_debug().to_string()),
                     "{}",
                     shown
                 );
@@ -1494,7 +1492,11 @@ fn check_outcome(
                 "{} is a property",
                 name
             );
-            prop_assert!(shown.contains(name.as_str()), "{}", shown);
+            prop_assert!(
+                shown.contains(&name.escape_debug().to_string()),
+                "{}",
+                shown
+            );
         }
         other => return Err(TestCaseError::fail(format!("unexpected error: {other}"))),
     }
@@ -1626,4 +1628,86 @@ proptest! {
             Err(other) => return Err(TestCaseError::fail(format!("unexpected: {other}"))),
         }
     }
+}
+
+/// A value or a name from outside (a file, a variable, an admin's PUT) may hold a line break or
+/// a NUL: error messages show them escaped, as `str::escape_debug` does, so that one error stays
+/// one log line. The errors' fields keep them as given.
+#[test]
+fn values_and_names_in_error_messages_are_escaped() {
+    let registry = Registry::new();
+    let properties = registry.properties();
+    let threshold = "hystrix.command.A.circuitBreaker.errorThresholdPercentage";
+    let err = properties.set(threshold, "25\n\0").unwrap_err();
+    assert_eq!(
+        err,
+        ConfigError::InvalidValue {
+            name: threshold.into(),
+            value: "25\n\0".into(),
+            reason: "expected a whole number".into(),
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "invalid value `25\\n\\0` for \
+         `hystrix.command.A.circuitBreaker.errorThresholdPercentage`: expected a whole number"
+    );
+    let err = properties
+        .set("hystrix.command.A.fallback.enabled\n\0x", true)
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("unknown property `hystrix.command.A.fallback.enabled\\n\\0x` (expected "),
+        "{err}"
+    );
+
+    // From a file: `\n` and `\u0000` are the .properties escapes of a line break and a NUL.
+    let err = properties
+        .load_text(
+            "app.properties",
+            PROPS,
+            "hystrix.command.A.circuitBreaker.errorThresholdPercentage = 25\\n\\u0000\n",
+        )
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "app.properties:1: invalid value `25\\n\\0` for \
+         `hystrix.command.A.circuitBreaker.errorThresholdPercentage`: expected a whole number"
+    );
+    let err = properties
+        .load_text(
+            "app.toml",
+            FileFormat::Toml,
+            "[hystrix.command.A]\nfallback.\"en\\n\\u0000abled\" = yes\n",
+        )
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "app.toml:2: `hystrix.command.A.fallback.en\\n\\0abled`: `yes` is not a TOML value; a \
+         string is written in quotes: \"yes\""
+    );
+    let report = properties
+        .load_text(
+            "app.toml",
+            FileFormat::Toml,
+            "[hystrix.command.A]\n\"fallback\\nenabled\" = 1\n",
+        )
+        .unwrap();
+    assert_eq!(
+        report.warnings[0].to_string(),
+        "app.toml:2: unknown property `hystrix.command.A.fallback\\nenabled` ignored; did you \
+         mean `hystrix.command.A.fallback.enabled`?"
+    );
+
+    // From the environment: the variable's name is escaped where it says where.
+    let report = properties
+        .load_env_from([("hystrix.command.A.fallback.enabled\n", "true")])
+        .unwrap();
+    assert_eq!(
+        report.warnings[0].to_string(),
+        "environment variable hystrix.command.A.fallback.enabled\\n: unknown property \
+         `hystrix.command.A.fallback.enabled\\n` ignored; did you mean \
+         `hystrix.command.A.fallback.enabled`?"
+    );
+    assert!(command_of(properties, "A").fallback_enabled);
 }

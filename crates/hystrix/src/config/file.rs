@@ -363,11 +363,11 @@ fn toml_error(path: &Path, text: &str, table: &DeTable<'_>, err: &toml::de::Erro
     let bare = |c: char| c.is_alphanumeric() || matches!(c, '_' | '-' | '+' | '.' | ':');
     let message = match &value {
         Some(_) if raw.is_empty() => "no value after `=`".to_owned(),
-        // An unquoted word, refused whole: TOML read it as a number, a boolean or a date.
-        Some(_) if whole && raw.chars().all(bare) => format!(
-            "`{raw}` is not a TOML value ({}); a string is written in quotes: \"{raw}\"",
-            err.message()
-        ),
+        // An unquoted word, refused whole: TOML read it as a number, a boolean or a date. The
+        // parser's guess (`invalid boolean, expected `true`` for `THREAD`) only misleads.
+        Some(_) if whole && raw.chars().all(bare) => {
+            format!("`{raw}` is not a TOML value; a string is written in quotes: \"{raw}\"")
+        }
         _ => err.message().to_owned(),
     };
     LoadError::Syntax {

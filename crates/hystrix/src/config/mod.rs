@@ -105,7 +105,7 @@
 //! or an array is refused by name. A value that is not TOML at all is a syntax error that names
 //! the property too: `strategy = THREAD` (a string must be quoted) gives
 //! ``hystrix.toml:2: `hystrix.command.GetUser.execution.isolation.strategy`: `THREAD` is not a
-//! TOML value (invalid boolean, expected `true`); a string is written in quotes: "THREAD"``.
+//! TOML value; a string is written in quotes: "THREAD"``.
 //!
 //! ## Environment variables
 //!

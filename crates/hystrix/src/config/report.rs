@@ -70,12 +70,15 @@ pub enum Origin {
 }
 
 impl fmt::Display for Origin {
-    /// `code`, `<path>:<line>`, `environment variable <NAME>` or `run time`.
+    /// `code`, `<path>:<line>`, `environment variable <NAME>` (the name escaped as
+    /// [`str::escape_debug`] does) or `run time`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Origin::Code => f.write_str("code"),
             Origin::File { path, line } => write!(f, "{}:{line}", path.display()),
-            Origin::Environment { variable } => write!(f, "environment variable {variable}"),
+            Origin::Environment { variable } => {
+                write!(f, "environment variable {}", variable.escape_debug())
+            }
             Origin::Runtime => f.write_str("run time"),
         }
     }

@@ -30,6 +30,9 @@ pub struct LoadReport {
 }
 
 /// Something a load left alone, or a change some keys do not take. Loads never fail for these.
+///
+/// The message shows names as [`str::escape_debug`] does, so that a line break or a NUL in a
+/// name cannot split a log line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LoadWarning {
@@ -90,33 +93,40 @@ impl fmt::Display for LoadWarning {
                 suggestion: Some(suggestion),
             } => write!(
                 f,
-                "{origin}: unknown property `{name}` ignored; did you mean `{suggestion}`?"
+                "{origin}: unknown property `{}` ignored; did you mean `{suggestion}`?",
+                name.escape_debug()
             ),
             LoadWarning::UnknownProperty { name, origin, .. } => {
-                write!(f, "{origin}: unknown property `{name}` ignored")
+                write!(
+                    f,
+                    "{origin}: unknown property `{}` ignored",
+                    name.escape_debug()
+                )
             }
             LoadWarning::Unsupported {
                 name,
                 origin,
                 reason,
-            } => write!(f, "{origin}: `{name}` ignored: {reason}"),
+            } => write!(f, "{origin}: `{}` ignored: {reason}", name.escape_debug()),
             LoadWarning::UnusableKey {
                 name,
                 origin,
                 reason,
-            } => write!(f, "{origin}: `{name}` ignored: {reason}"),
+            } => write!(f, "{origin}: `{}` ignored: {reason}", name.escape_debug()),
             LoadWarning::Duplicate {
                 name,
                 origin,
                 ignored,
             } => write!(
                 f,
-                "{origin}: `{name}` is also set at {ignored}; the value here applies"
+                "{origin}: `{}` is also set at {ignored}; the value here applies",
+                name.escape_debug()
             ),
             LoadWarning::FixedKept { name, keys } => write!(
                 f,
-                "`{name}` is fixed once a key is in use: {} keep their value, keys created later \
+                "`{}` is fixed once a key is in use: {} keep their value, keys created later \
                  use the new one",
+                name.escape_debug(),
                 keys.join(", ")
             ),
         }
@@ -125,6 +135,9 @@ impl fmt::Display for LoadWarning {
 
 /// Why a load changed nothing: the source could not be read or parsed, or a value was refused.
 /// Every variant names where (file and line, or variable) and, for a value, the property.
+///
+/// The message shows property and variable names (and values, through [`ConfigError`]) as
+/// [`str::escape_debug`] does, so that a line break or a NUL cannot split a log line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LoadError {
@@ -203,7 +216,12 @@ impl fmt::Display for LoadError {
                 line,
                 property: Some(property),
                 message,
-            } => write!(f, "{}:{line}: `{property}`: {message}", path.display()),
+            } => write!(
+                f,
+                "{}:{line}: `{}`: {message}",
+                path.display(),
+                property.escape_debug()
+            ),
             LoadError::Syntax {
                 path,
                 line,
@@ -214,8 +232,10 @@ impl fmt::Display for LoadError {
             LoadError::Removal { source, error } => write!(f, "{source}: {error}"),
             LoadError::Conflict { name, variables } => write!(
                 f,
-                "`{name}` is set by two environment variables, {} and {}: keep one",
-                variables[0], variables[1]
+                "`{}` is set by two environment variables, {} and {}: keep one",
+                name.escape_debug(),
+                variables[0].escape_debug(),
+                variables[1].escape_debug()
             ),
             LoadError::Internal { path, message } => write!(
                 f,

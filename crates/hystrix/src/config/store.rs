@@ -1371,7 +1371,11 @@ pub(crate) fn name_the_value(
         } if name != full_name => ConfigError::InvalidValue {
             name: full_name.to_owned(),
             value: value.to_owned(),
-            reason: format!("conflicts with `{name}` = {other_value}, which {reason}{hint}"),
+            reason: format!(
+                "conflicts with `{}` = {}, which {reason}{hint}",
+                name.escape_debug(),
+                other_value.escape_debug()
+            ),
         },
         other => other,
     }
