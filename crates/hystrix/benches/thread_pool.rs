@@ -9,12 +9,14 @@
 //!   bare worker, which blocks in a channel receive, is often woken on the other vCPU, and
 //!   each round trip then pays a cross-CPU wake-up: this row says more about scheduling than
 //!   about the channel.
-//! - `pool_hand_off_round_trip, one CPU`: the bench's main thread is pinned to one CPU
-//!   (`taskset -p -c CPU TID`, Linux only; `HANDOFF_CPU` chooses it, the last CPU by default)
-//!   before the group builds its registry, commands and bare worker, so every thread they
-//!   start (the bare worker, the pool threads, the registry's timer) inherits the same
-//!   single-CPU affinity: both sides get the same placement. The bench prints each pinned
-//!   thread's affinity as a check. This is the comparison for the ≤ 1.2× target.
+//! - `pool_hand_off_round_trip, one CPU`: the whole process is pinned to one CPU
+//!   (`taskset -a -p -c CPU PID`, Linux only; `HANDOFF_CPU` chooses it, the last CPU by
+//!   default) before the group builds its registry, commands and bare worker: the threads
+//!   already running (the process-wide timer and clock threads) are pinned, and every thread
+//!   started afterwards (the bare worker, the pool threads) inherits the main thread's
+//!   affinity, so both sides get the same placement. The bench prints every thread's allowed
+//!   CPUs while the group's objects are alive, as a check. This is the comparison for the
+//!   ≤ 1.2× target.
 
 #![allow(missing_docs, clippy::unwrap_used)]
 
@@ -72,8 +74,9 @@ fn percentiles(label: &str, mut f: impl FnMut()) {
 }
 
 /// The bare worker and two THREAD commands (timeout off, timeout 1 s), in a registry of
-/// their own, measured as one criterion group.
-fn pair(c: &mut Criterion, group_name: &str) {
+/// their own, measured as one criterion group; with `show_cpus`, then prints every thread's
+/// allowed CPUs while they are alive.
+fn pair(c: &mut Criterion, group_name: &str, show_cpus: bool) {
     let registry = Registry::new();
     let command = Command::builder("HandOff")
         .group("Bench")
@@ -115,19 +118,25 @@ fn pair(c: &mut Criterion, group_name: &str) {
             timed.run(|| Ok::<u64, Never>(7)).execute().unwrap();
         },
     );
+    if show_cpus {
+        println!("{group_name}: threads and their CPUs: {}", affinities());
+    }
 }
 
-/// The calling thread's id (Linux: `/proc/thread-self` is `PID/task/TID`).
-fn thread_id() -> Option<String> {
-    let link = std::fs::read_link("/proc/thread-self").ok()?;
-    Some(link.file_name()?.to_string_lossy().into_owned())
-}
-
-/// Pins the calling thread to `cpu` with `taskset`; threads it starts afterwards inherit it.
-fn pin_current_thread(cpu: usize) -> Result<(), String> {
-    let tid = thread_id().ok_or("no /proc/thread-self (not Linux)")?;
+/// Pins every thread of this process to `cpu` with `taskset`; threads started afterwards
+/// inherit it from the thread that starts them.
+fn pin_process(cpu: usize) -> Result<(), String> {
+    if !std::path::Path::new("/proc/self/task").exists() {
+        return Err("no /proc/self/task (not Linux)".into());
+    }
     let status = std::process::Command::new("taskset")
-        .args(["-p", "-c", &cpu.to_string(), &tid])
+        .args([
+            "-a",
+            "-p",
+            "-c",
+            &cpu.to_string(),
+            &std::process::id().to_string(),
+        ])
         .stdout(std::process::Stdio::null())
         .status()
         .map_err(|e| format!("taskset: {e}"))?;
@@ -162,20 +171,14 @@ fn affinities() -> String {
 }
 
 fn hand_off(c: &mut Criterion) {
-    pair(c, "pool_hand_off_round_trip");
+    pair(c, "pool_hand_off_round_trip", false);
 
     let cpu = std::env::var("HANDOFF_CPU")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| thread::available_parallelism().map_or(1, |n| n.get()) - 1);
-    match pin_current_thread(cpu) {
-        Ok(()) => {
-            pair(c, "pool_hand_off_round_trip, one CPU");
-            println!(
-                "threads and their CPUs after the pinned group: {}",
-                affinities()
-            );
-        }
+    match pin_process(cpu) {
+        Ok(()) => pair(c, "pool_hand_off_round_trip, one CPU", true),
         Err(why) => println!("pool_hand_off_round_trip, one CPU: skipped ({why})"),
     }
 }
