@@ -35,6 +35,25 @@ fn poll_ready<F: Future>(future: F) -> F::Output {
     }
 }
 
+/// Fails executions of `command` until the health check (every 500 ms by default) opens it.
+fn trip_by_errors(command: &Command) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !command.is_circuit_breaker_open() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "failures did not trip the breaker"
+        );
+        for _ in 0..25 {
+            let _ = command.run(|| Err::<u64, &str>("down")).execute();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(matches!(
+        command.circuit_breaker().trip_cause(),
+        Some(hystrix::TripCause::Message(_) | hystrix::TripCause::Failure(_))
+    ));
+}
+
 fn execute(c: &mut Criterion) {
     let registry = Registry::new();
     let plain = semaphore_command(&registry, "Plain", false);
@@ -59,14 +78,16 @@ fn execute(c: &mut Criterion) {
         .properties()
         .set("hystrix.command.Open.circuitBreaker.forceOpen", true)
         .unwrap();
-    // Opened for real (state OPEN, an hour's sleep window), not by the forceOpen flag.
+    // Opened for real (state OPEN, an hour's sleep window) by failures, not by the forceOpen
+    // flag nor `force_open()` (whose rejections have no failure to report, so no trip cause to
+    // clone).
     let tripped = Command::builder("Tripped")
         .group("Bench")
         .isolation(IsolationStrategy::Semaphore)
         .circuit_breaker_sleep_window(Duration::from_secs(3600))
         .build_in(&registry)
         .unwrap();
-    tripped.circuit_breaker().force_open();
+    trip_by_errors(&tripped);
     let full = Command::builder("Full")
         .group("Bench")
         .isolation(IsolationStrategy::Semaphore)

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::response::{IntoResponse, Response};
+use futures::future::BoxFuture;
 use tower::{Layer, ServiceBuilder, service_fn};
 
 use super::{
@@ -62,19 +63,40 @@ mod ours {
             .expect("a valid command")
     }
 
-    /// C, C': opened for real (state OPEN for a 1 h sleep window), not by the forceOpen flag.
+    /// C, C': tripped by errors, as recloser and failsafe are (state OPEN for a 1 h sleep
+    /// window): failing runs until the health check (every 500 ms by default) sees 20 calls
+    /// and 50 % errors. Not `force_open()` and not the forceOpen flag: a manual opening has
+    /// no failure to report, so its rejections skip cloning the trip cause (an `Arc`).
     pub fn open(registry: &Registry, key: &str) -> Command {
         let command = base(key)
             .timeout_enabled(false)
             .circuit_breaker_sleep_window(Duration::from_secs(3600))
             .build_in(registry)
             .expect("a valid command");
-        command.circuit_breaker().force_open();
-        assert!(
-            command.is_circuit_breaker_open(),
-            "ours: the breaker is open"
-        );
+        trip_by_errors(&command);
         command
+    }
+
+    /// Fails executions of `command` until its breaker opens (at most 10 s).
+    pub fn trip_by_errors(command: &Command) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !command.is_circuit_breaker_open() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "ours: failures did not trip the breaker"
+            );
+            for _ in 0..25 {
+                let _ = command.run(|| Err::<u64, &str>("down")).execute();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(
+            matches!(
+                command.circuit_breaker().trip_cause(),
+                Some(hystrix::TripCause::Message(_) | hystrix::TripCause::Failure(_))
+            ),
+            "ours: the breaker was tripped by failures"
+        );
     }
 
     /// D, D': the semaphore bulkhead alone (10 permits, timeout off). The breaker is disabled
@@ -163,15 +185,38 @@ mod tr {
         layer
     }
 
-    /// D, D', E: 10 concurrent calls, `max_wait` 0 (`reject_when_full`). Its zero wait is a
-    /// tokio timeout of zero around the permit acquisition: when full, the rejection comes
-    /// when the timer driver next fires (about 1 ms later), not at once.
+    /// D, D', E (extra rows): 10 concurrent calls, `max_wait` 0 (`reject_when_full`). Its
+    /// zero wait is a tokio timeout of zero around the permit acquisition: when full, the
+    /// rejection comes when the timer driver next fires (about 1 ms later), not at once.
     pub fn bulkhead() -> BulkheadLayer {
         BulkheadLayer::builder()
             .max_concurrent_calls(10)
             .reject_when_full()
             .build()
             .expect("a valid bulkhead")
+    }
+
+    /// D, D', E: its best configuration for rejecting at once: 10 concurrent calls in
+    /// backpressure mode (the permit is taken in `poll_ready`, which is pending while the
+    /// bulkhead is full), under tower's `LoadShed` (which turns a pending `poll_ready` into an
+    /// immediate `Overloaded` error): the standard tower composition for shedding at once,
+    /// with no timer (its own docs point backpressure mode at `ready().await` callers).
+    pub fn load_shed_bulkhead() -> tower::ServiceBuilder<
+        tower::layer::util::Stack<
+            BulkheadLayer,
+            tower::layer::util::Stack<
+                tower::load_shed::LoadShedLayer,
+                tower::layer::util::Identity,
+            >,
+        >,
+    > {
+        tower::ServiceBuilder::new().load_shed().layer(
+            BulkheadLayer::builder()
+                .max_concurrent_calls(10)
+                .backpressure()
+                .build()
+                .expect("a valid bulkhead"),
+        )
     }
 
     /// E: 1 s, cancelling the call at the deadline (the default).
@@ -452,6 +497,23 @@ fn open_fallback() -> Vec<Scenario> {
                 tower_runner(rt, svc, VALUE)
             },
         ),
+        // Its best configuration: the breaker's own fallback (`with_fallback`, answering only
+        // while open, from a boxed future), instead of a Fallback layer over the breaker's
+        // error.
+        Scenario::new(C2, "tower-resilience: CB force_open with_fallback", || {
+            let rt = runtime();
+            let mut svc = tr::cb_forced_open(&rt)
+                .layer_fn(service_fn(echo))
+                .with_fallback(|_: u64| -> BoxFuture<'static, Result<u64, Never>> {
+                    Box::pin(async { Ok(0) })
+                });
+            assert_eq!(
+                rt.block_on(tower_call(&mut svc, VALUE)).ok(),
+                Some(0),
+                "fallback answers"
+            );
+            tower_runner(rt, svc, VALUE)
+        }),
         // recloser, failsafe: no fallback.
     ]
 }
@@ -482,6 +544,14 @@ fn bulkhead_free() -> Vec<Scenario> {
             let svc = hystrix::tower::HystrixLayer::new(cmd).layer(service_fn(echo));
             tower_runner(runtime(), svc, VALUE)
         }),
+        Scenario::new(
+            D,
+            "tower-resilience: LoadShed + Bulkhead(10, backpressure)",
+            || {
+                let svc = tr::load_shed_bulkhead().service(service_fn(echo));
+                tower_runner(runtime(), svc, VALUE)
+            },
+        ),
         Scenario::new(D, "tower-resilience: Bulkhead(10, max_wait 0)", || {
             tower_runner(runtime(), tr::bulkhead().layer(service_fn(echo)), VALUE)
         }),
@@ -527,30 +597,26 @@ fn bulkhead_full() -> Vec<Scenario> {
             let run = tower_runner(runtime(), svc, VALUE);
             keep_alive(run, holders)
         }),
-        Scenario::new(D2, "tower-resilience: Bulkhead(10, max_wait 0)", || {
-            let rt = runtime();
-            let mut svc = tr::bulkhead().layer(service_fn(echo_or_hang));
-            let holders = hold_tower_permits(&rt, &mut svc);
-            assert!(
-                rt.block_on(tower_call(&mut svc, VALUE)).is_err(),
-                "tower-resilience rejects"
-            );
-            keep_alive(tower_runner(rt, svc, VALUE), holders)
-        })
+        Scenario::new(
+            D2,
+            "tower-resilience: LoadShed + Bulkhead(10, backpressure)",
+            || full_tower_runner(tr::load_shed_bulkhead().service(service_fn(echo_or_hang))),
+        ),
+        // Not its best configuration: kept to show what `max_wait 0` costs when full.
+        Scenario::new(
+            D2,
+            "tower-resilience: Bulkhead(10, max_wait 0), rejects on a ~1 ms timer",
+            || full_tower_runner(tr::bulkhead().layer(service_fn(echo_or_hang))),
+        )
         // Each rejection waits for its zero timeout to fire (~1 ms, see `tr::bulkhead`).
         .max_calls(1_000),
         Scenario::new(D2, "tower: LoadShed + GlobalConcurrencyLimit(10)", || {
-            let rt = runtime();
-            let mut svc = ServiceBuilder::new()
-                .load_shed()
-                .layer(tower::limit::GlobalConcurrencyLimitLayer::new(10))
-                .service(service_fn(echo_or_hang));
-            let holders = hold_tower_permits(&rt, &mut svc);
-            assert!(
-                rt.block_on(tower_call(&mut svc, VALUE)).is_err(),
-                "LoadShed rejects"
-            );
-            keep_alive(tower_runner(rt, svc, VALUE), holders)
+            full_tower_runner(
+                ServiceBuilder::new()
+                    .load_shed()
+                    .layer(tower::limit::GlobalConcurrencyLimitLayer::new(10))
+                    .service(service_fn(echo_or_hang)),
+            )
         }),
         Scenario::new(D2, "nasa hystrix: monitor(Some(10), None)", || {
             let rt = runtime();
@@ -607,6 +673,21 @@ where
         .collect()
 }
 
+/// D': a tower bulkhead service with its 10 permits held by calls that never complete, checked
+/// to reject, then measured.
+fn full_tower_runner<S>(mut svc: S) -> Runner
+where
+    S: tower::Service<u64> + 'static,
+{
+    let rt = runtime();
+    let holders = hold_tower_permits(&rt, &mut svc);
+    assert!(
+        rt.block_on(tower_call(&mut svc, VALUE)).is_err(),
+        "a full bulkhead rejects"
+    );
+    keep_alive(tower_runner(rt, svc, VALUE), holders)
+}
+
 /// A runner that keeps `held` alive as long as it lives.
 fn keep_alive<T: 'static>(mut run: Runner, held: T) -> Runner {
     Box::new(move |iters| {
@@ -617,10 +698,17 @@ fn keep_alive<T: 'static>(mut run: Runner, held: T) -> Runner {
 
 fn full_command() -> Vec<Scenario> {
     vec![
-        Scenario::new(E, "ours: execute + fallback", || {
-            let cmd = ours::full(registry(), "E");
-            sync_runner(move || cmd.run(ok).fallback(|_| Ok::<u64, Never>(0)).execute())
-        }),
+        // Not like-for-like with the async peers: a blocking call, and its 1 s timeout arms no
+        // timer (as Hystrix's SEMAPHORE commands, the deadline is checked when the run returns),
+        // where the peers' time limiters wrap the call in a tokio timeout.
+        Scenario::new(
+            E,
+            "ours: execute + fallback (sync; deadline checked after the run)",
+            || {
+                let cmd = ours::full(registry(), "E");
+                sync_runner(move || cmd.run(ok).fallback(|_| Ok::<u64, Never>(0)).execute())
+            },
+        ),
         Scenario::new(E, "ours: execute_async + fallback", || {
             let cmd = leak(ours::full(registry(), "EAsync"));
             async_runner(runtime(), move || {
@@ -636,12 +724,28 @@ fn full_command() -> Vec<Scenario> {
                 .layer(service_fn(echo));
             tower_runner(runtime(), svc, VALUE)
         }),
-        // Fallback(value 0) outermost, then CB count(100), Bulkhead(10, max_wait 0) and
-        // TimeLimiter(1 s) around the inner service: Hystrix's order (the breaker sees
-        // rejections and timeouts; the fallback answers every failure).
+        // Fallback(value 0) outermost, then CB count(100), the bulkhead (LoadShed over its
+        // backpressure mode, as in D) and TimeLimiter(1 s) around the inner service: Hystrix's
+        // order (the breaker sees rejections and timeouts; the fallback answers every
+        // failure, so not the breaker's own `with_fallback`, which answers only while open).
         Scenario::new(
             E,
-            "tower-resilience: Fallback+CB+Bulkhead+TimeLimiter",
+            "tower-resilience: Fallback+CB+LoadShed+Bulkhead+TimeLimiter",
+            || {
+                type Inner = tower_resilience_circuitbreaker::CircuitBreakerError<tower::BoxError>;
+                let svc = ServiceBuilder::new()
+                    .layer(tower_resilience_fallback::FallbackLayer::<u64, u64, Inner>::value(0))
+                    .layer(tr::cb_count())
+                    .layer(tr::load_shed_bulkhead())
+                    .layer(tr::time_limiter())
+                    .service(service_fn(echo));
+                tower_runner(runtime(), svc, VALUE)
+            },
+        ),
+        // The same with the `max_wait 0` bulkhead (the configuration of earlier runs).
+        Scenario::new(
+            E,
+            "tower-resilience: Fallback+CB+Bulkhead(max_wait 0)+TimeLimiter",
             || {
                 type Inner = tower_resilience_circuitbreaker::CircuitBreakerError<
                     tower_resilience_bulkhead::BulkheadServiceError<
@@ -695,6 +799,18 @@ fn scaling() -> Vec<Scenario> {
                 let cmd = ours::closed(registry(), "F");
                 Workers::spawn(threads, |_| {
                     let cmd = cmd.clone();
+                    move |iters| batch(iters, || cmd.run(ok).execute())
+                })
+            }),
+        ));
+        // Control: the same calls, each thread on a command of its own (own semaphore, event
+        // counters and latency window, one registry): what the shared cache lines cost.
+        all.push(scenario(
+            "ours: execute, one command per thread",
+            Box::new(move || {
+                let registry = registry();
+                Workers::spawn(threads, |i| {
+                    let cmd = ours::closed(registry, &format!("FOwn{threads}_{i}"));
                     move |iters| batch(iters, || cmd.run(ok).execute())
                 })
             }),
