@@ -216,10 +216,10 @@ impl StreamKind {
     }
 }
 
-/// Options for a [`Dashboard`]; the streams' defaults come from the registry's stream
-/// properties (SPEC §1.5), read once by [`Dashboard::builder`], and an explicit call overrides
-/// its property. The limits of [`Dashboard::serve`] other than the write timeout are options
-/// only, with the `DEFAULT_*` constants as defaults.
+/// Options for a [`Dashboard`]; the streams' defaults come from the registry's stream properties
+/// (`hystrix.stream.*`), read once by [`Dashboard::builder`], and an explicit call overrides its
+/// property. The limits of [`Dashboard::serve`] other than the write timeout are options only, with
+/// the `DEFAULT_*` constants as defaults.
 #[derive(Debug, Clone)]
 pub struct DashboardBuilder {
     registry: Registry,

@@ -537,7 +537,7 @@ impl CommandState {
 
     /// Counts a request-cache hit at `now_ms`: only RESPONSE_FROM_CACHE (and CANCELLED for a
     /// hit whose caller left before the shared outcome came), no latency, nothing for health
-    /// (SPEC §2: the original execution is not counted twice); tells the notifier.
+    /// (the execution it shares is counted once, by itself); tells the notifier.
     pub(crate) fn record_cache_hit(&self, now_ms: u64, cancelled: bool) {
         let mut events = EventCounts::new();
         events.add(EventType::ResponseFromCache);

@@ -19,7 +19,7 @@ pub enum OpenTrigger {
     /// The classifier said [`Class::TripNow`](crate::command::Class::TripNow).
     TripNow,
     /// The shared state store reported the dependency open. Such an opening lasts what is
-    /// left of the shared open period (SPEC Part A 28): the backoff is not asked, so a
+    /// left of the shared open period, never a fresh sleep window: the backoff is not asked, so a
     /// [`Backoff::custom`] function never sees this trigger; events and listeners do.
     StateStore,
 }

@@ -430,7 +430,7 @@ impl CircuitBreaker {
         }
     }
 
-    /// When the trials of the current half-open period count as hung (SPEC Part A 31): max(sleep
+    /// When the trials of the current half-open period count as hung: max(sleep
     /// window, timeout) after the latest was admitted.
     fn trials_hung_at_ms(&self, hot: &HotCommandProperties) -> u64 {
         let hung_after = hot.sleep_window_ms().max(hot.timeout_ms_if_enabled());
@@ -531,7 +531,7 @@ impl CircuitBreaker {
         let backoff = &site.command.extras.backoff;
         let (open_for_ms, min_open_ms) = if trigger == OpenTrigger::StateStore {
             // Opened because the store says OPEN: exactly what is left of the shared open
-            // period (SPEC Part A 28), never a fresh sleep window nor the backoff's duration.
+            // period, never a fresh sleep window nor the backoff's duration.
             (min_open_ms.max(1), 0)
         } else if backoff.is_constant() {
             (0, min_open_ms)
@@ -682,7 +682,7 @@ impl CircuitBreaker {
     }
 
     /// Opens a CLOSED breaker because the shared state store reports the dependency open, for
-    /// `remaining_ms`: what the store's open period has left, and no longer (SPEC Part A 28),
+    /// `remaining_ms`: what the store's open period has left, and no longer,
     /// so that it follows a close published once the shared period is over.
     pub(crate) fn open_from_store(&self, site: Site<'_>, remaining_ms: u64, now_ms: u64) -> bool {
         let word = self.state.load();

@@ -252,7 +252,7 @@ where
     /// # Cancel safety
     /// Dropping the future of the execution that runs while other executions wait for it
     /// does not cancel the run: it goes on, on the registry's executor, and they get its
-    /// outcome (SPEC Part A 5); it is recorded once, with that outcome, when it ends. Dropped
+    /// outcome; it is recorded once, with that outcome, when it ends. Dropped
     /// while nobody waits, it is cancelled (as [`Execution::execute_async`]) and its entry
     /// leaves the cache. A dropped waiting hit records RESPONSE_FROM_CACHE and CANCELLED and
     /// changes nothing for the others. See [`CachedFuture`].
@@ -312,7 +312,7 @@ pin_project! {
     /// Dropping the future of the execution that runs (the owner of the cache entry) while
     /// other executions wait for its outcome does not cancel the run: it goes on, on the
     /// registry's executor, in the owner's request context, and its outcome goes to the waiters
-    /// and the cache (SPEC Part A 5). It is recorded once, with its own outcome (say SUCCESS),
+    /// and the cache. It is recorded once, with its own outcome (say SUCCESS),
     /// when it ends; the owner's drop records nothing. If the waiters leave too before it ends,
     /// it is cancelled when the last one leaves (as Hystrix's cached observable unsubscribes
     /// from the command when its last subscriber leaves). Dropped while nobody waits, it is

@@ -287,7 +287,7 @@ impl<O> Eager<O> {
             Some(task) if !self.is_done() => {
                 self.completion.slot.lock().cancelled_by_caller = true;
                 // A queued pool task leaves the queue now, before the task is dropped on the
-                // executor: a run answered CANCELLED never starts (SPEC Part A 5).
+                // executor: a run answered CANCELLED never starts.
                 if let Some(link) = &self.link {
                     link.cancel();
                 }
@@ -397,13 +397,13 @@ impl<T, E> QueuedExecution<T, E> {
         self.eager.is_done()
     }
 
-    /// Cancels the execution if it has not ended (Hystrix's `Future.cancel`): a run still
-    /// waiting in its pool's queue leaves the queue before `cancel` returns and never starts;
-    /// then the execution's future is dropped on the registry's executor, which records
-    /// CANCELLED and frees its permits. A run already on a pool thread keeps it until it returns
-    /// (its token is cancelled if `execution.isolation.thread.interruptOnFutureCancel`; SPEC
-    /// Part A 4, 13). The handle then resolves to a [`FailureType::Cancelled`] error. Returns
-    /// whether there was anything to cancel.
+    /// Cancels the execution if it has not ended (Hystrix's `Future.cancel`): a run still waiting
+    /// in its pool's queue leaves the queue before `cancel` returns and never starts; then the
+    /// execution's future is dropped on the registry's executor, which records CANCELLED and frees
+    /// its permits. A run already on a pool thread keeps it until it returns (its token is
+    /// cancelled if `execution.isolation.thread.interruptOnFutureCancel`: Rust cannot interrupt a
+    /// thread). The handle then resolves to a [`FailureType::Cancelled`] error. Returns whether
+    /// there was anything to cancel.
     pub fn cancel(&self) -> bool {
         self.eager.cancel()
     }
@@ -486,7 +486,7 @@ impl<T, E> CachedQueued<T, E> {
     /// As [`QueuedExecution::cancel`]: cancels this handle's execution, or, for a hit, its
     /// wait (the shared execution goes on for the others; the hit records RESPONSE_FROM_CACHE
     /// and CANCELLED). The execution that runs is not cancelled while other executions wait
-    /// for it: it goes on for them, and only this handle resolves to CANCELLED (SPEC Part A 5).
+    /// for it: it goes on for them, and only this handle resolves to CANCELLED.
     pub fn cancel(&self) -> bool {
         self.eager.cancel()
     }

@@ -61,7 +61,7 @@ pub struct Start<'a> {
 
 /// The link from the handle of an eager execution (`queue()`, `observe()`) to its blocking
 /// run's pool task: `cancel()` takes a task that is still queued out of the queue before it
-/// returns, so a run answered CANCELLED never starts (SPEC Part A 5). The execution itself
+/// returns, so a run answered CANCELLED never starts. The execution itself
 /// ends later, on the registry's executor.
 #[derive(Default)]
 pub(crate) struct CancelLink {

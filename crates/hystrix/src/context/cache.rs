@@ -8,7 +8,7 @@
 //!
 //! An entry whose execution is dropped before it ends, while nobody waits for it, is
 //! abandoned: it leaves the map, and a later execution runs anew. While executions wait for it,
-//! the execution goes on without its caller (see `CachedFuture`, SPEC Part A 5); if it cannot
+//! the execution goes on without its caller (see `CachedFuture`); if it cannot
 //! (the registry's executor is gone), it is abandoned and the waiters look again (the first runs
 //! its own run function and becomes the new entry's owner), so no caller waits forever.
 
