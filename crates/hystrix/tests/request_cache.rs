@@ -577,6 +577,27 @@ fn without_an_executor_a_dropped_owner_is_cancelled_and_its_waiter_runs_its_own(
     assert_eq!(get_user.metrics().cumulative_count(EventType::Cancelled), 1);
 }
 
+/// Keeps `cmd`'s pool thread busy with a run that answers 0 once released: returns its handle
+/// and the release.
+fn hold_the_pool(
+    cmd: &Command,
+) -> (
+    hystrix::command::QueuedExecution<u32, DependencyError>,
+    std::sync::mpsc::Sender<()>,
+) {
+    let (started_tx, started) = std::sync::mpsc::channel();
+    let (release, release_rx) = std::sync::mpsc::channel::<()>();
+    let holder = cmd
+        .run(move || {
+            started_tx.send(()).unwrap();
+            release_rx.recv().unwrap();
+            Ok::<u32, DependencyError>(0)
+        })
+        .queue();
+    started.recv().unwrap();
+    (holder, release)
+}
+
 #[test]
 fn cancel_of_a_queued_owner_with_a_waiter_lets_the_run_go_on() {
     let test = TestRegistry::new();
@@ -588,16 +609,7 @@ fn cancel_of_a_queued_owner_with_a_waiter_lets_the_run_go_on() {
         .timeout(Duration::from_secs(60))
         .build_in(test.registry())
         .unwrap();
-    let (started_tx, started) = std::sync::mpsc::channel();
-    let (release, release_rx) = std::sync::mpsc::channel::<()>();
-    let holder = get_user
-        .run(move || {
-            started_tx.send(()).unwrap();
-            release_rx.recv().unwrap();
-            Ok::<u32, DependencyError>(0)
-        })
-        .queue();
-    started.recv().unwrap();
+    let (holder, release) = hold_the_pool(&get_user);
     let calls = Arc::new(AtomicU32::new(0));
     let ctx = RequestContext::new();
     let _entered = ctx.enter();
@@ -629,16 +641,7 @@ fn cancel_of_a_queued_owner_with_a_waiter_lets_the_run_go_on() {
     assert_eq!(calls.load(Ordering::SeqCst), 1);
 
     // Nobody waits: cancel() withdraws the queued run at once, as without a cache key.
-    let (started_tx, started) = std::sync::mpsc::channel();
-    let (release, release_rx) = std::sync::mpsc::channel::<()>();
-    let holder = get_user
-        .run(move || {
-            started_tx.send(()).unwrap();
-            release_rx.recv().unwrap();
-            Ok::<u32, DependencyError>(0)
-        })
-        .queue();
-    started.recv().unwrap();
+    let (holder, release) = hold_the_pool(&get_user);
     let alone = get_user.run(counted(&calls, 8)).cache_key("other").queue();
     assert_eq!(
         get_user.thread_pool_metrics().unwrap().current_queue_size,

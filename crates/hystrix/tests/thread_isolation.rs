@@ -1048,12 +1048,12 @@ fn a_queued_task_past_its_deadline_never_runs_when_a_thread_frees_at_that_instan
 #[test]
 fn runs_that_never_left_the_queue_are_not_counted_as_executed_in_a_thread() {
     let test = TestRegistry::new();
-    let cmd = Command::builder("NeverRan")
-        .group("NeverRanPool")
-        .thread_pool_property("coreSize", 1)
-        .thread_pool_property("maxQueueSize", 5)
-        .build_in(test.registry())
-        .unwrap();
+    let cmd = pooled(
+        &test,
+        "NeverRan",
+        "NeverRanPool",
+        &[("coreSize", "1"), ("maxQueueSize", "5")],
+    );
     let (hold, gate) = gated(1);
     let holder = cmd.run(hold).timeout(Duration::from_secs(3600)).queue();
     gate.started.recv().unwrap();
