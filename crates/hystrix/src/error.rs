@@ -250,6 +250,8 @@ pub struct HystrixError<E> {
     cause: Cause<E>,
     fallback: Option<FallbackFailure>,
     detail: Detail,
+    /// Attempts made (more than 1 only for a retried execution).
+    attempts: u8,
 }
 
 /// The numbers that explain a failure (the limit that was hit), captured when it happened.
@@ -281,7 +283,20 @@ impl<E> HystrixError<E> {
             cause,
             fallback: None,
             detail: Detail::None,
+            attempts: 1,
         }
+    }
+
+    /// Sets how many attempts the execution made.
+    pub(crate) fn set_attempts(&mut self, attempts: u8) {
+        self.attempts = attempts;
+    }
+
+    /// How many attempts the execution made before this error: 1, except for a retryable run
+    /// with `retry.maxAttempts` over 1 (see the [`retry`](crate::retry) module). An attempt
+    /// the breaker or a bulkhead refused counts.
+    pub fn attempts(&self) -> u32 {
+        u32::from(self.attempts)
     }
 
     #[inline]
@@ -407,6 +422,7 @@ impl<E> HystrixError<E> {
             },
             fallback: self.fallback,
             detail: self.detail,
+            attempts: self.attempts,
         }
     }
 
@@ -500,6 +516,9 @@ impl<E: fmt::Display> fmt::Display for HystrixError<E> {
         if let Cause::Error(e) = &self.cause {
             write!(f, ": {e}")?;
         }
+        if self.attempts > 1 {
+            write!(f, " (after {} attempts)", self.attempts)?;
+        }
         if let Some(fallback) = &self.fallback {
             write!(f, " and {fallback}")?;
         }
@@ -525,6 +544,9 @@ impl<E: fmt::Debug> fmt::Debug for HystrixError<E> {
         }
         if !matches!(self.detail, Detail::None) {
             s.field("detail", &self.detail);
+        }
+        if self.attempts > 1 {
+            s.field("attempts", &self.attempts);
         }
         s.finish()
     }

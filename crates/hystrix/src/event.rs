@@ -7,8 +7,8 @@ use crate::key::{CommandKey, GroupKey, ThreadPoolKey};
 
 /// What happened during an execution, in Hystrix's declaration order (the order in which
 /// [`EventCounts::iter`] and request logs list them), followed by our extensions
-/// ([`Ignored`](EventType::Ignored), [`WouldShortCircuit`](EventType::WouldShortCircuit);
-/// SPEC Part A 23).
+/// ([`Ignored`](EventType::Ignored), [`WouldShortCircuit`](EventType::WouldShortCircuit),
+/// [`Retry`](EventType::Retry), [`RetryBudgetExhausted`](EventType::RetryBudgetExhausted)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum EventType {
@@ -58,11 +58,17 @@ pub enum EventType {
     Ignored,
     /// The breaker would have short-circuited this execution but runs in dry-run mode.
     WouldShortCircuit,
+    /// An attempt failed (FAILURE, TIMEOUT, or a rejection under `retry.onRejection`) and
+    /// another one follows, after its delay (counted per retry). Not terminal.
+    Retry,
+    /// An attempt failed and could have been retried, but the retry budget refused (the
+    /// execution goes to its fallback). Not terminal.
+    RetryBudgetExhausted,
 }
 
 impl EventType {
     /// Every event type, in declaration order.
-    pub const ALL: [EventType; 21] = [
+    pub const ALL: [EventType; 23] = [
         EventType::Emit,
         EventType::Success,
         EventType::Failure,
@@ -84,6 +90,8 @@ impl EventType {
         EventType::CommandMaxActive,
         EventType::Ignored,
         EventType::WouldShortCircuit,
+        EventType::Retry,
+        EventType::RetryBudgetExhausted,
     ];
 
     /// Number of event types.
@@ -119,6 +127,8 @@ impl EventType {
             EventType::CommandMaxActive => "COMMAND_MAX_ACTIVE",
             EventType::Ignored => "IGNORED",
             EventType::WouldShortCircuit => "WOULD_SHORT_CIRCUIT",
+            EventType::Retry => "RETRY",
+            EventType::RetryBudgetExhausted => "RETRY_BUDGET_EXHAUSTED",
         }
     }
 
@@ -165,9 +175,45 @@ impl fmt::Display for EventType {
     }
 }
 
-/// The events that can happen many times in one execution.
-pub(crate) const MULTIPLE_MASK: u32 =
-    EventType::Emit.bit() | EventType::FallbackEmit.bit() | EventType::Collapsed.bit();
+/// The events that can happen many times in one execution: the counted ones (`EMIT`,
+/// `FALLBACK_EMIT`, `COLLAPSED`) and those of attempts ([`REPEATABLE`]).
+pub(crate) const MULTIPLE_MASK: u32 = EventType::Emit.bit()
+    | EventType::FallbackEmit.bit()
+    | EventType::Collapsed.bit()
+    | REPEATABLE_MASK;
+
+/// The events each attempt of a retried execution can add once more (see [`REPEATABLE`]).
+const REPEATABLE_MASK: u32 = {
+    let mut mask = 0;
+    let mut i = 0;
+    while i < REPEATABLE.len() {
+        mask |= REPEATABLE[i].bit();
+        i += 1;
+    }
+    mask
+};
+
+/// The events an execution of several attempts can have more than once, by slot in
+/// `EventCounts::repeats`.
+const REPEATABLE: [EventType; 5] = [
+    EventType::Failure,
+    EventType::Timeout,
+    EventType::ThreadPoolRejected,
+    EventType::SemaphoreRejected,
+    EventType::Retry,
+];
+
+/// The slot of a repeatable event in `EventCounts::repeats`.
+const fn repeat_slot(event: EventType) -> Option<usize> {
+    match event {
+        EventType::Failure => Some(0),
+        EventType::Timeout => Some(1),
+        EventType::ThreadPoolRejected => Some(2),
+        EventType::SemaphoreRejected => Some(3),
+        EventType::Retry => Some(4),
+        _ => None,
+    }
+}
 
 /// The events that make the caller see an error (see [`EventType::throws_exception`]).
 pub(crate) const THROWS_MASK: u32 = EventType::BadRequest.bit()
@@ -177,13 +223,18 @@ pub(crate) const THROWS_MASK: u32 = EventType::BadRequest.bit()
     | EventType::FallbackDisabled.bit();
 
 /// The events of one execution: a set in declaration order, plus counts for the events that can
-/// happen many times (`EMIT`, `FALLBACK_EMIT`, `COLLAPSED`), as Hystrix's `EventCounts`.
+/// happen many times, as Hystrix's `EventCounts`: `EMIT`, `FALLBACK_EMIT`, `COLLAPSED`, and,
+/// in an execution of several attempts (retry), `FAILURE`, `TIMEOUT`, `THREAD_POOL_REJECTED`,
+/// `SEMAPHORE_REJECTED` and `RETRY` (e.g. `FAILUREx2, SUCCESS, RETRYx2`).
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct EventCounts {
     bits: u32,
     emits: u32,
     fallback_emits: u32,
     collapsed: u32,
+    /// Occurrences beyond the first of the [`REPEATABLE`] events, by slot (at most 255 more:
+    /// `retry.maxAttempts` is at most 100).
+    repeats: [u8; 8],
 }
 
 impl EventCounts {
@@ -194,6 +245,7 @@ impl EventCounts {
             emits: 0,
             fallback_emits: 0,
             collapsed: 0,
+            repeats: [0; 8],
         }
     }
 
@@ -203,13 +255,17 @@ impl EventCounts {
         self.bits & (1 << event as u32) != 0
     }
 
-    /// How many times `event` happened (0 or 1, except for the counted events).
+    /// How many times `event` happened: 0 or 1, except for the counted events and, in an
+    /// execution of several attempts, the attempts' events.
     pub const fn count(&self, event: EventType) -> u32 {
         match event {
             EventType::Emit => self.emits,
             EventType::FallbackEmit => self.fallback_emits,
             EventType::Collapsed => self.collapsed,
-            _ => self.contains(event) as u32,
+            _ => match repeat_slot(event) {
+                Some(slot) if self.contains(event) => 1 + self.repeats[slot] as u32,
+                _ => self.contains(event) as u32,
+            },
         }
     }
 
@@ -237,16 +293,36 @@ impl EventCounts {
         self.add_n(event, 1);
     }
 
-    /// Adds `n` occurrences of `event` (n > 1 only matters for the counted events).
+    /// Adds `n` occurrences of `event` (n > 1 only matters for the events that can repeat).
     #[inline]
     pub(crate) fn add_n(&mut self, event: EventType, n: u32) {
+        let already = self.contains(event);
         self.bits |= 1 << event as u32;
         match event {
             EventType::Emit => self.emits += n,
             EventType::FallbackEmit => self.fallback_emits += n,
             EventType::Collapsed => self.collapsed += n,
-            _ => {}
+            _ => {
+                if let Some(slot) = repeat_slot(event) {
+                    let more = n - u32::from(!already && n > 0);
+                    let more = u8::try_from(more).unwrap_or(u8::MAX);
+                    self.repeats[slot] = self.repeats[slot].saturating_add(more);
+                }
+            }
         }
+    }
+
+    /// The events of `self` that `counted` does not have (per event, the count less
+    /// `counted`'s): what is left to count of an execution part of which was counted already.
+    pub(crate) fn less(&self, counted: &EventCounts) -> EventCounts {
+        let mut left = EventCounts::new();
+        for event in self.iter() {
+            let n = self.count(event).saturating_sub(counted.count(event));
+            if n > 0 {
+                left.add_n(event, n);
+            }
+        }
+        left
     }
 
     /// The raw event bits, bit `i` for [`EventType::ALL`]`[i]`.
@@ -462,6 +538,31 @@ mod tests {
         for (i, event) in EventType::ALL.iter().enumerate() {
             assert_eq!(event.index(), i);
         }
-        assert_eq!(EventType::COUNT, 21);
+        assert_eq!(EventType::COUNT, 23);
+    }
+
+    #[test]
+    fn attempts_repeat_their_events_and_what_was_counted_is_left_out() {
+        let mut events = EventCounts::new();
+        for event in [
+            EventType::Failure,
+            EventType::Retry,
+            EventType::Timeout,
+            EventType::Retry,
+        ] {
+            events.add(event);
+        }
+        let counted = events;
+        events.add(EventType::Failure);
+        events.add(EventType::FallbackSuccess);
+        assert_eq!(
+            events.to_string(),
+            "FAILUREx2, TIMEOUT, FALLBACK_SUCCESS, RETRYx2"
+        );
+        assert_eq!(events.count(EventType::Failure), 2);
+        assert_eq!(events.count(EventType::Retry), 2);
+        let left = events.less(&counted);
+        assert_eq!(left.to_string(), "FAILURE, FALLBACK_SUCCESS");
+        assert_eq!(events.less(&EventCounts::new()), events);
     }
 }

@@ -1,12 +1,138 @@
-//! Helpers for commands that call HTTP services: reading what an HTTP error tells the breaker.
+//! Helpers for commands that call HTTP services: what an HTTP response tells the breaker and
+//! the retry loop.
 //!
-//! **Accelerated tripping** (SPEC Part C): a `503 Service Unavailable` (or `429 Too Many
-//! Requests`) with a `Retry-After` header says the server wants no requests for a while. A
-//! classifier can turn such a response into a trip of the breaker now, open for at least the
-//! delay [`retry_after`] reads from the header, instead of waiting for the error percentage to
-//! cross its threshold.
-
+//! **Accelerated tripping**: a `503 Service Unavailable` with a `Retry-After` header says the
+//! server wants no requests for a while. A classifier can turn such a response into a trip of
+//! the breaker now, open for at least the delay [`retry_after`] reads from the header, instead
+//! of waiting for the error percentage to cross its threshold.
+//!
+//! **Both questions at once**: [`classify_status`] answers the breaker's (a [`Class`]) and the
+//! retry loop's (a [`RetryAnswer`]) for a status code; with the `http` feature,
+//! [`classify_response`] reads the status, `Retry-After` and method of the `http` crate's
+//! types, which hyper, axum, reqwest (`status()`, `headers()`) and ureq use.
 use std::time::{Duration, SystemTime};
+
+use crate::command::Class;
+use crate::retry::RetryAnswer;
+
+/// The [`Class`] and [`RetryAnswer`] of an HTTP error response with status `status`, its
+/// `Retry-After` delay if it had one (see [`retry_after`]), and whether its request may be
+/// repeated (`idempotent`; see [`is_idempotent`]):
+///
+/// | status | class | retry |
+/// |---|---|---|
+/// | 503 with Retry-After | [`Class::TripNow`] for at least the delay | after the delay, overload |
+/// | 503 | FAILURE | yes, overload |
+/// | 429 with Retry-After | FAILURE | after the delay, overload |
+/// | 429 | FAILURE | yes, overload |
+/// | other 5xx | FAILURE | yes |
+/// | 408 Request Timeout | FAILURE | yes |
+/// | other 4xx | BAD_REQUEST | no |
+/// | below 400 | IGNORED (not an error of the dependency) | no |
+///
+/// A request that is not idempotent is never retried (a POST may have been applied before the
+/// error), whatever the status; say `idempotent = true` for one you know is safe to repeat.
+/// A delay that does not fit in the execution's remaining deadline makes the execution go to
+/// its fallback at once.
+///
+/// ```
+/// use hystrix::http::classify_status;
+/// use hystrix::Class;
+/// use std::time::Duration;
+///
+/// let (class, retry) = classify_status(503, Some(Duration::from_secs(30)), true);
+/// assert_eq!(class, Class::TripNow { min_open: Some(Duration::from_secs(30)) });
+/// assert_eq!(retry.min_delay(), Some(Duration::from_secs(30)));
+/// let (class, retry) = classify_status(500, None, false);
+/// assert_eq!(class, Class::Failure);
+/// assert!(!retry.is_retryable()); // a POST: never repeated
+/// let (class, retry) = classify_status(404, None, true);
+/// assert_eq!(class, Class::BadRequest);
+/// assert!(!retry.is_retryable());
+/// ```
+pub fn classify_status(
+    status: u16,
+    retry_after: Option<Duration>,
+    idempotent: bool,
+) -> (Class, RetryAnswer) {
+    let retry = |answer: RetryAnswer| {
+        if idempotent {
+            answer
+        } else {
+            RetryAnswer::never()
+        }
+    };
+    let after = |answer: RetryAnswer| match retry_after {
+        Some(delay) => answer.after(delay),
+        None => answer,
+    };
+    match status {
+        503 => {
+            let class = match retry_after {
+                Some(delay) => Class::TripNow {
+                    min_open: Some(delay),
+                },
+                None => Class::Failure,
+            };
+            (class, retry(after(RetryAnswer::retry().overloaded())))
+        }
+        429 => (
+            Class::Failure,
+            retry(after(RetryAnswer::retry().overloaded())),
+        ),
+        408 | 500..=599 => (Class::Failure, retry(RetryAnswer::retry())),
+        400..=499 => (Class::BadRequest, RetryAnswer::never()),
+        _ => (Class::Ignored, RetryAnswer::never()),
+    }
+}
+
+/// Whether requests of this method may be repeated (RFC 9110 §9.2.2): GET, HEAD, OPTIONS,
+/// TRACE, PUT and DELETE are; POST, PATCH, CONNECT and unknown methods are not. Any case.
+pub fn is_idempotent(method: &str) -> bool {
+    ["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"]
+        .iter()
+        .any(|idempotent| idempotent.eq_ignore_ascii_case(method))
+}
+
+/// [`classify_status`] for a response of the `http` crate (hyper, axum, ureq; reqwest's
+/// `status()` and `headers()` are these types too): its status, its `Retry-After` header
+/// read against the wall clock, and its request's `method` ([`is_idempotent`]).
+///
+/// ```
+/// use hystrix::http::classify_response;
+/// use hystrix::Class;
+///
+/// let response = http::Response::builder()
+///     .status(429)
+///     .header("retry-after", "2")
+///     .body(())
+///     .unwrap();
+/// let (class, retry) = classify_response(&response, &http::Method::GET);
+/// assert_eq!(class, Class::Failure);
+/// assert_eq!(retry.min_delay(), Some(std::time::Duration::from_secs(2)));
+/// assert!(retry.is_overload());
+/// ```
+#[cfg(feature = "http")]
+pub fn classify_response<B>(
+    response: &::http::Response<B>,
+    method: &::http::Method,
+) -> (Class, RetryAnswer) {
+    classify_parts(response.status(), response.headers(), method)
+}
+
+/// [`classify_response`] from a response's parts (e.g. reqwest's `status()` and `headers()`).
+#[cfg(feature = "http")]
+pub fn classify_parts(
+    status: ::http::StatusCode,
+    headers: &::http::HeaderMap,
+    method: &::http::Method,
+) -> (Class, RetryAnswer) {
+    let delay = headers
+        .get(::http::header::RETRY_AFTER)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| retry_after(value, SystemTime::now()));
+    classify_status(status.as_u16(), delay, is_idempotent(method.as_str()))
+}
 
 /// The delay a `Retry-After` header value asks for (RFC 9110 §10.2.3), or `None` when `value`
 /// is neither form.
@@ -84,6 +210,59 @@ mod tests {
             retry_after("  Wed, 21 Oct 2015 07:28:00 GMT\t", now),
             Some(Duration::from_secs(60))
         );
+    }
+
+    #[test]
+    fn statuses_answer_both_questions() {
+        let secs = Duration::from_secs;
+        let cases = [
+            (
+                503,
+                Some(secs(5)),
+                Class::TripNow {
+                    min_open: Some(secs(5)),
+                },
+                true,
+                Some(secs(5)),
+                true,
+            ),
+            (503, None, Class::Failure, true, None, true),
+            (
+                429,
+                Some(secs(2)),
+                Class::Failure,
+                true,
+                Some(secs(2)),
+                true,
+            ),
+            (500, None, Class::Failure, true, None, false),
+            (502, Some(secs(1)), Class::Failure, true, None, false),
+            (408, None, Class::Failure, true, None, false),
+            (404, None, Class::BadRequest, false, None, false),
+            (400, None, Class::BadRequest, false, None, false),
+            (200, None, Class::Ignored, false, None, false),
+        ];
+        for (status, delay, class, retryable, min_delay, overload) in cases {
+            let (got, answer) = classify_status(status, delay, true);
+            assert_eq!(got, class, "{status}");
+            assert_eq!(answer.is_retryable(), retryable, "{status}");
+            assert_eq!(answer.min_delay(), min_delay, "{status}");
+            assert_eq!(answer.is_overload(), overload, "{status}");
+            // Not idempotent: the class stays, the request is never repeated.
+            let (got, answer) = classify_status(status, delay, false);
+            assert_eq!(got, class, "{status}");
+            assert!(!answer.is_retryable(), "{status}");
+        }
+    }
+
+    #[test]
+    fn idempotent_methods() {
+        for method in ["GET", "head", "Options", "TRACE", "PUT", "DELETE"] {
+            assert!(is_idempotent(method), "{method}");
+        }
+        for method in ["POST", "PATCH", "CONNECT", "PURGE", ""] {
+            assert!(!is_idempotent(method), "{method}");
+        }
     }
 
     #[test]

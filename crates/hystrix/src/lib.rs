@@ -84,6 +84,7 @@ pub mod key;
 mod keyed;
 pub mod metrics;
 pub mod registry;
+pub mod retry;
 pub mod testing;
 #[cfg(feature = "tower")]
 pub mod tower;

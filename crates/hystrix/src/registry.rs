@@ -64,6 +64,20 @@ pub(crate) struct Env {
     collapsers: Mutex<HashMap<CollapserKey, Arc<CollapserCounters>>>,
     /// Every collapser key's parts (its batchers), shared by its definitions.
     collapser_parts: Mutex<HashMap<CollapserKey, SharedParts>>,
+    /// The named retry budgets (`retry.budget.name`), made by their first user.
+    retry_budgets: Mutex<HashMap<String, Arc<crate::retry::budget::RetryBudget>>>,
+    /// The seed of the random draws (retry jitter); each command key derives its own.
+    random_seed: u64,
+}
+
+/// The seed of `key`'s random draws: the registry's seed mixed with the key's name (FNV-1a),
+/// so keys draw different sequences and a fixed registry seed repeats them exactly.
+fn random_seed_of(registry_seed: u64, key: &CommandKey) -> u64 {
+    key.as_str()
+        .bytes()
+        .fold(registry_seed ^ 0xcbf2_9ce4_8422_2325, |hash, byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+        })
 }
 
 /// A collapser key's parts, type-erased: its scope, a description of its types, the parts.
@@ -99,6 +113,20 @@ enum Executor {
 }
 
 impl Env {
+    /// The named retry budget `name`, made with a window of `window_ms` by its first user.
+    pub(crate) fn retry_budget(
+        &self,
+        name: &str,
+        window_ms: u64,
+    ) -> Arc<crate::retry::budget::RetryBudget> {
+        let mut budgets = self.retry_budgets.lock();
+        Arc::clone(
+            budgets
+                .entry(name.to_owned())
+                .or_insert_with(|| Arc::new(crate::retry::budget::RetryBudget::new(window_ms))),
+        )
+    }
+
     /// The pool of `key`, created on first use; refused once the registry is shut down.
     pub(crate) fn thread_pool(&self, key: &ThreadPoolKey) -> Result<ThreadPool, Rejection> {
         let mut pools = self.pools.lock();
@@ -404,6 +432,9 @@ pub(crate) struct CommandState {
     pub(crate) extras: Box<BreakerExtras>,
     /// This state, for timers and tasks that must not keep it alive.
     pub(crate) me: Weak<CommandState>,
+    /// Retry: the budget, the custom delay function, the jitter's random source (boxed: off
+    /// the hot path).
+    pub(crate) retry: Box<crate::retry::RetryState>,
 }
 
 impl CommandState {
@@ -518,11 +549,23 @@ impl CommandState {
     /// Counts a finished execution and tells the notifier; `health` is false for an execution
     /// admitted by an older breaker generation (SPEC Part A 15).
     #[inline]
-    pub(crate) fn record(&self, result: &ExecutionResult, fallback_disabled: bool, health: bool) {
+    pub(crate) fn record(
+        &self,
+        result: &ExecutionResult,
+        uncounted: EventCounts,
+        fallback_disabled: bool,
+        health: bool,
+    ) {
         let now_ms = result.start_ms + result.total_time_ms;
         let latencies = self.properties.hot().load().percentiles_enabled();
-        self.counters
-            .record(now_ms, result, fallback_disabled, latencies, health);
+        self.counters.record(
+            now_ms,
+            result,
+            uncounted,
+            fallback_disabled,
+            latencies,
+            health,
+        );
         if result.isolation == IsolationStrategy::Thread
             && let Some(pool) = self.pool.get()
         {
@@ -552,7 +595,8 @@ impl CommandState {
             isolation: IsolationStrategy::Semaphore,
             executed_in_thread: false,
         };
-        self.counters.record(now_ms, &hit, false, false, true);
+        self.counters
+            .record(now_ms, &hit, events, false, false, true);
         if self.env.has_notifier() {
             for event in events.iter() {
                 self.env.notify_event(event, &self.key);
@@ -976,6 +1020,10 @@ impl Registry {
             blocking_in_runtime_warned: AtomicBool::new(false),
             extras: Box::new(extras),
             me: me.clone(),
+            retry: Box::new(crate::retry::RetryState::new(random_seed_of(
+                self.inner.env.random_seed,
+                &key,
+            ))),
         });
         if state.extras.shared.is_some() {
             self.start_store_rounds(&state);
@@ -1073,6 +1121,7 @@ pub struct RegistryBuilder {
     store_timeout: Option<Duration>,
     store_min_reporters: Option<NonZeroU32>,
     instance_id: Option<Arc<str>>,
+    random_seed: Option<u64>,
 }
 
 impl fmt::Debug for RegistryBuilder {
@@ -1087,6 +1136,7 @@ impl fmt::Debug for RegistryBuilder {
             .field("state_store_sync_interval", &self.store_interval)
             .field("state_store_min_reporters", &self.store_min_reporters)
             .field("instance_id", &self.instance_id)
+            .field("random_seed", &self.random_seed)
             .finish()
     }
 }
@@ -1176,6 +1226,15 @@ impl RegistryBuilder {
         self
     }
 
+    /// The seed of the registry's random draws (retry jitter), for runs that must repeat
+    /// exactly; each command key derives its own sequence from it and its key. Default: a
+    /// random seed per registry, so instances of a service do not draw in step.
+    /// [`TestRegistry`](crate::testing::TestRegistry) uses 0.
+    pub fn random_seed(mut self, seed: u64) -> Self {
+        self.random_seed = Some(seed);
+        self
+    }
+
     /// Builds the registry.
     pub fn build(self) -> Registry {
         static REGISTRIES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -1222,6 +1281,10 @@ impl RegistryBuilder {
                     store_rounds_started: AtomicBool::new(false),
                     collapsers: Mutex::new(HashMap::new()),
                     collapser_parts: Mutex::new(HashMap::new()),
+                    retry_budgets: Mutex::new(HashMap::new()),
+                    random_seed: self
+                        .random_seed
+                        .unwrap_or_else(|| fastrand::Rng::new().u64(..)),
                 }),
                 commands: Mutex::new(HashMap::new()),
             }),

@@ -53,7 +53,10 @@ impl TestRegistry {
     pub fn new() -> Self {
         let clock = ManualClock::new();
         TestRegistry {
-            registry: Registry::builder().clock(clock.clone()).build(),
+            registry: Registry::builder()
+                .clock(clock.clone())
+                .random_seed(0)
+                .build(),
             clock,
         }
     }

@@ -22,6 +22,7 @@ use crate::command::{Classify, Command, Outcome};
 use crate::config::IsolationStrategy;
 use crate::error::{BoxError, HystrixError};
 use crate::registry::CommandState;
+use crate::retry::{Again, Retrying};
 
 use crate::command::run::sealed::Sealed;
 
@@ -254,6 +255,14 @@ impl<'c, C, R, FB> Execution<'c, C, R, FB> {
         self
     }
 
+    /// Makes one attempt only for this call, whatever `retry.maxAttempts` says (e.g. a
+    /// request that must not be repeated). Only retryable runs
+    /// ([`Command::run_retryable`](crate::Command::run_retryable) and the like) retry at all.
+    pub fn no_retry(mut self) -> Self {
+        self.options = std::mem::take(&mut self.options).with_no_retry();
+        self
+    }
+
     /// Marks this call as a collapser's batch of `requests` requests (COLLAPSED × `requests`).
     pub(crate) fn collapsed(mut self, requests: u32) -> Self {
         self.options = std::mem::take(&mut self.options).with_collapsed(requests);
@@ -282,6 +291,7 @@ pub(crate) fn execute_blocking<K, R, FB, T, E>(
 ) -> Outcome<T, E>
 where
     R: BlockingFn<Output = T, Error = E> + RunFn<Output = T, Error = E>,
+    <R as RunFn>::Again: Again<Run: BlockingFn<Output = T, Error = E>>,
     FB: BlockingFallback<T, E> + AsyncFallback<T, E>,
     K: Classify<E>,
 {
@@ -302,8 +312,8 @@ where
 }
 
 macro_rules! blocking_execute {
-    ($kind:ident, $($run:tt)*) => {
-        impl<C, F, T, E, FB> Execution<'_, C, $kind<F>, FB>
+    ($run_type:ty, [$($extra:tt)*], $($run:tt)*) => {
+        impl<C, F, T, E, FB, $($extra)*> Execution<'_, C, $run_type, FB>
         where
             F: $($run)* + Send + 'static,
             T: Send + 'static,
@@ -355,10 +365,22 @@ macro_rules! blocking_execute {
         }
     };
 }
-blocking_execute!(Blocking, FnOnce() -> Result<T, E>);
-blocking_execute!(Cancellable, FnOnce(crate::CancellationToken) -> Result<T, E>);
+blocking_execute!(Blocking<F>, [], FnOnce() -> Result<T, E>);
+blocking_execute!(Cancellable<F>, [], FnOnce(crate::CancellationToken) -> Result<T, E>);
+blocking_execute!(
+    Retrying<M, Blocking<F>>,
+    [M: FnMut() -> F + Send + 'static],
+    FnOnce() -> Result<T, E>
+);
+blocking_execute!(
+    Retrying<M, Cancellable<F>>,
+    [M: FnMut() -> F + Send + 'static],
+    FnOnce(crate::CancellationToken) -> Result<T, E>
+);
 
-impl<C, Fut, T, E, FB> Execution<'_, C, Async<Fut>, FB>
+macro_rules! async_execute {
+    ($run_type:ty, [$($extra:tt)*]) => {
+impl<C, Fut, T, E, FB, $($extra)*> Execution<'_, C, $run_type, FB>
 where
     Fut: Future<Output = Result<T, E>> + Send + 'static,
     T: Send + 'static,
@@ -402,6 +424,10 @@ where
         pipeline::block_on(self.execute_async_outcome())
     }
 }
+    };
+}
+async_execute!(Async<Fut>, []);
+async_execute!(Retrying<M, Async<Fut>>, [M: FnMut() -> Fut + Send + 'static]);
 
 impl<'c, C, R, FB> Execution<'c, C, R, FB>
 where

@@ -22,17 +22,17 @@ use pin_project_lite::pin_project;
 use crate::clock::Sleep;
 use crate::command::execution::AsyncFallback;
 use crate::command::pipeline::{
-    CallOptions, Decision, FallbackEnd, Recorder, RunEnd, check_breaker, check_options, decide,
-    fallback_done, fallback_gate, panic_message, poll_caught, pool_rejected, semaphore_rejected,
-    timeout_ms,
+    CallOptions, Decision, FallbackEnd, Recorder, RunEnd, attempt_deadline, begin_attempts,
+    check_breaker, check_options, decide, fallback_done, fallback_gate, panic_message, plan_retry,
+    poll_caught, pool_rejected, semaphore_rejected, warn_if_retry_ignored,
 };
 use crate::command::run::{Interrupt, RunFn, Start};
 use crate::command::{Classify, Outcome};
-use crate::config::IsolationStrategy;
+use crate::config::{HotSnapshot, IsolationStrategy};
 use crate::context::RequestContext;
 use crate::error::HystrixError;
-use crate::isolation::thread_pool::Rejection;
 use crate::registry::CommandState;
+use crate::retry::Again;
 
 /// The command state an execution future works on: borrowed from its [`Command`](crate::Command)
 /// (`execute_async`, `to_observable`), or owned when it must outlive the caller (`queue`,
@@ -72,6 +72,13 @@ pin_project! {
             timeout_ms: Option<u64>,
             fallback: FB,
         },
+        /// Waiting out the delay before the next attempt; `error` is the last attempt's (for
+        /// the fallback if no attempt follows after all).
+        Delay {
+            sleep: Sleep,
+            fallback: FB,
+            error: HystrixError<E>,
+        },
         /// The fallback is executing.
         Fallback {
             #[pin]
@@ -102,12 +109,14 @@ pin_project! {
     /// Usually named [`ExecuteAsyncOutcome`], which fills in `Running`, `FFut` and `E` from the
     /// run `R` and the fallback `FB`.
     #[must_use = "futures do nothing unless polled"]
-    pub struct ExecutionFuture<'c, K, R, FB, Running, FFut, E>
+    pub struct ExecutionFuture<'c, K, R, FB, Running, FFut, E, A>
     where
         Running: Interrupt,
     {
         #[pin]
         phase: Phase<R, FB, Running, FFut, E>,
+        // The runs of later attempts (nothing for a single run).
+        again: A,
         state: StateRef<'c>,
         classifier: K,
         options: CallOptions,
@@ -117,7 +126,7 @@ pin_project! {
         holds_fallback_permit: bool,
     }
 
-    impl<'c, K, R, FB, Running, FFut, E> PinnedDrop for ExecutionFuture<'c, K, R, FB, Running, FFut, E>
+    impl<'c, K, R, FB, Running, FFut, E, A> PinnedDrop for ExecutionFuture<'c, K, R, FB, Running, FFut, E, A>
     where
         Running: Interrupt,
     {
@@ -161,6 +170,7 @@ pub type ExecuteAsyncOutcome<'c, K, R, FB> = ExecutionFuture<
     <R as RunFn>::Running,
     <FB as AsyncFallback<<R as RunFn>::Output, <R as RunFn>::Error>>::Future,
     <R as RunFn>::Error,
+    <R as RunFn>::Again,
 >;
 
 pub(crate) fn release_permits(state: &CommandState, permit: &mut bool, fallback_permit: &mut bool) {
@@ -172,21 +182,23 @@ pub(crate) fn release_permits(state: &CommandState, permit: &mut bool, fallback_
     }
 }
 
-impl<'c, K, R, FB, Running, FFut, E> ExecutionFuture<'c, K, R, FB, Running, FFut, E>
+impl<'c, K, R, FB, Running, FFut, E, A> ExecutionFuture<'c, K, R, FB, Running, FFut, E, A>
 where
-    R: RunFn<Running = Running, Error = E>,
+    R: RunFn<Running = Running, Error = E, Again = A>,
     FB: AsyncFallback<R::Output, E, Future = FFut>,
     Running: Interrupt,
 {
     pub(crate) fn new(
         state: StateRef<'c>,
         classifier: K,
-        run: R,
+        mut run: R,
         fallback: FB,
         options: CallOptions,
     ) -> Self {
+        let again = run.take_again();
         ExecutionFuture {
             phase: Phase::Start { run, fallback },
+            again,
             state,
             classifier,
             options,
@@ -197,7 +209,7 @@ where
     }
 }
 
-impl<K, R, FB, Running, FFut, E> ExecutionFuture<'_, K, R, FB, Running, FFut, E>
+impl<K, R, FB, Running, FFut, E, A> ExecutionFuture<'_, K, R, FB, Running, FFut, E, A>
 where
     Running: Interrupt,
 {
@@ -208,9 +220,10 @@ where
     }
 }
 
-impl<K, R, FB, Running, FFut, E> Future for ExecutionFuture<'_, K, R, FB, Running, FFut, E>
+impl<K, R, FB, Running, FFut, E, A> Future for ExecutionFuture<'_, K, R, FB, Running, FFut, E, A>
 where
-    R: RunFn<Running = Running, Error = E>,
+    R: RunFn<Running = Running, Error = E, Again = A>,
+    A: Again<Run: RunFn<Output = R::Output, Error = E, Running = Running>>,
     FB: AsyncFallback<R::Output, E, Future = FFut>,
     K: Classify<E>,
     Running: Interrupt + Future<Output = RunEnd<R::Output, E>>,
@@ -230,8 +243,9 @@ where
         };
         let _entered = span.as_ref().map(tracing::Span::enter);
         loop {
-            // Each arm either returns, or hands a failure and the fallback to the code below.
-            let (mut error, fallback) = match this.phase.as_mut().project() {
+            // Each arm either returns, or hands an attempt it started (or the failure that
+            // ended one) and the fallback to the code below.
+            let (started, fallback) = match this.phase.as_mut().project() {
                 PhaseProj::Start { .. } => {
                     let PhaseOwned::Start { run, fallback } =
                         this.phase.as_mut().project_replace(Phase::Done)
@@ -248,53 +262,50 @@ where
                     if let Err(err) = check_options(state, rec, this.options) {
                         return Poll::Ready(rec.finish_now(state, Err(err)));
                     }
-                    if let Err(err) = check_breaker(state, &props, rec, this.options) {
-                        (err, fallback)
-                    } else {
-                        let timeout_ms = timeout_ms(&props, this.options);
-                        let deadline_ms = timeout_ms.map(|ms| rec.start_ms.saturating_add(ms));
-                        let start = Start {
-                            state,
-                            deadline_ms,
-                            interrupt_on_timeout: props.interrupt_on_timeout(),
-                            context: match isolation {
-                                IsolationStrategy::Thread => RequestContext::current_if_any(),
-                                IsolationStrategy::Semaphore => None,
-                            },
-                            cancel_link: this.options.cancel_link(),
-                        };
-                        let started = match isolation {
-                            IsolationStrategy::Semaphore => {
-                                if state.execution_semaphore.try_take(props.semaphore_max) {
-                                    *this.holds_permit = true;
-                                    state.counters.started(rec.start_ms, state.running());
-                                    Ok(run.start_here(start))
-                                } else {
-                                    Err(semaphore_rejected(state, rec, props.semaphore_max))
-                                }
-                            }
-                            IsolationStrategy::Thread => state
-                                .thread_pool()
-                                .and_then(|pool| run.start_on_pool(start, pool))
-                                .map_err(|rejection: Rejection| {
-                                    pool_rejected(state, rec, rejection)
-                                }),
-                        };
-                        match started {
-                            Err(err) => (err, fallback),
-                            Ok(running) => {
-                                rec.run_started(state);
-                                this.phase.set(Phase::Running {
-                                    running,
-                                    sleep: None,
-                                    deadline_ms,
-                                    timeout_ms,
-                                    fallback,
-                                });
-                                continue;
-                            }
-                        }
+                    if A::RETRIES {
+                        begin_attempts(state, &props, rec, this.options);
                     }
+                    let started = start_attempt(
+                        state,
+                        &props,
+                        rec,
+                        this.options,
+                        isolation,
+                        this.holds_permit,
+                        run,
+                    );
+                    (started, fallback)
+                }
+                PhaseProj::Delay { sleep, .. } => {
+                    if std::pin::Pin::new(sleep).poll(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                    let PhaseOwned::Delay {
+                        fallback, error, ..
+                    } = this.phase.as_mut().project_replace(Phase::Done)
+                    else {
+                        unreachable!("matched Delay above")
+                    };
+                    // `None`: the factory panicked, the last attempt's error goes on.
+                    let started = match this.again.next() {
+                        None => Err(error),
+                        Some(run) => {
+                            drop(error);
+                            rec.attempt_ms = state.env.clock.now_ms();
+                            let props = state.properties.hot().load();
+                            let isolation = rec.isolation();
+                            start_attempt(
+                                state,
+                                &props,
+                                rec,
+                                this.options,
+                                isolation,
+                                this.holds_permit,
+                                run,
+                            )
+                        }
+                    };
+                    (started, fallback)
                 }
                 PhaseProj::Running {
                     mut running,
@@ -347,7 +358,12 @@ where
                         Decision::Error(err) => {
                             return Poll::Ready(rec.finish(state, end, Err(err)));
                         }
-                        Decision::Fallback(err) => (err, fallback),
+                        Decision::Fallback(err) => {
+                            if !A::RETRIES {
+                                warn_if_retry_ignored(state);
+                            }
+                            (Err(err), fallback)
+                        }
                     }
                 }
                 PhaseProj::Fallback { future, .. } => {
@@ -369,6 +385,32 @@ where
                 PhaseProj::Done => panic!("an execution future was polled after it completed"),
             };
 
+            let mut error = match started {
+                Ok((running, deadline_ms, timeout_ms)) => {
+                    this.phase.set(Phase::Running {
+                        running,
+                        sleep: None,
+                        deadline_ms,
+                        timeout_ms,
+                        fallback,
+                    });
+                    continue;
+                }
+                Err(error) => error,
+            };
+
+            // The attempt loop: another attempt after a delay, or on to the fallback.
+            if A::RETRIES
+                && let Some(at_ms) = plan_retry(state, rec, &*this.classifier, &error)
+            {
+                this.phase.set(Phase::Delay {
+                    sleep: Sleep::until(Arc::clone(&state.env.clock), at_ms),
+                    fallback,
+                    error,
+                });
+                continue;
+            }
+
             // Step 6 (as `start_fallback`, written out: this is the async hot path).
             if !fallback_gate(state, rec, &mut error, fallback.is_present()) {
                 return Poll::Ready(rec.finish_now(state, Err(error)));
@@ -387,6 +429,53 @@ where
             return Poll::Ready(rec.finish_now(state, response));
         }
     }
+}
+
+/// Steps 1 to 3 of one attempt (breaker, deadline, isolation), and its run started: the run
+/// in progress, its deadline and its timeout (ms); or why it was refused.
+#[inline(always)]
+#[allow(clippy::type_complexity)]
+fn start_attempt<X: RunFn>(
+    state: &Arc<CommandState>,
+    props: &HotSnapshot,
+    rec: &mut Recorder,
+    options: &CallOptions,
+    isolation: IsolationStrategy,
+    holds_permit: &mut bool,
+    run: X,
+) -> Result<(X::Running, Option<u64>, Option<u64>), HystrixError<X::Error>> {
+    check_breaker(state, props, rec, options)?;
+    let (timeout_ms, deadline_ms) = attempt_deadline(state, props, rec, options);
+    let start = Start {
+        state,
+        deadline_ms,
+        interrupt_on_timeout: props.interrupt_on_timeout(),
+        context: match isolation {
+            IsolationStrategy::Thread => RequestContext::current_if_any(),
+            IsolationStrategy::Semaphore => None,
+        },
+        cancel_link: options.cancel_link(),
+    };
+    let running = match isolation {
+        IsolationStrategy::Semaphore => {
+            if state.execution_semaphore.try_take(props.semaphore_max) {
+                *holds_permit = true;
+                state.counters.started(rec.attempt_ms, state.running());
+                run.start_here(start)
+            } else {
+                return Err(semaphore_rejected(state, rec, props.semaphore_max));
+            }
+        }
+        IsolationStrategy::Thread => match state
+            .thread_pool()
+            .and_then(|pool| run.start_on_pool(start, pool))
+        {
+            Ok(running) => running,
+            Err(rejection) => return Err(pool_rejected(state, rec, rejection)),
+        },
+    };
+    rec.run_started(state);
+    Ok((running, deadline_ms, timeout_ms))
 }
 
 pin_project! {

@@ -41,7 +41,7 @@ mod hystrix_command;
 mod keyed;
 mod outcome;
 mod pipeline;
-mod run;
+pub(crate) mod run;
 mod runtime_thread;
 mod stream;
 
@@ -107,10 +107,19 @@ pub enum Class {
     },
 }
 
-/// Decides the [`Class`] of a run's error of type `E`.
+/// Decides the [`Class`] of a run's error of type `E`, and whether another attempt may follow
+/// it.
 pub trait Classify<E> {
-    /// The class of `error`.
+    /// The class of `error`, for the breaker and the fallback.
     fn classify(&self, error: &E) -> Class;
+
+    /// Whether an attempt that failed with `error` may be retried, and not before when
+    /// (only asked of retryable runs with `retry.maxAttempts` over 1, for errors whose class
+    /// is a failure). Default: [`RetryAnswer::retry`](crate::retry::RetryAnswer::retry).
+    fn retry(&self, error: &E) -> crate::retry::RetryAnswer {
+        let _ = error;
+        crate::retry::RetryAnswer::retry()
+    }
 }
 
 /// The default classifier: every error is a [`Class::Failure`].
@@ -122,6 +131,10 @@ impl<E, C: Classify<E> + ?Sized> Classify<E> for &C {
     fn classify(&self, error: &E) -> Class {
         (**self).classify(error)
     }
+
+    fn retry(&self, error: &E) -> crate::retry::RetryAnswer {
+        (**self).retry(error)
+    }
 }
 
 impl<E> Classify<E> for AllFailures {
@@ -131,12 +144,18 @@ impl<E> Classify<E> for AllFailures {
     }
 }
 
-/// A classifier for errors of type `E`, set with [`CommandBuilder::classify`].
-pub struct Classifier<E>(Arc<dyn Fn(&E) -> Class + Send + Sync>);
+/// The class function of a [`Classifier`].
+type ClassFn<E> = Arc<dyn Fn(&E) -> Class + Send + Sync>;
+/// The retry-answer function of a [`Classifier`].
+type RetryFn<E> = Arc<dyn Fn(&E) -> crate::retry::RetryAnswer + Send + Sync>;
+
+/// A classifier for errors of type `E`, set with [`CommandBuilder::classify`] (the class) and
+/// [`CommandBuilder::classify_retry`] (the retry answer).
+pub struct Classifier<E>(ClassFn<E>, Option<RetryFn<E>>);
 
 impl<E> Clone for Classifier<E> {
     fn clone(&self) -> Self {
-        Classifier(Arc::clone(&self.0))
+        Classifier(Arc::clone(&self.0), self.1.clone())
     }
 }
 
@@ -150,6 +169,12 @@ impl<E> Classify<E> for Classifier<E> {
     #[inline]
     fn classify(&self, error: &E) -> Class {
         (self.0)(error)
+    }
+
+    fn retry(&self, error: &E) -> crate::retry::RetryAnswer {
+        self.1
+            .as_ref()
+            .map_or_else(crate::retry::RetryAnswer::retry, |retry| retry(error))
     }
 }
 
@@ -196,6 +221,7 @@ impl Command {
             error: None,
             classifier: AllFailures,
             breaker: BreakerSpec::default(),
+            retry_backoff: None,
         }
     }
 }
@@ -355,6 +381,126 @@ impl<C> Command<C> {
         Execution::new(self, Async(run))
     }
 
+    /// A retryable execution of blocking runs: `make` makes each attempt's run, a
+    /// `FnOnce() -> Result<T, E>` as for [`run`](Command::run) (a run cannot be called twice,
+    /// and a timed-out attempt may still own its closure on a pool thread). Making a run must
+    /// not start it; the first run is made now. Attempts follow `retry.*` (see the
+    /// [`retry`](crate::retry) module); with `retry.maxAttempts` at 1 (the default) this is
+    /// exactly [`run`](Command::run). A panicking `make` ends the attempts.
+    ///
+    /// Under SEMAPHORE isolation a blocking `execute()` waits out the delays between attempts
+    /// on its own thread, on the registry's clock.
+    ///
+    /// ```
+    /// use hystrix::testing::TestRegistry;
+    /// use hystrix::{Command, EventType, IsolationStrategy};
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    ///
+    /// let test = TestRegistry::new();
+    /// let get = Command::builder("GetUser")
+    ///     .group("Users")
+    ///     .isolation(IsolationStrategy::Semaphore)
+    ///     .property("retry.maxAttempts", 3)
+    ///     .property("retry.backoff.initialInMilliseconds", 0)
+    ///     .build_in(test.registry())?;
+    ///
+    /// // Fails twice, then answers.
+    /// let calls = Arc::new(AtomicU32::new(0));
+    /// let outcome = get
+    ///     .run_retryable(|| {
+    ///         let calls = Arc::clone(&calls);
+    ///         move || match calls.fetch_add(1, Ordering::SeqCst) {
+    ///             0 | 1 => Err("busy"),
+    ///             _ => Ok("ada"),
+    ///         }
+    ///     })
+    ///     .execute_outcome();
+    /// let events = outcome.execution_result().execution_events();
+    /// assert_eq!(events.to_string(), "SUCCESS, FAILUREx2, RETRYx2");
+    /// assert_eq!(outcome.into_response().unwrap(), "ada");
+    /// # Ok::<(), hystrix::ConfigError>(())
+    /// ```
+    pub fn run_retryable<M, F, T, E>(
+        &self,
+        make: M,
+    ) -> Execution<'_, C, crate::retry::Retrying<M, Blocking<F>>, NoFallback>
+    where
+        M: FnMut() -> F + Send + 'static,
+        F: FnOnce() -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: Send + 'static,
+    {
+        Execution::new(self, crate::retry::Retrying::new(make, Blocking))
+    }
+
+    /// A retryable execution of cancellable blocking runs: as
+    /// [`run_retryable`](Command::run_retryable), each run a
+    /// `FnOnce(CancellationToken) -> Result<T, E>` as for
+    /// [`run_cancellable`](Command::run_cancellable), whose token is cancelled at its
+    /// attempt's deadline.
+    pub fn run_cancellable_retryable<M, F, T, E>(
+        &self,
+        make: M,
+    ) -> Execution<'_, C, crate::retry::Retrying<M, Cancellable<F>>, NoFallback>
+    where
+        M: FnMut() -> F + Send + 'static,
+        F: FnOnce(crate::CancellationToken) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: Send + 'static,
+    {
+        Execution::new(self, crate::retry::Retrying::new(make, Cancellable))
+    }
+
+    /// A retryable execution of async runs: `make` makes each attempt's future (cold: nothing
+    /// runs until the attempt polls it), e.g.
+    /// `move || { let client = client.clone(); async move { client.get(id).await } }`.
+    /// Otherwise as [`run_retryable`](Command::run_retryable) and
+    /// [`run_async`](Command::run_async); the delays between attempts are timers on the
+    /// registry's clock.
+    ///
+    /// ```
+    /// use hystrix::testing::TestRegistry;
+    /// use hystrix::Command;
+    ///
+    /// let test = TestRegistry::new();
+    /// let get = Command::builder("GetUser")
+    ///     .group("Users")
+    ///     .property("retry.maxAttempts", 2)
+    ///     .property("retry.backoff.initialInMilliseconds", 0)
+    ///     .build_in(test.registry())?;
+    /// let err = futures::executor::block_on(
+    ///     get.run_async_retryable(|| async { Err::<(), _>("down") }).execute_async(),
+    /// )
+    /// .unwrap_err();
+    /// assert_eq!(err.attempts(), 2);
+    /// # Ok::<(), hystrix::ConfigError>(())
+    /// ```
+    pub fn run_async_retryable<M, Fut, T, E>(
+        &self,
+        make: M,
+    ) -> Execution<'_, C, crate::retry::Retrying<M, Async<Fut>>, NoFallback>
+    where
+        M: FnMut() -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<T, E>> + Send + 'static,
+        T: Send + 'static,
+        E: Send + 'static,
+    {
+        Execution::new(self, crate::retry::Retrying::new(make, Async))
+    }
+
+    /// The counts of the command's retry budget now (its own, or the named one it shares), or
+    /// `None` before its first retry-enabled execution.
+    pub fn retry_budget(&self) -> Option<crate::retry::RetryBudgetCounts> {
+        let budget = self.state.retry.budget_if_made()?;
+        let props = self.state.properties.load();
+        Some(budget.counts(
+            self.state.env.clock.now_ms(),
+            props.retry_budget_percent,
+            props.retry_budget_min_per_second,
+        ))
+    }
+
     /// An execution of a stream command (Hystrix's `HystrixObservableCommand`): `run` is a
     /// lazy `Stream<Item = Result<T, E>>` whose values are delivered as they come, consumed by
     /// [`to_observable`](StreamExecution::to_observable) (cold) or
@@ -434,6 +580,7 @@ pub struct CommandBuilder<C = AllFailures> {
     error: Option<ConfigError>,
     classifier: C,
     breaker: BreakerSpec,
+    retry_backoff: Option<crate::retry::BackoffFn>,
 }
 
 impl<C> fmt::Debug for CommandBuilder<C> {
@@ -683,9 +830,86 @@ impl<C> CommandBuilder<C> {
             layer: self.layer,
             pool_layer: self.pool_layer,
             error: self.error,
-            classifier: Classifier(Arc::new(classify)),
+            classifier: Classifier(Arc::new(classify), None),
             breaker: self.breaker,
+            retry_backoff: self.retry_backoff,
         }
+    }
+
+    /// Sets how the command's errors answer the retry question: whether an attempt that
+    /// failed with the error may be retried, and not before when (e.g. `Retry-After`; see
+    /// [`http::classify_status`](crate::http::classify_status)). Used by retryable runs
+    /// ([`Command::run_retryable`] and the like) when `retry.maxAttempts` is over 1. Without
+    /// [`classify`](CommandBuilder::classify), every error is a [`Class::Failure`].
+    ///
+    /// ```
+    /// use hystrix::retry::RetryAnswer;
+    /// use hystrix::testing::TestRegistry;
+    /// use hystrix::{Command, IsolationStrategy};
+    ///
+    /// #[derive(Debug)]
+    /// enum ApiError { Unavailable, Invalid }
+    ///
+    /// let test = TestRegistry::new();
+    /// let get = Command::builder("GetItem")
+    ///     .group("Catalog")
+    ///     .isolation(IsolationStrategy::Semaphore)
+    ///     .property("retry.maxAttempts", 3)
+    ///     .property("retry.backoff.initialInMilliseconds", 0)
+    ///     .classify_retry(|e: &ApiError| match e {
+    ///         ApiError::Unavailable => RetryAnswer::retry(),
+    ///         ApiError::Invalid => RetryAnswer::never(),
+    ///     })
+    ///     .build_in(test.registry())?;
+    /// let err = get
+    ///     .run_retryable(|| || Err::<(), _>(ApiError::Invalid))
+    ///     .execute()
+    ///     .unwrap_err();
+    /// assert_eq!(err.attempts(), 1);
+    /// let err = get
+    ///     .run_retryable(|| || Err::<(), _>(ApiError::Unavailable))
+    ///     .execute()
+    ///     .unwrap_err();
+    /// assert_eq!(err.attempts(), 3);
+    /// # Ok::<(), hystrix::ConfigError>(())
+    /// ```
+    pub fn classify_retry<E, F>(self, retry: F) -> CommandBuilder<Classifier<E>>
+    where
+        C: Classify<E> + Send + Sync + 'static,
+        F: Fn(&E) -> crate::retry::RetryAnswer + Send + Sync + 'static,
+    {
+        let class = self.classifier;
+        CommandBuilder {
+            key: self.key,
+            group: self.group,
+            thread_pool_key: self.thread_pool_key,
+            layer: self.layer,
+            pool_layer: self.pool_layer,
+            error: self.error,
+            classifier: Classifier(
+                Arc::new(move |error: &E| class.classify(error)),
+                Some(Arc::new(retry)),
+            ),
+            breaker: self.breaker,
+            retry_backoff: self.retry_backoff,
+        }
+    }
+
+    /// Replaces the retry delays of the `retry.backoff.*` properties with `delay`, called
+    /// with the number of the retry (1 for the first) and the previous delay
+    /// ([`Duration::ZERO`] before the first); it returns the delay before that retry. A
+    /// minimum delay from the error's [`RetryAnswer`](crate::retry::RetryAnswer) still
+    /// applies. A panicking function counts as no delay.
+    ///
+    /// The function belongs to the key's state: only the first definition of the key in a
+    /// registry may give one (a later definition that gives one fails with
+    /// [`ConfigError::ConflictingDefinition`]; clone the [`Command`] instead).
+    pub fn retry_backoff(
+        mut self,
+        delay: impl Fn(u32, Duration) -> Duration + Send + Sync + 'static,
+    ) -> Self {
+        self.retry_backoff = Some(Arc::new(delay));
+        self
     }
 
     /// Builds the definition in the [global registry](Registry::global).
@@ -727,6 +951,17 @@ impl<C> CommandBuilder<C> {
             self.pool_layer,
             self.breaker,
         )?;
+        if let Some(backoff) = self.retry_backoff
+            && state.retry.backoff.set(backoff).is_err()
+        {
+            return Err(ConfigError::ConflictingDefinition {
+                key: self.key,
+                what: "retry backoff function".into(),
+                existing: "a function given by an earlier definition".into(),
+                requested: "another function (clone the Command instead of defining it again)"
+                    .into(),
+            });
+        }
         Ok(Command {
             state,
             classifier: self.classifier,

@@ -25,16 +25,17 @@ use tokio_util::sync::CancellationToken;
 
 use crate::circuit::journal::JournalEntry;
 use crate::circuit::{Admission, BreakerEventKind, FailureKind, KeyedBreaker, Site, Ticket};
-use crate::clock::{Clock, TimerId};
+use crate::clock::{Clock, Sleep, TimerId};
 use crate::command::execution::BlockingFallback;
-use crate::command::run::{BlockingFn, CancelLink};
+use crate::command::run::{BlockingFn, CancelLink, RunFn};
 use crate::command::{Class, Classify, ExecutionResult, Outcome};
-use crate::config::{HotSnapshot, IsolationStrategy};
+use crate::config::{CommandProperties, HotSnapshot, IsolationStrategy};
 use crate::context::{RequestContext, RequestLogEntry};
 use crate::error::{BoxError, Cause, Detail, FailureType, FallbackFailure, HystrixError};
 use crate::event::{EventCounts, EventType};
 use crate::isolation::thread_pool::Rejection;
 use crate::registry::CommandState;
+use crate::retry::{Again, RetryAnswer};
 
 /// Per-call options of an [`Execution`](crate::Execution). The rare owned strings are boxed,
 /// so a call without them moves and drops one pointer for them.
@@ -58,6 +59,8 @@ struct CallExtras {
     collapsed: u32,
     /// The handle of an eager execution, linked to its queued pool task.
     cancel_link: Option<Arc<CancelLink>>,
+    /// `no_retry()`: one attempt, whatever `retry.maxAttempts` says.
+    no_retry: bool,
 }
 
 impl CallOptions {
@@ -92,6 +95,17 @@ impl CallOptions {
         self
     }
 
+    /// Options making one attempt only, whatever `retry.maxAttempts` says.
+    pub(crate) fn with_no_retry(mut self) -> Self {
+        self.extras_mut().no_retry = true;
+        self
+    }
+
+    /// Whether the call asked for one attempt only.
+    pub(crate) fn no_retry(&self) -> bool {
+        self.extras.as_ref().is_some_and(|extras| extras.no_retry)
+    }
+
     /// The link of an eager execution's handle to its queued pool task, if any.
     pub(crate) fn cancel_link(&self) -> Option<&Arc<CancelLink>> {
         self.extras.as_ref()?.cancel_link.as_ref()
@@ -117,20 +131,24 @@ impl CallOptions {
 // The blocking fast path
 
 /// Runs a blocking execution under SEMAPHORE isolation on the calling thread; `props` is the
-/// hot snapshot read to choose the isolation.
+/// hot snapshot read to choose the isolation. A retryable run waits out its retry delays on
+/// this thread (parked on the registry's clock).
 #[inline]
 pub(crate) fn run_blocking<C, R, FB>(
     state: &CommandState,
     props: HotSnapshot,
     classifier: &C,
-    run: R,
+    mut run: R,
     fallback: FB,
     options: &CallOptions,
-) -> Outcome<R::Output, R::Error>
+) -> Outcome<<R as BlockingFn>::Output, <R as BlockingFn>::Error>
 where
-    R: BlockingFn,
-    FB: BlockingFallback<R::Output, R::Error>,
-    C: Classify<R::Error>,
+    R: BlockingFn + RunFn<Output = <R as BlockingFn>::Output, Error = <R as BlockingFn>::Error>,
+    <R as RunFn>::Again: Again<
+        Run: BlockingFn<Output = <R as BlockingFn>::Output, Error = <R as BlockingFn>::Error>,
+    >,
+    FB: BlockingFallback<<R as BlockingFn>::Output, <R as BlockingFn>::Error>,
+    C: Classify<<R as BlockingFn>::Error>,
 {
     let mut rec = Recorder::idle();
     let span = rec.open_span(state);
@@ -139,26 +157,70 @@ where
     if let Err(err) = check_options(state, &mut rec, options) {
         return rec.finish_now(state, Err(err));
     }
-    let admitted = check_breaker(state, &props, &mut rec, options).and_then(|()| {
+    let mut again = run.take_again();
+    if <R::Again as Again>::RETRIES {
+        begin_attempts(state, &props, &mut rec, options);
+    }
+    let mut error = match blocking_attempt(state, props, &mut rec, classifier, run, options) {
+        AttemptEnd::Finished(end, response) => return rec.finish(state, end, response),
+        AttemptEnd::Failed(error) => error,
+    };
+    if <R::Again as Again>::RETRIES {
+        while let Some(at_ms) = plan_retry(state, &mut rec, classifier, &error) {
+            block_on(Sleep::until(Arc::clone(&state.env.clock), at_ms));
+            let Some(next) = again.next() else { break };
+            rec.attempt_ms = state.env.clock.now_ms();
+            let props = state.properties.hot().load();
+            error = match blocking_attempt(state, props, &mut rec, classifier, next, options) {
+                AttemptEnd::Finished(end, response) => return rec.finish(state, end, response),
+                AttemptEnd::Failed(error) => error,
+            };
+        }
+    }
+    let response = fallback_blocking(state, &mut rec, error, fallback);
+    rec.finish_now(state, response)
+}
+
+/// How one attempt ended.
+enum AttemptEnd<T, E> {
+    /// The execution ends at this time with this response (a value, or an error that takes no
+    /// fallback).
+    Finished(u64, Result<T, HystrixError<E>>),
+    /// The attempt failed (refused, failed, timed out): a retry or the fallback follows.
+    Failed(HystrixError<E>),
+}
+
+/// One attempt of a blocking execution on the calling thread: breaker, permit, the run raced
+/// against the attempt's deadline, its end decided.
+#[inline]
+fn blocking_attempt<C, R>(
+    state: &CommandState,
+    props: HotSnapshot,
+    rec: &mut Recorder,
+    classifier: &C,
+    run: R,
+    options: &CallOptions,
+) -> AttemptEnd<R::Output, R::Error>
+where
+    R: BlockingFn,
+    C: Classify<R::Error>,
+{
+    let admitted = check_breaker(state, &props, rec, options).and_then(|()| {
         state
             .execution_semaphore
             .try_acquire(props.semaphore_max)
-            .ok_or_else(|| semaphore_rejected(state, &mut rec, props.semaphore_max))
+            .ok_or_else(|| semaphore_rejected(state, rec, props.semaphore_max))
     });
     if admitted.is_ok() {
-        state.counters.started(rec.start_ms, state.running());
+        state.counters.started(rec.attempt_ms, state.running());
     }
     let permit = match admitted {
         Ok(permit) => permit,
-        Err(err) => {
-            let response = fallback_blocking(state, &mut rec, err, fallback);
-            return rec.finish_now(state, response);
-        }
+        Err(err) => return AttemptEnd::Failed(err),
     };
-    let timeout_ms = timeout_ms(&props, options);
+    let (timeout_ms, deadline) = attempt_deadline(state, &props, rec, options);
 
     let clock = &*state.env.clock;
-    let deadline = timeout_ms.map(|ms| rec.start_ms.saturating_add(ms));
     let token = R::CANCELLABLE.then(CancellationToken::new);
     let timer = match (&token, deadline) {
         (Some(token), Some(deadline)) if props.interrupt_on_timeout() => {
@@ -187,13 +249,178 @@ where
         Ok(result) => RunEnd::Returned(result),
         Err(panic) => RunEnd::Panicked(panic_message(panic)),
     };
-    match decide(state, &mut rec, classifier, ended, timeout_ms, end) {
-        Decision::Value(value) => rec.finish(state, end, Ok(value)),
-        Decision::Error(err) => rec.finish(state, end, Err(err)),
-        Decision::Fallback(err) => {
-            let response = fallback_blocking(state, &mut rec, err, fallback);
-            rec.finish_now(state, response)
+    match decide(state, rec, classifier, ended, timeout_ms, end) {
+        Decision::Value(value) => AttemptEnd::Finished(end, Ok(value)),
+        Decision::Error(err) => AttemptEnd::Finished(end, Err(err)),
+        Decision::Fallback(err) => AttemptEnd::Failed(err),
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// The attempt loop (retry, see the `retry` module)
+
+/// Begins the attempts of a retryable run: with `retry.maxAttempts` over 1 (and no
+/// `no_retry()`), fixes the execution deadline and counts the execution in the retry budget.
+#[cold]
+pub(crate) fn begin_attempts(
+    state: &CommandState,
+    props: &HotSnapshot,
+    rec: &mut Recorder,
+    options: &CallOptions,
+) {
+    let max_attempts = state.properties.hot().retry_max_attempts();
+    if max_attempts <= 1 || options.no_retry() {
+        return;
+    }
+    rec.max_attempts = u8::try_from(max_attempts).unwrap_or(u8::MAX);
+    rec.deadline_ms = timeout_ms(props, options).map(|ms| rec.start_ms.saturating_add(ms));
+    let full = state.properties.load();
+    retry_budget(state, &full).deposit(rec.start_ms);
+}
+
+/// The command's retry budget: its own, or the named one of its registry it shares.
+fn retry_budget<'s>(
+    state: &'s CommandState,
+    props: &CommandProperties,
+) -> &'s Arc<crate::retry::budget::RetryBudget> {
+    state.retry.budget(props, |name, window_ms| {
+        state.env.retry_budget(name, window_ms)
+    })
+}
+
+/// The timeout (ms, for a TIMEOUT's detail) and the absolute deadline of the current attempt:
+/// the execution's, or with retries on, the earlier of the execution deadline and the end of
+/// the attempt's own timeout.
+#[inline]
+pub(crate) fn attempt_deadline(
+    state: &CommandState,
+    props: &HotSnapshot,
+    rec: &Recorder,
+    options: &CallOptions,
+) -> (Option<u64>, Option<u64>) {
+    let timeout_ms = timeout_ms(props, options);
+    if rec.max_attempts <= 1 {
+        return (
+            timeout_ms,
+            timeout_ms.map(|ms| rec.start_ms.saturating_add(ms)),
+        );
+    }
+    retrying_attempt_deadline(state, rec, timeout_ms)
+}
+
+#[cold]
+fn retrying_attempt_deadline(
+    state: &CommandState,
+    rec: &Recorder,
+    timeout_ms: Option<u64>,
+) -> (Option<u64>, Option<u64>) {
+    let (Some(timeout_ms), Some(execution_deadline)) = (timeout_ms, rec.deadline_ms) else {
+        return (None, None);
+    };
+    let attempt_ms = crate::retry::attempt_timeout_ms(&state.properties.load(), timeout_ms);
+    let deadline = execution_deadline.min(rec.attempt_ms.saturating_add(attempt_ms));
+    (
+        Some(deadline.saturating_sub(rec.attempt_ms)),
+        Some(deadline),
+    )
+}
+
+/// The attempt loop's decision after a failed attempt whose error is `error`: `Some(at_ms)`
+/// if another attempt follows at that time on the registry's clock (RETRY recorded, the
+/// failed attempt counted in the metrics now), `None` to go on to the fallback
+/// (RETRY_BUDGET_EXHAUSTED recorded if only the budget refused).
+#[cold]
+pub(crate) fn plan_retry<C, E>(
+    state: &CommandState,
+    rec: &mut Recorder,
+    classifier: &C,
+    error: &HystrixError<E>,
+) -> Option<u64>
+where
+    C: Classify<E> + ?Sized,
+{
+    if rec.attempts >= rec.max_attempts {
+        return None;
+    }
+    let props = state.properties.load();
+    if u32::from(rec.attempts) >= props.retry_max_attempts {
+        return None;
+    }
+    let retryable = match error.failure_type() {
+        FailureType::CommandException | FailureType::Timeout => true,
+        FailureType::RejectedSemaphoreExecution | FailureType::RejectedThreadExecution => {
+            props.retry_on_rejection
         }
+        _ => false,
+    };
+    if !retryable {
+        return None;
+    }
+    let answer = match error.cause() {
+        Some(cause) => match catch_unwind(AssertUnwindSafe(|| classifier.retry(cause))) {
+            Ok(answer) => answer,
+            Err(panic) => {
+                state.classifier_panicked(&panic_message(panic));
+                RetryAnswer::never()
+            }
+        },
+        None => RetryAnswer::retry(),
+    };
+    if !answer.is_retryable() {
+        return None;
+    }
+    let min_delay_ms = answer.min_delay().map(crate::config::ceil_millis);
+    // The breaker says the fault is not transient: abandon at once, unless the error asked
+    // for a delay (Retry-After), after which the next attempt asks the breaker again.
+    let hot = state.properties.hot().load();
+    if min_delay_ms.is_none() && !hot.dry_run() && rec.site(state).breaker().is_open(&hot) {
+        return None;
+    }
+    let now_ms = state.env.clock.now_ms();
+    let retry = u32::from(rec.attempts);
+    let delay_ms = crate::retry::backoff_ms(&state.retry, &props, retry, rec.last_delay_ms)
+        .max(min_delay_ms.unwrap_or(0));
+    // No sleeping past the deadline: a delay that leaves no time for the attempt abandons.
+    if rec
+        .deadline_ms
+        .is_some_and(|deadline| now_ms.saturating_add(delay_ms) >= deadline)
+    {
+        return None;
+    }
+    let granted = retry_budget(state, &props).try_withdraw(
+        now_ms,
+        props.retry_budget_percent,
+        props.retry_budget_min_per_second,
+    );
+    if !granted {
+        rec.event(state, EventType::RetryBudgetExhausted);
+        return None;
+    }
+    rec.event(state, EventType::Retry);
+    rec.count_attempt(state, now_ms);
+    rec.attempts = rec.attempts.saturating_add(1);
+    rec.last_delay_ms = delay_ms;
+    Some(now_ms.saturating_add(delay_ms))
+}
+
+/// A run that cannot be retried failed: if its key sets `retry.maxAttempts` over 1, says
+/// once per key that the property is ignored.
+#[cold]
+pub(crate) fn warn_if_retry_ignored(state: &CommandState) {
+    if state.properties.hot().retry_max_attempts() > 1
+        && !state
+            .retry
+            .ignored_warned
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+    {
+        tracing::warn!(
+            target: "hystrix::command",
+            command = %state.key,
+            "{}: retry.maxAttempts is over 1 but this run cannot be retried: only runs made by a \
+             factory (run_retryable, run_cancellable_retryable, run_async_retryable) are; the \
+             property is ignored for it (logged once per command key)",
+            state.key
+        );
     }
 }
 
@@ -308,7 +535,7 @@ pub(crate) fn check_breaker<E>(
     let admission = match options.breaker_key() {
         None => state
             .breaker
-            .attempt(Site::command(state), props, rec.start_ms),
+            .attempt(Site::command(state), props, rec.attempt_ms),
         Some(key) => attempt_keyed(state, props, rec, key)?,
     };
     match admission {
@@ -335,7 +562,7 @@ fn attempt_keyed<E>(
     let keyed = rec.keyed.insert(keyed.get(state, key));
     Ok(keyed
         .breaker
-        .attempt(Site::keyed(state, keyed), props, rec.start_ms))
+        .attempt(Site::keyed(state, keyed), props, rec.attempt_ms))
 }
 
 /// Step 1, refused: WOULD_SHORT_CIRCUIT in dry-run mode, else SHORT_CIRCUITED (journalled
@@ -390,7 +617,7 @@ pub(crate) fn semaphore_rejected<E>(
     limit: u32,
 ) -> HystrixError<E> {
     rec.event(state, EventType::SemaphoreRejected);
-    rec.settle_failure(state, FailureKind::SemaphoreRejected, rec.start_ms);
+    rec.settle_failure(state, FailureKind::SemaphoreRejected, rec.attempt_ms);
     HystrixError::new(
         FailureType::RejectedSemaphoreExecution,
         state.key.clone(),
@@ -409,7 +636,7 @@ pub(crate) fn take_permit<E>(
     rec: &mut Recorder,
 ) -> Result<(), HystrixError<E>> {
     if state.execution_semaphore.try_take(props.semaphore_max) {
-        state.counters.started(rec.start_ms, state.running());
+        state.counters.started(rec.attempt_ms, state.running());
         Ok(())
     } else {
         Err(semaphore_rejected(state, rec, props.semaphore_max))
@@ -424,7 +651,7 @@ pub(crate) fn pool_rejected<E>(
     rejection: Rejection,
 ) -> HystrixError<E> {
     rec.event(state, EventType::ThreadPoolRejected);
-    rec.settle_failure(state, FailureKind::ThreadPoolRejected, rec.start_ms);
+    rec.settle_failure(state, FailureKind::ThreadPoolRejected, rec.attempt_ms);
     HystrixError::new(
         FailureType::RejectedThreadExecution,
         state.key.clone(),
@@ -733,6 +960,19 @@ pub(crate) struct Recorder {
     /// The execution's `tracing` span; `None` while no subscriber exists (disabled if the
     /// subscriber does not want it).
     span: Option<tracing::Span>,
+    /// When the current attempt started (the execution's start for the first).
+    pub(crate) attempt_ms: u64,
+    /// Attempts begun (1 for a single run).
+    attempts: u8,
+    /// `retry.maxAttempts` when the execution began (1: no retry).
+    max_attempts: u8,
+    /// Events already counted in the metrics (those of earlier attempts, counted as they
+    /// ended).
+    counted: EventCounts,
+    /// The execution deadline (start + timeout), set for retry-enabled executions only.
+    deadline_ms: Option<u64>,
+    /// The delay before the latest retry, in ms.
+    last_delay_ms: u64,
 }
 
 impl Recorder {
@@ -753,6 +993,12 @@ impl Recorder {
             log_requested: false,
             observed: false,
             span: None,
+            attempt_ms: 0,
+            attempts: 0,
+            max_attempts: 1,
+            counted: EventCounts::new(),
+            deadline_ms: None,
+            last_delay_ms: 0,
         }
     }
 
@@ -804,7 +1050,7 @@ impl Recorder {
 
     /// The breaker this execution went through.
     #[inline]
-    fn site<'a>(&'a self, state: &'a CommandState) -> Site<'a> {
+    pub(crate) fn site<'a>(&'a self, state: &'a CommandState) -> Site<'a> {
         Site::of(state, self.keyed.as_deref())
     }
 
@@ -884,6 +1130,8 @@ impl Recorder {
     #[inline]
     pub(crate) fn begin(&mut self, state: &CommandState, isolation: IsolationStrategy) {
         self.start_ms = state.env.clock.now_ms();
+        self.attempt_ms = self.start_ms;
+        self.attempts = 1;
         self.isolation = isolation;
         self.finished = false;
         self.log_requested =
@@ -1019,7 +1267,24 @@ impl Recorder {
     /// The run ended (returned, panicked or reached its deadline) at `now_ms`.
     #[inline]
     pub(crate) fn run_ended(&mut self, now_ms: u64) {
-        self.execution_time_ms = Some(now_ms.saturating_sub(self.start_ms));
+        self.execution_time_ms = Some(now_ms.saturating_sub(self.attempt_ms));
+    }
+
+    /// The isolation the execution began with.
+    pub(crate) fn isolation(&self) -> IsolationStrategy {
+        self.isolation
+    }
+
+    /// Counts the events of the attempt that just failed (and its RETRY) in the metrics now:
+    /// each attempt is a request for health when it happens.
+    fn count_attempt(&mut self, state: &CommandState, now_ms: u64) {
+        let fresh = self.events.less(&self.counted);
+        let current = self.keyed.is_none()
+            && self
+                .generation
+                .is_none_or(|generation| state.breaker.generation() == generation);
+        state.counters.record_attempt(now_ms, fresh, current);
+        self.counted = self.events;
     }
 
     fn report(&mut self, state: &CommandState, now_ms: u64) -> ExecutionResult {
@@ -1050,7 +1315,12 @@ impl Recorder {
                 && self
                     .generation
                     .is_none_or(|generation| state.breaker.generation() == generation);
-            state.record(&result, self.fallback_disabled, current);
+            let uncounted = if self.counted.is_empty() {
+                self.events
+            } else {
+                self.events.less(&self.counted)
+            };
+            state.record(&result, uncounted, self.fallback_disabled, current);
             // The request this execution belongs to: it ends in the context it started in (on
             // the caller's thread or task, or where its context was carried).
             if self.log_requested
@@ -1067,8 +1337,13 @@ impl Recorder {
         &mut self,
         state: &CommandState,
         now_ms: u64,
-        response: Result<T, HystrixError<E>>,
+        mut response: Result<T, HystrixError<E>>,
     ) -> Outcome<T, E> {
+        if self.attempts > 1
+            && let Err(err) = &mut response
+        {
+            err.set_attempts(self.attempts);
+        }
         let result = self.report(state, now_ms);
         if self.observed {
             self.hook_finish(

@@ -162,10 +162,19 @@ pub trait RunFn: sealed::Sealed + Send + 'static {
     /// The run in progress.
     #[doc(hidden)]
     type Running: Future<Output = RunEnd<Self::Output, Self::Error>> + Send + Interrupt;
+    /// What makes the runs of later attempts: nothing for a single run, the factory of a
+    /// retryable one.
+    #[doc(hidden)]
+    type Again: crate::retry::Again<
+            Run: RunFn<Output = Self::Output, Error = Self::Error, Running = Self::Running>,
+        >;
     /// Whether the run blocks its thread (its default isolation is then THREAD, SEMAPHORE
-    /// otherwise; SPEC Part A 18).
+    /// otherwise).
     #[doc(hidden)]
     const BLOCKING: bool;
+    /// Takes out what makes the later attempts' runs (called once, when the execution starts).
+    #[doc(hidden)]
+    fn take_again(&mut self) -> Self::Again;
     /// Starts the run in the polling thread (SEMAPHORE isolation).
     #[doc(hidden)]
     fn start_here(self, start: Start<'_>) -> Self::Running;
@@ -254,7 +263,13 @@ macro_rules! blocking_run_fn {
             type Output = <Self as BlockingFn>::Output;
             type Error = <Self as BlockingFn>::Error;
             type Running = BlockingRunning<Self, Self::Output, Self::Error>;
+            type Again = crate::retry::Once<Self>;
             const BLOCKING: bool = true;
+
+            #[inline(always)]
+            fn take_again(&mut self) -> Self::Again {
+                crate::retry::Once::default()
+            }
 
             fn start_here(self, start: Start<'_>) -> Self::Running {
                 BlockingRunning::Here {
@@ -570,7 +585,13 @@ where
     type Output = T;
     type Error = E;
     type Running = AsyncRunning<Fut, T, E>;
+    type Again = crate::retry::Once<Self>;
     const BLOCKING: bool = false;
+
+    #[inline(always)]
+    fn take_again(&mut self) -> Self::Again {
+        crate::retry::Once::default()
+    }
 
     fn start_here(self, _start: Start<'_>) -> Self::Running {
         AsyncRunning::Here { run: self.0 }

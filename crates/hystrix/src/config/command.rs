@@ -176,6 +176,88 @@ property_table! {
     /// key: `hystrix.command.<Key>.threadPoolKeyOverride`). Default unset. Fixed.
     thread_pool_key_override: Option<String> = None;
         "threadPoolKeyOverride", Fixed, InstanceOnly, pool_key;
+    /// `retry.maxAttempts` (our extension): attempts per execution of a retryable run, the
+    /// first included; 1 to 100. Default 1 (no retry). Runs that cannot be retried (not made
+    /// by a factory) ignore it, with a warning logged once per key. Dynamic.
+    retry_max_attempts: u32 = 1;
+        "retry.maxAttempts", Dynamic, Any, max_attempts;
+    /// `retry.attemptTimeoutInMilliseconds` (our extension): the timeout of each attempt in
+    /// ms, within the execution timeout, which bounds attempts and delays together. Default
+    /// unset: the execution timeout ÷ `retry.maxAttempts`. Dynamic.
+    retry_attempt_timeout_in_milliseconds: Option<u64> = None;
+        "retry.attemptTimeoutInMilliseconds", Dynamic, Any, optional_positive_ms;
+    /// `retry.backoff.initialInMilliseconds` (our extension): the delay before the first
+    /// retry, in ms (0: at once). Default 100. Dynamic.
+    retry_backoff_initial_in_milliseconds: u64 = 100;
+        "retry.backoff.initialInMilliseconds", Dynamic, Any, no_check;
+    /// `retry.backoff.multiplier` (our extension): each delay is the previous one times this
+    /// (1.0: constant delays); at least 1.0. Default 2.0. Dynamic.
+    retry_backoff_multiplier: f64 = 2.0;
+        "retry.backoff.multiplier", Dynamic, Any, multiplier;
+    /// `retry.backoff.maxInMilliseconds` (our extension): the longest delay, in ms; at least
+    /// the initial delay. Default 2000. Dynamic.
+    retry_backoff_max_in_milliseconds: u64 = 2_000;
+        "retry.backoff.maxInMilliseconds", Dynamic, Any, no_check;
+    /// `retry.backoff.jitter` (our extension): `NONE`, `FULL` or `DECORRELATED` (see
+    /// [`RetryJitter`](crate::retry::RetryJitter)). Default `NONE`. Dynamic.
+    retry_backoff_jitter: crate::retry::RetryJitter = crate::retry::RetryJitter::None;
+        "retry.backoff.jitter", Dynamic, Any, no_check;
+    /// `retry.onRejection` (our extension): also retry executions the semaphore or the thread
+    /// pool rejected. Default false. Dynamic.
+    retry_on_rejection: bool = false;
+        "retry.onRejection", Dynamic, Any, no_check;
+    /// `retry.budget.percent` (our extension): retries may be at most this percentage (0 to
+    /// 100) of the executions in the budget's window (plus `minPerSecond`). Default 20.
+    /// Dynamic.
+    retry_budget_percent: u32 = 20;
+        "retry.budget.percent", Dynamic, Any, percentage;
+    /// `retry.budget.minPerSecond` (our extension): retries allowed per second of the
+    /// budget's window whatever the traffic (so a quiet command can still retry). Default 10.
+    /// Dynamic.
+    retry_budget_min_per_second: u32 = 10;
+        "retry.budget.minPerSecond", Dynamic, Any, no_check;
+    /// `retry.budget.windowInMilliseconds` (our extension): the budget's rolling window in ms,
+    /// in 10 buckets; at least 10 and a multiple of 10. Default 10000. Fixed (read when the
+    /// budget is made, at the key's first retry-enabled execution).
+    retry_budget_window_in_milliseconds: u64 = 10_000;
+        "retry.budget.windowInMilliseconds", Fixed, Any, budget_window;
+    /// `retry.budget.name` (our extension): share the named budget of this registry with the
+    /// other keys naming it, instead of the key's own. Each key checks the shared counts with
+    /// its own `percent` and `minPerSecond`; the first key to use the budget sets its window.
+    /// Default unset (the key's own budget). Fixed.
+    retry_budget_name: Option<String> = None;
+        "retry.budget.name", Fixed, Any, no_check;
+}
+
+fn max_attempts(v: &u32) -> Result<(), String> {
+    match *v {
+        0 => Err("must be at least 1 (1 means no retry)".into()),
+        1..=100 => Ok(()),
+        _ => Err("must be at most 100".into()),
+    }
+}
+
+fn optional_positive_ms(v: &Option<u64>) -> Result<(), String> {
+    match v {
+        Some(0) => Err("must be at least 1 ms".into()),
+        _ => Ok(()),
+    }
+}
+
+fn multiplier(v: &f64) -> Result<(), String> {
+    if v.is_finite() && *v >= 1.0 {
+        Ok(())
+    } else {
+        Err("must be a finite number of at least 1.0".into())
+    }
+}
+
+fn budget_window(v: &u64) -> Result<(), String> {
+    if *v >= 10 && v % 10 == 0 {
+        Ok(())
+    } else {
+        Err("must be at least 10 ms and a multiple of 10 (the window has 10 buckets)".into())
+    }
 }
 
 impl CommandProperties {
@@ -240,6 +322,16 @@ impl CommandProperties {
                 ),
             ));
         }
+        if self.retry_backoff_max_in_milliseconds < self.retry_backoff_initial_in_milliseconds {
+            return Err(invalid(
+                "retry.backoff.maxInMilliseconds",
+                self.retry_backoff_max_in_milliseconds.to_string(),
+                format!(
+                    "must be at least retry.backoff.initialInMilliseconds ({} ms)",
+                    self.retry_backoff_initial_in_milliseconds
+                ),
+            ));
+        }
         if self.circuit_breaker_half_open_success_threshold
             > self.circuit_breaker_half_open_permitted_requests
         {
@@ -269,6 +361,8 @@ pub(crate) struct HotCommandProperties {
     sleep_window_ms: std::sync::atomic::AtomicU64,
     half_open_permitted: std::sync::atomic::AtomicU32,
     half_open_success_threshold: std::sync::atomic::AtomicU32,
+    // Read only by retryable runs and on failures.
+    retry_max_attempts: std::sync::atomic::AtomicU32,
 }
 
 /// A copy of [`HotCommandProperties`], read once per execution.
@@ -340,6 +434,8 @@ impl HotCommandProperties {
             .store(props.circuit_breaker_half_open_permitted_requests, Release);
         self.half_open_success_threshold
             .store(props.circuit_breaker_half_open_success_threshold, Release);
+        self.retry_max_attempts
+            .store(props.retry_max_attempts, Release);
         self.flags.store(flags, Release);
     }
 
@@ -355,6 +451,12 @@ impl HotCommandProperties {
             .half_open_permitted
             .load(std::sync::atomic::Ordering::Acquire);
         u16::try_from(permitted).unwrap_or(u16::MAX)
+    }
+
+    /// `retry.maxAttempts`.
+    pub(crate) fn retry_max_attempts(&self) -> u32 {
+        self.retry_max_attempts
+            .load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// `circuitBreaker.halfOpen.successThreshold`.

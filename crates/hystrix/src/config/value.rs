@@ -54,6 +54,14 @@ impl From<usize> for PropertyValue {
     }
 }
 
+impl From<f64> for PropertyValue {
+    /// As text (`1.5` → `"1.5"`), which number properties such as `retry.backoff.multiplier`
+    /// parse.
+    fn from(v: f64) -> Self {
+        PropertyValue::Str(v.to_string())
+    }
+}
+
 impl From<&str> for PropertyValue {
     fn from(v: &str) -> Self {
         PropertyValue::Str(v.to_owned())
@@ -141,6 +149,28 @@ macro_rules! int_property_type {
     )*};
 }
 int_property_type!(u32, u64, i32);
+
+impl PropertyType for f64 {
+    fn parse(value: &PropertyValue) -> Result<Self, String> {
+        let number = match value {
+            PropertyValue::Int(i) => *i as f64,
+            PropertyValue::Str(s) => s
+                .trim()
+                .parse::<f64>()
+                .map_err(|_| "expected a number such as 1.5".to_owned())?,
+            PropertyValue::Bool(_) => return Err("expected a number such as 1.5".into()),
+        };
+        if number.is_finite() {
+            Ok(number)
+        } else {
+            Err("expected a finite number".into())
+        }
+    }
+
+    fn to_value(&self) -> Option<PropertyValue> {
+        Some(PropertyValue::Str(self.to_string()))
+    }
+}
 
 impl PropertyType for String {
     fn parse(value: &PropertyValue) -> Result<Self, String> {

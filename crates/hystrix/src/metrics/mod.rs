@@ -29,7 +29,7 @@ use rolling::{RollingCounts, View, gcd};
 
 use crate::command::ExecutionResult;
 use crate::config::CommandProperties;
-use crate::event::{EventType, MULTIPLE_MASK, THROWS_MASK};
+use crate::event::{EventCounts, EventType, MULTIPLE_MASK, THROWS_MASK};
 use crate::key::CommandKey;
 
 /// The health counters of outcomes taken out of health (see `CommandCounters::stale`).
@@ -131,19 +131,43 @@ impl CommandCounters {
         }
     }
 
-    /// Counts a finished execution at `now_ms`: its events, EXCEPTION_THROWN if its caller got
-    /// an error from a disabled fallback, and (when `latencies`) its execution and total
-    /// latency. When not `health`, its health outcome is taken out of the health counts.
+    /// Counts a finished execution at `now_ms`: `events` (its events less those counted
+    /// already, by [`record_attempt`](CommandCounters::record_attempt)), EXCEPTION_THROWN if
+    /// its caller got an error from a disabled fallback, and (when `latencies`) its execution
+    /// and total latency. When not `health`, its health outcome is taken out of the health
+    /// counts.
     #[inline]
     pub(crate) fn record(
         &self,
         now_ms: u64,
         result: &ExecutionResult,
+        events: EventCounts,
         fallback_disabled: bool,
         latencies: bool,
         health: bool,
     ) {
-        let events = result.events;
+        self.count_events(now_ms, events, health);
+        // EXCEPTION_THROWN is derived when read (as Hystrix's aggregation does): its counter
+        // only holds the errors no event shows, those of a disabled fallback.
+        if fallback_disabled {
+            self.events
+                .add(now_ms, EventType::ExceptionThrown.index(), 1);
+        }
+        if latencies {
+            self.record_latencies(now_ms, result);
+        }
+    }
+
+    /// Counts the events of one attempt of an execution that goes on (a retry follows) at
+    /// `now_ms`, as they happen: each attempt is a request for health. When not `health`
+    /// (admitted before the breaker's latest transition), its health outcome is taken out of
+    /// the health counts.
+    pub(crate) fn record_attempt(&self, now_ms: u64, events: EventCounts, health: bool) {
+        self.count_events(now_ms, events, health);
+    }
+
+    #[inline]
+    fn count_events(&self, now_ms: u64, events: EventCounts, health: bool) {
         let bits = events.bits();
         let mut once = bits & !MULTIPLE_MASK;
         while once != 0 {
@@ -158,37 +182,35 @@ impl CommandCounters {
             self.events
                 .add(now_ms, index, events.count(EventType::ALL[index]));
         }
-        // EXCEPTION_THROWN is derived when read (as Hystrix's aggregation does): its counter
-        // only holds the errors no event shows, those of a disabled fallback.
-        if fallback_disabled {
-            self.events
-                .add(now_ms, EventType::ExceptionThrown.index(), 1);
-        }
         if !health && bits & (HEALTH_OK | HEALTH_ERROR) != 0 {
             self.stale.add(now_ms, TOTAL, 1);
             if bits & HEALTH_ERROR != 0 {
                 self.stale.add(now_ms, ERRORS, 1);
             }
         }
-        if latencies {
-            // Execution latency only if user code started; total latency unless refused
-            // before running (Hystrix: not for short-circuits and rejections).
-            let refused = EventType::ShortCircuited.bit()
-                | EventType::SemaphoreRejected.bit()
-                | EventType::ThreadPoolRejected.bit();
-            let total_ms = (bits & refused == 0).then_some(result.total_time_ms);
-            match (result.execution_time_ms, total_ms) {
-                // One counter instead of two for the usual execution.
-                (Some(execution_ms), Some(total_ms)) if execution_ms == total_ms => {
-                    self.same_latency.record(now_ms, execution_ms);
+    }
+
+    #[inline]
+    fn record_latencies(&self, now_ms: u64, result: &ExecutionResult) {
+        // Execution latency only if user code started; total latency unless refused before
+        // any run started (Hystrix: not for short-circuits and rejections; an execution whose
+        // earlier attempt ran has one).
+        let refused = EventType::ShortCircuited.bit()
+            | EventType::SemaphoreRejected.bit()
+            | EventType::ThreadPoolRejected.bit();
+        let total_ms = (result.events.bits() & refused == 0 || result.execution_time_ms.is_some())
+            .then_some(result.total_time_ms);
+        match (result.execution_time_ms, total_ms) {
+            // One counter instead of two for the usual execution.
+            (Some(execution_ms), Some(total_ms)) if execution_ms == total_ms => {
+                self.same_latency.record(now_ms, execution_ms);
+            }
+            (execution_ms, total_ms) => {
+                if let Some(execution_ms) = execution_ms {
+                    self.execution_latency.record(now_ms, execution_ms);
                 }
-                (execution_ms, total_ms) => {
-                    if let Some(execution_ms) = execution_ms {
-                        self.execution_latency.record(now_ms, execution_ms);
-                    }
-                    if let Some(total_ms) = total_ms {
-                        self.total_latency.record(now_ms, total_ms);
-                    }
+                if let Some(total_ms) = total_ms {
+                    self.total_latency.record(now_ms, total_ms);
                 }
             }
         }
