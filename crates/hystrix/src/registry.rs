@@ -552,7 +552,7 @@ impl CommandState {
     pub(crate) fn record(
         &self,
         result: &ExecutionResult,
-        uncounted: EventCounts,
+        uncounted: &EventCounts,
         fallback_disabled: bool,
         health: bool,
     ) {
@@ -596,7 +596,7 @@ impl CommandState {
             executed_in_thread: false,
         };
         self.counters
-            .record(now_ms, &hit, events, false, false, true);
+            .record(now_ms, &hit, &events, false, false, true);
         if self.env.has_notifier() {
             for event in events.iter() {
                 self.env.notify_event(event, &self.key);

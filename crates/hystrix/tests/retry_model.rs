@@ -14,8 +14,8 @@ use std::task::Poll;
 use std::time::Duration;
 
 use common::{DependencyError, builder, poll_once};
-use hystrix::testing::TestRegistry;
 use hystrix::EventType;
+use hystrix::testing::TestRegistry;
 use proptest::prelude::*;
 
 #[derive(Debug, Clone, Copy)]

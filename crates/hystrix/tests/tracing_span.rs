@@ -344,3 +344,47 @@ fn without_interest_there_is_no_span_and_user_code_stays_in_the_callers_span() {
         [Some(request_id)]
     );
 }
+
+#[test]
+fn each_attempt_of_a_retried_execution_has_a_child_span_with_its_number() {
+    collector();
+    let test = TestRegistry::new();
+    let cmd = builder("SpanRetry")
+        .group("Users")
+        .isolation(IsolationStrategy::Semaphore)
+        .property("retry.maxAttempts", 3)
+        .property("retry.backoff.initialInMilliseconds", 0)
+        .build_in(test.registry())
+        .unwrap();
+    let calls = Arc::new(AtomicU64::new(0));
+    let value = cmd
+        .run_retryable(move || {
+            let calls = Arc::clone(&calls);
+            move || {
+                tracing::info!("retried run working");
+                match calls.fetch_add(1, Ordering::SeqCst) {
+                    0 | 1 => Err(DependencyError("down")),
+                    n => Ok(n),
+                }
+            }
+        })
+        .execute()
+        .unwrap();
+    assert_eq!(value, 2);
+    let spans = execution_spans("SpanRetry");
+    assert_eq!(spans.len(), 1);
+    let execution = spans[0].0;
+    let attempts: Vec<(u64, String)> = collector()
+        .spans
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, data)| data.name == "hystrix.attempt" && data.parent == Some(execution))
+        .map(|(id, data)| (*id, data.fields["attempt"].clone()))
+        .collect();
+    let numbers: Vec<&str> = attempts.iter().map(|(_, n)| n.as_str()).collect();
+    assert_eq!(numbers, ["1", "2", "3"]);
+    // Each run's event was emitted inside its own attempt's span.
+    let ids: Vec<Option<u64>> = attempts.iter().map(|(id, _)| Some(*id)).collect();
+    assert_eq!(spans_of_events("retried run working"), ids);
+}

@@ -72,12 +72,9 @@ pin_project! {
             timeout_ms: Option<u64>,
             fallback: FB,
         },
-        /// Waiting out the delay before the next attempt; `error` is the last attempt's (for
-        /// the fallback if no attempt follows after all).
+        /// Waiting out the delay before the next attempt (boxed: only retries need it).
         Delay {
-            sleep: Sleep,
-            fallback: FB,
-            error: HystrixError<E>,
+            delay: Box<Delay<FB, E>>,
         },
         /// The fallback is executing.
         Fallback {
@@ -88,6 +85,14 @@ pin_project! {
         /// The outcome was returned.
         Done,
     }
+}
+
+/// The delay before another attempt, with what the execution goes on with: the fallback, and
+/// the last attempt's error (for the fallback if no attempt follows after all).
+struct Delay<FB, E> {
+    sleep: Sleep,
+    fallback: FB,
+    error: HystrixError<E>,
 }
 
 pin_project! {
@@ -243,9 +248,9 @@ where
         };
         let _entered = span.as_ref().map(tracing::Span::enter);
         loop {
-            // Each arm either returns, or hands an attempt it started (or the failure that
-            // ended one) and the fallback to the code below.
-            let (started, fallback) = match this.phase.as_mut().project() {
+            // Each arm either returns, goes on with an attempt it started, or hands the failure
+            // that ended one and the fallback to the code below.
+            let (mut error, fallback) = match this.phase.as_mut().project() {
                 PhaseProj::Start { .. } => {
                     let PhaseOwned::Start { run, fallback } =
                         this.phase.as_mut().project_replace(Phase::Done)
@@ -265,7 +270,7 @@ where
                     if A::RETRIES {
                         begin_attempts(state, &props, rec, this.options);
                     }
-                    let started = start_attempt(
+                    match start_attempt(
                         state,
                         &props,
                         rec,
@@ -273,28 +278,37 @@ where
                         isolation,
                         this.holds_permit,
                         run,
-                    );
-                    (started, fallback)
+                        this.phase.as_mut(),
+                        fallback,
+                    ) {
+                        Ok(()) => continue,
+                        Err(refused) => refused,
+                    }
                 }
-                PhaseProj::Delay { sleep, .. } => {
-                    if std::pin::Pin::new(sleep).poll(cx).is_pending() {
+                PhaseProj::Delay { delay } => {
+                    if Pin::new(&mut delay.sleep).poll(cx).is_pending() {
                         return Poll::Pending;
                     }
-                    let PhaseOwned::Delay {
-                        fallback, error, ..
-                    } = this.phase.as_mut().project_replace(Phase::Done)
+                    let PhaseOwned::Delay { delay } =
+                        this.phase.as_mut().project_replace(Phase::Done)
                     else {
                         unreachable!("matched Delay above")
                     };
-                    // `None`: the factory panicked, the last attempt's error goes on.
-                    let started = match this.again.next() {
-                        None => Err(error),
+                    let Delay {
+                        fallback, error, ..
+                    } = *delay;
+                    match this.again.next() {
+                        // The factory panicked: the last attempt's error goes to the fallback.
+                        None => {
+                            rec.end_attempts();
+                            (error, fallback)
+                        }
                         Some(run) => {
                             drop(error);
                             rec.attempt_ms = state.env.clock.now_ms();
                             let props = state.properties.hot().load();
                             let isolation = rec.isolation();
-                            start_attempt(
+                            match start_attempt(
                                 state,
                                 &props,
                                 rec,
@@ -302,10 +316,14 @@ where
                                 isolation,
                                 this.holds_permit,
                                 run,
-                            )
+                                this.phase.as_mut(),
+                                fallback,
+                            ) {
+                                Ok(()) => continue,
+                                Err(refused) => refused,
+                            }
                         }
-                    };
-                    (started, fallback)
+                    }
                 }
                 PhaseProj::Running {
                     mut running,
@@ -313,7 +331,16 @@ where
                     deadline_ms,
                     ..
                 } => {
-                    let ended = match running.as_mut().poll(cx) {
+                    // A retry-enabled execution's attempt has a span of its own, when traced.
+                    let attempt_span = if A::RETRIES {
+                        rec.attempt_span().cloned()
+                    } else {
+                        None
+                    };
+                    let entered = attempt_span.as_ref().map(tracing::Span::enter);
+                    let polled = running.as_mut().poll(cx);
+                    drop(entered);
+                    let ended = match polled {
                         Poll::Ready(ended) => ended,
                         Poll::Pending => {
                             if Sleep::poll_deadline(sleep, &state.env.clock, *deadline_ms, cx)
@@ -362,7 +389,7 @@ where
                             if !A::RETRIES {
                                 warn_if_retry_ignored(state);
                             }
-                            (Err(err), fallback)
+                            (err, fallback)
                         }
                     }
                 }
@@ -385,28 +412,16 @@ where
                 PhaseProj::Done => panic!("an execution future was polled after it completed"),
             };
 
-            let mut error = match started {
-                Ok((running, deadline_ms, timeout_ms)) => {
-                    this.phase.set(Phase::Running {
-                        running,
-                        sleep: None,
-                        deadline_ms,
-                        timeout_ms,
-                        fallback,
-                    });
-                    continue;
-                }
-                Err(error) => error,
-            };
-
             // The attempt loop: another attempt after a delay, or on to the fallback.
             if A::RETRIES
                 && let Some(at_ms) = plan_retry(state, rec, &*this.classifier, &error)
             {
                 this.phase.set(Phase::Delay {
-                    sleep: Sleep::until(Arc::clone(&state.env.clock), at_ms),
-                    fallback,
-                    error,
+                    delay: Box::new(Delay {
+                        sleep: Sleep::until(Arc::clone(&state.env.clock), at_ms),
+                        fallback,
+                        error,
+                    }),
                 });
                 continue;
             }
@@ -431,11 +446,11 @@ where
     }
 }
 
-/// Steps 1 to 3 of one attempt (breaker, deadline, isolation), and its run started: the run
-/// in progress, its deadline and its timeout (ms); or why it was refused.
+/// Steps 1 to 3 of one attempt (breaker, deadline, isolation), and its run started: `phase`
+/// is then Running; or why it was refused, with the fallback.
 #[inline(always)]
-#[allow(clippy::type_complexity)]
-fn start_attempt<X: RunFn>(
+#[allow(clippy::too_many_arguments)]
+fn start_attempt<X: RunFn, R, FB, FFut>(
     state: &Arc<CommandState>,
     props: &HotSnapshot,
     rec: &mut Recorder,
@@ -443,8 +458,12 @@ fn start_attempt<X: RunFn>(
     isolation: IsolationStrategy,
     holds_permit: &mut bool,
     run: X,
-) -> Result<(X::Running, Option<u64>, Option<u64>), HystrixError<X::Error>> {
-    check_breaker(state, props, rec, options)?;
+    mut phase: Pin<&mut Phase<R, FB, X::Running, FFut, X::Error>>,
+    fallback: FB,
+) -> Result<(), (HystrixError<X::Error>, FB)> {
+    if let Err(err) = check_breaker(state, props, rec, options) {
+        return Err((err, fallback));
+    }
     let (timeout_ms, deadline_ms) = attempt_deadline(state, props, rec, options);
     let start = Start {
         state,
@@ -463,7 +482,10 @@ fn start_attempt<X: RunFn>(
                 state.counters.started(rec.attempt_ms, state.running());
                 run.start_here(start)
             } else {
-                return Err(semaphore_rejected(state, rec, props.semaphore_max));
+                return Err((
+                    semaphore_rejected(state, rec, props.semaphore_max),
+                    fallback,
+                ));
             }
         }
         IsolationStrategy::Thread => match state
@@ -471,11 +493,18 @@ fn start_attempt<X: RunFn>(
             .and_then(|pool| run.start_on_pool(start, pool))
         {
             Ok(running) => running,
-            Err(rejection) => return Err(pool_rejected(state, rec, rejection)),
+            Err(rejection) => return Err((pool_rejected(state, rec, rejection), fallback)),
         },
     };
     rec.run_started(state);
-    Ok((running, deadline_ms, timeout_ms))
+    phase.set(Phase::Running {
+        running,
+        sleep: None,
+        deadline_ms,
+        timeout_ms,
+        fallback,
+    });
+    Ok(())
 }
 
 pin_project! {

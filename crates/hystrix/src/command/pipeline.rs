@@ -161,16 +161,31 @@ where
     if <R::Again as Again>::RETRIES {
         begin_attempts(state, &props, &mut rec, options);
     }
+    if !<R::Again as Again>::RETRIES {
+        return match blocking_attempt(state, props, &mut rec, classifier, run, options) {
+            AttemptEnd::Finished(end, response) => rec.finish(state, end, response),
+            AttemptEnd::Failed(error) => {
+                warn_if_retry_ignored_on(state, &error);
+                let response = fallback_blocking(state, &mut rec, error, fallback);
+                rec.finish_now(state, response)
+            }
+        };
+    }
+    let attempt_span = rec.attempt_span().cloned();
+    let entered = attempt_span.as_ref().map(tracing::Span::enter);
     let mut error = match blocking_attempt(state, props, &mut rec, classifier, run, options) {
         AttemptEnd::Finished(end, response) => return rec.finish(state, end, response),
         AttemptEnd::Failed(error) => error,
     };
-    if <R::Again as Again>::RETRIES {
+    drop(entered);
+    {
         while let Some(at_ms) = plan_retry(state, &mut rec, classifier, &error) {
             block_on(Sleep::until(Arc::clone(&state.env.clock), at_ms));
             let Some(next) = again.next() else { break };
             rec.attempt_ms = state.env.clock.now_ms();
             let props = state.properties.hot().load();
+            let attempt_span = rec.attempt_span().cloned();
+            let _entered = attempt_span.as_ref().map(tracing::Span::enter);
             error = match blocking_attempt(state, props, &mut rec, classifier, next, options) {
                 AttemptEnd::Finished(end, response) => return rec.finish(state, end, response),
                 AttemptEnd::Failed(error) => error,
@@ -192,7 +207,7 @@ enum AttemptEnd<T, E> {
 
 /// One attempt of a blocking execution on the calling thread: breaker, permit, the run raced
 /// against the attempt's deadline, its end decided.
-#[inline]
+#[inline(always)]
 fn blocking_attempt<C, R>(
     state: &CommandState,
     props: HotSnapshot,
@@ -272,8 +287,12 @@ pub(crate) fn begin_attempts(
     if max_attempts <= 1 || options.no_retry() {
         return;
     }
-    rec.max_attempts = u8::try_from(max_attempts).unwrap_or(u8::MAX);
-    rec.deadline_ms = timeout_ms(props, options).map(|ms| rec.start_ms.saturating_add(ms));
+    rec.retry = Some(Box::new(Attempts {
+        max_attempts: u8::try_from(max_attempts).unwrap_or(u8::MAX),
+        deadline_ms: timeout_ms(props, options).map(|ms| rec.start_ms.saturating_add(ms)),
+        ..Attempts::default()
+    }));
+    rec.open_attempt_span();
     let full = state.properties.load();
     retry_budget(state, &full).deposit(rec.start_ms);
 }
@@ -299,22 +318,23 @@ pub(crate) fn attempt_deadline(
     options: &CallOptions,
 ) -> (Option<u64>, Option<u64>) {
     let timeout_ms = timeout_ms(props, options);
-    if rec.max_attempts <= 1 {
-        return (
+    match &rec.retry {
+        None => (
             timeout_ms,
             timeout_ms.map(|ms| rec.start_ms.saturating_add(ms)),
-        );
+        ),
+        Some(retry) => retrying_attempt_deadline(state, rec, retry, timeout_ms),
     }
-    retrying_attempt_deadline(state, rec, timeout_ms)
 }
 
 #[cold]
 fn retrying_attempt_deadline(
     state: &CommandState,
     rec: &Recorder,
+    retry: &Attempts,
     timeout_ms: Option<u64>,
 ) -> (Option<u64>, Option<u64>) {
-    let (Some(timeout_ms), Some(execution_deadline)) = (timeout_ms, rec.deadline_ms) else {
+    let (Some(timeout_ms), Some(execution_deadline)) = (timeout_ms, retry.deadline_ms) else {
         return (None, None);
     };
     let attempt_ms = crate::retry::attempt_timeout_ms(&state.properties.load(), timeout_ms);
@@ -339,7 +359,11 @@ pub(crate) fn plan_retry<C, E>(
 where
     C: Classify<E> + ?Sized,
 {
-    if rec.attempts >= rec.max_attempts {
+    let (max_attempts, last_delay_ms, deadline_ms) = match &rec.retry {
+        Some(retry) => (retry.max_attempts, retry.last_delay_ms, retry.deadline_ms),
+        None => return None,
+    };
+    if rec.attempts >= max_attempts {
         return None;
     }
     let props = state.properties.load();
@@ -378,13 +402,10 @@ where
     }
     let now_ms = state.env.clock.now_ms();
     let retry = u32::from(rec.attempts);
-    let delay_ms = crate::retry::backoff_ms(&state.retry, &props, retry, rec.last_delay_ms)
+    let delay_ms = crate::retry::backoff_ms(&state.retry, &props, retry, last_delay_ms)
         .max(min_delay_ms.unwrap_or(0));
     // No sleeping past the deadline: a delay that leaves no time for the attempt abandons.
-    if rec
-        .deadline_ms
-        .is_some_and(|deadline| now_ms.saturating_add(delay_ms) >= deadline)
-    {
+    if deadline_ms.is_some_and(|deadline| now_ms.saturating_add(delay_ms) >= deadline) {
         return None;
     }
     let granted = retry_budget(state, &props).try_withdraw(
@@ -399,8 +420,23 @@ where
     rec.event(state, EventType::Retry);
     rec.count_attempt(state, now_ms);
     rec.attempts = rec.attempts.saturating_add(1);
-    rec.last_delay_ms = delay_ms;
+    if let Some(retry) = &mut rec.retry {
+        retry.last_delay_ms = delay_ms;
+    }
+    rec.open_attempt_span();
     Some(now_ms.saturating_add(delay_ms))
+}
+
+/// A run that cannot be retried ended in `error`: if it failed or timed out (a retryable
+/// failure) see [`warn_if_retry_ignored`].
+#[inline]
+fn warn_if_retry_ignored_on<E>(state: &CommandState, error: &HystrixError<E>) {
+    if matches!(
+        error.failure_type(),
+        FailureType::CommandException | FailureType::Timeout
+    ) {
+        warn_if_retry_ignored(state);
+    }
 }
 
 /// A run that cannot be retried failed: if its key sets `retry.maxAttempts` over 1, says
@@ -964,15 +1000,25 @@ pub(crate) struct Recorder {
     pub(crate) attempt_ms: u64,
     /// Attempts begun (1 for a single run).
     attempts: u8,
-    /// `retry.maxAttempts` when the execution began (1: no retry).
+    /// The attempt loop's state, for a retry-enabled execution only (boxed: a single run
+    /// carries one null pointer).
+    retry: Option<Box<Attempts>>,
+}
+
+/// Where a retry-enabled execution's attempt loop is.
+#[derive(Debug, Default)]
+struct Attempts {
+    /// `retry.maxAttempts` when the execution began.
     max_attempts: u8,
     /// Events already counted in the metrics (those of earlier attempts, counted as they
     /// ended).
     counted: EventCounts,
-    /// The execution deadline (start + timeout), set for retry-enabled executions only.
+    /// The execution deadline (start + timeout).
     deadline_ms: Option<u64>,
     /// The delay before the latest retry, in ms.
     last_delay_ms: u64,
+    /// The current attempt's `tracing` span (a child of the execution's), if traced.
+    span: Option<tracing::Span>,
 }
 
 impl Recorder {
@@ -995,10 +1041,7 @@ impl Recorder {
             span: None,
             attempt_ms: 0,
             attempts: 0,
-            max_attempts: 1,
-            counted: EventCounts::new(),
-            deadline_ms: None,
-            last_delay_ms: 0,
+            retry: None,
         }
     }
 
@@ -1038,6 +1081,27 @@ impl Recorder {
     #[inline]
     pub(crate) fn span(&self) -> Option<&tracing::Span> {
         self.span.as_ref()
+    }
+
+    /// The current attempt's span, for a retry-enabled execution with a subscriber: enter it
+    /// around the attempt's steps.
+    #[inline]
+    pub(crate) fn attempt_span(&self) -> Option<&tracing::Span> {
+        self.retry.as_ref()?.span.as_ref()
+    }
+
+    /// Opens the span of attempt number `self.attempts`: `hystrix.attempt` at DEBUG level,
+    /// target `hystrix::command`, a child of the execution's span, with field `attempt`.
+    #[cold]
+    fn open_attempt_span(&mut self) {
+        if let (Some(parent), Some(retry)) = (&self.span, &mut self.retry) {
+            retry.span = Some(tracing::debug_span!(
+                target: "hystrix::command",
+                parent: parent,
+                "hystrix.attempt",
+                attempt = self.attempts,
+            ));
+        }
     }
 
     /// Records how the execution ended on its span.
@@ -1275,16 +1339,26 @@ impl Recorder {
         self.isolation
     }
 
+    /// No attempt follows after all (the factory of runs panicked): the attempt loop ends.
+    pub(crate) fn end_attempts(&mut self) {
+        if let Some(retry) = &mut self.retry {
+            retry.max_attempts = self.attempts;
+        }
+    }
+
     /// Counts the events of the attempt that just failed (and its RETRY) in the metrics now:
     /// each attempt is a request for health when it happens.
     fn count_attempt(&mut self, state: &CommandState, now_ms: u64) {
-        let fresh = self.events.less(&self.counted);
+        let Some(retry) = &mut self.retry else {
+            return;
+        };
+        let fresh = self.events.less(&retry.counted);
         let current = self.keyed.is_none()
             && self
                 .generation
                 .is_none_or(|generation| state.breaker.generation() == generation);
-        state.counters.record_attempt(now_ms, fresh, current);
-        self.counted = self.events;
+        state.counters.record_attempt(now_ms, &fresh, current);
+        retry.counted = self.events;
     }
 
     fn report(&mut self, state: &CommandState, now_ms: u64) -> ExecutionResult {
@@ -1315,12 +1389,13 @@ impl Recorder {
                 && self
                     .generation
                     .is_none_or(|generation| state.breaker.generation() == generation);
-            let uncounted = if self.counted.is_empty() {
-                self.events
-            } else {
-                self.events.less(&self.counted)
-            };
-            state.record(&result, uncounted, self.fallback_disabled, current);
+            match &self.retry {
+                None => state.record(&result, &result.events, self.fallback_disabled, current),
+                Some(retry) => {
+                    let uncounted = result.events.less(&retry.counted);
+                    state.record(&result, &uncounted, self.fallback_disabled, current);
+                }
+            }
             // The request this execution belongs to: it ends in the context it started in (on
             // the caller's thread or task, or where its context was carried).
             if self.log_requested

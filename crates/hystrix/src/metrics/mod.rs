@@ -141,7 +141,7 @@ impl CommandCounters {
         &self,
         now_ms: u64,
         result: &ExecutionResult,
-        events: EventCounts,
+        events: &EventCounts,
         fallback_disabled: bool,
         latencies: bool,
         health: bool,
@@ -162,12 +162,12 @@ impl CommandCounters {
     /// `now_ms`, as they happen: each attempt is a request for health. When not `health`
     /// (admitted before the breaker's latest transition), its health outcome is taken out of
     /// the health counts.
-    pub(crate) fn record_attempt(&self, now_ms: u64, events: EventCounts, health: bool) {
+    pub(crate) fn record_attempt(&self, now_ms: u64, events: &EventCounts, health: bool) {
         self.count_events(now_ms, events, health);
     }
 
     #[inline]
-    fn count_events(&self, now_ms: u64, events: EventCounts, health: bool) {
+    fn count_events(&self, now_ms: u64, events: &EventCounts, health: bool) {
         let bits = events.bits();
         let mut once = bits & !MULTIPLE_MASK;
         while once != 0 {
