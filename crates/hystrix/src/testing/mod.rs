@@ -57,12 +57,18 @@
 //! assert_eq!(err.failure_type(), FailureType::Timeout);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! With the `sim` feature, `hystrix::testing::sim` runs whole load scenarios in virtual time:
+//! a fake backend, an open-loop load, many executions on one thread.
 
 use std::time::Duration;
 
 use crate::clock::{Clock, ManualClock};
 use crate::error::ConfigError;
 use crate::registry::Registry;
+
+#[cfg(feature = "sim")]
+pub mod sim;
 
 /// The real time [`TestRegistry::advance_when_pending`] waits at most for its timers, unless
 /// [`with_pending_wait`](TestRegistry::with_pending_wait) sets another: 10 s, long enough for a
