@@ -177,9 +177,9 @@ fn the_table_has_a_header_and_a_row_per_report() {
         [
             "scenario            offered  answered  fallback  failed  backend calls  \
              calls/request  p50 ms  p99 ms  p99.9 ms  max ms",
-            "baseline-transient    10000    70.3 %    29.7 %   0.0 %          10000           \
+            "baseline-transient    10000   70.32 %   29.68 %  0.00 %          10000           \
              1.00      20     103       171     320",
-            "naive-retry-storm     10000     0.0 %   100.0 %   0.0 %          30000           \
+            "naive-retry-storm     10000    0.00 %  100.00 %  0.00 %          30000           \
              3.00      70     191       288     443",
         ]
     );

@@ -694,7 +694,8 @@ impl fmt::Debug for Backend {
 }
 
 /// The future of [`Backend::call`]: reaches the backend at its first poll and resolves when its
-/// service ends (at once when refused). Dropping it before then abandons the call.
+/// service ends (at once when refused). Dropping it before then abandons the call. Like an
+/// `async fn`'s future, it panics if polled again after it resolved.
 #[must_use = "a backend call does nothing unless polled or awaited"]
 pub struct BackendCall {
     backend: Backend,

@@ -185,7 +185,7 @@ const HEADERS: [&str; 11] = [
 ///
 /// ```text
 /// scenario            offered  answered  fallback  failed  backend calls  calls/request  p50 ms  p99 ms  p99.9 ms  max ms
-/// baseline-transient    10000    70.3 %    29.7 %   0.0 %          10000           1.00      20     103       171     320
+/// baseline-transient    10000   70.32 %   29.68 %  0.00 %          10000           1.00      20     103       171     320
 /// ```
 pub fn table(reports: &[Report]) -> String {
     let rows: Vec<[String; 11]> = reports.iter().map(row).collect();
@@ -219,7 +219,7 @@ pub fn table(reports: &[Report]) -> String {
 }
 
 fn row(report: &Report) -> [String; 11] {
-    let percent = |share: f64| format!("{:.1} %", share * 100.0);
+    let percent = |share: f64| format!("{:.2} %", share * 100.0);
     let latency = report.latency();
     [
         if report.name.is_empty() {
