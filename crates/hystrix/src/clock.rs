@@ -17,6 +17,10 @@
 //! clock.advance(Duration::from_millis(1500));
 //! assert_eq!(clock.now_ms(), 1500);
 //! ```
+//!
+//! Code of your own can wait on the same clock as the library with [`sleep`] (a future), for
+//! instance a delay in a fake dependency that a test then moves past with
+//! [`ManualClock::advance`].
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -318,6 +322,9 @@ struct ManualInner {
     epoch_base_ms: u64,
     timers: TimerQueue,
     advancing: Mutex<()>,
+    /// Signalled after each `schedule`, with the timer queue's lock as its mutex, for
+    /// [`ManualClock::wait_for_pending_timers`].
+    timer_added: Condvar,
 }
 
 impl ManualClock {
@@ -390,6 +397,57 @@ impl ManualClock {
     pub fn next_timer_deadline_ms(&self) -> Option<u64> {
         self.inner.timers.next_due()
     }
+
+    /// Moves time to the earliest pending timer's deadline and runs the timers due then, on this
+    /// thread (as [`advance`](ManualClock::advance)). Returns the time reached, in ms, or `None`
+    /// (and leaves time alone) when no timer is pending. A timer already due fires without time
+    /// moving.
+    ///
+    /// ```
+    /// use hystrix::clock::{Clock, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// assert_eq!(clock.advance_to_next_timer(), None);
+    /// clock.schedule(70, Box::new(|| {}));
+    /// clock.schedule(30, Box::new(|| {}));
+    /// assert_eq!(clock.advance_to_next_timer(), Some(30));
+    /// assert_eq!(clock.advance_to_next_timer(), Some(70));
+    /// assert_eq!(clock.pending_timers(), 0);
+    /// ```
+    pub fn advance_to_next_timer(&self) -> Option<u64> {
+        let deadline = self.next_timer_deadline_ms()?;
+        self.advance_ms(deadline.saturating_sub(self.now_ms()));
+        Some(self.now_ms())
+    }
+
+    /// Waits, in real time and for at most `timeout`, until at least `at_least` timers are
+    /// pending ([`pending_timers`](ManualClock::pending_timers)). Returns whether they are.
+    ///
+    /// For a test whose other thread is about to wait on this clock (a blocking `execute()`
+    /// whose run awaits a timeout or a delay): once its timer is scheduled, moving time fires it.
+    /// The wait parks the thread (woken by each `schedule`), it does not spin. Every pending
+    /// timer counts, whoever scheduled it.
+    pub fn wait_for_pending_timers(&self, at_least: usize, timeout: Duration) -> bool {
+        let give_up = std::time::Instant::now().checked_add(timeout);
+        let mut queue = self.inner.timers.inner.lock();
+        while queue.entries.len() < at_least {
+            match give_up {
+                Some(give_up) => {
+                    if self
+                        .inner
+                        .timer_added
+                        .wait_until(&mut queue, give_up)
+                        .timed_out()
+                    {
+                        return queue.entries.len() >= at_least;
+                    }
+                }
+                // A timeout too large for an Instant: wait without one.
+                None => self.inner.timer_added.wait(&mut queue),
+            }
+        }
+        true
+    }
 }
 
 impl fmt::Debug for ManualClock {
@@ -412,6 +470,7 @@ impl Clock for ManualClock {
 
     fn schedule(&self, deadline_ms: u64, task: TimerTask) -> TimerId {
         let (id, _) = self.inner.timers.insert(deadline_ms, deadline_ms, task);
+        self.inner.timer_added.notify_all();
         // A deadline already passed fires now, as it would on the system clock's timer thread,
         // unless an advance() is running: it runs overdue timers before it returns.
         if deadline_ms <= self.now_ms() {
@@ -428,10 +487,61 @@ impl Clock for ManualClock {
 // ------------------------------------------------------------------------------------------------
 // Sleeping on a clock
 
-/// A future that completes once `clock.now_ms() >= deadline_ms`; dropping it cancels its timer.
+/// A future that completes once `clock` has moved `duration` past its time now, in whole
+/// milliseconds (a sub-millisecond part rounds up, so it never completes early). Dropping it
+/// before then cancels its timer.
+///
+/// The deadline is fixed when `sleep` is called, as for `tokio::time::sleep`; the timer is
+/// armed at the first poll that finds the deadline still ahead, so a sleep of zero completes at
+/// its first poll without one. On a [`ManualClock`] it completes when a test moves time to the
+/// deadline; on the [`SystemClock`] its timer thread wakes it. It needs no async runtime.
+///
+/// Use the clock of the registry whose commands you test, [`Registry::clock`](crate::Registry::clock),
+/// so a test's [`ManualClock`] drives your waits and the library's alike.
+///
+/// ```
+/// use hystrix::clock::{self, Clock, ManualClock};
+/// use hystrix::testing::TestRegistry;
+/// use std::time::Duration;
+///
+/// let test = TestRegistry::new();
+/// test.advance(Duration::from_millis(100));
+/// let mut nap = Box::pin(clock::sleep(test.registry().clock(), Duration::from_millis(250)));
+/// assert_eq!(nap.deadline_ms(), 350);
+///
+/// let waker = futures::task::noop_waker();
+/// let mut cx = std::task::Context::from_waker(&waker);
+/// assert!(nap.as_mut().poll(&mut cx).is_pending());
+/// test.advance(Duration::from_millis(249));
+/// assert!(nap.as_mut().poll(&mut cx).is_pending());
+/// test.advance(Duration::from_millis(1));
+/// assert!(nap.as_mut().poll(&mut cx).is_ready());
+/// assert_eq!(test.clock().now_ms(), 350);
+/// # use std::future::Future;
+/// ```
+pub fn sleep(clock: &Arc<dyn Clock>, duration: Duration) -> Sleep {
+    let ms = duration.as_millis();
+    let ms = if duration.subsec_nanos() % 1_000_000 == 0 {
+        ms
+    } else {
+        ms.saturating_add(1)
+    };
+    let ms = u64::try_from(ms).unwrap_or(u64::MAX);
+    sleep_until(clock, clock.now_ms().saturating_add(ms))
+}
+
+/// A future that completes once `clock.now_ms() >= deadline_ms` (ms on that clock); at once if
+/// it already is. Dropping it before then cancels its timer. See [`sleep`].
+pub fn sleep_until(clock: &Arc<dyn Clock>, deadline_ms: u64) -> Sleep {
+    Sleep::until(Arc::clone(clock), deadline_ms)
+}
+
+/// The future of [`sleep`] and [`sleep_until`]: completes once its clock reaches its deadline;
+/// dropping it cancels its timer.
 ///
 /// No timer is registered until the first poll finds the deadline still ahead.
-pub(crate) struct Sleep {
+#[must_use = "a Sleep does nothing unless polled or awaited"]
+pub struct Sleep {
     clock: Arc<dyn Clock>,
     deadline_ms: u64,
     armed: Option<(TimerId, Arc<SleepShared>)>,
@@ -450,6 +560,20 @@ impl Sleep {
             deadline_ms,
             armed: None,
         }
+    }
+
+    /// The time this sleep completes at, in ms on its clock.
+    pub fn deadline_ms(&self) -> u64 {
+        self.deadline_ms
+    }
+}
+
+impl fmt::Debug for Sleep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sleep")
+            .field("deadline_ms", &self.deadline_ms)
+            .field("armed", &self.armed.is_some())
+            .finish()
     }
 }
 
@@ -617,6 +741,108 @@ mod tests {
         );
         drop(sleep);
         assert_eq!(clock.pending_timers(), 0);
+    }
+
+    #[test]
+    fn public_sleep_rounds_up_and_completes_at_its_deadline() {
+        let clock = ManualClock::new();
+        clock.advance_ms(10);
+        let shared: Arc<dyn Clock> = Arc::new(clock.clone());
+        let waker = futures::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+
+        let mut nap = Box::pin(sleep(&shared, Duration::from_micros(2_500)));
+        assert_eq!(nap.deadline_ms(), 13);
+        assert!(nap.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(clock.pending_timers(), 1);
+        assert_eq!(clock.next_timer_deadline_ms(), Some(13));
+        clock.advance_ms(2);
+        assert!(nap.as_mut().poll(&mut cx).is_pending());
+        clock.advance_ms(1);
+        assert!(nap.as_mut().poll(&mut cx).is_ready());
+        assert_eq!(clock.pending_timers(), 0);
+
+        // Zero, and a deadline already passed: ready at the first poll, no timer.
+        let mut zero = Box::pin(sleep(&shared, Duration::ZERO));
+        assert_eq!(zero.deadline_ms(), 13);
+        assert!(zero.as_mut().poll(&mut cx).is_ready());
+        let mut past = Box::pin(sleep_until(&shared, 5));
+        assert!(past.as_mut().poll(&mut cx).is_ready());
+        assert_eq!(clock.pending_timers(), 0);
+
+        // A huge duration saturates instead of overflowing.
+        let far = sleep(&shared, Duration::MAX);
+        assert_eq!(far.deadline_ms(), u64::MAX);
+    }
+
+    #[test]
+    fn public_sleep_wakes_its_task_when_the_clock_fires() {
+        let clock = ManualClock::new();
+        let shared: Arc<dyn Clock> = Arc::new(clock.clone());
+        let driver = clock.clone();
+        let sleeper = std::thread::spawn(move || {
+            futures::executor::block_on(sleep(&shared, Duration::from_millis(40)));
+            shared.now_ms()
+        });
+        assert!(driver.wait_for_pending_timers(1, Duration::from_secs(10)));
+        assert_eq!(driver.next_timer_deadline_ms(), Some(40));
+        driver.advance_ms(40);
+        assert_eq!(sleeper.join().unwrap(), 40);
+    }
+
+    #[test]
+    fn dropping_public_sleep_cancels_its_timer() {
+        let clock = ManualClock::new();
+        let shared: Arc<dyn Clock> = Arc::new(clock.clone());
+        let mut nap = Box::pin(sleep(&shared, Duration::from_millis(5)));
+        let waker = futures::task::noop_waker();
+        assert!(
+            nap.as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending()
+        );
+        assert_eq!(clock.pending_timers(), 1);
+        drop(nap);
+        assert_eq!(clock.pending_timers(), 0);
+    }
+
+    #[test]
+    fn advance_to_next_timer_moves_to_each_deadline_in_turn() {
+        let clock = ManualClock::new();
+        let (tx, rx) = mpsc::channel();
+        for deadline in [120u64, 45, 45, 300] {
+            let (c, tx) = (clock.clone(), tx.clone());
+            clock.schedule(deadline, Box::new(move || tx.send(c.now_ms()).unwrap()));
+        }
+        assert_eq!(clock.advance_to_next_timer(), Some(45));
+        assert_eq!(rx.try_iter().collect::<Vec<_>>(), vec![45, 45]);
+        assert_eq!(clock.advance_to_next_timer(), Some(120));
+        assert_eq!(clock.advance_to_next_timer(), Some(300));
+        assert_eq!(rx.try_iter().collect::<Vec<_>>(), vec![120, 300]);
+        assert_eq!(clock.advance_to_next_timer(), None);
+        assert_eq!(clock.now_ms(), 300);
+    }
+
+    #[test]
+    fn wait_for_pending_timers_wakes_on_schedule_and_gives_up_at_its_timeout() {
+        let clock = ManualClock::new();
+        // Nothing schedules: gives up after the (short) timeout.
+        let started = std::time::Instant::now();
+        assert!(!clock.wait_for_pending_timers(1, Duration::from_millis(20)));
+        assert!(started.elapsed() >= Duration::from_millis(20));
+        // Already enough: returns at once.
+        assert!(clock.wait_for_pending_timers(0, Duration::ZERO));
+
+        let other = clock.clone();
+        let scheduler = std::thread::spawn(move || {
+            for deadline in [10, 20] {
+                std::thread::sleep(Duration::from_millis(5));
+                other.schedule(deadline, Box::new(|| {}));
+            }
+        });
+        assert!(clock.wait_for_pending_timers(2, Duration::from_secs(10)));
+        assert_eq!(clock.pending_timers(), 2);
+        scheduler.join().unwrap();
     }
 
     #[test]

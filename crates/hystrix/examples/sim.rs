@@ -1,0 +1,98 @@
+//! Runs named simulation scenarios in virtual time and prints their table.
+//!
+//! ```text
+//! cargo run -p hystrix-rs --release --features sim --example sim                 # lists them
+//! cargo run -p hystrix-rs --release --features sim --example sim -- <name>...    # runs those
+//! cargo run -p hystrix-rs --release --features sim --example sim -- all --seed 7
+//! ```
+//!
+//! The scenarios are `hystrix::testing::sim::scenarios`; one seed gives one table, on any
+//! machine.
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use hystrix::testing::sim::{self, scenarios};
+
+fn usage() -> String {
+    let mut out = String::from(
+        "usage: sim <scenario>... | all [--seed N]\n\nscenarios (latencies in virtual ms):\n",
+    );
+    let width = scenarios::SCENARIOS
+        .iter()
+        .map(|s| s.name().len())
+        .max()
+        .unwrap_or(0);
+    for scenario in scenarios::SCENARIOS {
+        out.push_str(&format!(
+            "  {:<width$}  {}\n",
+            scenario.name(),
+            scenario.summary()
+        ));
+    }
+    out
+}
+
+fn main() -> ExitCode {
+    let mut names = Vec::new();
+    let mut seed = scenarios::DEFAULT_SEED;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--seed" => match args.next().map(|value| value.parse::<u64>()) {
+                Some(Ok(value)) => seed = value,
+                _ => {
+                    eprintln!("--seed needs a whole number\n\n{}", usage());
+                    return ExitCode::from(2);
+                }
+            },
+            "-h" | "--help" => {
+                print!("{}", usage());
+                return ExitCode::SUCCESS;
+            }
+            _ => names.push(arg),
+        }
+    }
+    if names.is_empty() {
+        print!("{}", usage());
+        return ExitCode::SUCCESS;
+    }
+    let chosen: Vec<&scenarios::Scenario> = if names.iter().any(|name| name == "all") {
+        scenarios::SCENARIOS.iter().collect()
+    } else {
+        let mut chosen = Vec::new();
+        for name in &names {
+            match scenarios::find(name) {
+                Some(scenario) => chosen.push(scenario),
+                None => {
+                    eprintln!("unknown scenario '{name}'\n\n{}", usage());
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        chosen
+    };
+
+    let mut reports = Vec::new();
+    for scenario in chosen {
+        let started = Instant::now();
+        match scenario.run(seed) {
+            Ok(report) => {
+                eprintln!(
+                    "{}: {} ({} ms virtual in {:.2} s real)",
+                    scenario.name(),
+                    scenario.summary(),
+                    report.elapsed_ms(),
+                    started.elapsed().as_secs_f64()
+                );
+                reports.push(report);
+            }
+            Err(err) => {
+                eprintln!("{}: {err}", scenario.name());
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    println!("seed {seed}\n{}", sim::table(&reports));
+    ExitCode::SUCCESS
+}

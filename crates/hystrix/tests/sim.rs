@@ -1,0 +1,656 @@
+//! `hystrix::testing::sim` (feature `sim`): the virtual-time executor, the fake backend, the
+//! open-loop load, the report, and the named scenarios with their exact values for the default
+//! seed (the simulation is deterministic, so exact numbers are its specification).
+
+#![allow(clippy::unwrap_used)]
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::Poll;
+use std::time::Duration;
+
+use hystrix::clock;
+use hystrix::testing::sim::{
+    self, Backend, BackendError, BackendStats, Load, Phase, Report, ServiceTime, Sim, SimError,
+    SimOutcome, scenarios,
+};
+use hystrix::{Command, IsolationStrategy};
+
+fn ms(ms: u64) -> Duration {
+    Duration::from_millis(ms)
+}
+
+/// The numbers of a report that must not change for one seed.
+#[derive(Debug, Clone, PartialEq)]
+struct Row {
+    offered: u64,
+    answered: u64,
+    fallback: u64,
+    failed: u64,
+    backend: BackendStats,
+    /// p50, p99, p99.9, max, in ms.
+    latency: [u64; 4],
+}
+
+fn row(report: &Report) -> Row {
+    let latency = report.latency();
+    Row {
+        offered: report.offered(),
+        answered: report.answered(),
+        fallback: report.fallback(),
+        failed: report.failed(),
+        backend: *report.backend().unwrap(),
+        latency: [
+            latency.p50_ms,
+            latency.p99_ms,
+            latency.p999_ms,
+            latency.max_ms,
+        ],
+    }
+}
+
+fn stats(calls: u64, succeeded: u64, failed: u64, max_in_service: usize) -> BackendStats {
+    let mut stats = BackendStats::default();
+    stats.calls = calls;
+    stats.succeeded = succeeded;
+    stats.failed = failed;
+    stats.max_in_service = max_in_service;
+    stats
+}
+
+fn run(name: &str, seed: u64) -> Report {
+    scenarios::find(name).unwrap().run(seed).unwrap()
+}
+
+// ------------------------------------------------------------------------------------------------
+// Scenarios
+
+#[test]
+fn scenarios_give_their_recorded_values_for_the_default_seed_twice_in_a_row() {
+    let expected = [
+        (
+            "baseline-transient",
+            Row {
+                offered: 10_000,
+                answered: 7_032,
+                fallback: 2_968,
+                failed: 0,
+                backend: stats(10_000, 7_032, 2_968, 36),
+                latency: [20, 103, 171, 320],
+            },
+        ),
+        (
+            "naive-retry-transient",
+            Row {
+                offered: 10_000,
+                answered: 9_751,
+                fallback: 249,
+                failed: 0,
+                backend: stats(13_834, 9_751, 4_083, 46),
+                latency: [27, 137, 200, 371],
+            },
+        ),
+        (
+            "naive-retry-storm",
+            Row {
+                offered: 10_000,
+                answered: 0,
+                fallback: 10_000,
+                failed: 0,
+                backend: stats(30_000, 0, 30_000, 95),
+                latency: [70, 191, 288, 443],
+            },
+        ),
+        (
+            "naive-retry-storm-breaker",
+            Row {
+                offered: 10_000,
+                answered: 0,
+                fallback: 10_000,
+                failed: 0,
+                backend: stats(1_430, 0, 1_430, 88),
+                latency: [0, 94, 160, 312],
+            },
+        ),
+    ];
+    assert_eq!(
+        scenarios::SCENARIOS
+            .iter()
+            .map(|s| s.name())
+            .collect::<Vec<_>>(),
+        expected.iter().map(|(name, _)| *name).collect::<Vec<_>>()
+    );
+    for (name, expected) in expected {
+        let first = run(name, scenarios::DEFAULT_SEED);
+        let second = run(name, scenarios::DEFAULT_SEED);
+        assert_eq!(row(&first), expected, "{name}");
+        assert_eq!(row(&second), expected, "{name}, second run");
+        assert_eq!(first.latency(), second.latency(), "{name}: mean too");
+        assert_eq!(first.name(), name);
+    }
+}
+
+#[test]
+fn baseline_transient_answers_about_seventy_percent_with_one_call_each() {
+    for seed in [1, 2, 3] {
+        let report = run("baseline-transient", seed);
+        let share = report.answered_share();
+        assert!((0.68..=0.72).contains(&share), "seed {seed}: {share}");
+        assert_eq!(report.answered() + report.fallback(), report.offered());
+        assert_eq!(report.backend_calls_per_request(), Some(1.0));
+    }
+    assert_ne!(
+        row(&run("baseline-transient", 1)),
+        row(&run("baseline-transient", 2)),
+        "another seed draws other failures"
+    );
+}
+
+#[test]
+fn naive_retry_transient_answers_about_one_minus_point_three_cubed() {
+    let report = run("naive-retry-transient", 2);
+    // 1 - 0.3^3 = 0.973 answered; 1 + 0.3 + 0.09 = 1.39 calls per request.
+    assert!((0.96..=0.985).contains(&report.answered_share()));
+    let calls = report.backend_calls_per_request().unwrap();
+    assert!((1.35..=1.43).contains(&calls), "{calls}");
+}
+
+#[test]
+fn naive_retry_storm_triples_the_load_and_the_breaker_stops_it() {
+    let storm = run("naive-retry-storm", 5);
+    assert_eq!(storm.backend_calls_per_request(), Some(3.0));
+    assert_eq!(storm.answered(), 0);
+    let with_breaker = run("naive-retry-storm-breaker", 5);
+    assert!(with_breaker.backend_calls_per_request().unwrap() < 0.2);
+    assert_eq!(with_breaker.fallback(), 10_000);
+}
+
+#[test]
+fn the_table_has_a_header_and_a_row_per_report() {
+    let reports = [run("baseline-transient", 1), run("naive-retry-storm", 1)];
+    let table = sim::table(&reports);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "scenario            offered  answered  fallback  failed  backend calls  \
+             calls/request  p50 ms  p99 ms  p99.9 ms  max ms",
+            "baseline-transient    10000   70.32 %   29.68 %  0.00 %          10000           \
+             1.00      20     103       171     320",
+            "naive-retry-storm     10000    0.00 %  100.00 %  0.00 %          30000           \
+             3.00      70     191       288     443",
+        ]
+    );
+    assert_eq!(reports[0].to_string(), sim::table(&reports[..1]));
+}
+
+#[test]
+fn a_scenario_is_found_by_name_only() {
+    assert!(scenarios::find("baseline-transient").is_some());
+    assert!(scenarios::find("no-such-scenario").is_none());
+}
+
+// ------------------------------------------------------------------------------------------------
+// Executor
+
+#[test]
+fn tasks_woken_by_timers_fired_in_advance_are_polled_again() {
+    let mut sim = Sim::new();
+    let seen = Rc::new(RefCell::new(Vec::new()));
+    for (task, naps) in [(0, vec![30, 30]), (1, vec![45]), (2, vec![0, 10, 50])] {
+        let (clock, seen) = (sim.clock().clone(), seen.clone());
+        sim.spawn(async move {
+            for nap in naps {
+                clock::sleep(&clock, ms(nap)).await;
+                seen.borrow_mut().push((task, clock.now_ms()));
+            }
+        });
+    }
+    sim.run().unwrap();
+    assert_eq!(
+        *seen.borrow(),
+        // At 60 ms task 2's timer fires first: it was scheduled first (at 10 ms, task 0's at 30).
+        [(2, 0), (2, 10), (0, 30), (1, 45), (2, 60), (0, 60)]
+    );
+    assert_eq!(sim.now_ms(), 60);
+    assert_eq!(sim.pending_tasks(), 0);
+    assert_eq!(sim.test_registry().clock().pending_timers(), 0);
+}
+
+#[test]
+fn a_task_waiting_off_the_clock_stalls_the_run() {
+    let mut sim = Sim::new();
+    let clock = sim.clock().clone();
+    sim.spawn(async move {
+        clock::sleep(&clock, ms(25)).await;
+        std::future::pending::<()>().await;
+    });
+    assert_eq!(
+        sim.run(),
+        Err(SimError::Stalled {
+            now_ms: 25,
+            pending_tasks: 1
+        })
+    );
+}
+
+#[test]
+fn a_run_gives_up_at_its_drain_limit() {
+    let mut sim = Sim::new().with_drain_limit(Duration::from_secs(60));
+    let clock = sim.clock().clone();
+    sim.spawn(async move { clock::sleep(&clock, Duration::from_secs(3_600)).await });
+    assert_eq!(
+        sim.run(),
+        Err(SimError::NotDrained {
+            now_ms: 0,
+            pending_tasks: 1
+        })
+    );
+
+    // A load's requests: the limit counts from the last arrival.
+    let mut sim = Sim::new().with_drain_limit(Duration::from_secs(60));
+    let clock = sim.clock().clone();
+    let err = sim
+        .run_load(&Load::constant(2.0, Duration::from_secs(1)), move |_| {
+            let clock = clock.clone();
+            async move {
+                clock::sleep(&clock, Duration::from_secs(3_600)).await;
+                SimOutcome::Answered
+            }
+        })
+        .unwrap_err();
+    assert_eq!(
+        err,
+        SimError::NotDrained {
+            now_ms: 500,
+            pending_tasks: 2
+        }
+    );
+}
+
+#[test]
+fn run_until_stops_at_the_time_with_tasks_left() {
+    let mut sim = Sim::new();
+    let done = Rc::new(RefCell::new(Vec::new()));
+    for nap in [40, 90] {
+        let (clock, done) = (sim.clock().clone(), done.clone());
+        sim.spawn(async move {
+            clock::sleep(&clock, ms(nap)).await;
+            done.borrow_mut().push(clock.now_ms());
+        });
+    }
+    sim.run_until(70);
+    assert_eq!(*done.borrow(), [40]);
+    assert_eq!(sim.now_ms(), 70);
+    assert_eq!(sim.pending_tasks(), 1);
+    sim.run().unwrap();
+    assert_eq!(*done.borrow(), [40, 90]);
+}
+
+#[test]
+fn run_load_records_each_outcome_and_its_latency_from_arrival() {
+    let mut sim = Sim::new();
+    let clock = sim.clock().clone();
+    // Request i answers after i * 10 ms with outcome by i % 3.
+    let report = sim
+        .run_load(&Load::constant(10.0, Duration::from_secs(1)), move |i| {
+            let clock = clock.clone();
+            async move {
+                clock::sleep(&clock, ms(i * 10)).await;
+                [
+                    SimOutcome::Answered,
+                    SimOutcome::Fallback,
+                    SimOutcome::Failed,
+                ][i as usize % 3]
+            }
+        })
+        .unwrap();
+    assert_eq!(report.offered(), 10);
+    assert_eq!(
+        (report.answered(), report.fallback(), report.failed()),
+        (4, 3, 3)
+    );
+    let latency = report.latency();
+    assert_eq!((latency.p50_ms, latency.max_ms), (40, 90));
+    assert_eq!(latency.mean_ms, 45.0);
+    // The last arrives at 900 ms and answers 90 ms later.
+    assert_eq!(report.elapsed_ms(), 990);
+    assert_eq!(sim.now_ms(), 990);
+    assert_eq!(report.backend_calls_per_request(), None);
+}
+
+#[test]
+fn a_command_timeout_in_the_simulation_is_exact_and_abandons_the_call() {
+    let mut sim = Sim::new();
+    let backend = Backend::builder()
+        .service_time(ServiceTime::constant(ms(1_500)))
+        .build(sim.clock())
+        .unwrap();
+    let cmd = Command::builder("Slow")
+        .group("Sim")
+        .isolation(IsolationStrategy::Semaphore)
+        .semaphore_max_concurrent_requests(100)
+        .timeout(ms(400))
+        .build_in(sim.registry())
+        .unwrap();
+    let report = sim
+        .run_load(&Load::constant(20.0, Duration::from_secs(1)), |_| {
+            let (cmd, call) = (cmd.clone(), backend.call());
+            async move {
+                SimOutcome::from_response(
+                    cmd.run_async(call)
+                        .fallback(sim::fallback)
+                        .execute_async()
+                        .await,
+                )
+            }
+        })
+        .unwrap();
+    assert_eq!(report.fallback(), 20);
+    assert_eq!(report.latency().max_ms, 400);
+    assert_eq!(report.latency().p50_ms, 400);
+    // The run ends with the last request (950 + 400 ms); the abandoned calls are still served.
+    assert_eq!(sim.now_ms(), 1_350);
+    let stats = backend.stats();
+    assert_eq!((stats.calls, stats.abandoned_in_service), (20, 20));
+    assert_eq!(stats.succeeded, 0);
+    assert_eq!(backend.in_service(), 20);
+    sim.run_until(2_450);
+    assert_eq!(backend.stats().succeeded, 20);
+    assert_eq!(backend.in_service(), 0);
+    assert_eq!(
+        cmd.metrics().cumulative_count(hystrix::EventType::Timeout),
+        20
+    );
+}
+
+// ------------------------------------------------------------------------------------------------
+// Backend
+
+/// Runs `calls` backend calls, each started at its given time (ms), and returns each reply
+/// with the time it came.
+fn replies(
+    sim: &mut Sim,
+    backend: &Backend,
+    starts: &[u64],
+) -> Vec<(u64, Result<SimOutcome, BackendError>)> {
+    let out = Rc::new(RefCell::new(Vec::new()));
+    for (i, &start) in starts.iter().enumerate() {
+        let (clock, backend, out) = (sim.clock().clone(), backend.clone(), out.clone());
+        sim.spawn(async move {
+            clock::sleep_until(&clock, start).await;
+            let reply = backend.call().await;
+            out.borrow_mut().push((i, clock.now_ms(), reply));
+        });
+    }
+    sim.run().unwrap();
+    let mut out = out.borrow().clone();
+    out.sort_by_key(|(i, ..)| *i);
+    out.into_iter().map(|(_, at, reply)| (at, reply)).collect()
+}
+
+#[test]
+fn backend_serves_with_its_workers_queues_then_refuses() {
+    let mut sim = Sim::new();
+    let backend = Backend::builder()
+        .workers(2)
+        .queue(2)
+        .service_time(ServiceTime::constant(ms(100)))
+        .build(sim.clock())
+        .unwrap();
+    let got = replies(&mut sim, &backend, &[0, 0, 10, 20, 30, 150]);
+    let ok = Ok(SimOutcome::Answered);
+    assert_eq!(
+        got,
+        [
+            (100, ok),
+            (100, ok),
+            (200, ok),                           // queued, served from 100
+            (200, ok),                           // queued, served from 100
+            (30, Err(BackendError::Overloaded)), // 2 busy, 2 queued
+            (300, ok),                           // queued at 150, served from 200
+        ]
+    );
+    let stats = backend.stats();
+    assert_eq!((stats.calls, stats.succeeded, stats.overloaded), (6, 5, 1));
+    assert_eq!((stats.max_in_service, stats.max_queued), (2, 2));
+}
+
+#[test]
+fn backend_phases_fail_and_slow_calls_that_start_inside_them() {
+    let mut sim = Sim::new();
+    let backend = Backend::builder()
+        .service_time(ServiceTime::constant(ms(10)))
+        .failure_service_time(ServiceTime::constant(ms(1)))
+        .phase(Phase::between(ms(100), ms(200)).failure_rate(1.0))
+        .phase(Phase::between(ms(150), ms(300)).extra_latency(ms(40)))
+        .phase(Phase::between(ms(250), ms(260)).extra_latency(ms(5)))
+        .build(sim.clock())
+        .unwrap();
+    let got = replies(&mut sim, &backend, &[0, 100, 150, 199, 200, 255, 300]);
+    let failed = Err(BackendError::Failed);
+    let ok = Ok(SimOutcome::Answered);
+    assert_eq!(
+        got,
+        [
+            (10, ok),
+            (101, failed), // fails fast (1 ms)
+            (191, failed), // 1 ms + 40 ms extra
+            (240, failed),
+            (250, ok), // 10 + 40
+            (310, ok), // 10 + 40 + 5
+            (310, ok), // the phases are over
+        ]
+    );
+}
+
+#[test]
+fn an_abandoned_queued_call_is_never_served() {
+    let mut sim = Sim::new();
+    let backend = Backend::builder()
+        .workers(1)
+        .service_time(ServiceTime::constant(ms(50)))
+        .build(sim.clock())
+        .unwrap();
+    let out = Rc::new(RefCell::new(Vec::new()));
+    // Polled first: takes the only worker (0 to 50 ms), then a third call (50 to 100 ms).
+    let (clock, b, o) = (sim.clock().clone(), backend.clone(), out.clone());
+    sim.spawn(async move {
+        b.call().await.unwrap();
+        o.borrow_mut().push(("first", clock.now_ms()));
+        b.call().await.unwrap();
+        o.borrow_mut().push(("third", clock.now_ms()));
+    });
+    // Queued behind it, given up at 20 ms.
+    let (clock, b, o) = (sim.clock().clone(), backend.clone(), out.clone());
+    sim.spawn(async move {
+        let mut waiting = b.call();
+        assert!(poll_once(&mut waiting).await.is_pending());
+        assert_eq!(b.queued(), 1);
+        clock::sleep(&clock, ms(20)).await;
+        drop(waiting);
+        o.borrow_mut().push(("queued call dropped", clock.now_ms()));
+    });
+    sim.run().unwrap();
+    assert_eq!(
+        *out.borrow(),
+        [("queued call dropped", 20), ("first", 50), ("third", 100)]
+    );
+    let stats = backend.stats();
+    assert_eq!(
+        (stats.calls, stats.succeeded, stats.abandoned_queued),
+        (3, 2, 1)
+    );
+    assert_eq!(stats.max_queued, 1);
+}
+
+/// Polls `future` once, in the awaiting task.
+async fn poll_once<F: Future + Unpin>(future: &mut F) -> Poll<F::Output> {
+    std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *future).poll(cx))).await
+}
+
+#[test]
+fn abandoned_work_keeps_its_worker_unless_the_backend_stops_it() {
+    for (stops, third_answered_at) in [(false, 200), (true, 130)] {
+        let mut sim = Sim::new();
+        let backend = Backend::builder()
+            .workers(1)
+            .service_time(ServiceTime::constant(ms(100)))
+            .stops_abandoned_work(stops)
+            .build(sim.clock())
+            .unwrap();
+        let (clock, first) = (sim.clock().clone(), backend.call());
+        sim.spawn(async move {
+            let mut first = first;
+            assert!(poll_once(&mut first).await.is_pending());
+            clock::sleep(&clock, ms(30)).await;
+        });
+        let (clock, backend2) = (sim.clock().clone(), backend.clone());
+        let answered = Rc::new(RefCell::new(None));
+        let answered2 = answered.clone();
+        sim.spawn(async move {
+            clock::sleep(&clock, ms(1)).await;
+            backend2.call().await.unwrap();
+            *answered2.borrow_mut() = Some(clock.now_ms());
+        });
+        sim.run().unwrap();
+        assert_eq!(*answered.borrow(), Some(third_answered_at), "stops {stops}");
+        let stats = backend.stats();
+        assert_eq!(stats.abandoned_in_service, 1);
+        assert_eq!(stats.succeeded, if stops { 1 } else { 2 });
+    }
+}
+
+#[test]
+fn backend_refuses_settings_it_cannot_simulate() {
+    let clock = Sim::new().clock().clone();
+    let invalid = |builder: hystrix::testing::sim::BackendBuilder| {
+        matches!(builder.build(&clock), Err(SimError::Invalid(_)))
+    };
+    assert!(invalid(Backend::builder().workers(0)));
+    assert!(invalid(Backend::builder().failure_rate(1.5)));
+    assert!(invalid(Backend::builder().failure_rate(f64::NAN)));
+    assert!(invalid(
+        Backend::builder().phase(Phase::between(ms(10), ms(20)).failure_rate(-0.1))
+    ));
+    assert!(invalid(
+        Backend::builder().phase(Phase::between(ms(20), ms(10)))
+    ));
+    assert!(invalid(
+        Backend::builder().service_time(ServiceTime::lognormal(ms(50), ms(20)))
+    ));
+    assert!(invalid(
+        Backend::builder().service_time(ServiceTime::lognormal(ms(0), ms(20)))
+    ));
+    let err = Backend::builder().workers(0).build(&clock).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid simulation setting: a backend needs at least one worker"
+    );
+}
+
+/// Service times of `n` calls of an unbounded backend started together.
+fn service_times(time: ServiceTime, n: usize, seed: u64) -> Report {
+    let mut sim = Sim::new();
+    let backend = Backend::builder()
+        .workers(n)
+        .service_time(time)
+        .seed(seed)
+        .build(sim.clock())
+        .unwrap();
+    // n arrivals within the first millisecond.
+    sim.run_load(&Load::constant(n as f64 * 1_000.0, ms(1)), |_| {
+        let call = backend.call();
+        async move { SimOutcome::from_response(call.await) }
+    })
+    .unwrap()
+}
+
+#[test]
+fn lognormal_service_time_has_the_median_and_p99_it_was_given() {
+    let report = service_times(ServiceTime::lognormal(ms(20), ms(100)), 50_000, 3);
+    assert_eq!(report.offered(), 50_000);
+    let latency = report.latency();
+    assert!((19..=21).contains(&latency.p50_ms), "{latency:?}");
+    assert!((94..=106).contains(&latency.p99_ms), "{latency:?}");
+    // The mean is median · e^(σ²/2), σ = ln 5 / 2.3263 = 0.692: 20 · 1.270 = 25.4 ms.
+    assert!((24.9..=25.9).contains(&latency.mean_ms), "{latency:?}");
+}
+
+#[test]
+fn exponential_service_time_has_its_mean() {
+    let report = service_times(ServiceTime::exponential(ms(40)), 50_000, 4);
+    let latency = report.latency();
+    assert!((39.0..=41.0).contains(&latency.mean_ms), "{latency:?}");
+    // Median 40 · ln 2 = 27.7 ms, p99 40 · ln 100 = 184 ms.
+    assert!((27..=29).contains(&latency.p50_ms), "{latency:?}");
+    assert!((175..=193).contains(&latency.p99_ms), "{latency:?}");
+}
+
+#[test]
+fn one_seed_draws_one_sequence() {
+    let times = |seed| {
+        row_of(&service_times(
+            ServiceTime::lognormal(ms(20), ms(100)),
+            1_000,
+            seed,
+        ))
+    };
+    fn row_of(report: &Report) -> (u64, u64, u64, u64) {
+        let l = report.latency();
+        (l.p50_ms, l.p99_ms, l.max_ms, (l.mean_ms * 1000.0) as u64)
+    }
+    assert_eq!(times(9), times(9));
+    assert_ne!(times(9), times(10));
+}
+
+// ------------------------------------------------------------------------------------------------
+// Load
+
+#[test]
+fn constant_load_spaces_its_arrivals_evenly() {
+    let times: Vec<u64> = Load::constant(3.0, Duration::from_secs(1))
+        .arrival_times_ms()
+        .unwrap()
+        .collect();
+    assert_eq!(times, [0, 333, 666]);
+    let count = Load::constant(1_000.0, Duration::from_secs(10))
+        .arrival_times_ms()
+        .unwrap()
+        .count();
+    assert_eq!(count, 10_000);
+    let burst: Vec<u64> = Load::constant(4_000.0, ms(1))
+        .arrival_times_ms()
+        .unwrap()
+        .collect();
+    assert_eq!(burst, [0, 0, 0, 0]);
+}
+
+#[test]
+fn poisson_load_is_seeded_and_near_its_rate() {
+    let load = Load::poisson(1_000.0, Duration::from_secs(10), 11);
+    let first: Vec<u64> = load.arrival_times_ms().unwrap().collect();
+    let again: Vec<u64> = load.arrival_times_ms().unwrap().collect();
+    assert_eq!(first, again);
+    assert!((9_700..=10_300).contains(&first.len()), "{}", first.len());
+    assert!(first.windows(2).all(|pair| pair[0] <= pair[1]));
+    assert!(*first.last().unwrap() < 10_000);
+    let other: Vec<u64> = Load::poisson(1_000.0, Duration::from_secs(10), 12)
+        .arrival_times_ms()
+        .unwrap()
+        .collect();
+    assert_ne!(first, other);
+}
+
+#[test]
+fn a_load_needs_a_positive_rate() {
+    for rate in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        let load = Load::constant(rate, Duration::from_secs(1));
+        assert!(matches!(load.arrival_times_ms(), Err(SimError::Invalid(_))));
+        let mut sim = Sim::new();
+        let result = sim.run_load(&load, |_| async { SimOutcome::Answered });
+        assert!(matches!(result, Err(SimError::Invalid(_))));
+    }
+}
