@@ -234,6 +234,22 @@
     tile.node.appendChild(circuit);
     tile.forced = forced;
 
+    // Retries (RETRY) and retries the retry budget refused (RETRY_BUDGET_EXHAUSTED), per
+    // second over the rolling window; dimmed while both are 0.
+    var retries = el('div', 'retries zero');
+    retries.title = 'Retries per second, and retries the retry budget refused per second, over the rolling window (each attempt is a request)';
+    retries.appendChild(document.createTextNode('Retries '));
+    var retryRate = el('b', null, '0.0');
+    retryRate.dataset.field = 'retryRate';
+    retries.appendChild(retryRate);
+    retries.appendChild(document.createTextNode('/s \u00b7 budget refused '));
+    var refusedRate = el('b', null, '0.0');
+    refusedRate.dataset.field = 'retryBudgetExhaustedRate';
+    retries.appendChild(refusedRate);
+    retries.appendChild(document.createTextNode('/s'));
+    tile.node.appendChild(retries);
+    tile.retries = retries;
+
     tile.node.appendChild(grid('counters', COMMAND_COUNTERS.map(function (c) {
       return cell(c[0], c[1], c[2], c[1].replace(/ /g, '-'));
     })));
@@ -312,6 +328,10 @@
     var v = {
       rate: ratePerSecond(m.requestCount, windowMs),
       shortCircuitRate: ratePerSecond(m.rollingCountShortCircuited, windowMs),
+      retry: num(m.rollingCountRetry),
+      retryRate: ratePerSecond(m.rollingCountRetry, windowMs),
+      retryBudgetExhausted: num(m.rollingCountRetryBudgetExhausted),
+      retryBudgetExhaustedRate: ratePerSecond(m.rollingCountRetryBudgetExhausted, windowMs),
       circuitClosed: circuit[0] === 'closed',
       errorPercentage: Math.floor(num(m.errorPercentage) / hosts),
       requests: num(m.requestCount),
@@ -341,6 +361,13 @@
     node.dataset.forcedClosed = String(m.propertyValue_circuitBreakerForceClosed === true);
     setField(tile, 'rate', oneDecimal(v.rate));
     node.dataset.rate = oneDecimal(v.rate);
+    ['retryRate', 'retryBudgetExhaustedRate'].forEach(function (key) {
+      node.dataset[key] = oneDecimal(v[key]);
+      setField(tile, key, oneDecimal(v[key]));
+    });
+    node.dataset.retry = String(v.retry);
+    node.dataset.retryBudgetExhausted = String(v.retryBudgetExhausted);
+    tile.retries.classList.toggle('zero', v.retry === 0 && v.retryBudgetExhausted === 0);
     setField(tile, 'errorPercentage', String(v.errorPercentage));
     setField(tile, 'circuit', circuit[1]);
     tile.forced.textContent = m.propertyValue_circuitBreakerForceClosed === true ? ' [Forced Closed]' : '';

@@ -5,7 +5,8 @@
 //! It prints one line of JSON on stdout, `{"url": "http://127.0.0.1:<port>", "plan": {...}}`,
 //! where `plan` is what it drove: per command the counts by outcome, the requests, errors,
 //! error percentage and rate they make (Hystrix's formulas), the short-circuited calls per
-//! second, the latencies and the circuit (closed, open or half-open);
+//! second, the retries (RETRY) and retries the budget refused (RETRY_BUDGET_EXHAUSTED) with
+//! their rates, the latencies and the circuit (closed, open or half-open);
 //! the thread pool's and the collapser's numbers. Then it serves until its standard input
 //! closes (the harness holds it open, so the fixture ends with the harness).
 //!
@@ -123,6 +124,14 @@ struct CommandPlan {
     rate: f64,
     /// short-circuited calls per second over the window.
     short_circuit_rate: f64,
+    /// RETRY: retries granted.
+    retry: u64,
+    /// RETRY_BUDGET_EXHAUSTED: retries the retry budget refused.
+    retry_budget_exhausted: u64,
+    /// retries per second over the window.
+    retry_rate: f64,
+    /// budget refusals per second over the window.
+    retry_budget_exhausted_rate: f64,
     latency: Latency,
     /// "closed", "open" or "half-open".
     circuit: &'static str,
@@ -146,6 +155,9 @@ impl CommandPlan {
         self.error_percentage = (self.errors * 100).checked_div(self.requests).unwrap_or(0);
         self.rate = self.requests as f64 / (WINDOW_MS as f64 / 1000.0);
         self.short_circuit_rate = self.short_circuited as f64 / (WINDOW_MS as f64 / 1000.0);
+        self.retry_rate = self.retry as f64 / (WINDOW_MS as f64 / 1000.0);
+        self.retry_budget_exhausted_rate =
+            self.retry_budget_exhausted as f64 / (WINDOW_MS as f64 / 1000.0);
         self
     }
 }
@@ -237,6 +249,45 @@ fn drive(test: &TestRegistry, cmd: &Cmd, times: u64, ms: u64, end: End, want: Se
         let seen = execute(test, cmd, ms, end);
         if seen != want {
             return Err(format!("{} run {i}: {seen:?}, expected {want:?}", cmd.key()).into());
+        }
+    }
+    Ok(())
+}
+
+/// `times` retryable executions of `cmd` (its `retry.*` properties), each attempt taking `ms`
+/// on the fixture's clock and ending as `script` says (attempt n as `script[n]`; a failure past
+/// its end), with a fallback; each must end with the events `want` (the request log's form,
+/// e.g. `SUCCESS, FAILUREx2, RETRYx2`).
+fn drive_retryable(
+    test: &TestRegistry,
+    cmd: &Cmd,
+    times: u64,
+    ms: u64,
+    script: &'static [End],
+    want: &str,
+) -> Result<()> {
+    for i in 0..times {
+        let clock = test.clock().clone();
+        let mut attempt = 0;
+        let outcome = cmd
+            .run_retryable(move || {
+                let end = script.get(attempt).copied().unwrap_or(End::Fail);
+                attempt += 1;
+                let clock = clock.clone();
+                move || {
+                    clock.advance_ms(ms);
+                    match end {
+                        End::Ok => Ok(Seen::Ran),
+                        End::Fail => Err(Boom { bad: false }),
+                        End::BadRequest => Err(Boom { bad: true }),
+                    }
+                }
+            })
+            .fallback(|e| Ok::<_, Boom>(Seen::Fallback(e.failure_type())))
+            .execute_outcome();
+        let events = outcome.execution_result().execution_events().to_string();
+        if events != want {
+            return Err(format!("{} run {i}: {events}, expected {want}", cmd.key()).into());
         }
     }
     Ok(())
@@ -497,6 +548,56 @@ fn drive_all(test: &TestRegistry, runtime: &tokio::runtime::Runtime) -> Result<P
         .derive(),
     );
 
+    // GetShipping: retries through `run_retryable`, 3 attempts, no backoff delay, a budget of
+    // exactly 10 retries in the window (no share of requests, 1 per second of 10 s). Attempts
+    // take 5 ms. 20 succeed at once; 4 fail twice then succeed (8 retries); 1 fails three
+    // times (2 retries, the budget's last: fallback after its last attempt); 2 fail once and
+    // the budget refuses their retry (RETRY_BUDGET_EXHAUSTED, fallback). Each attempt is a
+    // request: 24 successes and 13 failures. Successes first, so the error percentage never
+    // reaches the breaker's 50 %.
+    let get_shipping = command(test, "GetShipping", "Shipping", |b| {
+        b.property("retry.maxAttempts", 3)
+            .property("retry.backoff.initialInMilliseconds", 0)
+            .property("retry.budget.percent", 0)
+            .property("retry.budget.minPerSecond", 1)
+    })?;
+    drive_retryable(test, &get_shipping, 20, 5, &[End::Ok], "SUCCESS")?;
+    drive_retryable(
+        test,
+        &get_shipping,
+        4,
+        5,
+        &[End::Fail, End::Fail, End::Ok],
+        "SUCCESS, FAILUREx2, RETRYx2",
+    )?;
+    drive_retryable(
+        test,
+        &get_shipping,
+        1,
+        5,
+        &[End::Fail, End::Fail, End::Fail],
+        "FAILUREx3, FALLBACK_SUCCESS, RETRYx2",
+    )?;
+    drive_retryable(
+        test,
+        &get_shipping,
+        2,
+        5,
+        &[End::Fail, End::Ok],
+        "FAILURE, FALLBACK_SUCCESS, RETRY_BUDGET_EXHAUSTED",
+    )?;
+    commands.push(
+        CommandPlan {
+            success: 24,
+            failure: 13,
+            retry: 10,
+            retry_budget_exhausted: 2,
+            latency: latencies(5, 5, 5, 5, 5),
+            ..CommandPlan::new("GetShipping", "Shipping")
+        }
+        .derive(),
+    );
+
     // GetRating: a collapser over the batch command GetRatings; batches of 2, 3 and 5.
     let get_ratings = command(test, "GetRatings", "Ratings", |b| b)?;
     let get_rating = Collapser::builder("GetRating")
@@ -570,6 +671,8 @@ fn check_registry(test: &TestRegistry, plan: &Plan) -> Result<()> {
             (EventType::BadRequest, want.bad_request),
             (EventType::Timeout, want.timeout),
             (EventType::Failure, want.failure),
+            (EventType::Retry, want.retry),
+            (EventType::RetryBudgetExhausted, want.retry_budget_exhausted),
         ] {
             check!(format!("{name} {event:?}"), count(event), want);
         }

@@ -3,7 +3,7 @@
 //!
 //! | metric | type | labels |
 //! |---|---|---|
-//! | `hystrix_command_events_total` | counter (cumulative) | `command`, `group`, `event` (snake_case event type) |
+//! | `hystrix_command_events_total` | counter (cumulative) | `command`, `group`, `event` (snake_case event type, our extensions included: `ignored`, `would_short_circuit`, `retry`, `retry_budget_exhausted`) |
 //! | `hystrix_command_latency_execute_seconds` | summary | `command`, `group`, `quantile` |
 //! | `hystrix_command_latency_total_seconds` | summary | `command`, `group`, `quantile` |
 //! | `hystrix_command_concurrent_executions` | gauge | `command`, `group` |
@@ -19,8 +19,9 @@
 //!
 //! Latency summaries: the quantiles are the rolling percentiles (`metrics.rollingPercentile.*`
 //! window, whole ms, as seconds; absent when percentiles are disabled, `NaN` while the window holds no latency). `_count` is the
-//! cumulative number of executions that ran user code (SUCCESS, FAILURE, TIMEOUT, BAD_REQUEST,
-//! IGNORED). There is no `_sum`: the library keeps no cumulative latency sum, and an estimate
+//! cumulative number of runs of user code (SUCCESS, FAILURE, TIMEOUT, BAD_REQUEST, IGNORED):
+//! one per execution, and one per attempt that ran for a retried execution (as the events
+//! count them), while the quantiles take one sample per execution. There is no `_sum`: the library keeps no cumulative latency sum, and an estimate
 //! from rolling means read as zero for bursts (a fresh user's trial showed it), so the summary
 //! is honest quantiles and a count. The collapser's batch-size `_sum` and `_count` are exact
 //! (requests batched, batches).

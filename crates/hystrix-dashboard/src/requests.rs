@@ -134,11 +134,13 @@ fn signature(entry: &RequestLogEntry) -> Signature<'_> {
 /// Executions of the same command key with the same events and counts (and, for a collapser's
 /// batch, the same collapser and batch size) are merged into one object, in the order each
 /// first finished, with each one's execution time in `latencies` (whole ms, from its start to
-/// the run's end; 0 when the run never started, e.g. short-circuited). A cache hit is not
-/// listed: it adds 1 to `cached` of the execution whose outcome it shared (the object with the
-/// same command and the same events without RESPONSE_FROM_CACHE); `cached` is written only when
-/// above 0. `events` lists the events in Hystrix's order, each as its name, or as
-/// `{"name":"EMIT","count":n}` when it happened n > 1 times (EMIT, FALLBACK_EMIT), as Hystrix.
+/// the run's end, for a retried execution its last attempt's; 0 when the run never started,
+/// e.g. short-circuited). A cache hit is not listed: it adds 1 to `cached` of the execution
+/// whose outcome it shared (the object with the same command and the same events without
+/// RESPONSE_FROM_CACHE); `cached` is written only when above 0. `events` lists the events in Hystrix's order, each as its name, or as
+/// `{"name":"EMIT","count":n}` when it happened n > 1 times (EMIT, FALLBACK_EMIT, as Hystrix;
+/// in an execution of several attempts also FAILURE, TIMEOUT, the rejections and RETRY, e.g.
+/// `["SUCCESS",{"name":"FAILURE","count":2},{"name":"RETRY","count":2}]`).
 /// A collapser's batch has `"collapsed":{"name":<collapser key>,"count":<batch size>}`, and
 /// COLLAPSED is not repeated in `events`.
 ///

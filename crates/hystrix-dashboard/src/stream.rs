@@ -99,6 +99,12 @@ struct CommandMessage<'a> {
     /// Extension (SPEC Part A 23).
     #[serde(rename = "rollingCountWouldShortCircuit")]
     would_short_circuit: u64,
+    /// Extension (SPEC Part A 23): retries granted (one per attempt after the first).
+    #[serde(rename = "rollingCountRetry")]
+    retry: u64,
+    /// Extension (SPEC Part A 23): retries the retry budget refused.
+    #[serde(rename = "rollingCountRetryBudgetExhausted")]
+    retry_budget_exhausted: u64,
     #[serde(rename = "currentConcurrentExecutionCount")]
     current_concurrent_execution_count: u32,
     #[serde(rename = "rollingMaxConcurrentExecutionCount")]
@@ -315,8 +321,10 @@ fn circuit_status(
 /// window. `propertyValue_executionIsolationStrategy` is the configured strategy, or, when
 /// `execution.isolation.strategy` is unset (isolation by run kind), `"THREAD"` once the key has
 /// used its thread pool and `"SEMAPHORE"` before. Beside Hystrix's keys it carries
-/// `rollingCountIgnored` and `rollingCountWouldShortCircuit` (SPEC Part A 23), after
-/// `rollingCountTimeout`.
+/// `rollingCountIgnored`, `rollingCountWouldShortCircuit`, `rollingCountRetry` (RETRY: one per
+/// retry granted) and `rollingCountRetryBudgetExhausted` (RETRY_BUDGET_EXHAUSTED: retries the
+/// retry budget refused) (SPEC Part A 23), in that order after `rollingCountTimeout`. Each
+/// attempt of a retried execution is one request in `requestCount` (what the dependency saw).
 ///
 /// After `threadPool` comes `circuitBreakerStatus`, ours: `"CLOSED"`, `"OPEN"` or
 /// `"HALF_OPEN"`, so that a page can tell a breaker letting trials through from one refusing
@@ -382,6 +390,8 @@ pub fn command_json(registry: &Registry, key: &str) -> Option<String> {
         timeout: rolling(EventType::Timeout),
         ignored: rolling(EventType::Ignored),
         would_short_circuit: rolling(EventType::WouldShortCircuit),
+        retry: rolling(EventType::Retry),
+        retry_budget_exhausted: rolling(EventType::RetryBudgetExhausted),
         current_concurrent_execution_count: metrics.current_concurrent_execution_count(),
         rolling_max_concurrent_execution_count: metrics.rolling_max_concurrent_execution_count(),
         latency_execute_mean: execution.mean,

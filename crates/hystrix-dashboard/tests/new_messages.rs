@@ -407,3 +407,76 @@ async fn a_request_merges_identical_executions_folds_cache_hits_and_shows_batche
         expected.to_string()
     );
 }
+
+#[test]
+fn a_retried_execution_lists_its_repeated_events_with_their_counts() {
+    let test = TestRegistry::new();
+    // Three attempts of 5 ms, no backoff delay, a budget of exactly 4 retries (1 per second of
+    // a 4 s window, no share of requests).
+    let cmd = Command::builder("Flaky")
+        .group("Shop")
+        .isolation(IsolationStrategy::Semaphore)
+        .property("retry.maxAttempts", 3)
+        .property("retry.backoff.initialInMilliseconds", 0)
+        .property("retry.budget.percent", 0)
+        .property("retry.budget.minPerSecond", 1)
+        .property("retry.budget.windowInMilliseconds", 4_000)
+        .build_in(test.registry())
+        .unwrap();
+    let clock = test.clock().clone();
+    // Each execution answers from its script, one entry per attempt (true: Ok).
+    let scripted = |script: &'static [bool]| {
+        let clock = clock.clone();
+        let mut attempt = 0;
+        move || {
+            let ok = script.get(attempt).copied().unwrap_or(false);
+            attempt += 1;
+            let clock = clock.clone();
+            move || {
+                clock.advance_ms(5);
+                if ok {
+                    Ok::<u32, common::Boom>(1)
+                } else {
+                    Err(common::Boom)
+                }
+            }
+        }
+    };
+    let ctx = RequestContext::new();
+    {
+        let _entered = ctx.enter();
+        // Twice FAILUREx2, SUCCESS, RETRYx2 (the budget's 4 retries), then a failure whose
+        // retry the budget refuses.
+        for _ in 0..2 {
+            assert_eq!(
+                cmd.run_retryable(scripted(&[false, false, true]))
+                    .execute()
+                    .unwrap(),
+                1
+            );
+        }
+        let value = cmd
+            .run_retryable(scripted(&[false, true]))
+            .fallback(|_| Ok::<_, common::Boom>(7))
+            .execute()
+            .unwrap();
+        assert_eq!(value, 7);
+    }
+    // Latencies: the last attempt's run (5 ms) of each execution.
+    let expected = json!([
+        {
+            "name": "Flaky",
+            "events": ["SUCCESS", {"name": "FAILURE", "count": 2}, {"name": "RETRY", "count": 2}],
+            "latencies": [5, 5],
+        },
+        {
+            "name": "Flaky",
+            "events": ["FAILURE", "FALLBACK_SUCCESS", "RETRY_BUDGET_EXHAUSTED"],
+            "latencies": [5],
+        },
+    ]);
+    assert_eq!(
+        requests::requests_json(&ctx.request_log()),
+        expected.to_string()
+    );
+}

@@ -144,6 +144,8 @@ fn metrics_parse_and_equal_the_snapshot() {
         ("bad_request", 0.0),
         ("ignored", 0.0),
         ("would_short_circuit", 0.0),
+        ("retry", 0.0),
+        ("retry_budget_exhausted", 0.0),
     ] {
         let labels = [mixed[0], mixed[1], ("event", event)];
         assert_eq!(
@@ -232,6 +234,42 @@ fn metrics_parse_and_equal_the_snapshot() {
         f64::from(snapshot.current_maximum_pool_size)
     );
     assert_eq!(metrics.types["hystrix_thread_pool_active_threads"], "gauge");
+}
+
+#[test]
+fn retries_and_budget_refusals_are_events() {
+    let test = TestRegistry::new();
+    common::drive_retried(&test);
+    let dashboard = Dashboard::builder(test.registry().clone()).build();
+    let metrics = parse(&dashboard.render_metrics());
+    let retried = [("command", "Retried"), ("group", "Shop")];
+    for (event, expected) in [
+        ("retry", 2.0),
+        ("retry_budget_exhausted", 2.0),
+        ("success", 1.0),
+        ("failure", 4.0),
+        ("fallback_success", 2.0),
+        ("fallback_missing", 0.0),
+        ("exception_thrown", 0.0),
+    ] {
+        let labels = [retried[0], retried[1], ("event", event)];
+        assert_eq!(
+            metrics.value("hystrix_command_events_total", &labels),
+            expected,
+            "{event}"
+        );
+    }
+    // Counters since creation: the rolling window moving on forgets nothing.
+    test.advance(std::time::Duration::from_millis(20_000));
+    let later = parse(&dashboard.render_metrics());
+    let labels = [retried[0], retried[1], ("event", "retry_budget_exhausted")];
+    assert_eq!(later.value("hystrix_command_events_total", &labels), 2.0);
+    // The latency summary's _count counts runs of user code: each attempt that ran (1 success,
+    // 4 failed attempts), not the 3 executions.
+    assert_eq!(
+        metrics.value("hystrix_command_latency_execute_seconds_count", &retried),
+        5.0
+    );
 }
 
 #[test]

@@ -13,7 +13,7 @@ use hystrix_dashboard::stream;
 use serde_json::Value;
 
 /// Hystrix's HystrixCommand keys in its order, each with the JSON type it must have, with our
-/// two extension counters after `rollingCountTimeout` and our `circuitBreakerStatus` last.
+/// four extension counters after `rollingCountTimeout` and our `circuitBreakerStatus` last.
 const COMMAND_KEYS: &[(&str, &str)] = &[
     ("type", "string"),
     ("name", "string"),
@@ -41,6 +41,8 @@ const COMMAND_KEYS: &[(&str, &str)] = &[
     ("rollingCountTimeout", "int"),
     ("rollingCountIgnored", "int"),
     ("rollingCountWouldShortCircuit", "int"),
+    ("rollingCountRetry", "int"),
+    ("rollingCountRetryBudgetExhausted", "int"),
     ("currentConcurrentExecutionCount", "int"),
     ("rollingMaxConcurrentExecutionCount", "int"),
     ("latencyExecute_mean", "int"),
@@ -291,6 +293,11 @@ fn command_message_values_equal_the_snapshot() {
             "rollingCountWouldShortCircuit",
             EventType::WouldShortCircuit,
         ),
+        ("rollingCountRetry", EventType::Retry),
+        (
+            "rollingCountRetryBudgetExhausted",
+            EventType::RetryBudgetExhausted,
+        ),
     ];
     for (key, event) in counters {
         assert_eq!(msg[key], metrics.rolling_count(event), "{key}");
@@ -357,6 +364,53 @@ fn command_message_values_equal_the_snapshot() {
         Value::Null
     );
     assert_eq!(msg["propertyValue_circuitBreakerForceOpen"], false);
+}
+
+#[test]
+fn retries_and_budget_refusals_are_extension_counters() {
+    let test = TestRegistry::new();
+    common::drive_retried(&test);
+    let registry = test.registry();
+    let json = stream::command_json(registry, "Retried").unwrap();
+    let msg = parse(&json);
+    let expected: Vec<&str> = COMMAND_KEYS.iter().map(|(k, _)| *k).collect();
+    assert_eq!(keys(&msg), expected);
+    // Each attempt is a request: 1 success and 4 failed attempts; 2 retries granted, 2 refused
+    // by the budget; the two executions the budget stopped went to their fallback.
+    for (key, value) in [
+        ("rollingCountRetry", 2),
+        ("rollingCountRetryBudgetExhausted", 2),
+        ("rollingCountSuccess", 1),
+        ("rollingCountFailure", 4),
+        ("rollingCountFallbackSuccess", 2),
+        ("rollingCountExceptionsThrown", 0),
+        ("requestCount", 5),
+        ("errorCount", 4),
+        ("errorPercentage", 80),
+    ] {
+        assert_eq!(msg[key], value, "{key}");
+    }
+    let metrics = registry.command_metrics("Retried").unwrap();
+    assert_eq!(
+        msg["rollingCountRetry"],
+        metrics.rolling_count(EventType::Retry)
+    );
+    assert_eq!(
+        msg["rollingCountRetryBudgetExhausted"],
+        metrics.rolling_count(EventType::RetryBudgetExhausted)
+    );
+    // The wire form: right after rollingCountWouldShortCircuit.
+    assert!(
+        json.contains(
+            r#""rollingCountWouldShortCircuit":0,"rollingCountRetry":2,"rollingCountRetryBudgetExhausted":2,"#
+        ),
+        "{json}"
+    );
+    // The rolling window forgets them.
+    test.advance(Duration::from_millis(10_000));
+    let later = parse(&stream::command_json(registry, "Retried").unwrap());
+    assert_eq!(later["rollingCountRetry"], 0);
+    assert_eq!(later["rollingCountRetryBudgetExhausted"], 0);
 }
 
 #[test]

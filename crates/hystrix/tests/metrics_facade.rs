@@ -154,3 +154,89 @@ fn a_facade_that_only_listens_to_breakers_labels_the_group() {
         "{seen:?}"
     );
 }
+
+#[test]
+fn retries_and_budget_refusals_are_counted_per_event() {
+    let recorder = DebuggingRecorder::new();
+    let facade = MetricsFacade::new();
+    let clock = ManualClock::new();
+    let registry = Registry::builder()
+        .clock(clock.clone())
+        .event_notifier(facade)
+        .build();
+    // Three attempts, no backoff delay, a budget of exactly 3 retries (1 per second of a 3 s
+    // window, no share of requests).
+    let cmd = builder("Retried")
+        .property("retry.maxAttempts", 3)
+        .property("retry.backoff.initialInMilliseconds", 0)
+        .property("retry.budget.percent", 0)
+        .property("retry.budget.minPerSecond", 1)
+        .property("retry.budget.windowInMilliseconds", 3_000)
+        .build_in(&registry)
+        .unwrap();
+    // Each execution answers from its script, one entry per attempt (true: Ok).
+    let scripted = |script: &'static [bool]| {
+        let mut attempt = 0;
+        move || {
+            let ok = script.get(attempt).copied().unwrap_or(false);
+            attempt += 1;
+            move || {
+                if ok {
+                    Ok::<u32, DependencyError>(1)
+                } else {
+                    Err(DependencyError("down"))
+                }
+            }
+        }
+    };
+    metrics::with_local_recorder(&recorder, || {
+        // FAILUREx2, SUCCESS, RETRYx2: two retries granted.
+        assert_eq!(
+            cmd.run_retryable(scripted(&[false, false, true]))
+                .execute()
+                .unwrap(),
+            1
+        );
+        // The third retry is granted, the fourth refused.
+        for _ in 0..2 {
+            let value = cmd
+                .run_retryable(scripted(&[false, false, false]))
+                .fallback(|_| Ok::<u32, DependencyError>(0))
+                .execute()
+                .unwrap();
+            assert_eq!(value, 0);
+        }
+    });
+    let seen = snapshot(&recorder);
+    let get = |event: &str| {
+        seen.get(&format!(
+            "{EVENTS_TOTAL}{{command=Retried,group=Test,event={event}}}"
+        ))
+        .cloned()
+        .unwrap_or_default()
+    };
+    for (event, expected) in [
+        ("retry", "3"),
+        ("retry_budget_exhausted", "2"),
+        ("success", "1"),
+        ("failure", "5"),
+        ("fallback_success", "2"),
+    ] {
+        assert_eq!(get(event), expected, "{event}: {seen:?}");
+    }
+    // The same counts as the registry's.
+    let metrics = cmd.metrics();
+    assert_eq!(metrics.cumulative_count(hystrix::EventType::Retry), 3);
+    assert_eq!(
+        metrics.cumulative_count(hystrix::EventType::RetryBudgetExhausted),
+        2
+    );
+    // One latency sample per execution, not per attempt.
+    assert_eq!(
+        seen.get(&format!(
+            "{LATENCY_EXECUTE_SECONDS}{{command=Retried,group=Test}}"
+        ))
+        .map(String::as_str),
+        Some("[0.0, 0.0, 0.0]")
+    );
+}

@@ -3,13 +3,15 @@
 //
 // 1. Starts the fixture (examples/browser_fixture.rs, path in FIXTURE_BIN): a real dashboard
 //    on 127.0.0.1 whose registry was driven by real commands; it prints its URL and the plan
-//    of what it drove (counts by outcome, latencies, circuit states, pool, collapser).
+//    of what it drove (counts by outcome, retries and budget refusals, latencies, circuit
+//    states, pool, collapser).
 // 2. Serves the npm hystrix-dashboard (Netflix's monitor page) on 127.0.0.1 through express,
 //    with the page's CDN underscore URL rewritten to the npm file, and opens it in Debian's
 //    Chromium (puppeteer-core) on our stream through its /proxy.stream.
 // 3. Opens our page (through the fixture's `/`, which redirects to /hystrix/dashboard/).
-// 4. Checks both against the plan, exactly; presses our admin buttons and watches both
-//    dashboards follow; saves screenshots of both in ARTIFACTS.
+// 4. Checks both against the plan, exactly (and our stream's extension counters, which only
+//    our page shows); presses our admin buttons and watches both dashboards follow; saves
+//    screenshots of both in ARTIFACTS.
 //
 // Every wait is a poll with a deadline. Ends with "N passed, M failed" and exit code 1 on any
 // failure.
@@ -315,6 +317,7 @@ async function readOurTile(page, kind, name) {
     const dot = tile.querySelector('.dot');
     const style = getComputedStyle(tile);
     const shortRate = tile.querySelector('.short-circuit-rate');
+    const retries = tile.querySelector('.retries');
     return {
       data: { ...tile.dataset },
       shown,
@@ -323,6 +326,11 @@ async function readOurTile(page, kind, name) {
       border: [style.borderTopColor, style.borderLeftColor],
       background: style.backgroundColor,
       shortRateShown: shortRate ? !shortRate.hidden && shortRate.offsetParent !== null : null,
+      retries: retries ? {
+        text: retries.textContent.replace(/\s+/g, ' ').trim(),
+        shown: retries.offsetParent !== null,
+        dimmed: retries.classList.contains('zero'),
+      } : null,
     };
   }, tileId(kind, name));
 }
@@ -346,6 +354,20 @@ function checkOurCommand(want, got) {
   check(`${what}: short-circuited per second`, [got.data.shortCircuitRate, got.shown.shortCircuitRate, got.shortRateShown],
     [shortRate, shortRate, want.circuit !== 'closed' || want.shortCircuited > 0]);
   check(`${what}: rate`, [got.data.rate, got.shown.rate], [want.rate.toFixed(1), want.rate.toFixed(1)]);
+  // Retries and retries the budget refused, per second (rolling count / window) on a line of
+  // every command tile, dimmed while both are 0; the counts in data-*.
+  const retryRate = want.retryRate.toFixed(1);
+  const refusedRate = want.retryBudgetExhaustedRate.toFixed(1);
+  check(`${what}: retries line`, got.retries, {
+    text: `Retries ${retryRate}/s \u00b7 budget refused ${refusedRate}/s`,
+    shown: true,
+    dimmed: want.retry === 0 && want.retryBudgetExhausted === 0,
+  });
+  check(`${what}: retries per second`, [got.data.retryRate, got.shown.retryRate], [retryRate, retryRate]);
+  check(`${what}: budget refusals per second`, [got.data.retryBudgetExhaustedRate, got.shown.retryBudgetExhaustedRate],
+    [refusedRate, refusedRate]);
+  check(`${what}: retry counts`, [got.data.retry, got.data.retryBudgetExhausted],
+    [String(want.retry), String(want.retryBudgetExhausted)]);
   check(`${what}: error %`, [got.data.errorPercentage, got.shown.errorPercentage],
     [String(want.errorPercentage), String(want.errorPercentage)]);
   check(`${what}: requests`, got.data.requests, String(want.requests));
@@ -392,6 +414,52 @@ async function commandOrder(page) {
 }
 
 // ----------------------------------------------------------------------------------------------
+// Our stream's extension counters, read from the wire
+
+// The first HystrixCommand message of each command in `names` on `url`'s /hystrix.stream.
+async function streamCommands(url, names) {
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), 10000);
+  const found = {};
+  try {
+    const response = await fetch(`${url}/hystrix.stream`, { signal: controller.signal });
+    const decoder = new TextDecoder();
+    let buffered = '';
+    for await (const chunk of response.body) {
+      buffered += decoder.decode(chunk, { stream: true });
+      let end;
+      while ((end = buffered.indexOf('\n\n')) >= 0) {
+        const frame = buffered.slice(0, end);
+        buffered = buffered.slice(end + 2);
+        if (!frame.startsWith('data: ')) continue;
+        const message = JSON.parse(frame.slice('data: '.length));
+        if (message.type === 'HystrixCommand' && names.includes(message.name) && !found[message.name]) {
+          found[message.name] = message;
+        }
+      }
+      if (names.every((name) => found[name])) break;
+    }
+  } catch (error) {
+    if (error.name !== 'AbortError') throw error;
+  } finally {
+    clearTimeout(timer);
+    controller.abort();
+  }
+  return found;
+}
+
+// The stream carries the retry counters the plan says (the Hystrix Dashboard ignores them).
+async function checkStreamRetries(url, plan) {
+  const messages = await streamCommands(url, plan.commands.map((c) => c.name));
+  for (const want of plan.commands) {
+    const message = messages[want.name];
+    check(`stream ${want.name}: retry counters`,
+      message ? [message.rollingCountRetry, message.rollingCountRetryBudgetExhausted] : null,
+      [want.retry, want.retryBudgetExhausted]);
+  }
+}
+
+// ----------------------------------------------------------------------------------------------
 // The run
 
 async function main() {
@@ -407,6 +475,9 @@ async function main() {
 
     const info = await (await fetch(`${url}/hystrix/dashboard/info`)).json();
     check('info endpoint', info, { admin: 'token' });
+    await checkStreamRetries(url, plan);
+    const retried = plan.commands.filter((c) => c.retry > 0 && c.retryBudgetExhausted > 0).map((c) => c.name);
+    check('the fixture drove retries and budget refusals', retried, ['GetShipping']);
 
     server = await serveHystrixDashboard();
     launched = await launch();
@@ -430,7 +501,7 @@ async function main() {
     // OPEN GetStock at 10 % and the HALF_OPEN GetReviews at 9 % among the closed ones) and the
     // circle coloured by the error percentage alone (GetStock's green, at 10 %).
     check('Hystrix Dashboard: default order (error then volume)', await hystrixCommandOrder(hystrix.page),
-      ['SendEmail', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'GetStock', 'GetReviews', 'GetUser', 'GetRatings']);
+      ['SendEmail', 'GetShipping', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'GetStock', 'GetReviews', 'GetUser', 'GetRatings']);
     const circles = await poll(
       () => hystrixCircleFills(hystrix.page, ['GetStock', 'SendEmail']),
       (fills) => fills.GetStock === 'rgb(0, 128, 0)' && fills.SendEmail === 'rgb(255, 0, 0)',
@@ -484,16 +555,17 @@ async function main() {
     // Sorting, as the Hystrix Dashboard sorts (descending but alphabetical; ties by name),
     // except that the default sort puts circuits that are not closed (OPEN, HALF_OPEN) first.
     const orders = {
-      errorThenVolume: ['SendEmail', 'GetStock', 'GetReviews', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'GetUser', 'GetRatings'],
-      alphabetical: ['CheckInventory', 'GetAvatar', 'GetPrices', 'GetRatings', 'GetReviews', 'GetStock', 'GetUser', 'SaveOrder', 'SendEmail'],
-      volume: ['GetUser', 'SaveOrder', 'GetStock', 'GetReviews', 'GetAvatar', 'GetPrices', 'CheckInventory', 'SendEmail', 'GetRatings'],
-      error: ['SendEmail', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'GetStock', 'GetReviews', 'GetRatings', 'GetUser'],
-      mean: ['GetPrices', 'GetUser', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetAvatar', 'SendEmail', 'GetRatings'],
-      median: ['GetPrices', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetAvatar', 'GetUser', 'SendEmail', 'GetRatings'],
-      p90: ['GetPrices', 'GetUser', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetAvatar', 'SendEmail', 'GetRatings'],
-      p99: ['GetPrices', 'GetUser', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetAvatar', 'SendEmail', 'GetRatings'],
-      p995: ['GetUser', 'GetPrices', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetAvatar', 'SendEmail', 'GetRatings'],
+      errorThenVolume: ['SendEmail', 'GetStock', 'GetReviews', 'GetShipping', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'GetUser', 'GetRatings'],
+      alphabetical: ['CheckInventory', 'GetAvatar', 'GetPrices', 'GetRatings', 'GetReviews', 'GetShipping', 'GetStock', 'GetUser', 'SaveOrder', 'SendEmail'],
+      volume: ['GetUser', 'SaveOrder', 'GetShipping', 'GetStock', 'GetReviews', 'GetAvatar', 'GetPrices', 'CheckInventory', 'SendEmail', 'GetRatings'],
+      error: ['SendEmail', 'GetShipping', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'GetStock', 'GetReviews', 'GetRatings', 'GetUser'],
+      mean: ['GetPrices', 'GetUser', 'GetReviews', 'SaveOrder', 'GetStock', 'GetShipping', 'CheckInventory', 'GetAvatar', 'SendEmail', 'GetRatings'],
+      median: ['GetPrices', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'GetUser', 'SendEmail', 'GetRatings'],
+      p90: ['GetPrices', 'GetUser', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'SendEmail', 'GetRatings'],
+      p99: ['GetPrices', 'GetUser', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'SendEmail', 'GetRatings'],
+      p995: ['GetUser', 'GetPrices', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'SendEmail', 'GetRatings'],
     };
+
     check('our page: default order (circuits not closed first, then error then volume)',
       await commandOrder(ours.page), orders.errorThenVolume);
     for (const [sort, want] of Object.entries(orders)) {

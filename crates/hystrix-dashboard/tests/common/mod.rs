@@ -78,6 +78,63 @@ pub fn drive_mixed(test: &TestRegistry) {
     test.advance(Duration::from_millis(10_000));
 }
 
+/// Command "Retried" (group "Shop", SEMAPHORE, `retry.maxAttempts` 3, no backoff delay, a
+/// budget of exactly 2 retries: no share of requests, 1 per second of a 2 s window), driven
+/// through retryable runs to: a failure then a success (1 retry); two failures, the second
+/// retry refused by the spent budget (1 retry, 1 RETRY_BUDGET_EXHAUSTED, fallback); one failure
+/// whose retry is refused (RETRY_BUDGET_EXHAUSTED, fallback). In all: 1 success, 4 failures
+/// (each attempt a request), 2 RETRY, 2 RETRY_BUDGET_EXHAUSTED, 2 fallback successes. Then
+/// the clock moves 10 s so the buckets are complete.
+pub fn drive_retried(test: &TestRegistry) {
+    let cmd = Command::builder("Retried")
+        .group("Shop")
+        .isolation(IsolationStrategy::Semaphore)
+        .property("retry.maxAttempts", 3)
+        .property("retry.backoff.initialInMilliseconds", 0)
+        .property("retry.budget.percent", 0)
+        .property("retry.budget.minPerSecond", 1)
+        .property("retry.budget.windowInMilliseconds", 2_000)
+        .build_in(test.registry())
+        .unwrap();
+    // Each execution answers from its script, one entry per attempt (true: Ok).
+    let scripted = |script: &'static [bool]| {
+        let mut attempt = 0;
+        move || {
+            let ok = script.get(attempt).copied().unwrap_or(false);
+            attempt += 1;
+            move || if ok { Ok::<u32, Boom>(1) } else { Err(Boom) }
+        }
+    };
+    let outcome = cmd
+        .run_retryable(scripted(&[false, true]))
+        .execute_outcome();
+    assert_eq!(
+        outcome.execution_result().execution_events().to_string(),
+        "SUCCESS, FAILURE, RETRY"
+    );
+    for (script, events) in [
+        (
+            &[false, false][..],
+            "FAILUREx2, FALLBACK_SUCCESS, RETRY, RETRY_BUDGET_EXHAUSTED",
+        ),
+        (
+            &[false][..],
+            "FAILURE, FALLBACK_SUCCESS, RETRY_BUDGET_EXHAUSTED",
+        ),
+    ] {
+        let outcome = cmd
+            .run_retryable(scripted(script))
+            .fallback(|_| Ok::<_, Boom>(7))
+            .execute_outcome();
+        assert_eq!(*outcome.response().as_ref().unwrap(), 7);
+        assert_eq!(
+            outcome.execution_result().execution_events().to_string(),
+            events
+        );
+    }
+    test.advance(Duration::from_millis(10_000));
+}
+
 /// Command "Pooled" (group "Shop", THREAD, pool "ShopPool"): 2 successes on the pool.
 pub fn drive_pooled(test: &TestRegistry) {
     let cmd = Command::builder("Pooled")

@@ -5,9 +5,12 @@
 //!
 //! | metric | kind | labels |
 //! |---|---|---|
-//! | `hystrix_command_events_total` | counter | `command`, `group`, `event` (snake_case event name, e.g. `short_circuited`) |
+//! | `hystrix_command_events_total` | counter | `command`, `group`, `event` (snake_case event name, e.g. `short_circuited`, `retry`, `retry_budget_exhausted`) |
 //! | `hystrix_command_latency_execute_seconds` | histogram | `command`, `group` (executions whose run started) |
 //! | `hystrix_circuit_breaker_transitions_total` | counter | `command`, `group`, `from`, `to` (`closed`, `open`, `half_open`) |
+//!
+//! Events are counted as many times as they happened: an execution of three attempts adds 2 to
+//! `failure` and 2 to `retry` if its last attempt succeeded, and one latency sample.
 //!
 //! `group` is the command's group key. `from` is the state the facade last saw the breaker
 //! enter (a breaker starts `closed`). The manual override counts as the transition it makes:
