@@ -25,6 +25,17 @@
 //! read the inner error with [`cause`](HystrixError::cause). It converts into tower's
 //! `BoxError` with `?` or `Into`.
 //!
+//! **Retry** is an explicit opt-in, [`HystrixLayer::retry_with`], because each attempt needs its
+//! own copy of the request: a clone hook ([`CloneRequest`], as tower's retry
+//! `Policy::clone_request`) says whether a request can be sent again and makes the copies.
+//! Without it a call makes one attempt whatever `retry.maxAttempts` says (and a key that sets
+//! it logs once that the property is ignored). With it the attempts are the command's own
+//! attempt loop: each attempt goes through the breaker, the attempt deadline and the bulkhead,
+//! the delays, budget, events and the one fallback are the command's (see the
+//! [`retry`](crate::retry) module). A request the hook refuses (`None`) makes one attempt:
+//! that is the per-call opt-out. With the `http` feature, `IdempotentHttp` is a ready hook for
+//! `http::Request`s: it refuses non-idempotent methods and requests marked [`NoRetry`].
+//!
 //! ```
 //! use hystrix::tower::HystrixLayer;
 //! use hystrix::{Command, FailureType, IsolationStrategy, Registry};
@@ -54,6 +65,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::future::{Future, Ready, ready};
 use std::marker::PhantomData;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -61,26 +73,32 @@ use std::task::{Context, Poll};
 use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
+use crate::command::run::Start;
 use crate::command::{
     Async, AsyncFallback, CachedFuture, CachedResponse, CallOptions, Classify, Command,
     ExecuteAsync, ExecuteAsyncOutcome, ExecutionFuture, KeyedCommands, NoFallback, OutcomeResponse,
-    Sealed, StateRef,
+    RunFn, Sealed, StateRef,
 };
 use crate::context::RequestContext;
 use crate::error::{BoxError, HystrixError};
+use crate::isolation::thread_pool::{Rejection, ThreadPool};
 use crate::key::CommandKey;
+use crate::retry::Again;
 
 /// Middleware that runs every call of the wrapped service as an execution of a command.
 ///
 /// `Src` is where the command comes from ([`Command`] or [`ByKey`]); `FB` the fallback
-/// ([`NoFallback`], [`FallbackValue`], [`FallbackFn`] or [`FallbackService`]).
+/// ([`NoFallback`], [`FallbackValue`], [`FallbackFn`] or [`FallbackService`]); `Rt` whether
+/// calls may be retried ([`OneAttempt`], the default, or [`RetryWith`], see
+/// [`retry_with`](HystrixLayer::retry_with)).
 #[derive(Clone)]
-pub struct HystrixLayer<Src, FB = NoFallback> {
+pub struct HystrixLayer<Src, FB = NoFallback, Rt = OneAttempt> {
     source: Src,
     fallback: FB,
+    retry: Rt,
 }
 
-impl<Src, FB> fmt::Debug for HystrixLayer<Src, FB> {
+impl<Src, FB, Rt> fmt::Debug for HystrixLayer<Src, FB, Rt> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HystrixLayer").finish_non_exhaustive()
     }
@@ -92,6 +110,7 @@ impl<C> HystrixLayer<Command<C>> {
         HystrixLayer {
             source: command,
             fallback: NoFallback,
+            retry: OneAttempt,
         }
     }
 }
@@ -113,18 +132,19 @@ where
                 _request: PhantomData,
             },
             fallback: NoFallback,
+            retry: OneAttempt,
         }
     }
 }
 
-impl<C, FB> HystrixLayer<Command<C>, FB> {
+impl<C, FB, Rt> HystrixLayer<Command<C>, FB, Rt> {
     /// Each call goes through the keyed breaker that `key_fn` names for its request (a host, a
     /// shard, a tenant; borrowed or owned), so one failing host opens its own breaker while
     /// the others' calls go on; the command must have keyed breakers
     /// ([`CommandBuilder::breaker_per_key`](crate::command::CommandBuilder::breaker_per_key)),
     /// otherwise every call ends in a misuse error. Metrics, bulkhead, timeout and fallback
     /// stay the command's.
-    pub fn breaker_key<F, Req>(self, key_fn: F) -> HystrixLayer<BreakerByKey<C, F, Req>, FB>
+    pub fn breaker_key<F, Req>(self, key_fn: F) -> HystrixLayer<BreakerByKey<C, F, Req>, FB, Rt>
     where
         F: for<'r> Fn(&'r Req) -> Cow<'r, str>,
     {
@@ -135,11 +155,12 @@ impl<C, FB> HystrixLayer<Command<C>, FB> {
                 _request: PhantomData,
             },
             fallback: self.fallback,
+            retry: self.retry,
         }
     }
 }
 
-impl<Src, FB> HystrixLayer<Src, FB> {
+impl<Src, FB, Rt> HystrixLayer<Src, FB, Rt> {
     /// Turns on the request cache for the calls: `key_fn` gives a request's cache key
     /// (Hystrix's `getCacheKey()`; `None`: that call is not cached). Within one
     /// [`RequestContext`] current where the call's future is
@@ -151,8 +172,9 @@ impl<Src, FB> HystrixLayer<Src, FB> {
     /// `Arc<HystrixError<S::Error>>`, since one outcome may answer many calls: use it over
     /// services whose responses can be read through a shared reference (a typed client's
     /// values); an HTTP response with a streaming body cannot be shared this way, so cache at
-    /// the level of the decoded value instead.
-    pub fn cache_key<K, Req>(self, key_fn: K) -> CachedLayer<Src, FB, K>
+    /// the level of the decoded value instead. With [`retry_with`](HystrixLayer::retry_with)
+    /// the execution that runs retries, and its final outcome is what is shared.
+    pub fn cache_key<K, Req>(self, key_fn: K) -> CachedLayer<Src, FB, K, Rt>
     where
         K: Fn(&Req) -> Option<String>,
     {
@@ -163,55 +185,148 @@ impl<Src, FB> HystrixLayer<Src, FB> {
     }
 
     /// On failure (error, timeout, short-circuit, rejection) answer with a clone of `value`.
-    pub fn fallback_value<T: Clone>(self, value: T) -> HystrixLayer<Src, FallbackValue<T>> {
+    pub fn fallback_value<T: Clone>(self, value: T) -> HystrixLayer<Src, FallbackValue<T>, Rt> {
         HystrixLayer {
             source: self.source,
             fallback: FallbackValue(value),
+            retry: self.retry,
         }
     }
 
     /// On failure answer with `f(&error)`; its error becomes the call's FALLBACK_FAILURE.
-    pub fn fallback_fn<F>(self, f: F) -> HystrixLayer<Src, FallbackFn<F>> {
+    pub fn fallback_fn<F>(self, f: F) -> HystrixLayer<Src, FallbackFn<F>, Rt> {
         HystrixLayer {
             source: self.source,
             fallback: FallbackFn(Arc::new(f)),
+            retry: self.retry,
         }
     }
 
     /// On failure send the same request to `service` (a secondary backend, a cache); needs
     /// the request to be `Clone` (it is cloned before each call). Its readiness is awaited
     /// within the fallback.
-    pub fn fallback_service<S2>(self, service: S2) -> HystrixLayer<Src, FallbackService<S2>> {
+    pub fn fallback_service<S2>(self, service: S2) -> HystrixLayer<Src, FallbackService<S2>, Rt> {
         HystrixLayer {
             source: self.source,
             fallback: FallbackService(service),
+            retry: self.retry,
+        }
+    }
+
+    /// Lets the calls be retried: each call's execution makes up to `retry.maxAttempts`
+    /// attempts (the command's property, default 1: no retry), each a call of a fresh clone of
+    /// the inner service (the service must be `Clone`) after its readiness, with its own copy
+    /// of the request made by `hook` (tower's retry `Policy::clone_request`).
+    ///
+    /// `hook` is any `Fn(&Req) -> Option<Req>` (or a [`CloneRequest`], such as
+    /// `IdempotentHttp` with the `http` feature). It is asked once when the call is made, on
+    /// the request: `None` says this request must not be sent twice, and the call makes one
+    /// attempt (the per-call opt-out; no RETRY, no warning); `Some(copy)` keeps the copy, and
+    /// each later attempt sends `hook(&copy)`. The first attempt sends the request itself. With
+    /// `retry.maxAttempts` at 1 when the call is made the hook is not asked at all. A hook
+    /// should answer for its copy as it answered for the request: one that refuses (or panics
+    /// on) its own copy sends the kept copy itself in that attempt, and no later attempt of
+    /// the call reaches the service. For requests that carry extensions, [`NoRetry`] is the
+    /// usual way to mark one for the hook (`IdempotentHttp` honours it).
+    ///
+    /// What is retried, the delays, the retry budget, the attempt and execution deadlines,
+    /// the events (`RETRY`, `RETRY_BUDGET_EXHAUSTED`, `FAILUREx2` in the request log) and the
+    /// single fallback after the last attempt are the command's attempt loop, exactly as for
+    /// [`Command::run_async_retryable`](crate::Command::run_async_retryable): only errors of
+    /// the inner service and timeouts are retried (rejections with `retry.onRejection`),
+    /// never a short-circuit, and nothing once the breaker is open; the command's
+    /// [`classify_retry`](crate::CommandBuilder::classify_retry) answers for the inner
+    /// service's errors. Each attempt is one request for the breaker and the metrics.
+    ///
+    /// Without this opt-in every call makes one attempt whatever `retry.maxAttempts` says (a
+    /// key that sets it over 1 logs once that it is ignored).
+    ///
+    /// ```
+    /// use hystrix::context::RequestContext;
+    /// use hystrix::testing::TestRegistry;
+    /// use hystrix::tower::HystrixLayer;
+    /// use hystrix::{Command, IsolationStrategy};
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use tower::{Layer, Service, ServiceExt, service_fn};
+    ///
+    /// let test = TestRegistry::new();
+    /// let command = Command::builder("GetUser")
+    ///     .group("Users")
+    ///     .isolation(IsolationStrategy::Semaphore)
+    ///     .property("retry.maxAttempts", 3)
+    ///     .property("retry.backoff.initialInMilliseconds", 0)
+    ///     .build_in(test.registry())?;
+    /// // A backend that fails twice, then answers.
+    /// let calls = Arc::new(AtomicU32::new(0));
+    /// let backend = service_fn(move |id: String| {
+    ///     let n = calls.fetch_add(1, Ordering::SeqCst);
+    ///     async move {
+    ///         if n < 2 { Err(std::io::Error::other("busy")) } else { Ok(format!("user {id}")) }
+    ///     }
+    /// });
+    /// let mut svc = HystrixLayer::new(command)
+    ///     .retry_with(|id: &String| Some(id.clone()))
+    ///     .layer(backend);
+    ///
+    /// let context = RequestContext::new();
+    /// let user = futures::executor::block_on(
+    ///     context.scope(async { svc.ready().await?.call("ada".into()).await }),
+    /// )?;
+    /// assert_eq!(user, "user ada");
+    /// assert_eq!(
+    ///     context.request_log().to_string(),
+    ///     "GetUser[SUCCESS, FAILUREx2, RETRYx2][0ms]"
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// ```
+    pub fn retry_with<H>(self, hook: H) -> HystrixLayer<Src, FB, RetryWith<H>> {
+        HystrixLayer {
+            source: self.source,
+            fallback: self.fallback,
+            retry: RetryWith(Arc::new(hook)),
         }
     }
 }
 
-impl<S, Src: Clone, FB: Clone> Layer<S> for HystrixLayer<Src, FB> {
-    type Service = HystrixService<S, Src, FB>;
+impl<S, Src: Clone, FB: Clone, Rt: Clone> Layer<S> for HystrixLayer<Src, FB, Rt> {
+    type Service = HystrixService<S, Src, FB, Rt>;
 
     fn layer(&self, inner: S) -> Self::Service {
         HystrixService {
             inner,
             source: self.source.clone(),
             fallback: self.fallback.clone(),
+            retry: self.retry.clone(),
         }
     }
 }
 
 /// A service whose calls are executions of a command; made by [`HystrixLayer`].
 #[derive(Clone)]
-pub struct HystrixService<S, Src, FB = NoFallback> {
+pub struct HystrixService<S, Src, FB = NoFallback, Rt = OneAttempt> {
     inner: S,
     source: Src,
     fallback: FB,
+    retry: Rt,
 }
 
-impl<S, Src, FB> fmt::Debug for HystrixService<S, Src, FB> {
+impl<S, Src, FB, Rt> fmt::Debug for HystrixService<S, Src, FB, Rt> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HystrixService").finish_non_exhaustive()
+    }
+}
+
+impl<S, Src, FB, Rt> HystrixService<S, Src, FB, Rt> {
+    /// Lets the calls be retried, with `hook` making each attempt's copy of the request: as
+    /// [`HystrixLayer::retry_with`].
+    pub fn retry_with<H>(self, hook: H) -> HystrixService<S, Src, FB, RetryWith<H>> {
+        HystrixService {
+            inner: self.inner,
+            source: self.source,
+            fallback: self.fallback,
+            retry: RetryWith(Arc::new(hook)),
+        }
     }
 }
 
@@ -466,7 +581,7 @@ where
     }
 }
 
-impl<S, Req, Src, FB> Service<Req> for HystrixService<S, Src, FB>
+impl<S, Req, Src, FB, Rt> Service<Req> for HystrixService<S, Src, FB, Rt>
 where
     S: Service<Req> + Clone + Send + 'static,
     S::Future: Send + 'static,
@@ -476,16 +591,17 @@ where
     Src: CommandSource<Req>,
     Src::Classifier: Classify<S::Error>,
     FB: LayerFallback<Req, S::Response, S::Error>,
+    Rt: LayerRetry<S, Req>,
 {
     type Response = S::Response;
     type Error = HystrixError<S::Error>;
     type Future = ResponseFuture<
-        ExecuteAsync<'static, Src::Classifier, Async<ServiceCall<S, Req, S::Future>>, FB::Call>,
+        ExecuteAsync<'static, Src::Classifier, Rt::Run, FB::Call>,
         HystrixError<S::Error>,
     >;
 
     /// Always ready: permits are taken when a call executes, and the inner service's readiness
-    /// is awaited inside the execution.
+    /// is awaited inside the execution (in each attempt).
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         Poll::Ready(Ok(()))
     }
@@ -505,18 +621,18 @@ where
 }
 
 /// The execution future of one call of a [`HystrixService`].
-type CallExecution<S, Req, C, FB> =
-    ExecuteAsyncOutcome<'static, C, Async<ServiceCall<S, Req, <S as Service<Req>>::Future>>, FB>;
+type CallExecution<S, Req, C, FB, Rt> =
+    ExecuteAsyncOutcome<'static, C, <Rt as LayerRetry<S, Req>>::Run, FB>;
 
 /// The execution of one call, or why none could be made.
-type CallStart<S, Req, C, FB> =
-    Result<CallExecution<S, Req, C, FB>, HystrixError<<S as Service<Req>>::Error>>;
+type CallStart<S, Req, C, FB, Rt> =
+    Result<CallExecution<S, Req, C, FB, Rt>, HystrixError<<S as Service<Req>>::Error>>;
 
-impl<S, Src, FB> HystrixService<S, Src, FB> {
+impl<S, Src, FB, Rt> HystrixService<S, Src, FB, Rt> {
     /// The execution of the call of `request` (cold); the misuse error if no command could be
     /// made for the request's key.
     #[inline]
-    fn start<Req>(&mut self, request: Req) -> CallStart<S, Req, Src::Classifier, FB::Call>
+    fn start<Req>(&mut self, request: Req) -> CallStart<S, Req, Src::Classifier, FB::Call, Rt>
     where
         S: Service<Req> + Clone + Send + 'static,
         S::Future: Send + 'static,
@@ -526,18 +642,24 @@ impl<S, Src, FB> HystrixService<S, Src, FB> {
         Src: CommandSource<Req>,
         Src::Classifier: Classify<S::Error>,
         FB: LayerFallback<Req, S::Response, S::Error>,
+        Rt: LayerRetry<S, Req>,
     {
         let command = self
             .source
             .command_for(&request)
             .map_err(|(key, reason)| refused(&key, &reason))?;
         let fallback = self.fallback.for_request(&request);
-        let options =
+        let mut options =
             CallOptions::default().with_breaker_key(self.source.breaker_key_for(&request));
+        let (state, classifier) = command.into_parts();
         // The clone serves this call: its readiness is awaited by the execution (tower's
         // pattern for services that call their inner service from their future).
-        let run = Async(ServiceCall::new(self.inner.clone(), request));
-        let (state, classifier) = command.into_parts();
+        let (run, one_attempt) = self.retry.run_for(&self.inner, request, || {
+            state.properties.hot().retry_max_attempts()
+        });
+        if one_attempt {
+            options = options.with_no_retry();
+        }
         Ok(ExecutionFuture::new(
             StateRef::Owned(state),
             classifier,
@@ -545,6 +667,305 @@ impl<S, Src, FB> HystrixService<S, Src, FB> {
             fallback,
             options,
         ))
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Retry
+
+/// How a layer makes the run of a call: one attempt ([`OneAttempt`]) or a retryable run whose
+/// later attempts send copies of the request ([`RetryWith`]).
+pub trait LayerRetry<S, Req>: Clone
+where
+    S: Service<Req>,
+{
+    /// The run of one call.
+    #[doc(hidden)]
+    type Run: RunFn<Output = S::Response, Error = S::Error>;
+
+    /// The run of the call of `request` through a clone of `service`, and whether the call
+    /// makes one attempt only; `max_attempts` reads `retry.maxAttempts` now.
+    #[doc(hidden)]
+    fn run_for(
+        &self,
+        service: &S,
+        request: Req,
+        max_attempts: impl FnOnce() -> u32,
+    ) -> (Self::Run, bool);
+}
+
+/// Every call makes one attempt, whatever `retry.maxAttempts` says: a layer without
+/// [`retry_with`](HystrixLayer::retry_with) (the default).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OneAttempt;
+
+impl<S, Req> LayerRetry<S, Req> for OneAttempt
+where
+    S: Service<Req> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Response: Send + 'static,
+    S::Error: Send + 'static,
+    Req: Send + 'static,
+{
+    type Run = Async<ServiceCall<S, Req, S::Future>>;
+
+    #[inline]
+    fn run_for(
+        &self,
+        service: &S,
+        request: Req,
+        _max_attempts: impl FnOnce() -> u32,
+    ) -> (Self::Run, bool) {
+        // A run that cannot be retried: the execution warns once if the key asks for retries.
+        (Async(ServiceCall::new(service.clone(), request)), false)
+    }
+}
+
+/// Calls may be retried, with this clone hook making the copies of the request (see
+/// [`HystrixLayer::retry_with`]). Cheap to clone: the hook is shared.
+pub struct RetryWith<H>(Arc<H>);
+
+impl<H> Clone for RetryWith<H> {
+    fn clone(&self) -> Self {
+        RetryWith(Arc::clone(&self.0))
+    }
+}
+
+impl<H> fmt::Debug for RetryWith<H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RetryWith(..)")
+    }
+}
+
+/// Makes the copies of a request that later attempts send (tower's retry
+/// `Policy::clone_request`, shared by all calls, so `&self`). Implemented by every
+/// `Fn(&Req) -> Option<Req>`; with the `http` feature, by `IdempotentHttp` for
+/// `http::Request`s.
+pub trait CloneRequest<Req> {
+    /// A copy of `request` to send again, or `None` if it must not be sent twice (not
+    /// idempotent, a body that cannot be copied, or marked by its caller).
+    fn clone_request(&self, request: &Req) -> Option<Req>;
+}
+
+impl<Req, F> CloneRequest<Req> for F
+where
+    F: Fn(&Req) -> Option<Req>,
+{
+    #[inline]
+    fn clone_request(&self, request: &Req) -> Option<Req> {
+        self(request)
+    }
+}
+
+impl<S, Req, H> LayerRetry<S, Req> for RetryWith<H>
+where
+    S: Service<Req> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Response: Send + 'static,
+    S::Error: Send + 'static,
+    Req: Send + 'static,
+    H: CloneRequest<Req> + Send + Sync + 'static,
+{
+    type Run = RetryCall<S, Req, S::Future, H>;
+
+    fn run_for(
+        &self,
+        service: &S,
+        request: Req,
+        max_attempts: impl FnOnce() -> u32,
+    ) -> (Self::Run, bool) {
+        // Asked once, before the first attempt: `None` is this call's opt-out.
+        let kept = if max_attempts() > 1 {
+            self.0.clone_request(&request)
+        } else {
+            None
+        };
+        let one_attempt = kept.is_none();
+        let again = kept.map(|kept| Kept {
+            service: service.clone(),
+            request: kept,
+            hook: Arc::clone(&self.0),
+        });
+        let run = RetryCall {
+            first: Async(ServiceCall::new(service.clone(), request)),
+            again: Some(RetryAttempts {
+                kept: again,
+                _future: PhantomData,
+            }),
+        };
+        (run, one_attempt)
+    }
+}
+
+/// The run of a call that may be retried: the first attempt's call, and what makes the later
+/// ones (taken out by the execution when it starts).
+#[doc(hidden)]
+pub struct RetryCall<S, Req, Fut, H> {
+    first: Async<ServiceCall<S, Req, Fut>>,
+    again: Option<RetryAttempts<S, Req, Fut, H>>,
+}
+
+impl<S, Req, Fut, H> fmt::Debug for RetryCall<S, Req, Fut, H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RetryCall(..)")
+    }
+}
+
+/// The later attempts of a call: a clone of the service and the kept copy of the request.
+#[doc(hidden)]
+pub struct RetryAttempts<S, Req, Fut, H> {
+    kept: Option<Kept<S, Req, H>>,
+    _future: PhantomData<fn() -> Fut>,
+}
+
+impl<S, Req, Fut, H> fmt::Debug for RetryAttempts<S, Req, Fut, H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RetryAttempts(..)")
+    }
+}
+
+struct Kept<S, Req, H> {
+    service: S,
+    request: Req,
+    hook: Arc<H>,
+}
+
+impl<S, Req, Fut, H> Again for RetryAttempts<S, Req, Fut, H>
+where
+    S: Service<Req, Future = Fut> + Clone + Send + 'static,
+    Fut: Future<Output = Result<S::Response, S::Error>> + Send + 'static,
+    S::Response: Send + 'static,
+    S::Error: Send + 'static,
+    Req: Send + 'static,
+    H: CloneRequest<Req> + Send + Sync + 'static,
+{
+    type Run = Async<ServiceCall<S, Req, Fut>>;
+    const RETRIES: bool = true;
+
+    fn next(&mut self) -> Option<Self::Run> {
+        let kept = self.kept.as_mut()?;
+        let copy = catch_unwind(AssertUnwindSafe(|| kept.hook.clone_request(&kept.request)));
+        let (service, request) = match copy {
+            Ok(Some(copy)) => (kept.service.clone(), copy),
+            // A hook that refuses (or panics on) its own copy: the kept copy goes, and this
+            // attempt is the last one that can be made.
+            _ => {
+                let Some(kept) = self.kept.take() else {
+                    unreachable!("matched Some above")
+                };
+                (kept.service, kept.request)
+            }
+        };
+        Some(Async(ServiceCall::new(service, request)))
+    }
+}
+
+impl<S, Req, Fut, H> crate::command::run::sealed::Sealed for RetryCall<S, Req, Fut, H> {}
+
+impl<S, Req, Fut, H> RunFn for RetryCall<S, Req, Fut, H>
+where
+    S: Service<Req, Future = Fut> + Clone + Send + 'static,
+    Fut: Future<Output = Result<S::Response, S::Error>> + Send + 'static,
+    S::Response: Send + 'static,
+    S::Error: Send + 'static,
+    Req: Send + 'static,
+    H: CloneRequest<Req> + Send + Sync + 'static,
+{
+    type Output = S::Response;
+    type Error = S::Error;
+    type Running = <Async<ServiceCall<S, Req, Fut>> as RunFn>::Running;
+    type Again = RetryAttempts<S, Req, Fut, H>;
+    const BLOCKING: bool = false;
+
+    fn take_again(&mut self) -> Self::Again {
+        self.again.take().unwrap_or(RetryAttempts {
+            kept: None,
+            _future: PhantomData,
+        })
+    }
+
+    fn start_here(self, start: Start<'_>) -> Self::Running {
+        self.first.start_here(start)
+    }
+
+    fn start_on_pool(
+        self,
+        start: Start<'_>,
+        pool: &ThreadPool,
+    ) -> Result<Self::Running, Rejection> {
+        self.first.start_on_pool(start, pool)
+    }
+}
+
+/// A request extension saying "send this request once": with `IdempotentHttp` (feature
+/// `http`) as the clone hook, a request carrying it
+/// (`request.extensions_mut().insert(NoRetry)`) makes one attempt, whatever its method and
+/// `retry.maxAttempts`. A hook of your own over a request type with extensions can honour it
+/// too (`request.extensions().get::<NoRetry>().is_some()` → `None`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct NoRetry;
+
+/// A request extension saying "this request may be sent again", for a method that is not
+/// idempotent by itself (e.g. a POST carrying an idempotency key): `IdempotentHttp` (feature
+/// `http`) then copies it for later attempts. Insert it with
+/// `request.extensions_mut().insert(Idempotent)`; [`NoRetry`] wins over it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Idempotent;
+
+/// The clone hook for `http::Request<B>` (hyper, axum, reqwest's `http` conversions; feature
+/// `http`): a copy of the request (method, URI, version, headers, extensions and a clone of
+/// the body, so `B: Clone`, e.g. `Full<Bytes>`, `String`), or `None`, one attempt, for a
+/// request whose method is not idempotent (POST, PATCH, CONNECT, unknown methods; see
+/// [`http::is_idempotent`](crate::http::is_idempotent)) unless it carries [`Idempotent`], and
+/// for one that carries [`NoRetry`]. A body that cannot be cloned (a streaming one) needs a
+/// hook of its own (e.g. one that buffers the body first); a hook of your own can call this
+/// one for the checks.
+///
+/// ```
+/// use hystrix::testing::TestRegistry;
+/// use hystrix::tower::{CloneRequest, HystrixLayer, IdempotentHttp, NoRetry};
+/// use hystrix::{Command, IsolationStrategy};
+/// use tower::{Layer, Service, ServiceExt, service_fn};
+///
+/// let get = http::Request::get("http://users/ada").body(String::new())?;
+/// assert!(IdempotentHttp.clone_request(&get).is_some());
+/// let post = http::Request::post("http://users").body("ada".to_string())?;
+/// assert!(IdempotentHttp.clone_request(&post).is_none());
+/// let mut once = get.clone();
+/// once.extensions_mut().insert(NoRetry);
+/// assert!(IdempotentHttp.clone_request(&once).is_none());
+///
+/// let test = TestRegistry::new();
+/// let command = Command::builder("Users")
+///     .group("Users")
+///     .isolation(IsolationStrategy::Semaphore)
+///     .property("retry.maxAttempts", 2)
+///     .property("retry.backoff.initialInMilliseconds", 0)
+///     .build_in(test.registry())?;
+/// let backend = service_fn(|_: http::Request<String>| async {
+///     Err::<http::Response<String>, _>(std::io::Error::other("reset"))
+/// });
+/// let mut svc = HystrixLayer::new(command).retry_with(IdempotentHttp).layer(backend);
+/// futures::executor::block_on(async {
+///     let err = svc.ready().await?.call(get).await.unwrap_err();
+///     assert_eq!(err.attempts(), 2);
+///     let err = svc.ready().await?.call(post).await.unwrap_err();
+///     assert_eq!(err.attempts(), 1); // a POST is sent once
+///     Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+/// })?;
+/// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+/// ```
+#[cfg(feature = "http")]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IdempotentHttp;
+
+#[cfg(feature = "http")]
+impl<B: Clone> CloneRequest<::http::Request<B>> for IdempotentHttp {
+    fn clone_request(&self, request: &::http::Request<B>) -> Option<::http::Request<B>> {
+        let extensions = request.extensions();
+        let repeatable = extensions.get::<Idempotent>().is_some()
+            || crate::http::is_idempotent(request.method().as_str());
+        (repeatable && extensions.get::<NoRetry>().is_none()).then(|| request.clone())
     }
 }
 
@@ -643,12 +1064,12 @@ impl<F: Future> Future for InContext<F> {
 }
 
 /// A layer whose calls go through the request cache ([`HystrixLayer::cache_key`]).
-pub struct CachedLayer<Src, FB, K> {
-    layer: HystrixLayer<Src, FB>,
+pub struct CachedLayer<Src, FB, K, Rt = OneAttempt> {
+    layer: HystrixLayer<Src, FB, Rt>,
     key_fn: Arc<K>,
 }
 
-impl<Src: Clone, FB: Clone, K> Clone for CachedLayer<Src, FB, K> {
+impl<Src: Clone, FB: Clone, K, Rt: Clone> Clone for CachedLayer<Src, FB, K, Rt> {
     fn clone(&self) -> Self {
         CachedLayer {
             layer: self.layer.clone(),
@@ -657,14 +1078,14 @@ impl<Src: Clone, FB: Clone, K> Clone for CachedLayer<Src, FB, K> {
     }
 }
 
-impl<Src, FB, K> fmt::Debug for CachedLayer<Src, FB, K> {
+impl<Src, FB, K, Rt> fmt::Debug for CachedLayer<Src, FB, K, Rt> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CachedLayer").finish_non_exhaustive()
     }
 }
 
-impl<S, Src: Clone, FB: Clone, K> Layer<S> for CachedLayer<Src, FB, K> {
-    type Service = CachedService<S, Src, FB, K>;
+impl<S, Src: Clone, FB: Clone, K, Rt: Clone> Layer<S> for CachedLayer<Src, FB, K, Rt> {
+    type Service = CachedService<S, Src, FB, K, Rt>;
 
     fn layer(&self, inner: S) -> Self::Service {
         CachedService {
@@ -676,12 +1097,12 @@ impl<S, Src: Clone, FB: Clone, K> Layer<S> for CachedLayer<Src, FB, K> {
 
 /// A service whose calls are executions of a command through the request cache; made by
 /// [`HystrixLayer::cache_key`]. Responses and errors are shared behind `Arc`.
-pub struct CachedService<S, Src, FB, K> {
-    service: HystrixService<S, Src, FB>,
+pub struct CachedService<S, Src, FB, K, Rt = OneAttempt> {
+    service: HystrixService<S, Src, FB, Rt>,
     key_fn: Arc<K>,
 }
 
-impl<S: Clone, Src: Clone, FB: Clone, K> Clone for CachedService<S, Src, FB, K> {
+impl<S: Clone, Src: Clone, FB: Clone, K, Rt: Clone> Clone for CachedService<S, Src, FB, K, Rt> {
     fn clone(&self) -> Self {
         CachedService {
             service: self.service.clone(),
@@ -690,13 +1111,13 @@ impl<S: Clone, Src: Clone, FB: Clone, K> Clone for CachedService<S, Src, FB, K> 
     }
 }
 
-impl<S, Src, FB, K> fmt::Debug for CachedService<S, Src, FB, K> {
+impl<S, Src, FB, K, Rt> fmt::Debug for CachedService<S, Src, FB, K, Rt> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CachedService").finish_non_exhaustive()
     }
 }
 
-impl<S, Req, Src, FB, K> Service<Req> for CachedService<S, Src, FB, K>
+impl<S, Req, Src, FB, K, Rt> Service<Req> for CachedService<S, Src, FB, K, Rt>
 where
     S: Service<Req> + Clone + Send + 'static,
     S::Future: Send + 'static,
@@ -709,12 +1130,17 @@ where
     FB::Call: Send + 'static,
     <FB::Call as AsyncFallback<S::Response, S::Error>>::Future: Send + 'static,
     K: Fn(&Req) -> Option<String>,
+    Rt: LayerRetry<S, Req>,
 {
     type Response = Arc<S::Response>;
     type Error = Arc<HystrixError<S::Error>>;
     type Future = ResponseFuture<
         CachedResponse<
-            CachedFuture<S::Response, S::Error, CallExecution<S, Req, Src::Classifier, FB::Call>>,
+            CachedFuture<
+                S::Response,
+                S::Error,
+                CallExecution<S, Req, Src::Classifier, FB::Call, Rt>,
+            >,
         >,
         Arc<HystrixError<S::Error>>,
     >;
