@@ -583,3 +583,31 @@ fn a_named_budget_is_shared_by_the_keys_naming_it() {
     assert_eq!(shared, b.retry_budget().unwrap());
     assert_eq!((shared.requests, shared.retries), (12, 10));
 }
+
+/// Regression: a factory that panics when making a later attempt ends the attempts at once (it
+/// went back to the attempt loop and spent every remaining attempt on RETRY and delays).
+#[test]
+fn a_panicking_factory_ends_the_attempts() {
+    let test = TestRegistry::new();
+    let cmd = retrying(&test, "PanickingFactory", 4);
+    let made = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&made);
+    let outcome = drive(
+        &test,
+        cmd.run_async_retryable(move || {
+            if counted.fetch_add(1, Ordering::SeqCst) == 1 {
+                panic!("cannot make another request");
+            }
+            std::future::ready(Err::<u32, _>(DependencyError("down")))
+        })
+        .fallback(|_| Ok::<_, DependencyError>(9))
+        .execute_async_outcome(),
+    );
+    assert_eq!(*outcome.response().as_ref().unwrap(), 9);
+    assert_eq!(made.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        outcome.execution_result().execution_events().to_string(),
+        "FAILURE, FALLBACK_SUCCESS, RETRY"
+    );
+    assert_eq!(test.clock().now_ms(), 100);
+}
