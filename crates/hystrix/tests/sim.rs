@@ -114,6 +114,61 @@ fn scenarios_give_their_recorded_values_for_the_default_seed_twice_in_a_row() {
                 latency: [0, 94, 160, 312],
             },
         ),
+        (
+            "retry-storm",
+            Row {
+                offered: 10_000,
+                answered: 0,
+                fallback: 10_000,
+                failed: 0,
+                backend: stats(12_170, 0, 12_170, 57),
+                latency: [23, 408, 478, 623],
+            },
+        ),
+        (
+            "retry-storm-breaker",
+            Row {
+                offered: 10_000,
+                answered: 0,
+                fallback: 10_000,
+                failed: 0,
+                backend: stats(678, 0, 678, 57),
+                latency: [0, 140, 355, 458],
+            },
+        ),
+        (
+            "retry-storm-open",
+            Row {
+                offered: 8_000,
+                answered: 0,
+                fallback: 8_000,
+                failed: 0,
+                backend: stats(1, 0, 1, 57),
+                latency: [0, 0, 0, 23],
+            },
+        ),
+        (
+            "retry-transient",
+            Row {
+                offered: 10_000,
+                answered: 9_754,
+                fallback: 246,
+                failed: 0,
+                backend: stats(13_837, 9_754, 4_083, 51),
+                latency: [30, 417, 492, 568],
+            },
+        ),
+        (
+            "retry-transient-default-budget",
+            Row {
+                offered: 10_000,
+                answered: 8_542,
+                fallback: 1_458,
+                failed: 0,
+                backend: stats(12_119, 8_542, 3_577, 47),
+                latency: [24, 390, 455, 550],
+            },
+        ),
     ];
     assert_eq!(
         scenarios::SCENARIOS
@@ -652,5 +707,27 @@ fn a_load_needs_a_positive_rate() {
         let mut sim = Sim::new();
         let result = sim.run_load(&load, |_| async { SimOutcome::Answered });
         assert!(matches!(result, Err(SimError::Invalid(_))));
+    }
+}
+
+#[test]
+fn the_library_retry_meets_its_goals() {
+    // A total outage: 1 + 20 % + 10/s ÷ 1 000 req/s = 1.21 backend calls per request at
+    // steady state; the run lasts 10.4 s (retries after the last arrival), and retries of its
+    // first second leave the sliding window before it ends.
+    for seed in [1, 2, 3] {
+        let storm = run("retry-storm", seed);
+        let calls = storm.backend_calls_per_request().unwrap();
+        assert!((1.19..=1.22).contains(&calls), "seed {seed}: {calls}");
+        let open = run("retry-storm-open", seed);
+        assert!(
+            open.backend_calls_per_request().unwrap() <= 0.05,
+            "seed {seed}"
+        );
+        let transient = run("retry-transient", seed);
+        assert!(transient.answered_share() >= 0.97, "seed {seed}");
+        let default_budget = run("retry-transient-default-budget", seed);
+        assert!(default_budget.answered_share() < transient.answered_share());
+        assert!(default_budget.backend_calls_per_request().unwrap() <= 1.22);
     }
 }

@@ -206,6 +206,27 @@ pub struct BackendStats {
     pub max_queued: usize,
 }
 
+impl BackendStats {
+    /// What happened after `earlier` was taken: counts less `earlier`'s (the maxima stay this
+    /// snapshot's, over the whole run).
+    pub fn since(&self, earlier: &BackendStats) -> BackendStats {
+        BackendStats {
+            calls: self.calls.saturating_sub(earlier.calls),
+            succeeded: self.succeeded.saturating_sub(earlier.succeeded),
+            failed: self.failed.saturating_sub(earlier.failed),
+            overloaded: self.overloaded.saturating_sub(earlier.overloaded),
+            abandoned_queued: self
+                .abandoned_queued
+                .saturating_sub(earlier.abandoned_queued),
+            abandoned_in_service: self
+                .abandoned_in_service
+                .saturating_sub(earlier.abandoned_in_service),
+            max_in_service: self.max_in_service,
+            max_queued: self.max_queued,
+        }
+    }
+}
+
 /// Builds a [`Backend`]; see [`Backend::builder`] for the defaults.
 #[derive(Debug, Clone)]
 pub struct BackendBuilder {

@@ -11,8 +11,10 @@
 //!
 //! To add one, write a function `fn(seed) -> Result<Report, SimError>` from the helpers below
 //! ([`standard_backend`], [`standard_command`], [`offer`]) and list it in [`SCENARIOS`].
-//! Scenarios "retry" with a loop written by hand around executions, as a user without
-//! retries in the library would.
+//! The `naive-*` scenarios "retry" with a loop written by hand around executions, as a user
+//! without retries in the library would; the `retry-*` ones use the library's retry
+//! ([`Command::run_async_retryable`], `retry.maxAttempts` 3, the default backoff of 100 ms
+//! doubling, and the default budget of 20 % of requests + 10 per second unless named).
 
 use std::fmt;
 use std::future::Future;
@@ -108,6 +110,33 @@ pub const SCENARIOS: &[Scenario] = &[
         "as naive-retry-storm with the default breaker: it opens and the loop retries \
          short-circuits",
         naive_retry_storm_breaker,
+    ),
+    Scenario::new(
+        "retry-storm",
+        "the backend fails 100 %, 1 000 req/s for 10 s, retry.maxAttempts 3 with the default \
+         budget (20 % + 10/s), breaker disabled",
+        retry_storm,
+    ),
+    Scenario::new(
+        "retry-storm-breaker",
+        "as retry-storm with the default breaker",
+        retry_storm_breaker,
+    ),
+    Scenario::new(
+        "retry-storm-open",
+        "as retry-storm-breaker, counting only the 8 s of load after a first 2 s that opened \
+         the breaker",
+        retry_storm_open,
+    ),
+    Scenario::new(
+        "retry-transient",
+        "30 % independent failures, 1 000 req/s for 10 s, retry.maxAttempts 3, a 40 % budget",
+        retry_transient_40,
+    ),
+    Scenario::new(
+        "retry-transient-default-budget",
+        "as retry-transient with the default budget (20 % + 10/s)",
+        retry_transient_default,
     ),
 ];
 
@@ -222,4 +251,73 @@ fn naive_retry_storm_breaker(seed: u64) -> Result<Report, SimError> {
     offer(&mut sim, &backend, |b| {
         naive_retry(cmd.clone(), b.clone(), 3)
     })
+}
+
+/// One retryable execution of up to 3 attempts with [`fallback`]: the request of a user of
+/// the library's retry.
+async fn execute_retrying(cmd: Command, backend: Backend) -> SimOutcome {
+    let response = cmd
+        .run_async_retryable(move || backend.call())
+        .fallback(fallback)
+        .execute_async()
+        .await;
+    SimOutcome::from_response(response)
+}
+
+/// The shared command with `retry.maxAttempts` 3.
+fn retrying_command() -> CommandBuilder {
+    standard_command().property("retry.maxAttempts", 3)
+}
+
+fn retry_storm(seed: u64) -> Result<Report, SimError> {
+    let mut sim = Sim::new();
+    let backend = outage_backend(&sim, seed)?;
+    let cmd = retrying_command()
+        .circuit_breaker_enabled(false)
+        .build_in(sim.registry())?;
+    offer(&mut sim, &backend, |b| {
+        execute_retrying(cmd.clone(), b.clone())
+    })
+}
+
+fn retry_storm_breaker(seed: u64) -> Result<Report, SimError> {
+    let mut sim = Sim::new();
+    let backend = outage_backend(&sim, seed)?;
+    let cmd = retrying_command().build_in(sim.registry())?;
+    offer(&mut sim, &backend, |b| {
+        execute_retrying(cmd.clone(), b.clone())
+    })
+}
+
+fn retry_storm_open(seed: u64) -> Result<Report, SimError> {
+    let mut sim = Sim::new();
+    let backend = outage_backend(&sim, seed)?;
+    let cmd = retrying_command().build_in(sim.registry())?;
+    let warm_up = Load::constant(1_000.0, Duration::from_secs(2));
+    sim.run_load(&warm_up, |_| execute_retrying(cmd.clone(), backend.clone()))?;
+    let before = backend.stats();
+    let load = Load::constant(1_000.0, Duration::from_secs(8));
+    let report = sim.run_load(&load, |_| execute_retrying(cmd.clone(), backend.clone()))?;
+    Ok(report.with_backend(backend.stats().since(&before)))
+}
+
+fn retry_transient(seed: u64, percent: Option<u32>) -> Result<Report, SimError> {
+    let mut sim = Sim::new();
+    let backend = transient_backend(&sim, seed)?;
+    let mut cmd = retrying_command();
+    if let Some(percent) = percent {
+        cmd = cmd.property("retry.budget.percent", percent);
+    }
+    let cmd = cmd.build_in(sim.registry())?;
+    offer(&mut sim, &backend, |b| {
+        execute_retrying(cmd.clone(), b.clone())
+    })
+}
+
+fn retry_transient_40(seed: u64) -> Result<Report, SimError> {
+    retry_transient(seed, Some(40))
+}
+
+fn retry_transient_default(seed: u64) -> Result<Report, SimError> {
+    retry_transient(seed, None)
 }
