@@ -170,6 +170,63 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+// doctest: retry
+#[derive(Debug)]
+enum ApiError {
+    Busy { retry_after: Duration },
+    NotFound,
+    Down,
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+/// Fails twice (down, then busy for 200 ms), then answers.
+#[derive(Clone, Default)]
+struct UserClient(std::sync::Arc<std::sync::atomic::AtomicU32>);
+
+impl UserClient {
+    async fn get_user(&self, id: u64) -> Result<String, ApiError> {
+        match self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+            0 => Err(ApiError::Down),
+            1 => Err(ApiError::Busy {
+                retry_after: Duration::from_millis(200),
+            }),
+            2 if id == 0 => Err(ApiError::NotFound),
+            _ => Ok(format!("user {id}")),
+        }
+    }
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let test = testing::TestRegistry::new();
+    let client = UserClient::default();
+    // [README snippet]
+    // Attempts at 0 ms, after 50 ms (backoff), and after 200 ms (the Retry-After wins over 100).
+    let driver = std::thread::spawn({
+        let test = test.clone();
+        move || {
+            for _ in 0..2 {
+                test.advance_to_next_timer_when_pending(1).unwrap();
+            }
+        }
+    });
+    let outcome = futures::executor::block_on(outcome);
+    driver.join().unwrap();
+    assert_eq!(outcome.response().as_ref().unwrap(), "user 7");
+    assert_eq!(
+        outcome.execution_result().execution_events().to_string(),
+        "SUCCESS, FAILUREx2, RETRYx2"
+    );
+    assert_eq!(outcome.execution_result().total_time_ms(), 250);
+    Ok(())
+}
+
 // doctest: request-context
 use std::net::SocketAddr;
 
