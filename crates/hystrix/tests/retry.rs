@@ -481,6 +481,7 @@ fn a_timed_out_thread_attempt_is_retried_within_the_execution_deadline() {
     let attempt = Arc::new(AtomicU32::new(0));
     let worker = {
         let cmd = cmd.clone();
+        let attempt = Arc::clone(&attempt);
         std::thread::spawn(move || {
             cmd.run_cancellable_retryable(move || {
                 let attempt = Arc::clone(&attempt);
@@ -499,11 +500,13 @@ fn a_timed_out_thread_attempt_is_retried_within_the_execution_deadline() {
             .execute_outcome()
         })
     };
+    // The first attempt runs on a pool thread (not still queued) with its deadline armed.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while test.clock().next_timer_deadline_ms() != Some(500) {
+    while attempt.load(Ordering::SeqCst) == 0 || test.clock().next_timer_deadline_ms() != Some(500)
+    {
         assert!(
             std::time::Instant::now() < deadline,
-            "no attempt deadline at 500 ms"
+            "no running attempt with a 500 ms deadline"
         );
         std::thread::sleep(Duration::from_millis(1));
     }

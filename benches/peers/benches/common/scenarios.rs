@@ -63,6 +63,16 @@ mod ours {
             .expect("a valid command")
     }
 
+    /// A with retry on: as [`closed`], with `retry.maxAttempts` 3 and the default budget (a
+    /// retryable run that succeeds at once: the cost of having retry enabled).
+    pub fn retrying(registry: &Registry, key: &str) -> Command {
+        base(key)
+            .timeout_enabled(false)
+            .property("retry.maxAttempts", 3)
+            .build_in(registry)
+            .expect("a valid command")
+    }
+
     /// C, C': tripped by errors, as recloser and failsafe are (state OPEN for a 1 h sleep
     /// window): failing runs until the health check (every 500 ms by default) sees 20 calls
     /// and 50 % errors. Not `force_open()` and not the forceOpen flag: a manual opening has
@@ -367,6 +377,14 @@ fn sync_closed() -> Vec<Scenario> {
             sync_runner(move || cmd.run(ok).execute())
         })
         .zero_alloc(),
+        Scenario::new(
+            A,
+            "ours: run_retryable execute (retry on, succeeds at once)",
+            || {
+                let cmd = ours::retrying(registry(), "ARetry");
+                sync_runner(move || cmd.run_retryable(|| ok).execute())
+            },
+        ),
         Scenario::new(A, "recloser: closed_len(100)", || {
             let r = recloser_cfg::closed();
             sync_runner(move || r.call(ok))

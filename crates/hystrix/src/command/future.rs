@@ -269,6 +269,9 @@ where
                     }
                     if A::RETRIES {
                         begin_attempts(state, &props, rec, this.options);
+                        if let Some(slot) = this.again.span() {
+                            *slot = rec.attempt_span();
+                        }
                     }
                     match start_attempt(
                         state,
@@ -305,7 +308,7 @@ where
                         }
                         Some(run) => {
                             drop(error);
-                            rec.attempt_ms = state.env.clock.now_ms();
+                            rec.next_attempt(state.env.clock.now_ms());
                             let props = state.properties.hot().load();
                             let isolation = rec.isolation();
                             match start_attempt(
@@ -333,7 +336,7 @@ where
                 } => {
                     // A retry-enabled execution's attempt has a span of its own, when traced.
                     let attempt_span = if A::RETRIES {
-                        rec.attempt_span().cloned()
+                        this.again.span().and_then(|slot| slot.clone())
                     } else {
                         None
                     };
@@ -382,7 +385,10 @@ where
                         Decision::Value(value) => {
                             return Poll::Ready(rec.finish(state, end, Ok(value)));
                         }
-                        Decision::Error(err) => {
+                        Decision::Error(mut err) => {
+                            if A::RETRIES {
+                                err.set_attempts(rec.attempts());
+                            }
                             return Poll::Ready(rec.finish(state, end, Err(err)));
                         }
                         Decision::Fallback(err) => {
@@ -416,6 +422,9 @@ where
             if A::RETRIES
                 && let Some(at_ms) = plan_retry(state, rec, &*this.classifier, &error)
             {
+                if let Some(slot) = this.again.span() {
+                    *slot = rec.attempt_span();
+                }
                 this.phase.set(Phase::Delay {
                     delay: Box::new(Delay {
                         sleep: Sleep::until(Arc::clone(&state.env.clock), at_ms),
@@ -424,6 +433,9 @@ where
                     }),
                 });
                 continue;
+            }
+            if A::RETRIES {
+                error.set_attempts(rec.attempts());
             }
 
             // Step 6 (as `start_fallback`, written out: this is the async hot path).
@@ -449,7 +461,7 @@ where
 /// Steps 1 to 3 of one attempt (breaker, deadline, isolation), and its run started: `phase`
 /// is then Running; or why it was refused, with the fallback.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
 fn start_attempt<X: RunFn, R, FB, FFut>(
     state: &Arc<CommandState>,
     props: &HotSnapshot,
@@ -464,7 +476,7 @@ fn start_attempt<X: RunFn, R, FB, FFut>(
     if let Err(err) = check_breaker(state, props, rec, options) {
         return Err((err, fallback));
     }
-    let (timeout_ms, deadline_ms) = attempt_deadline(state, props, rec, options);
+    let (timeout_ms, deadline_ms) = attempt_deadline(props, rec, options);
     let start = Start {
         state,
         deadline_ms,

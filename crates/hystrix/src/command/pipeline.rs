@@ -158,55 +158,93 @@ where
         return rec.finish_now(state, Err(err));
     }
     let mut again = run.take_again();
-    if <R::Again as Again>::RETRIES {
-        begin_attempts(state, &props, &mut rec, options);
-    }
     if !<R::Again as Again>::RETRIES {
-        return match blocking_attempt(state, props, &mut rec, classifier, run, options) {
-            AttemptEnd::Finished(end, response) => rec.finish(state, end, response),
-            AttemptEnd::Failed(error) => {
-                warn_if_retry_ignored_on(state, &error);
-                let response = fallback_blocking(state, &mut rec, error, fallback);
-                rec.finish_now(state, response)
+        let err = match admit_blocking(state, &props, &mut rec, options) {
+            Err(err) => err,
+            Ok(permit) => {
+                match blocking_attempt(state, props, &mut rec, classifier, run, options, permit) {
+                    (end, Decision::Value(value)) => return rec.finish(state, end, Ok(value)),
+                    (end, Decision::Error(err)) => return rec.finish(state, end, Err(err)),
+                    (_, Decision::Fallback(err)) => {
+                        warn_if_retry_ignored(state);
+                        err
+                    }
+                }
+            }
+        };
+        let response = fallback_blocking(state, &mut rec, err, fallback);
+        return rec.finish_now(state, response);
+    }
+    // The attempt loop: each attempt in its own span (when traced), the delays waited out on
+    // this thread.
+    begin_attempts(state, &props, &mut rec, options);
+    let attempt_span = rec.attempt_span();
+    let entered = attempt_span.as_ref().map(tracing::Span::enter);
+    let mut error = match admit_blocking(state, &props, &mut rec, options) {
+        Err(err) => err,
+        Ok(permit) => {
+            match blocking_attempt(state, props, &mut rec, classifier, run, options, permit) {
+                (end, Decision::Value(value)) => return rec.finish(state, end, Ok(value)),
+                (end, Decision::Error(mut err)) => {
+                    err.set_attempts(rec.attempts());
+                    return rec.finish(state, end, Err(err));
+                }
+                (_, Decision::Fallback(err)) => err,
+            }
+        }
+    };
+    drop(entered);
+    while let Some(at_ms) = plan_retry(state, &mut rec, classifier, &error) {
+        block_on(Sleep::until(Arc::clone(&state.env.clock), at_ms));
+        let Some(next) = again.next() else {
+            rec.end_attempts();
+            break;
+        };
+        rec.next_attempt(state.env.clock.now_ms());
+        let props = state.properties.hot().load();
+        let attempt_span = rec.attempt_span();
+        let _entered = attempt_span.as_ref().map(tracing::Span::enter);
+        error = match admit_blocking(state, &props, &mut rec, options) {
+            Err(err) => err,
+            Ok(permit) => {
+                match blocking_attempt(state, props, &mut rec, classifier, next, options, permit) {
+                    (end, Decision::Value(value)) => return rec.finish(state, end, Ok(value)),
+                    (end, Decision::Error(mut err)) => {
+                        err.set_attempts(rec.attempts());
+                        return rec.finish(state, end, Err(err));
+                    }
+                    (_, Decision::Fallback(err)) => err,
+                }
             }
         };
     }
-    let attempt_span = rec.attempt_span().cloned();
-    let entered = attempt_span.as_ref().map(tracing::Span::enter);
-    let mut error = match blocking_attempt(state, props, &mut rec, classifier, run, options) {
-        AttemptEnd::Finished(end, response) => return rec.finish(state, end, response),
-        AttemptEnd::Failed(error) => error,
-    };
-    drop(entered);
-    {
-        while let Some(at_ms) = plan_retry(state, &mut rec, classifier, &error) {
-            block_on(Sleep::until(Arc::clone(&state.env.clock), at_ms));
-            let Some(next) = again.next() else { break };
-            rec.attempt_ms = state.env.clock.now_ms();
-            let props = state.properties.hot().load();
-            let attempt_span = rec.attempt_span().cloned();
-            let _entered = attempt_span.as_ref().map(tracing::Span::enter);
-            error = match blocking_attempt(state, props, &mut rec, classifier, next, options) {
-                AttemptEnd::Finished(end, response) => return rec.finish(state, end, response),
-                AttemptEnd::Failed(error) => error,
-            };
-        }
-    }
+    error.set_attempts(rec.attempts());
     let response = fallback_blocking(state, &mut rec, error, fallback);
     rec.finish_now(state, response)
 }
 
-/// How one attempt ended.
-enum AttemptEnd<T, E> {
-    /// The execution ends at this time with this response (a value, or an error that takes no
-    /// fallback).
-    Finished(u64, Result<T, HystrixError<E>>),
-    /// The attempt failed (refused, failed, timed out): a retry or the fallback follows.
-    Failed(HystrixError<E>),
+/// Steps 1 and 3 of an attempt of a blocking execution on the calling thread: the breaker,
+/// then an execution permit; or why it was refused.
+#[inline(always)]
+fn admit_blocking<'s, E>(
+    state: &'s CommandState,
+    props: &HotSnapshot,
+    rec: &mut Recorder,
+    options: &CallOptions,
+) -> Result<crate::isolation::semaphore::Permit<'s>, HystrixError<E>> {
+    let permit = check_breaker(state, props, rec, options).and_then(|()| {
+        state
+            .execution_semaphore
+            .try_acquire(props.semaphore_max)
+            .ok_or_else(|| semaphore_rejected(state, rec, props.semaphore_max))
+    })?;
+    state.counters.started(rec.attempt_ms, state.running());
+    Ok(permit)
 }
 
-/// One attempt of a blocking execution on the calling thread: breaker, permit, the run raced
-/// against the attempt's deadline, its end decided.
+/// The rest of an admitted attempt of a blocking execution on the calling thread, holding
+/// `permit`: the run raced against the attempt's deadline, its end decided: when it ended,
+/// and what comes next.
 #[inline(always)]
 fn blocking_attempt<C, R>(
     state: &CommandState,
@@ -215,25 +253,13 @@ fn blocking_attempt<C, R>(
     classifier: &C,
     run: R,
     options: &CallOptions,
-) -> AttemptEnd<R::Output, R::Error>
+    permit: crate::isolation::semaphore::Permit<'_>,
+) -> (u64, Decision<R::Output, R::Error>)
 where
     R: BlockingFn,
     C: Classify<R::Error>,
 {
-    let admitted = check_breaker(state, &props, rec, options).and_then(|()| {
-        state
-            .execution_semaphore
-            .try_acquire(props.semaphore_max)
-            .ok_or_else(|| semaphore_rejected(state, rec, props.semaphore_max))
-    });
-    if admitted.is_ok() {
-        state.counters.started(rec.attempt_ms, state.running());
-    }
-    let permit = match admitted {
-        Ok(permit) => permit,
-        Err(err) => return AttemptEnd::Failed(err),
-    };
-    let (timeout_ms, deadline) = attempt_deadline(state, &props, rec, options);
+    let (timeout_ms, deadline) = attempt_deadline(&props, rec, options);
 
     let clock = &*state.env.clock;
     let token = R::CANCELLABLE.then(CancellationToken::new);
@@ -264,11 +290,7 @@ where
         Ok(result) => RunEnd::Returned(result),
         Err(panic) => RunEnd::Panicked(panic_message(panic)),
     };
-    match decide(state, rec, classifier, ended, timeout_ms, end) {
-        Decision::Value(value) => AttemptEnd::Finished(end, Ok(value)),
-        Decision::Error(err) => AttemptEnd::Finished(end, Err(err)),
-        Decision::Fallback(err) => AttemptEnd::Failed(err),
-    }
+    (end, decide(state, rec, classifier, ended, timeout_ms, end))
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -287,14 +309,16 @@ pub(crate) fn begin_attempts(
     if max_attempts <= 1 || options.no_retry() {
         return;
     }
-    rec.retry = Some(Box::new(Attempts {
-        max_attempts: u8::try_from(max_attempts).unwrap_or(u8::MAX),
-        deadline_ms: timeout_ms(props, options).map(|ms| rec.start_ms.saturating_add(ms)),
-        ..Attempts::default()
-    }));
-    rec.open_attempt_span();
-    let full = state.properties.load();
-    retry_budget(state, &full).deposit(rec.start_ms);
+    rec.max_attempts = u8::try_from(max_attempts).unwrap_or(u8::MAX);
+    if let Some(timeout_ms) = timeout_ms(props, options) {
+        let attempt_ms = state.properties.hot().retry_attempt_timeout_ms(timeout_ms);
+        let as_u32 = |ms: u64| u32::try_from(ms).unwrap_or(u32::MAX);
+        rec.retry_timeouts_ms = (as_u32(timeout_ms), as_u32(attempt_ms));
+    }
+    match state.retry.budget_if_made() {
+        Some(budget) => budget.deposit(rec.start_ms),
+        None => retry_budget(state, &state.properties.load()).deposit(rec.start_ms),
+    }
 }
 
 /// The command's retry budget: its own, or the named one of its registry it shares.
@@ -312,32 +336,26 @@ fn retry_budget<'s>(
 /// the attempt's own timeout.
 #[inline]
 pub(crate) fn attempt_deadline(
-    state: &CommandState,
     props: &HotSnapshot,
     rec: &Recorder,
     options: &CallOptions,
 ) -> (Option<u64>, Option<u64>) {
     let timeout_ms = timeout_ms(props, options);
-    match &rec.retry {
-        None => (
+    match rec.max_attempts {
+        2.. => retrying_attempt_deadline(rec),
+        _ => (
             timeout_ms,
             timeout_ms.map(|ms| rec.start_ms.saturating_add(ms)),
         ),
-        Some(retry) => retrying_attempt_deadline(state, rec, retry, timeout_ms),
     }
 }
 
 #[cold]
-fn retrying_attempt_deadline(
-    state: &CommandState,
-    rec: &Recorder,
-    retry: &Attempts,
-    timeout_ms: Option<u64>,
-) -> (Option<u64>, Option<u64>) {
-    let (Some(timeout_ms), Some(execution_deadline)) = (timeout_ms, retry.deadline_ms) else {
+fn retrying_attempt_deadline(rec: &Recorder) -> (Option<u64>, Option<u64>) {
+    let Some(execution_deadline) = rec.execution_deadline_ms() else {
         return (None, None);
     };
-    let attempt_ms = crate::retry::attempt_timeout_ms(&state.properties.load(), timeout_ms);
+    let attempt_ms = u64::from(rec.retry_timeouts_ms.1);
     let deadline = execution_deadline.min(rec.attempt_ms.saturating_add(attempt_ms));
     (
         Some(deadline.saturating_sub(rec.attempt_ms)),
@@ -359,15 +377,14 @@ pub(crate) fn plan_retry<C, E>(
 where
     C: Classify<E> + ?Sized,
 {
-    let (max_attempts, last_delay_ms, deadline_ms) = match &rec.retry {
-        Some(retry) => (retry.max_attempts, retry.last_delay_ms, retry.deadline_ms),
-        None => return None,
-    };
-    if rec.attempts >= max_attempts {
+    let (max_attempts, deadline_ms) = (rec.max_attempts, rec.execution_deadline_ms());
+    let last_delay_ms = rec.retry().last_delay_ms;
+    let attempts = rec.attempts();
+    if attempts >= max_attempts {
         return None;
     }
     let props = state.properties.load();
-    if u32::from(rec.attempts) >= props.retry_max_attempts {
+    if u32::from(attempts) >= props.retry_max_attempts {
         return None;
     }
     let retryable = match error.failure_type() {
@@ -401,7 +418,7 @@ where
         return None;
     }
     let now_ms = state.env.clock.now_ms();
-    let retry = u32::from(rec.attempts);
+    let retry = u32::from(attempts);
     let delay_ms = crate::retry::backoff_ms(&state.retry, &props, retry, last_delay_ms)
         .max(min_delay_ms.unwrap_or(0));
     // No sleeping past the deadline: a delay that leaves no time for the attempt abandons.
@@ -419,24 +436,9 @@ where
     }
     rec.event(state, EventType::Retry);
     rec.count_attempt(state, now_ms);
-    rec.attempts = rec.attempts.saturating_add(1);
-    if let Some(retry) = &mut rec.retry {
-        retry.last_delay_ms = delay_ms;
-    }
-    rec.open_attempt_span();
+    rec.attempts = attempts.saturating_add(1);
+    rec.retried_mut().last_delay_ms = delay_ms;
     Some(now_ms.saturating_add(delay_ms))
-}
-
-/// A run that cannot be retried ended in `error`: if it failed or timed out (a retryable
-/// failure) see [`warn_if_retry_ignored`].
-#[inline]
-fn warn_if_retry_ignored_on<E>(state: &CommandState, error: &HystrixError<E>) {
-    if matches!(
-        error.failure_type(),
-        FailureType::CommandException | FailureType::Timeout
-    ) {
-        warn_if_retry_ignored(state);
-    }
 }
 
 /// A run that cannot be retried failed: if its key sets `retry.maxAttempts` over 1, says
@@ -595,10 +597,11 @@ fn attempt_keyed<E>(
     let Some(keyed) = &state.extras.keyed else {
         return Err(no_keyed_breakers(state));
     };
+    let now_ms = rec.attempt_ms;
     let keyed = rec.keyed.insert(keyed.get(state, key));
     Ok(keyed
         .breaker
-        .attempt(Site::keyed(state, keyed), props, rec.attempt_ms))
+        .attempt(Site::keyed(state, keyed), props, now_ms))
 }
 
 /// Step 1, refused: WOULD_SHORT_CIRCUIT in dry-run mode, else SHORT_CIRCUITED (journalled
@@ -618,7 +621,7 @@ fn short_circuit<E>(
     rec.event(state, EventType::ShortCircuited);
     // The journal replays when the command's own breaker closes: keyed short-circuits stay out.
     if let (Some(journal), Some(description), None) =
-        (&state.extras.journal, options.journal(), &rec.keyed)
+        (&state.extras.journal, options.journal(), rec.keyed())
     {
         journal_short_circuit(state, journal, description);
     }
@@ -986,8 +989,6 @@ pub(crate) struct Recorder {
     /// The breaker generation it was admitted in; `None` when the breaker took no part
     /// (disabled, forced closed). Outcomes of an older generation stay out of the health counts.
     generation: Option<u32>,
-    /// The keyed breaker the execution went through, if it named one.
-    keyed: Option<Arc<KeyedBreaker>>,
     /// A request context exists and `requestLog.enabled` was true at the start: the execution
     /// is logged in the context current when it ends.
     log_requested: bool,
@@ -1000,25 +1001,25 @@ pub(crate) struct Recorder {
     pub(crate) attempt_ms: u64,
     /// Attempts begun (1 for a single run).
     attempts: u8,
-    /// The attempt loop's state, for a retry-enabled execution only (boxed: a single run
-    /// carries one null pointer).
-    retry: Option<Box<Attempts>>,
+    /// `retry.maxAttempts` when a retry-enabled execution began (0 otherwise).
+    max_attempts: u8,
+    /// For a retry-enabled execution: its timeout and each attempt's, in ms (0: none).
+    retry_timeouts_ms: (u32, u32),
+    /// The keyed breaker the execution went through, if it named one.
+    keyed: Option<Arc<KeyedBreaker>>,
+    /// The attempt loop's state, once a retry-enabled execution retried (boxed: made on the
+    /// first retry, one null pointer until then).
+    retried: Option<Box<Attempts>>,
 }
 
 /// Where a retry-enabled execution's attempt loop is.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, Copy)]
 struct Attempts {
-    /// `retry.maxAttempts` when the execution began.
-    max_attempts: u8,
     /// Events already counted in the metrics (those of earlier attempts, counted as they
     /// ended).
     counted: EventCounts,
-    /// The execution deadline (start + timeout).
-    deadline_ms: Option<u64>,
     /// The delay before the latest retry, in ms.
     last_delay_ms: u64,
-    /// The current attempt's `tracing` span (a child of the execution's), if traced.
-    span: Option<tracing::Span>,
 }
 
 impl Recorder {
@@ -1035,13 +1036,15 @@ impl Recorder {
             finished: true,
             ticket: Ticket::None,
             generation: None,
-            keyed: None,
             log_requested: false,
             observed: false,
             span: None,
             attempt_ms: 0,
             attempts: 0,
-            retry: None,
+            max_attempts: 0,
+            retry_timeouts_ms: (0, 0),
+            keyed: None,
+            retried: None,
         }
     }
 
@@ -1083,25 +1086,56 @@ impl Recorder {
         self.span.as_ref()
     }
 
-    /// The current attempt's span, for a retry-enabled execution with a subscriber: enter it
-    /// around the attempt's steps.
-    #[inline]
-    pub(crate) fn attempt_span(&self) -> Option<&tracing::Span> {
-        self.retry.as_ref()?.span.as_ref()
+    /// Attempts begun so far (1 for a single run).
+    pub(crate) fn attempts(&self) -> u8 {
+        self.attempts
     }
 
-    /// Opens the span of attempt number `self.attempts`: `hystrix.attempt` at DEBUG level,
-    /// target `hystrix::command`, a child of the execution's span, with field `attempt`.
+    /// The execution deadline of a retry-enabled execution (its start + its timeout), if it
+    /// has a timeout.
+    fn execution_deadline_ms(&self) -> Option<u64> {
+        let timeout_ms = u64::from(self.retry_timeouts_ms.0);
+        (timeout_ms > 0).then(|| self.start_ms.saturating_add(timeout_ms))
+    }
+
+    /// Another attempt starts now.
+    pub(crate) fn next_attempt(&mut self, now_ms: u64) {
+        self.attempt_ms = now_ms;
+    }
+
+    /// The keyed breaker the execution went through, if it named one.
+    #[inline]
+    fn keyed(&self) -> Option<&Arc<KeyedBreaker>> {
+        self.keyed.as_ref()
+    }
+
+    /// The attempt loop's state, made at the first retry.
     #[cold]
-    fn open_attempt_span(&mut self) {
-        if let (Some(parent), Some(retry)) = (&self.span, &mut self.retry) {
-            retry.span = Some(tracing::debug_span!(
+    fn retried_mut(&mut self) -> &mut Attempts {
+        self.retried.get_or_insert_with(Box::default)
+    }
+
+    /// The attempt loop's state (all zero before the first retry).
+    #[inline]
+    fn retry(&self) -> Attempts {
+        self.retried.as_deref().copied().unwrap_or_default()
+    }
+
+    /// A span for the attempt about to start (number `self.attempts`), for a retry-enabled
+    /// execution with a subscriber: `hystrix.attempt` at DEBUG level, target
+    /// `hystrix::command`, a child of the execution's span, with field `attempt`. The caller
+    /// keeps it (a retryable run's [`Again`]) and enters it around the attempt's steps.
+    #[cold]
+    pub(crate) fn attempt_span(&self) -> Option<tracing::Span> {
+        let parent = self.span.as_ref()?;
+        (self.max_attempts > 1).then(|| {
+            tracing::debug_span!(
                 target: "hystrix::command",
                 parent: parent,
                 "hystrix.attempt",
-                attempt = self.attempts,
-            ));
-        }
+                attempt = self.attempts(),
+            )
+        })
     }
 
     /// Records how the execution ended on its span.
@@ -1115,14 +1149,14 @@ impl Recorder {
     /// The breaker this execution went through.
     #[inline]
     pub(crate) fn site<'a>(&'a self, state: &'a CommandState) -> Site<'a> {
-        Site::of(state, self.keyed.as_deref())
+        Site::of(state, self.keyed().map(|keyed| &**keyed))
     }
 
     /// A keyed breaker keeps its own health window: an outcome of the current generation
     /// counts there.
     #[inline]
     fn count_keyed(&self, now_ms: u64, error: bool) {
-        if let Some(keyed) = &self.keyed {
+        if let Some(keyed) = self.keyed() {
             count_in(keyed, self.generation, now_ms, error);
         }
     }
@@ -1167,7 +1201,7 @@ impl Recorder {
     /// breaker has not heard yet.
     /// (A keyed breaker's trial gives its slot back at once.)
     pub(crate) fn trial_generation(&self) -> Option<u32> {
-        if self.keyed.is_some() {
+        if self.keyed().is_some() {
             return None;
         }
         match self.ticket {
@@ -1341,35 +1375,32 @@ impl Recorder {
 
     /// No attempt follows after all (the factory of runs panicked): the attempt loop ends.
     pub(crate) fn end_attempts(&mut self) {
-        if let Some(retry) = &mut self.retry {
-            retry.max_attempts = self.attempts;
-        }
+        self.max_attempts = self.max_attempts.min(self.attempts);
     }
 
     /// Counts the events of the attempt that just failed (and its RETRY) in the metrics now:
     /// each attempt is a request for health when it happens.
     fn count_attempt(&mut self, state: &CommandState, now_ms: u64) {
-        let Some(retry) = &mut self.retry else {
-            return;
-        };
-        let fresh = self.events.less(&retry.counted);
-        let current = self.keyed.is_none()
+        let fresh = self.events.less(&self.retry().counted);
+        let current = self.keyed().is_none()
             && self
                 .generation
                 .is_none_or(|generation| state.breaker.generation() == generation);
         state.counters.record_attempt(now_ms, &fresh, current);
-        retry.counted = self.events;
+        let events = self.events;
+        self.retried_mut().counted = events;
     }
 
     fn report(&mut self, state: &CommandState, now_ms: u64) -> ExecutionResult {
         self.finished = true;
         // An outcome the breaker has not heard yet (cancelled) gives a trial slot back.
         self.settle_release(state);
+        let start_ms = self.start_ms;
         let result = ExecutionResult {
             events: self.events,
-            start_ms: self.start_ms,
+            start_ms,
             execution_time_ms: self.execution_time_ms,
-            total_time_ms: now_ms.saturating_sub(self.start_ms),
+            total_time_ms: now_ms.saturating_sub(start_ms),
             isolation: self.isolation,
             executed_in_thread: self.started_run
                 && !self.never_ran
@@ -1385,17 +1416,20 @@ impl Recorder {
             }
             // Each breaker judges the calls it admitted: an execution through a keyed breaker
             // counts in that breaker's health window, not in the command's.
-            let current = self.keyed.is_none()
+            let current = self.keyed().is_none()
                 && self
                     .generation
                     .is_none_or(|generation| state.breaker.generation() == generation);
-            match &self.retry {
-                None => state.record(&result, &result.events, self.fallback_disabled, current),
-                Some(retry) => {
-                    let uncounted = result.events.less(&retry.counted);
-                    state.record(&result, &uncounted, self.fallback_disabled, current);
+            // Earlier attempts of a retried execution were counted as they ended.
+            let less;
+            let uncounted = match &self.retried {
+                Some(retried) => {
+                    less = result.events.less(&retried.counted);
+                    &less
                 }
-            }
+                None => &result.events,
+            };
+            state.record(&result, uncounted, self.fallback_disabled, current);
             // The request this execution belongs to: it ends in the context it started in (on
             // the caller's thread or task, or where its context was carried).
             if self.log_requested
@@ -1412,13 +1446,8 @@ impl Recorder {
         &mut self,
         state: &CommandState,
         now_ms: u64,
-        mut response: Result<T, HystrixError<E>>,
+        response: Result<T, HystrixError<E>>,
     ) -> Outcome<T, E> {
-        if self.attempts > 1
-            && let Err(err) = &mut response
-        {
-            err.set_attempts(self.attempts);
-        }
         let result = self.report(state, now_ms);
         if self.observed {
             self.hook_finish(

@@ -363,6 +363,8 @@ pub(crate) struct HotCommandProperties {
     half_open_success_threshold: std::sync::atomic::AtomicU32,
     // Read only by retryable runs and on failures.
     retry_max_attempts: std::sync::atomic::AtomicU32,
+    /// `retry.attemptTimeoutInMilliseconds`, 0 when unset.
+    retry_attempt_timeout_ms: std::sync::atomic::AtomicU64,
 }
 
 /// A copy of [`HotCommandProperties`], read once per execution.
@@ -436,6 +438,10 @@ impl HotCommandProperties {
             .store(props.circuit_breaker_half_open_success_threshold, Release);
         self.retry_max_attempts
             .store(props.retry_max_attempts, Release);
+        self.retry_attempt_timeout_ms.store(
+            props.retry_attempt_timeout_in_milliseconds.unwrap_or(0),
+            Release,
+        );
         self.flags.store(flags, Release);
     }
 
@@ -451,6 +457,19 @@ impl HotCommandProperties {
             .half_open_permitted
             .load(std::sync::atomic::Ordering::Acquire);
         u16::try_from(permitted).unwrap_or(u16::MAX)
+    }
+
+    /// The timeout of each attempt in ms for an execution timeout of `timeout_ms`:
+    /// `retry.attemptTimeoutInMilliseconds`, or by default `timeout_ms` ÷ `retry.maxAttempts`
+    /// (at least 1 ms).
+    pub(crate) fn retry_attempt_timeout_ms(&self, timeout_ms: u64) -> u64 {
+        match self
+            .retry_attempt_timeout_ms
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            0 => (timeout_ms / u64::from(self.retry_max_attempts().max(1))).max(1),
+            set => set,
+        }
     }
 
     /// `retry.maxAttempts`.
@@ -557,6 +576,21 @@ impl HotSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_attempt_timeout_defaults_to_a_share_of_the_execution_timeout() {
+        let hot = HotCommandProperties::default();
+        let mut props = CommandProperties {
+            retry_max_attempts: 3,
+            ..CommandProperties::default()
+        };
+        hot.publish(&props);
+        assert_eq!(hot.retry_attempt_timeout_ms(1_000), 333);
+        assert_eq!(hot.retry_attempt_timeout_ms(2), 1);
+        props.retry_attempt_timeout_in_milliseconds = Some(250);
+        hot.publish(&props);
+        assert_eq!(hot.retry_attempt_timeout_ms(1_000), 250);
+    }
 
     #[test]
     fn hot_mirror_follows_the_resolved_properties() {

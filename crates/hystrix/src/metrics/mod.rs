@@ -162,11 +162,12 @@ impl CommandCounters {
     /// `now_ms`, as they happen: each attempt is a request for health. When not `health`
     /// (admitted before the breaker's latest transition), its health outcome is taken out of
     /// the health counts.
+    #[cold]
     pub(crate) fn record_attempt(&self, now_ms: u64, events: &EventCounts, health: bool) {
         self.count_events(now_ms, events, health);
     }
 
-    #[inline]
+    #[inline(always)]
     fn count_events(&self, now_ms: u64, events: &EventCounts, health: bool) {
         let bits = events.bits();
         let mut once = bits & !MULTIPLE_MASK;

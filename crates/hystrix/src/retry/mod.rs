@@ -195,6 +195,11 @@ pub trait Again: Send + 'static {
     const RETRIES: bool;
     /// The run of the next attempt; `None` if there is none (or the factory panicked).
     fn next(&mut self) -> Option<Self::Run>;
+
+    /// Where the current attempt's `tracing` span is kept (retryable runs only).
+    fn span(&mut self) -> Option<&mut Option<tracing::Span>> {
+        None
+    }
 }
 
 /// No later attempts: a single run.
@@ -249,6 +254,7 @@ impl<F, R> Retrying<F, R> {
 pub struct Attempts<F, G, R> {
     make: Option<F>,
     wrap: fn(G) -> R,
+    span: Option<tracing::Span>,
 }
 
 impl<F, G, R> Again for Attempts<F, G, R>
@@ -264,6 +270,10 @@ where
         // last attempt's error.
         let make = self.make.as_mut()?;
         catch_unwind(AssertUnwindSafe(make)).ok().map(self.wrap)
+    }
+
+    fn span(&mut self) -> Option<&mut Option<tracing::Span>> {
+        Some(&mut self.span)
     }
 }
 
@@ -310,6 +320,7 @@ where
         Attempts {
             make: self.factory.take(),
             wrap: R::wrap,
+            span: None,
         }
     }
 
@@ -448,14 +459,6 @@ pub(crate) fn backoff_ms(
     }
 }
 
-/// `retry.attemptTimeoutInMilliseconds`, or its default: the execution timeout ÷
-/// `retry.maxAttempts` (at least 1 ms).
-pub(crate) fn attempt_timeout_ms(props: &CommandProperties, timeout_ms: u64) -> u64 {
-    props
-        .retry_attempt_timeout_in_milliseconds
-        .unwrap_or_else(|| (timeout_ms / u64::from(props.retry_max_attempts.max(1))).max(1))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -528,17 +531,6 @@ mod tests {
         let props = props(RetryJitter::None);
         assert_eq!(backoff_ms(&state, &props, 1, 0), 10);
         assert_eq!(backoff_ms(&state, &props, 2, 10), 30);
-    }
-
-    #[test]
-    fn the_attempt_timeout_defaults_to_a_share_of_the_execution_timeout() {
-        let mut props = CommandProperties {
-            retry_max_attempts: 3,
-            ..CommandProperties::default()
-        };
-        assert_eq!(attempt_timeout_ms(&props, 1_000), 333);
-        props.retry_attempt_timeout_in_milliseconds = Some(250);
-        assert_eq!(attempt_timeout_ms(&props, 1_000), 250);
     }
 
     #[test]
