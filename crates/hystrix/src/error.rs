@@ -154,8 +154,9 @@ impl fmt::Display for FailureType {
 }
 
 /// The failure that tripped a circuit breaker, kept type-erased so it can be shared across
-/// callers and threads (SPEC Part A 19).
+/// callers and threads. New kinds of cause may be added (match with a `_` arm).
 #[derive(Clone)]
+#[non_exhaustive]
 pub enum TripCause {
     /// The breaker is forced open by the property `circuitBreaker.forceOpen`.
     ForcedOpen,

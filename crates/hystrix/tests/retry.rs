@@ -614,3 +614,96 @@ fn a_panicking_factory_ends_the_attempts() {
     );
     assert_eq!(test.clock().now_ms(), 100);
 }
+
+/// Regression (fresh user): a 503 with Retry-After trips the breaker for longer than the
+/// delay; waiting out the delay only to be short-circuited wasted the caller's time and the
+/// budget. The retry now waits for the breaker's trial too, or goes to the fallback at once.
+#[test]
+fn a_retry_after_waits_for_the_breaker_it_tripped_or_gives_up_at_once() {
+    for (sleep_window_ms, events, at_ms) in [
+        // The breaker stays open 5 s: past the 1 s deadline, the fallback at once.
+        (5_000, "FAILURE, FALLBACK_SUCCESS", 0),
+        // Open for max(100, 200) ms: the retry is its trial at 201 ms.
+        (100, "SUCCESS, FAILURE, RETRY", 201),
+    ] {
+        let test = TestRegistry::new();
+        let cmd = builder("TripsOn503")
+            .property("retry.maxAttempts", 3)
+            .circuit_breaker_sleep_window(Duration::from_millis(sleep_window_ms))
+            .classify(|_: &DependencyError| hystrix::Class::TripNow {
+                min_open: Some(Duration::from_millis(200)),
+            })
+            .classify_retry(|_: &DependencyError| {
+                RetryAnswer::retry().after(Duration::from_millis(200))
+            })
+            .build_in(test.registry())
+            .unwrap();
+        let (make, times) = scripted(&test, &[false, true]);
+        let outcome = drive(
+            &test,
+            cmd.run_async_retryable(make)
+                .fallback(|_| Ok::<_, DependencyError>(7))
+                .execute_async_outcome(),
+        );
+        let got = outcome.execution_result().execution_events().to_string();
+        assert_eq!(got, events, "sleep window {sleep_window_ms}");
+        assert_eq!(
+            test.clock().now_ms(),
+            at_ms,
+            "sleep window {sleep_window_ms}"
+        );
+        assert_eq!(times.lock().unwrap().len(), 1 + usize::from(at_ms > 0));
+    }
+}
+
+/// Regression (fresh user): with `execution.timeout.enabled=false`, an explicit
+/// `retry.attemptTimeoutInMilliseconds` was ignored; it now bounds each attempt.
+#[test]
+fn an_explicit_attempt_timeout_applies_without_an_execution_timeout() {
+    let test = TestRegistry::new();
+    let cmd = builder("NoExecutionTimeout")
+        .timeout_enabled(false)
+        .property("retry.maxAttempts", 2)
+        .property("retry.attemptTimeoutInMilliseconds", 100)
+        .property("retry.backoff.initialInMilliseconds", 0)
+        .build_in(test.registry())
+        .unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&calls);
+    let outcome = drive(
+        &test,
+        cmd.run_async_retryable(move || {
+            let first = counted.fetch_add(1, Ordering::SeqCst) == 0;
+            Box::pin(async move {
+                if first {
+                    std::future::pending::<()>().await;
+                }
+                Ok::<u32, DependencyError>(2)
+            }) as std::pin::Pin<Box<dyn Future<Output = _> + Send>>
+        })
+        .execute_async_outcome(),
+    );
+    assert_eq!(*outcome.response().as_ref().unwrap(), 2_u32);
+    assert_eq!(
+        outcome.execution_result().execution_events().to_string(),
+        "SUCCESS, TIMEOUT, RETRY"
+    );
+    assert_eq!(test.clock().now_ms(), 100);
+}
+
+/// Regression (fresh user): `.classify(..)` after `.classify_retry(..)` dropped the retry
+/// answers; the builder's order no longer matters.
+#[test]
+fn classify_after_classify_retry_keeps_the_retry_answers() {
+    let test = TestRegistry::new();
+    let cmd = builder("OrderOfClassifiers")
+        .property("retry.maxAttempts", 3)
+        .classify_retry(|_: &DependencyError| RetryAnswer::never())
+        .classify(|_: &DependencyError| hystrix::Class::Failure)
+        .build_in(test.registry())
+        .unwrap();
+    let (make, times) = scripted(&test, &[false, false, false]);
+    let err = drive(&test, cmd.run_async_retryable(make).execute_async()).unwrap_err();
+    assert_eq!(err.attempts(), 1);
+    assert_eq!(times.lock().unwrap().len(), 1);
+}

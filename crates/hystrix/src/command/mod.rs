@@ -120,6 +120,13 @@ pub trait Classify<E> {
         let _ = error;
         crate::retry::RetryAnswer::retry()
     }
+
+    /// The retry-answer function set with [`CommandBuilder::classify_retry`], kept when
+    /// [`CommandBuilder::classify`] comes after it.
+    #[doc(hidden)]
+    fn retry_answers(&self) -> Option<RetryFn<E>> {
+        None
+    }
 }
 
 /// The default classifier: every error is a [`Class::Failure`].
@@ -135,6 +142,10 @@ impl<E, C: Classify<E> + ?Sized> Classify<E> for &C {
     fn retry(&self, error: &E) -> crate::retry::RetryAnswer {
         (**self).retry(error)
     }
+
+    fn retry_answers(&self) -> Option<RetryFn<E>> {
+        (**self).retry_answers()
+    }
 }
 
 impl<E> Classify<E> for AllFailures {
@@ -147,7 +158,8 @@ impl<E> Classify<E> for AllFailures {
 /// The class function of a [`Classifier`].
 type ClassFn<E> = Arc<dyn Fn(&E) -> Class + Send + Sync>;
 /// The retry-answer function of a [`Classifier`].
-type RetryFn<E> = Arc<dyn Fn(&E) -> crate::retry::RetryAnswer + Send + Sync>;
+#[doc(hidden)]
+pub type RetryFn<E> = Arc<dyn Fn(&E) -> crate::retry::RetryAnswer + Send + Sync>;
 
 /// A classifier for errors of type `E`, set with [`CommandBuilder::classify`] (the class) and
 /// [`CommandBuilder::classify_retry`] (the retry answer).
@@ -175,6 +187,10 @@ impl<E> Classify<E> for Classifier<E> {
         self.1
             .as_ref()
             .map_or_else(crate::retry::RetryAnswer::retry, |retry| retry(error))
+    }
+
+    fn retry_answers(&self) -> Option<RetryFn<E>> {
+        self.1.clone()
     }
 }
 
@@ -821,8 +837,10 @@ impl<C> CommandBuilder<C> {
     /// ```
     pub fn classify<E, F>(self, classify: F) -> CommandBuilder<Classifier<E>>
     where
+        C: Classify<E>,
         F: Fn(&E) -> Class + Send + Sync + 'static,
     {
+        let retry_answers = self.classifier.retry_answers();
         CommandBuilder {
             key: self.key,
             group: self.group,
@@ -830,7 +848,7 @@ impl<C> CommandBuilder<C> {
             layer: self.layer,
             pool_layer: self.pool_layer,
             error: self.error,
-            classifier: Classifier(Arc::new(classify), None),
+            classifier: Classifier(Arc::new(classify), retry_answers),
             breaker: self.breaker,
             retry_backoff: self.retry_backoff,
         }

@@ -24,7 +24,9 @@ use std::task::{Context, Poll, Wake, Waker};
 use tokio_util::sync::CancellationToken;
 
 use crate::circuit::journal::JournalEntry;
-use crate::circuit::{Admission, BreakerEventKind, FailureKind, KeyedBreaker, Site, Ticket};
+use crate::circuit::{
+    Admission, BreakerEventKind, FailureKind, KeyedBreaker, Site, Status, Ticket,
+};
 use crate::clock::{Clock, Sleep, TimerId};
 use crate::command::execution::BlockingFallback;
 use crate::command::run::{BlockingFn, CancelLink, RunFn};
@@ -310,11 +312,16 @@ pub(crate) fn begin_attempts(
         return;
     }
     rec.max_attempts = u8::try_from(max_attempts).unwrap_or(u8::MAX);
-    if let Some(timeout_ms) = timeout_ms(props, options) {
-        let attempt_ms = state.properties.hot().retry_attempt_timeout_ms(timeout_ms);
-        let as_u32 = |ms: u64| u32::try_from(ms).unwrap_or(u32::MAX);
-        rec.retry_timeouts_ms = (as_u32(timeout_ms), as_u32(attempt_ms));
-    }
+    let as_u32 = |ms: u64| u32::try_from(ms).unwrap_or(u32::MAX);
+    let hot = state.properties.hot();
+    rec.retry_timeouts_ms = match timeout_ms(props, options) {
+        Some(timeout_ms) => (
+            as_u32(timeout_ms),
+            as_u32(hot.retry_attempt_timeout_ms(timeout_ms)),
+        ),
+        // No execution timeout: only an attempt timeout set explicitly bounds each attempt.
+        None => (0, as_u32(hot.retry_attempt_timeout_set_ms())),
+    };
     match state.retry.budget_if_made() {
         Some(budget) => budget.deposit(rec.start_ms),
         None => retry_budget(state, &state.properties.load()).deposit(rec.start_ms),
@@ -352,11 +359,13 @@ pub(crate) fn attempt_deadline(
 
 #[cold]
 fn retrying_attempt_deadline(rec: &Recorder) -> (Option<u64>, Option<u64>) {
-    let Some(execution_deadline) = rec.execution_deadline_ms() else {
-        return (None, None);
-    };
     let attempt_ms = u64::from(rec.retry_timeouts_ms.1);
-    let deadline = execution_deadline.min(rec.attempt_ms.saturating_add(attempt_ms));
+    let attempt_deadline = (attempt_ms > 0).then(|| rec.attempt_ms.saturating_add(attempt_ms));
+    let deadline = match (rec.execution_deadline_ms(), attempt_deadline) {
+        (Some(execution), Some(attempt)) => execution.min(attempt),
+        (Some(deadline), None) | (None, Some(deadline)) => deadline,
+        (None, None) => return (None, None),
+    };
     (
         Some(deadline.saturating_sub(rec.attempt_ms)),
         Some(deadline),
@@ -411,16 +420,26 @@ where
         return None;
     }
     let min_delay_ms = answer.min_delay().map(crate::config::ceil_millis);
-    // The breaker says the fault is not transient: abandon at once, unless the error asked
-    // for a delay (Retry-After), after which the next attempt asks the breaker again.
-    let hot = state.properties.hot().load();
-    if min_delay_ms.is_none() && !hot.dry_run() && rec.site(state).breaker().is_open(&hot) {
-        return None;
-    }
     let now_ms = state.env.clock.now_ms();
+    // The breaker says the fault is not transient: abandon at once; unless the error asked
+    // for a delay (Retry-After) and the breaker lets a trial through within the deadline, in
+    // which case the next attempt waits for both and asks the breaker again.
+    let hot = state.properties.hot().load();
+    let mut not_before_ms = now_ms.saturating_add(min_delay_ms.unwrap_or(0));
+    let breaker = rec.site(state).breaker();
+    if !hot.dry_run() && breaker.is_open(&hot) {
+        if min_delay_ms.is_none() || hot.force_open() || breaker.status() != Status::Open {
+            return None;
+        }
+        // Trials are admitted strictly after the opening ends.
+        let trial_ms = breaker
+            .open_until_ms(state.properties.hot().sleep_window_ms())
+            .saturating_add(1);
+        not_before_ms = not_before_ms.max(trial_ms);
+    }
     let retry = u32::from(attempts);
     let delay_ms = crate::retry::backoff_ms(&state.retry, &props, retry, last_delay_ms)
-        .max(min_delay_ms.unwrap_or(0));
+        .max(not_before_ms.saturating_sub(now_ms));
     // No sleeping past the deadline: a delay that leaves no time for the attempt abandons.
     if deadline_ms.is_some_and(|deadline| now_ms.saturating_add(delay_ms) >= deadline) {
         return None;

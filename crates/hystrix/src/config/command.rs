@@ -182,8 +182,10 @@ property_table! {
     retry_max_attempts: u32 = 1;
         "retry.maxAttempts", Dynamic, Any, max_attempts;
     /// `retry.attemptTimeoutInMilliseconds` (our extension): the timeout of each attempt in
-    /// ms, within the execution timeout, which bounds attempts and delays together. Default
-    /// unset: the execution timeout ÷ `retry.maxAttempts`. Dynamic.
+    /// ms, within the execution timeout, which bounds attempts and delays together (with
+    /// `execution.timeout.enabled=false`, only this bounds each attempt). Default unset: the
+    /// execution timeout ÷ `retry.maxAttempts` (delays come out of the execution timeout too,
+    /// so the last attempt may have less). Dynamic.
     retry_attempt_timeout_in_milliseconds: Option<u64> = None;
         "retry.attemptTimeoutInMilliseconds", Dynamic, Any, optional_positive_ms;
     /// `retry.backoff.initialInMilliseconds` (our extension): the delay before the first
@@ -470,6 +472,12 @@ impl HotCommandProperties {
             0 => (timeout_ms / u64::from(self.retry_max_attempts().max(1))).max(1),
             set => set,
         }
+    }
+
+    /// `retry.attemptTimeoutInMilliseconds` if set, else 0.
+    pub(crate) fn retry_attempt_timeout_set_ms(&self) -> u64 {
+        self.retry_attempt_timeout_ms
+            .load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// `retry.maxAttempts`.

@@ -26,6 +26,21 @@
 //! plus `retry.budget.minPerSecond` per second of the window. A refused retry records
 //! RETRY_BUDGET_EXHAUSTED and the execution goes to its fallback.
 //!
+//! **Time**: with the default attempt timeout (the execution timeout ÷ `retry.maxAttempts`) the
+//! delays between attempts also come out of the execution timeout, so the last attempt may
+//! have less than its share: give the execution the time its attempts and delays need. The
+//! execution's total time covers every attempt and delay; its execution time (the request
+//! log's `[Nms]`, the execution latency) is the last attempt's run.
+//!
+//! **Threads**: a blocking attempt that times out keeps its pool thread until it returns (Rust
+//! cannot interrupt a thread; a cancellable run sees its token cancelled), so one execution
+//! can hold up to `retry.maxAttempts` pool threads: size the pool, or use cancellable or async
+//! runs, for dependencies that hang.
+//!
+//! **RETRY** counts a retry the attempt loop granted (budget withdrawn, delay started): an
+//! execution dropped during the delay, or whose next attempt the breaker refuses, still shows
+//! it.
+//!
 //! **Stream commands and collapser batches** are not retried: a stream may have emitted
 //! values before failing, and a batch's requests belong to many callers (retry each caller's
 //! request, or give the batch command a retrying run of its own inside).
