@@ -424,7 +424,7 @@ impl<C> Command<C> {
     /// // Fails twice, then answers.
     /// let calls = Arc::new(AtomicU32::new(0));
     /// let outcome = get
-    ///     .run_retryable(|| {
+    ///     .run_retryable(move || {
     ///         let calls = Arc::clone(&calls);
     ///         move || match calls.fetch_add(1, Ordering::SeqCst) {
     ///             0 | 1 => Err("busy"),
