@@ -323,7 +323,7 @@ fn dropping_the_execution_during_a_delay_stops_everything() {
 }
 
 #[test]
-fn a_half_open_trial_slot_comes_back_when_the_execution_is_dropped_in_a_delay() {
+fn a_failed_half_open_trial_re_opens_the_breaker_and_is_not_retried() {
     let test = TestRegistry::new();
     let cmd = retrying(&test, "Trial", 3);
     test.force_open("Trial").unwrap();
