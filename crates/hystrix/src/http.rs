@@ -8,8 +8,8 @@
 //!
 //! **Both questions at once**: [`classify_status`] answers the breaker's (a [`Class`]) and the
 //! retry loop's (a [`RetryAnswer`]) for a status code; with the `http` feature,
-//! [`classify_response`] reads the status, `Retry-After` and method of the `http` crate's
-//! types, which hyper, axum, reqwest (`status()`, `headers()`) and ureq use.
+//! `classify_response` and `classify_parts` read the status, `Retry-After` and method of the
+//! `http` crate's types, which hyper, axum, reqwest (`status()`, `headers()`) and ureq use.
 use std::time::{Duration, SystemTime};
 
 use crate::command::Class;
