@@ -93,16 +93,16 @@ struct CommandMessage<'a> {
     thread_pool_rejected: u64,
     #[serde(rename = "rollingCountTimeout")]
     timeout: u64,
-    /// Extension (SPEC Part A 23).
+    /// Ours, not Hystrix's (the real dashboard ignores it): IGNORED errors.
     #[serde(rename = "rollingCountIgnored")]
     ignored: u64,
-    /// Extension (SPEC Part A 23).
+    /// Ours, not Hystrix's: calls a dry-run breaker would have short-circuited.
     #[serde(rename = "rollingCountWouldShortCircuit")]
     would_short_circuit: u64,
-    /// Extension (SPEC Part A 23): retries granted (one per attempt after the first).
+    /// Ours, not Hystrix's: retries granted (one per attempt after the first).
     #[serde(rename = "rollingCountRetry")]
     retry: u64,
-    /// Extension (SPEC Part A 23): retries the retry budget refused.
+    /// Ours, not Hystrix's: retries the retry budget refused.
     #[serde(rename = "rollingCountRetryBudgetExhausted")]
     retry_budget_exhausted: u64,
     #[serde(rename = "currentConcurrentExecutionCount")]
@@ -323,7 +323,8 @@ fn circuit_status(
 /// used its thread pool and `"SEMAPHORE"` before. Beside Hystrix's keys it carries
 /// `rollingCountIgnored`, `rollingCountWouldShortCircuit`, `rollingCountRetry` (RETRY: one per
 /// retry granted) and `rollingCountRetryBudgetExhausted` (RETRY_BUDGET_EXHAUSTED: retries the
-/// retry budget refused) (SPEC Part A 23), in that order after `rollingCountTimeout`. Each
+/// retry budget refused), fields the real Hystrix Dashboard ignores, in that order after
+/// `rollingCountTimeout`. Each
 /// attempt of a retried execution is one request in `requestCount` (what the dependency saw).
 ///
 /// After `threadPool` comes `circuitBreakerStatus`, ours: `"CLOSED"`, `"OPEN"` or

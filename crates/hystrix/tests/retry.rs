@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Duration;
 
-use common::{DependencyError, builder, poll_once};
+use common::{DependencyError, builder, drive, poll_once, retrying};
 use hystrix::clock::Clock;
 use hystrix::retry::RetryAnswer;
 use hystrix::testing::TestRegistry;
@@ -48,30 +48,6 @@ fn scripted(
         }) as std::pin::Pin<Box<dyn Future<Output = _> + Send>>
     };
     (make, times)
-}
-
-/// Polls `future` to its end, advancing the manual clock to the next timer whenever it waits.
-fn drive<F: Future>(test: &TestRegistry, future: F) -> F::Output {
-    let mut future = pin!(future);
-    loop {
-        if let Poll::Ready(output) = poll_once(future.as_mut()) {
-            return output;
-        }
-        let next = test
-            .clock()
-            .next_timer_deadline_ms()
-            .expect("a waiting execution has a timer");
-        let now = test.clock().now_ms();
-        test.clock().advance_ms(next.saturating_sub(now));
-    }
-}
-
-fn retrying(test: &TestRegistry, key: &str, attempts: u32) -> Command {
-    builder(key)
-        .property("retry.maxAttempts", attempts)
-        .property("execution.isolation.thread.timeoutInMilliseconds", 10_000)
-        .build_in(test.registry())
-        .unwrap()
 }
 
 #[test]

@@ -7,13 +7,12 @@
 mod common;
 
 use std::future::Future;
-use std::pin::{Pin, pin};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::Poll;
 use std::time::Duration;
 
-use common::{DependencyError, builder, poll_once};
+use common::{DependencyError, builder, drive};
 use hystrix::EventType;
 use hystrix::testing::TestRegistry;
 use proptest::prelude::*;
@@ -67,19 +66,6 @@ fn settings() -> impl Strategy<Value = Settings> {
 }
 
 type Run = Pin<Box<dyn Future<Output = Result<u32, DependencyError>> + Send>>;
-
-/// Polls `future` to its end, moving the clock to the next timer whenever it waits.
-fn drive<F: Future>(test: &TestRegistry, future: F) -> F::Output {
-    let mut future = pin!(future);
-    loop {
-        if let Poll::Ready(output) = poll_once(future.as_mut()) {
-            return output;
-        }
-        let next = test.clock().next_timer_deadline_ms().unwrap();
-        let now = hystrix::clock::Clock::now_ms(test.clock());
-        test.clock().advance_ms(next.saturating_sub(now));
-    }
-}
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]

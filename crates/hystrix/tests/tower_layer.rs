@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use common::{builder, poll_once};
+use common::{builder, drive, poll_once, retrying};
 use futures::executor::block_on;
 use hystrix::command::KeyedCommands;
 use hystrix::testing::TestRegistry;
@@ -492,31 +492,6 @@ fn a_request_context_layer_gives_each_call_its_own_context_and_cache() {
 // ------------------------------------------------------------------------------------------------
 // Retry through the layer (`HystrixLayer::retry_with`): the command's attempt loop, each attempt
 // a fresh clone of the inner service called after its readiness, with its own copy of the request.
-
-/// Polls `future` to its end, advancing the manual clock to the next timer whenever it waits.
-fn drive<F: Future>(test: &TestRegistry, future: F) -> F::Output {
-    let mut future = std::pin::pin!(future);
-    loop {
-        if let Poll::Ready(output) = poll_once(future.as_mut()) {
-            return output;
-        }
-        let next = test
-            .clock()
-            .next_timer_deadline_ms()
-            .expect("a waiting call has a timer");
-        let now = test.clock().now_ms();
-        test.clock().advance_ms(next.saturating_sub(now));
-    }
-}
-
-/// A command retrying up to `attempts` times (execution timeout 10 s; backoff 100 ms, doubled).
-fn retrying(test: &TestRegistry, key: &str, attempts: u32) -> Command {
-    builder(key)
-        .property("retry.maxAttempts", attempts)
-        .property("execution.isolation.thread.timeoutInMilliseconds", 10_000)
-        .build_in(test.registry())
-        .unwrap()
-}
 
 use hystrix::clock::Clock as _;
 

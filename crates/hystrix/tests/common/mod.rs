@@ -135,3 +135,27 @@ impl BreakerEvents {
         std::mem::take(&mut *self.0.lock().unwrap())
     }
 }
+
+/// Polls `future` to its end, moving `test`'s manual clock to the next timer whenever it waits
+/// (an execution waiting on a retry delay or a deadline).
+pub fn drive<F: Future>(test: &TestRegistry, future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let Poll::Ready(output) = poll_once(future.as_mut()) {
+            return output;
+        }
+        test.clock()
+            .advance_to_next_timer()
+            .expect("a waiting execution has a timer");
+    }
+}
+
+/// A SEMAPHORE command retrying up to `attempts` times (execution timeout 10 s; the default
+/// backoff of 100 ms, doubled).
+pub fn retrying(test: &TestRegistry, key: &str, attempts: u32) -> Command {
+    builder(key)
+        .property("retry.maxAttempts", attempts)
+        .property("execution.isolation.thread.timeoutInMilliseconds", 10_000)
+        .build_in(test.registry())
+        .unwrap()
+}
