@@ -8,7 +8,8 @@ use crate::key::{CommandKey, GroupKey, ThreadPoolKey};
 /// What happened during an execution, in Hystrix's declaration order (the order in which
 /// [`EventCounts::iter`] and request logs list them), followed by our extensions
 /// ([`Ignored`](EventType::Ignored), [`WouldShortCircuit`](EventType::WouldShortCircuit),
-/// [`Retry`](EventType::Retry), [`RetryBudgetExhausted`](EventType::RetryBudgetExhausted)).
+/// [`Retry`](EventType::Retry), [`RetryBudgetExhausted`](EventType::RetryBudgetExhausted),
+/// [`Hedge`](EventType::Hedge), [`HedgeCancelled`](EventType::HedgeCancelled)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum EventType {
@@ -64,11 +65,18 @@ pub enum EventType {
     /// An attempt failed and could have been retried, but the retry budget refused (the
     /// execution goes to its fallback). Not terminal.
     RetryBudgetExhausted,
+    /// An attempt had not ended after the hedging delay and another one started beside it
+    /// (counted per hedge; see `hedging.maxAttempts`). Not terminal.
+    Hedge,
+    /// An attempt lost the race to another attempt's result and was cancelled (its future
+    /// dropped, its token cancelled, its permit freed; counted per loser). Not terminal, not a
+    /// failure, not a cancellation of the execution.
+    HedgeCancelled,
 }
 
 impl EventType {
     /// Every event type, in declaration order.
-    pub const ALL: [EventType; 23] = [
+    pub const ALL: [EventType; 25] = [
         EventType::Emit,
         EventType::Success,
         EventType::Failure,
@@ -92,6 +100,8 @@ impl EventType {
         EventType::WouldShortCircuit,
         EventType::Retry,
         EventType::RetryBudgetExhausted,
+        EventType::Hedge,
+        EventType::HedgeCancelled,
     ];
 
     /// Number of event types.
@@ -129,6 +139,8 @@ impl EventType {
             EventType::WouldShortCircuit => "WOULD_SHORT_CIRCUIT",
             EventType::Retry => "RETRY",
             EventType::RetryBudgetExhausted => "RETRY_BUDGET_EXHAUSTED",
+            EventType::Hedge => "HEDGE",
+            EventType::HedgeCancelled => "HEDGE_CANCELLED",
         }
     }
 
@@ -195,12 +207,14 @@ const REPEATABLE_MASK: u32 = {
 
 /// The events an execution of several attempts can have more than once, by slot in
 /// `EventCounts::repeats`.
-const REPEATABLE: [EventType; 5] = [
+const REPEATABLE: [EventType; 7] = [
     EventType::Failure,
     EventType::Timeout,
     EventType::ThreadPoolRejected,
     EventType::SemaphoreRejected,
     EventType::Retry,
+    EventType::Hedge,
+    EventType::HedgeCancelled,
 ];
 
 /// The slot of a repeatable event in `EventCounts::repeats`.
@@ -211,6 +225,8 @@ const fn repeat_slot(event: EventType) -> Option<usize> {
         EventType::ThreadPoolRejected => Some(2),
         EventType::SemaphoreRejected => Some(3),
         EventType::Retry => Some(4),
+        EventType::Hedge => Some(5),
+        EventType::HedgeCancelled => Some(6),
         _ => None,
     }
 }
@@ -224,8 +240,9 @@ pub(crate) const THROWS_MASK: u32 = EventType::BadRequest.bit()
 
 /// The events of one execution: a set in declaration order, plus counts for the events that can
 /// happen many times, as Hystrix's `EventCounts`: `EMIT`, `FALLBACK_EMIT`, `COLLAPSED`, and,
-/// in an execution of several attempts (retry), `FAILURE`, `TIMEOUT`, `THREAD_POOL_REJECTED`,
-/// `SEMAPHORE_REJECTED` and `RETRY` (e.g. `FAILUREx2, SUCCESS, RETRYx2`).
+/// in an execution of several attempts (retry, hedging), `FAILURE`, `TIMEOUT`,
+/// `THREAD_POOL_REJECTED`, `SEMAPHORE_REJECTED`, `RETRY`, `HEDGE` and `HEDGE_CANCELLED` (e.g.
+/// `FAILUREx2, SUCCESS, RETRYx2`).
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct EventCounts {
     bits: u32,
@@ -538,7 +555,7 @@ mod tests {
         for (i, event) in EventType::ALL.iter().enumerate() {
             assert_eq!(event.index(), i);
         }
-        assert_eq!(EventType::COUNT, 23);
+        assert_eq!(EventType::COUNT, 25);
     }
 
     #[test]
