@@ -78,6 +78,7 @@ pub mod config;
 pub mod context;
 pub mod error;
 pub mod event;
+pub mod hedging;
 pub mod http;
 mod isolation;
 pub mod key;

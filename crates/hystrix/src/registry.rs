@@ -435,6 +435,8 @@ pub(crate) struct CommandState {
     /// Retry: the budget, the custom delay function, the jitter's random source (boxed: off
     /// the hot path).
     pub(crate) retry: Box<crate::retry::RetryState>,
+    /// Hedging: the first-attempt latencies of the adaptive delay (boxed: off the hot path).
+    pub(crate) hedging: Box<crate::hedging::HedgeState>,
 }
 
 impl CommandState {
@@ -1024,6 +1026,7 @@ impl Registry {
                 self.inner.env.random_seed,
                 &key,
             ))),
+            hedging: Box::default(),
         });
         if state.extras.shared.is_some() {
             self.start_store_rounds(&state);

@@ -19,18 +19,21 @@ use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
 
+use crate::circuit::{Admission, Ticket};
 use crate::clock::Sleep;
 use crate::command::execution::AsyncFallback;
 use crate::command::pipeline::{
-    CallOptions, Decision, FallbackEnd, Recorder, RunEnd, attempt_deadline, begin_attempts,
-    check_breaker, check_options, decide, fallback_done, fallback_gate, panic_message, plan_retry,
-    poll_caught, pool_rejected, semaphore_rejected, warn_if_retry_ignored,
+    CallOptions, Decision, FallbackEnd, Recorder, RunEnd, attempt_deadline, attempt_deadline_from,
+    begin_attempts, check_breaker, check_options, decide, fallback_done, fallback_gate,
+    panic_message, plan_retry, poll_caught, pool_rejected, retry_budget, semaphore_rejected,
+    warn_if_retry_ignored,
 };
 use crate::command::run::{Interrupt, RunFn, Start};
 use crate::command::{Classify, Outcome};
 use crate::config::{HotSnapshot, IsolationStrategy};
-use crate::context::RequestContext;
 use crate::error::HystrixError;
+use crate::event::EventType;
+use crate::hedging::{AttemptTicket, Race, Racer};
 use crate::registry::CommandState;
 use crate::retry::Again;
 
@@ -71,6 +74,8 @@ pin_project! {
             deadline_ms: Option<u64>,
             timeout_ms: Option<u64>,
             fallback: FB,
+            // The hedges racing this attempt (hedging executions only).
+            race: Option<Box<Race<Running, E>>>,
         },
         /// Waiting out the delay before the next attempt (boxed: only retries need it).
         Delay {
@@ -142,12 +147,21 @@ pin_project! {
                 return;
             }
             let state: &CommandState = this.state;
-            if let PhaseProj::Running { mut running, .. } = this.phase.as_mut().project() {
+            if let PhaseProj::Running {
+                mut running, race, ..
+            } = this.phase.as_mut().project()
+            {
                 if !running.as_ref().get_ref().started() {
                     this.recorder.run_never_ran();
                 }
                 if state.properties.hot().load().interrupt_on_future_cancel() {
                     running.as_mut().interrupt();
+                    // Hedges in flight stop with the execution.
+                    for racer in race.iter_mut().flat_map(|race| race.racers.iter_mut()) {
+                        if let Some(running) = racer.running.as_mut() {
+                            running.as_mut().interrupt();
+                        }
+                    }
                 }
                 // A trial whose blocking run goes on keeps its slot until the run stops.
                 if let Some(generation) = this.recorder.trial_generation()
@@ -268,7 +282,8 @@ where
                         return Poll::Ready(rec.finish_now(state, Err(err)));
                     }
                     if A::RETRIES {
-                        begin_attempts(state, &props, rec, this.options);
+                        let hedgeable = !R::BLOCKING || isolation == IsolationStrategy::Thread;
+                        begin_attempts(state, &props, rec, this.options, hedgeable);
                         if let Some(slot) = this.again.span() {
                             *slot = rec.attempt_span();
                         }
@@ -284,7 +299,12 @@ where
                         this.phase.as_mut(),
                         fallback,
                     ) {
-                        Ok(()) => continue,
+                        Ok(()) => {
+                            if A::RETRIES && rec.hedge_max > 1 {
+                                arm_race(state, rec, this.phase.as_mut(), true);
+                            }
+                            continue;
+                        }
                         Err(refused) => refused,
                     }
                 }
@@ -322,9 +342,38 @@ where
                                 this.phase.as_mut(),
                                 fallback,
                             ) {
-                                Ok(()) => continue,
+                                Ok(()) => {
+                                    if rec.hedge_max > 1 {
+                                        arm_race(state, rec, this.phase.as_mut(), false);
+                                    }
+                                    continue;
+                                }
                                 Err(refused) => refused,
                             }
+                        }
+                    }
+                }
+                // A hedging execution's attempts race each other (see the `hedging` module).
+                PhaseProj::Running { race: Some(_), .. } if A::RETRIES => {
+                    match poll_race(
+                        state,
+                        rec,
+                        &*this.classifier,
+                        this.options,
+                        this.again,
+                        this.phase.as_mut(),
+                        this.holds_permit,
+                        cx,
+                    ) {
+                        RaceStep::Pending => return Poll::Pending,
+                        RaceStep::Ended(outcome) => return Poll::Ready(outcome),
+                        RaceStep::Failed(error) => {
+                            let PhaseOwned::Running { fallback, .. } =
+                                this.phase.as_mut().project_replace(Phase::Done)
+                            else {
+                                unreachable!("poll_race leaves Running when attempts failed")
+                            };
+                            (error, fallback)
                         }
                     }
                 }
@@ -477,16 +526,7 @@ fn start_attempt<X: RunFn, R, FB, FFut>(
         return Err((err, fallback));
     }
     let (timeout_ms, deadline_ms) = attempt_deadline(props, rec, options);
-    let start = Start {
-        state,
-        deadline_ms,
-        interrupt_on_timeout: props.interrupt_on_timeout(),
-        context: match isolation {
-            IsolationStrategy::Thread => RequestContext::current_if_any(),
-            IsolationStrategy::Semaphore => None,
-        },
-        cancel_link: options.cancel_link(),
-    };
+    let start = Start::attempt(state, props, isolation, deadline_ms, options.cancel_link());
     let running = match isolation {
         IsolationStrategy::Semaphore => {
             if state.execution_semaphore.try_take(props.semaphore_max) {
@@ -515,8 +555,345 @@ fn start_attempt<X: RunFn, R, FB, FFut>(
         deadline_ms,
         timeout_ms,
         fallback,
+        race: None,
     });
     Ok(())
+}
+
+// ------------------------------------------------------------------------------------------------
+// Hedging (see the `hedging` module)
+
+/// Where a hedging execution's race is after a poll.
+enum RaceStep<T, E> {
+    /// Attempts are in flight.
+    Pending,
+    /// An attempt's result won: the execution ended with this outcome.
+    Ended(Outcome<T, E>),
+    /// Every attempt of the round failed; this is the last one's error.
+    Failed(HystrixError<E>),
+}
+
+/// The attempt that just started (the phase is Running) gets its race: hedges may start after
+/// the hedging delay. `first`: it is the execution's first attempt.
+#[cold]
+fn arm_race<R, FB, Running, FFut, E>(
+    state: &Arc<CommandState>,
+    rec: &Recorder,
+    phase: Pin<&mut Phase<R, FB, Running, FFut, E>>,
+    first: bool,
+) {
+    if let PhaseProj::Running { race, .. } = phase.project() {
+        let now_ms = rec.attempt_ms;
+        let delay_ms = state.hedging.delay_ms(&state.properties.load(), now_ms);
+        *race = Some(Box::new(Race {
+            primary_done: false,
+            first,
+            racers: Vec::new(),
+            next_hedge: Some(Sleep::until(
+                Arc::clone(&state.env.clock),
+                now_ms.saturating_add(delay_ms),
+            )),
+            hedges_left: rec.hedge_max.saturating_sub(1),
+            delay_ms,
+            error: None,
+        }));
+    }
+}
+
+/// Polls a hedging execution's attempts: the round's first attempt (the phase's run) and its
+/// hedges; starts a hedge when the delay passes. The first acceptable result ends the
+/// execution and cancels the other attempts.
+#[cold]
+#[allow(clippy::too_many_arguments)]
+fn poll_race<K, A, R, FB, Running, FFut, T, E>(
+    state: &Arc<CommandState>,
+    rec: &mut Recorder,
+    classifier: &K,
+    options: &CallOptions,
+    again: &mut A,
+    mut phase: Pin<&mut Phase<R, FB, Running, FFut, E>>,
+    holds_permit: &mut bool,
+    cx: &mut Context<'_>,
+) -> RaceStep<T, E>
+where
+    K: Classify<E>,
+    A: Again<Run: RunFn<Output = T, Error = E, Running = Running>>,
+    Running: Interrupt + Future<Output = RunEnd<T, E>>,
+{
+    let clock = &state.env.clock;
+    loop {
+        let PhaseProj::Running {
+            mut running,
+            sleep,
+            deadline_ms,
+            timeout_ms,
+            race: Some(race),
+            ..
+        } = phase.as_mut().project()
+        else {
+            unreachable!("poll_race is called on a racing attempt")
+        };
+        let interrupt_on_timeout = || state.properties.hot().load().interrupt_on_timeout();
+
+        // The round's first attempt.
+        if !race.primary_done {
+            let span = again.span().and_then(|slot| slot.clone());
+            let entered = span.as_ref().map(tracing::Span::enter);
+            let polled = running.as_mut().poll(cx);
+            drop(entered);
+            let ended = match polled {
+                Poll::Ready(ended) => Some(ended),
+                Poll::Pending => match Sleep::poll_deadline(sleep, clock, *deadline_ms, cx) {
+                    Poll::Pending => None,
+                    Poll::Ready(()) => {
+                        if interrupt_on_timeout() {
+                            running.as_mut().interrupt();
+                        }
+                        Some(RunEnd::TimedOut)
+                    }
+                },
+            };
+            if let Some(ended) = ended {
+                race.primary_done = true;
+                if !running.as_ref().get_ref().started() {
+                    rec.run_never_ran();
+                }
+                let end = clock.now_ms();
+                rec.run_ended(end);
+                release_permits(state, holds_permit, &mut false);
+                if race.first {
+                    state
+                        .hedging
+                        .record_first(end, end.saturating_sub(rec.attempt_ms));
+                }
+                let ended = at_deadline(ended, *deadline_ms, end);
+                match decide(state, rec, classifier, ended, *timeout_ms, end) {
+                    Decision::Fallback(err) => {
+                        race.error = Some(err);
+                        if !race.racers.is_empty() {
+                            rec.count_attempt(state, end);
+                        }
+                    }
+                    won => {
+                        cancel_racers(state, rec, race);
+                        phase.set(Phase::Done);
+                        return RaceStep::Ended(won_outcome(state, rec, won, end));
+                    }
+                }
+            }
+        }
+
+        // The hedges.
+        let mut index = 0;
+        while index < race.racers.len() {
+            let racer = &mut race.racers[index];
+            let Some(run) = racer.running.as_mut() else {
+                index += 1;
+                continue;
+            };
+            let entered = racer.span.as_ref().map(tracing::Span::enter);
+            let polled = run.as_mut().poll(cx);
+            drop(entered);
+            let ended = match polled {
+                Poll::Ready(ended) => ended,
+                Poll::Pending => {
+                    match Sleep::poll_deadline(&mut racer.sleep, clock, racer.deadline_ms, cx) {
+                        Poll::Pending => {
+                            index += 1;
+                            continue;
+                        }
+                        Poll::Ready(()) => {
+                            if interrupt_on_timeout() {
+                                run.as_mut().interrupt();
+                            }
+                            RunEnd::TimedOut
+                        }
+                    }
+                }
+            };
+            let mut racer = race.racers.remove(index);
+            let end = clock.now_ms();
+            rec.swap_attempt(&mut racer.attempt);
+            rec.run_ended(end);
+            let ended = at_deadline(ended, racer.deadline_ms, end);
+            let decision = decide(state, rec, classifier, ended, racer.timeout_ms, end);
+            rec.swap_attempt(&mut racer.attempt);
+            drop(racer);
+            match decision {
+                Decision::Fallback(err) => {
+                    race.error = Some(err);
+                    if !race.primary_done || !race.racers.is_empty() {
+                        rec.count_attempt(state, end);
+                    }
+                }
+                won => {
+                    if !race.primary_done {
+                        // The round's first attempt lost: cancelled, its permit freed.
+                        running.as_mut().interrupt();
+                        if !running.as_ref().get_ref().started() {
+                            rec.run_never_ran();
+                        }
+                        if let Some(generation) = rec.trial_generation()
+                            && running.as_mut().hold_trial(generation)
+                        {
+                            rec.hand_over_trial();
+                        }
+                        if race.first {
+                            state
+                                .hedging
+                                .record_first(end, end.saturating_sub(rec.attempt_ms));
+                        }
+                        release_permits(state, holds_permit, &mut false);
+                        rec.settle_release(state);
+                        rec.event(state, EventType::HedgeCancelled);
+                    }
+                    cancel_racers(state, rec, race);
+                    phase.set(Phase::Done);
+                    return RaceStep::Ended(won_outcome(state, rec, won, end));
+                }
+            }
+        }
+
+        // Every attempt of the round failed.
+        if race.primary_done && race.racers.is_empty() {
+            return match race.error.take() {
+                Some(error) => RaceStep::Failed(error),
+                None => unreachable!("a failed attempt left its error"),
+            };
+        }
+
+        // The next hedge, when its delay has passed.
+        let Some(timer) = race.next_hedge.as_mut() else {
+            return RaceStep::Pending;
+        };
+        if Pin::new(timer).poll(cx).is_pending() {
+            return RaceStep::Pending;
+        }
+        race.hedges_left = race.hedges_left.saturating_sub(1);
+        let now_ms = clock.now_ms();
+        race.next_hedge = (race.hedges_left > 0)
+            .then(|| Sleep::until(Arc::clone(clock), now_ms.saturating_add(race.delay_ms)));
+        if let Some(racer) = start_hedge(state, rec, options, again, now_ms) {
+            race.racers.push(racer);
+        }
+    }
+}
+
+/// A run that ends at or past its deadline is a TIMEOUT (SPEC Part A 12).
+fn at_deadline<T, E>(ended: RunEnd<T, E>, deadline_ms: Option<u64>, end: u64) -> RunEnd<T, E> {
+    match ended {
+        RunEnd::Returned(_) if deadline_ms.is_some_and(|deadline| end >= deadline) => {
+            RunEnd::TimedOut
+        }
+        ended => ended,
+    }
+}
+
+/// The outcome of a winning attempt's decision (a value, or an error that skips the fallback).
+fn won_outcome<T, E>(
+    state: &CommandState,
+    rec: &mut Recorder,
+    won: Decision<T, E>,
+    end: u64,
+) -> Outcome<T, E> {
+    let response = match won {
+        Decision::Value(value) => Ok(value),
+        Decision::Error(mut err) | Decision::Fallback(mut err) => {
+            err.set_attempts(rec.attempts());
+            Err(err)
+        }
+    };
+    rec.finish(state, end, response)
+}
+
+/// The hedges in flight lost: each cancelled (token cancelled, run dropped, permit freed) and
+/// recorded as HEDGE_CANCELLED.
+fn cancel_racers<Running: Interrupt, E>(
+    state: &CommandState,
+    rec: &mut Recorder,
+    race: &mut Race<Running, E>,
+) {
+    for mut racer in race.racers.drain(..) {
+        if let Some(running) = racer.running.as_mut() {
+            running.as_mut().interrupt();
+        }
+        drop(racer);
+        rec.event(state, EventType::HedgeCancelled);
+    }
+}
+
+/// Starts a hedge at `now_ms`, if the breaker is CLOSED, the retry budget grants it and an
+/// execution permit or pool slot is free; otherwise skips it silently.
+fn start_hedge<A, Running>(
+    state: &Arc<CommandState>,
+    rec: &mut Recorder,
+    options: &CallOptions,
+    again: &mut A,
+    now_ms: u64,
+) -> Option<Racer<Running>>
+where
+    A: Again<Run: RunFn<Running = Running>>,
+{
+    let props = state.properties.hot().load();
+    let site = rec.site(state);
+    let breaker = site.breaker();
+    if breaker.is_open(&props) {
+        return None;
+    }
+    let ticket = match breaker.attempt(site, &props, now_ms) {
+        Admission::Allowed(Ticket::Trial(generation)) => {
+            // The breaker is testing the dependency: no hedge beside its trials.
+            breaker.release(Ticket::Trial(generation));
+            return None;
+        }
+        Admission::Allowed(ticket) => ticket,
+        Admission::Denied(_) => return None,
+    };
+    let full = state.properties.load();
+    if !retry_budget(state, &full).try_withdraw(
+        now_ms,
+        full.retry_budget_percent,
+        full.retry_budget_min_per_second,
+    ) {
+        return None;
+    }
+    let (timeout_ms, deadline_ms) = attempt_deadline_from(&props, rec, options, now_ms);
+    let isolation = rec.isolation();
+    let mut racer = Racer {
+        running: None,
+        attempt: AttemptTicket {
+            ticket,
+            generation: ticket.generation(),
+            attempt_ms: now_ms,
+        },
+        deadline_ms,
+        timeout_ms,
+        sleep: None,
+        span: None,
+        permit: None,
+    };
+    if isolation == IsolationStrategy::Semaphore {
+        if !state.execution_semaphore.try_take(props.semaphore_max) {
+            return None;
+        }
+        racer.permit = Some(Arc::clone(state));
+    }
+    let run = again.next()?;
+    let start = Start::attempt(state, &props, isolation, deadline_ms, None);
+    let running = match isolation {
+        IsolationStrategy::Semaphore => {
+            state.counters.started(now_ms, state.running());
+            run.start_here(start)
+        }
+        IsolationStrategy::Thread => state
+            .thread_pool()
+            .and_then(|pool| run.start_on_pool(start, pool))
+            .ok()?,
+    };
+    racer.running = Some(Box::pin(running));
+    rec.hedge_started(state);
+    racer.span = rec.attempt_span();
+    Some(racer)
 }
 
 pin_project! {

@@ -179,7 +179,7 @@ where
     }
     // The attempt loop: each attempt in its own span (when traced), the delays waited out on
     // this thread.
-    begin_attempts(state, &props, &mut rec, options);
+    begin_attempts(state, &props, &mut rec, options, false);
     let attempt_span = rec.attempt_span();
     let entered = attempt_span.as_ref().map(tracing::Span::enter);
     let mut error = match admit_blocking(state, &props, &mut rec, options) {
@@ -299,29 +299,40 @@ where
 // The attempt loop (retry, see the `retry` module)
 
 /// Begins the attempts of a retryable run: with `retry.maxAttempts` over 1 (and no
-/// `no_retry()`), fixes the execution deadline and counts the execution in the retry budget.
+/// `no_retry()`), fixes the execution deadline; with `hedging.maxAttempts` over 1 and a
+/// `hedgeable` run (one that can run beside another), turns hedging on; with either, counts
+/// the execution in the retry budget.
 #[cold]
 pub(crate) fn begin_attempts(
     state: &CommandState,
     props: &HotSnapshot,
     rec: &mut Recorder,
     options: &CallOptions,
+    hedgeable: bool,
 ) {
-    let max_attempts = state.properties.hot().retry_max_attempts();
-    if max_attempts <= 1 || options.no_retry() {
+    let hot = state.properties.hot();
+    let max_attempts = hot.retry_max_attempts();
+    let mut hedge_max = hot.hedging_max_attempts();
+    if hedge_max > 1 && !hedgeable {
+        warn_if_hedging_ignored(state);
+        hedge_max = 1;
+    }
+    if (max_attempts <= 1 && hedge_max <= 1) || options.no_retry() {
         return;
     }
-    rec.max_attempts = u8::try_from(max_attempts).unwrap_or(u8::MAX);
-    let as_u32 = |ms: u64| u32::try_from(ms).unwrap_or(u32::MAX);
-    let hot = state.properties.hot();
-    rec.retry_timeouts_ms = match timeout_ms(props, options) {
-        Some(timeout_ms) => (
-            as_u32(timeout_ms),
-            as_u32(hot.retry_attempt_timeout_ms(timeout_ms)),
-        ),
-        // No execution timeout: only an attempt timeout set explicitly bounds each attempt.
-        None => (0, as_u32(hot.retry_attempt_timeout_set_ms())),
-    };
+    rec.hedge_max = u8::try_from(hedge_max).unwrap_or(u8::MAX);
+    if max_attempts > 1 {
+        rec.max_attempts = u8::try_from(max_attempts).unwrap_or(u8::MAX);
+        let as_u32 = |ms: u64| u32::try_from(ms).unwrap_or(u32::MAX);
+        rec.retry_timeouts_ms = match timeout_ms(props, options) {
+            Some(timeout_ms) => (
+                as_u32(timeout_ms),
+                as_u32(hot.retry_attempt_timeout_ms(timeout_ms)),
+            ),
+            // No execution timeout: only an attempt timeout set explicitly bounds each attempt.
+            None => (0, as_u32(hot.retry_attempt_timeout_set_ms())),
+        };
+    }
     match state.retry.budget_if_made() {
         Some(budget) => budget.deposit(rec.start_ms),
         None => retry_budget(state, &state.properties.load()).deposit(rec.start_ms),
@@ -329,7 +340,7 @@ pub(crate) fn begin_attempts(
 }
 
 /// The command's retry budget: its own, or the named one of its registry it shares.
-fn retry_budget<'s>(
+pub(crate) fn retry_budget<'s>(
     state: &'s CommandState,
     props: &CommandProperties,
 ) -> &'s Arc<crate::retry::budget::RetryBudget> {
@@ -347,9 +358,21 @@ pub(crate) fn attempt_deadline(
     rec: &Recorder,
     options: &CallOptions,
 ) -> (Option<u64>, Option<u64>) {
+    attempt_deadline_from(props, rec, options, rec.attempt_ms)
+}
+
+/// [`attempt_deadline`] of an attempt that starts at `attempt_ms` (a hedge's, beside the
+/// attempt the recorder knows).
+#[inline]
+pub(crate) fn attempt_deadline_from(
+    props: &HotSnapshot,
+    rec: &Recorder,
+    options: &CallOptions,
+    attempt_ms: u64,
+) -> (Option<u64>, Option<u64>) {
     let timeout_ms = timeout_ms(props, options);
     match rec.max_attempts {
-        2.. => retrying_attempt_deadline(rec),
+        2.. => retrying_attempt_deadline(rec, attempt_ms),
         _ => (
             timeout_ms,
             timeout_ms.map(|ms| rec.start_ms.saturating_add(ms)),
@@ -358,18 +381,15 @@ pub(crate) fn attempt_deadline(
 }
 
 #[cold]
-fn retrying_attempt_deadline(rec: &Recorder) -> (Option<u64>, Option<u64>) {
+fn retrying_attempt_deadline(rec: &Recorder, start_ms: u64) -> (Option<u64>, Option<u64>) {
     let attempt_ms = u64::from(rec.retry_timeouts_ms.1);
-    let attempt_deadline = (attempt_ms > 0).then(|| rec.attempt_ms.saturating_add(attempt_ms));
+    let attempt_deadline = (attempt_ms > 0).then(|| start_ms.saturating_add(attempt_ms));
     let deadline = match (rec.execution_deadline_ms(), attempt_deadline) {
         (Some(execution), Some(attempt)) => execution.min(attempt),
         (Some(deadline), None) | (None, Some(deadline)) => deadline,
         (None, None) => return (None, None),
     };
-    (
-        Some(deadline.saturating_sub(rec.attempt_ms)),
-        Some(deadline),
-    )
+    (Some(deadline.saturating_sub(start_ms)), Some(deadline))
 }
 
 /// The attempt loop's decision after a failed attempt whose error is `error`: `Some(at_ms)`
@@ -388,12 +408,14 @@ where
 {
     let (max_attempts, deadline_ms) = (rec.max_attempts, rec.execution_deadline_ms());
     let last_delay_ms = rec.retry().last_delay_ms;
+    // Rounds of the retry loop so far (hedges run beside an attempt, they are not rounds).
     let attempts = rec.attempts();
-    if attempts >= max_attempts {
+    let rounds = attempts.saturating_sub(rec.hedges);
+    if rounds >= max_attempts {
         return None;
     }
     let props = state.properties.load();
-    if u32::from(attempts) >= props.retry_max_attempts {
+    if u32::from(rounds) >= props.retry_max_attempts {
         return None;
     }
     let retryable = match error.failure_type() {
@@ -437,7 +459,7 @@ where
             .saturating_add(1);
         not_before_ms = not_before_ms.max(trial_ms);
     }
-    let retry = u32::from(attempts);
+    let retry = u32::from(rounds);
     let delay_ms = crate::retry::backoff_ms(&state.retry, &props, retry, last_delay_ms)
         .max(not_before_ms.saturating_sub(now_ms));
     // No sleeping past the deadline: a delay that leaves no time for the attempt abandons.
@@ -460,10 +482,13 @@ where
     Some(now_ms.saturating_add(delay_ms))
 }
 
-/// A run that cannot be retried failed: if its key sets `retry.maxAttempts` over 1, says
-/// once per key that the property is ignored.
+/// A run that cannot be retried failed: if its key sets `retry.maxAttempts` or
+/// `hedging.maxAttempts` over 1, says once per key that the property is ignored.
 #[cold]
 pub(crate) fn warn_if_retry_ignored(state: &CommandState) {
+    if state.properties.hot().hedging_max_attempts() > 1 {
+        warn_if_hedging_ignored(state);
+    }
     if state.properties.hot().retry_max_attempts() > 1
         && !state
             .retry
@@ -476,6 +501,27 @@ pub(crate) fn warn_if_retry_ignored(state: &CommandState) {
             "{}: retry.maxAttempts is over 1 but this run cannot be retried: only runs made by a \
              factory (run_retryable, run_cancellable_retryable, run_async_retryable) are; the \
              property is ignored for it (logged once per command key)",
+            state.key
+        );
+    }
+}
+
+/// A run that cannot be hedged (not made by a factory, or blocking under SEMAPHORE isolation)
+/// executes on a key that sets `hedging.maxAttempts` over 1: says so once per key.
+#[cold]
+fn warn_if_hedging_ignored(state: &CommandState) {
+    if !state
+        .hedging
+        .ignored_warned
+        .swap(true, std::sync::atomic::Ordering::Relaxed)
+    {
+        tracing::warn!(
+            target: "hystrix::command",
+            command = %state.key,
+            "{}: hedging.maxAttempts is over 1 but this run cannot be hedged: only runs made by \
+             a factory (run_retryable, run_cancellable_retryable, run_async_retryable) are, and \
+             blocking ones only under THREAD isolation; the property is ignored for it (logged \
+             once per command key)",
             state.key
         );
     }
@@ -1029,6 +1075,10 @@ pub(crate) struct Recorder {
     /// The attempt loop's state, once a retry-enabled execution retried (boxed: made on the
     /// first retry, one null pointer until then).
     retried: Option<Box<Attempts>>,
+    /// Hedges started (attempts beside another, counted in `attempts` too).
+    hedges: u8,
+    /// `hedging.maxAttempts` when a hedging execution began (0 otherwise).
+    pub(crate) hedge_max: u8,
 }
 
 /// Where a retry-enabled execution's attempt loop is.
@@ -1064,6 +1114,8 @@ impl Recorder {
             retry_timeouts_ms: (0, 0),
             keyed: None,
             retried: None,
+            hedges: 0,
+            hedge_max: 0,
         }
     }
 
@@ -1122,6 +1174,23 @@ impl Recorder {
         self.attempt_ms = now_ms;
     }
 
+    /// A hedge started beside the current attempt (HEDGE recorded).
+    #[cold]
+    pub(crate) fn hedge_started(&mut self, state: &CommandState) {
+        self.event(state, EventType::Hedge);
+        self.attempts = self.attempts.saturating_add(1);
+        self.hedges = self.hedges.saturating_add(1);
+    }
+
+    /// Swaps the current attempt's breaker ticket and start with `other`'s: a hedge's end is
+    /// decided between two swaps.
+    #[cold]
+    pub(crate) fn swap_attempt(&mut self, other: &mut crate::hedging::AttemptTicket) {
+        std::mem::swap(&mut self.ticket, &mut other.ticket);
+        std::mem::swap(&mut self.generation, &mut other.generation);
+        std::mem::swap(&mut self.attempt_ms, &mut other.attempt_ms);
+    }
+
     /// The keyed breaker the execution went through, if it named one.
     #[inline]
     fn keyed(&self) -> Option<&Arc<KeyedBreaker>> {
@@ -1140,14 +1209,14 @@ impl Recorder {
         self.retried.as_deref().copied().unwrap_or_default()
     }
 
-    /// A span for the attempt about to start (number `self.attempts`), for a retry-enabled
-    /// execution with a subscriber: `hystrix.attempt` at DEBUG level, target
+    /// A span for the attempt about to start (number `self.attempts`), for a retry- or
+    /// hedging-enabled execution with a subscriber: `hystrix.attempt` at DEBUG level, target
     /// `hystrix::command`, a child of the execution's span, with field `attempt`. The caller
     /// keeps it (a retryable run's [`Again`]) and enters it around the attempt's steps.
     #[cold]
     pub(crate) fn attempt_span(&self) -> Option<tracing::Span> {
         let parent = self.span.as_ref()?;
-        (self.max_attempts > 1).then(|| {
+        (self.max_attempts > 1 || self.hedge_max > 1).then(|| {
             tracing::debug_span!(
                 target: "hystrix::command",
                 parent: parent,
@@ -1399,7 +1468,7 @@ impl Recorder {
 
     /// Counts the events of the attempt that just failed (and its RETRY) in the metrics now:
     /// each attempt is a request for health when it happens.
-    fn count_attempt(&mut self, state: &CommandState, now_ms: u64) {
+    pub(crate) fn count_attempt(&mut self, state: &CommandState, now_ms: u64) {
         let fresh = self.events.less(&self.retry().counted);
         let current = self.keyed().is_none()
             && self

@@ -59,6 +59,30 @@ pub struct Start<'a> {
     pub(crate) cancel_link: Option<&'a Arc<CancelLink>>,
 }
 
+impl<'a> Start<'a> {
+    /// How an attempt of a command starts under `isolation` with these properties: a run that
+    /// moves to a pool carries the request context.
+    #[inline(always)]
+    pub(crate) fn attempt(
+        state: &'a Arc<CommandState>,
+        props: &crate::config::HotSnapshot,
+        isolation: crate::config::IsolationStrategy,
+        deadline_ms: Option<u64>,
+        cancel_link: Option<&'a Arc<CancelLink>>,
+    ) -> Self {
+        Start {
+            state,
+            deadline_ms,
+            interrupt_on_timeout: props.interrupt_on_timeout(),
+            context: match isolation {
+                crate::config::IsolationStrategy::Thread => RequestContext::current_if_any(),
+                crate::config::IsolationStrategy::Semaphore => None,
+            },
+            cancel_link,
+        }
+    }
+}
+
 /// The link from the handle of an eager execution (`queue()`, `observe()`) to its blocking
 /// run's pool task: `cancel()` takes a task that is still queued out of the queue before it
 /// returns, so a run answered CANCELLED never starts. The execution itself

@@ -229,6 +229,39 @@ property_table! {
     /// Default unset (the key's own budget). Fixed.
     retry_budget_name: Option<String> = None;
         "retry.budget.name", Fixed, Any, no_check;
+    /// `hedging.maxAttempts` (our extension): attempts an execution of a hedgeable run may
+    /// have in flight side by side, the first included; 1 to 10. Default 1 (no hedging). Runs
+    /// that cannot be hedged (not made by a factory, or blocking under SEMAPHORE isolation)
+    /// ignore it, with a warning logged once per key. Dynamic.
+    hedging_max_attempts: u32 = 1;
+        "hedging.maxAttempts", Dynamic, Any, hedging_max_attempts;
+    /// `hedging.delayInMilliseconds` (our extension): how long an attempt may run before the
+    /// next one starts beside it, in ms; also the delay while `hedging.delayPercentile` has no
+    /// data yet. Default 100. Dynamic.
+    hedging_delay_in_milliseconds: u64 = 100;
+        "hedging.delayInMilliseconds", Dynamic, Any, no_check;
+    /// `hedging.delayPercentile` (our extension): when above 0, the hedging delay is this
+    /// percentile (above 0, below 100, e.g. 95.0) of the key's first-attempt latency over the
+    /// last `metrics.rollingStats.timeInMilliseconds`, recomputed once per
+    /// `metrics.healthSnapshot.intervalInMilliseconds`. Default 0 (the fixed delay). Dynamic.
+    hedging_delay_percentile: f64 = 0.0;
+        "hedging.delayPercentile", Dynamic, Any, hedging_percentile;
+}
+
+fn hedging_max_attempts(v: &u32) -> Result<(), String> {
+    match *v {
+        0 => Err("must be at least 1 (1 means no hedging)".into()),
+        1..=10 => Ok(()),
+        _ => Err("must be at most 10".into()),
+    }
+}
+
+fn hedging_percentile(v: &f64) -> Result<(), String> {
+    if *v == 0.0 || (*v > 0.0 && *v < 100.0) {
+        Ok(())
+    } else {
+        Err("must be 0 (a fixed delay) or a percentile above 0 and below 100".into())
+    }
 }
 
 fn max_attempts(v: &u32) -> Result<(), String> {
@@ -367,6 +400,7 @@ pub(crate) struct HotCommandProperties {
     retry_max_attempts: std::sync::atomic::AtomicU32,
     /// `retry.attemptTimeoutInMilliseconds`, 0 when unset.
     retry_attempt_timeout_ms: std::sync::atomic::AtomicU64,
+    hedging_max_attempts: std::sync::atomic::AtomicU32,
 }
 
 /// A copy of [`HotCommandProperties`], read once per execution.
@@ -444,6 +478,8 @@ impl HotCommandProperties {
             props.retry_attempt_timeout_in_milliseconds.unwrap_or(0),
             Release,
         );
+        self.hedging_max_attempts
+            .store(props.hedging_max_attempts, Release);
         self.flags.store(flags, Release);
     }
 
@@ -483,6 +519,12 @@ impl HotCommandProperties {
     /// `retry.maxAttempts`.
     pub(crate) fn retry_max_attempts(&self) -> u32 {
         self.retry_max_attempts
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// `hedging.maxAttempts`.
+    pub(crate) fn hedging_max_attempts(&self) -> u32 {
+        self.hedging_max_attempts
             .load(std::sync::atomic::Ordering::Acquire)
     }
 

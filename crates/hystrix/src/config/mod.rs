@@ -153,7 +153,7 @@ use std::str::FromStr;
 pub(crate) use collapser::CollapserLayer;
 pub use collapser::{COLLAPSER_PROPERTIES, CollapserProperties};
 pub use command::{COMMAND_PROPERTIES, CommandProperties};
-pub(crate) use command::{CommandLayer, HotCommandProperties, HotSnapshot};
+pub(crate) use command::{CommandLayer, HotCommandProperties, HotSnapshot, MAX_BUCKETS};
 pub use env::{ENV_PREFIX, env_var_name, property_name_of_env_var};
 #[cfg(feature = "config-files")]
 pub use file::FileFormat;

@@ -199,6 +199,18 @@ pub(crate) fn percentiles_of(windows: &[&RollingLatency], now_ms: u64) -> Latenc
     summarize(&histogram)
 }
 
+/// The value at `percentile` (0 to 100) of the completed buckets of `window` at `now_ms`, in
+/// ms (the highest value of its counter, as [`LatencyPercentiles`]); `None` with no data.
+pub(crate) fn value_at_percentile(
+    window: &RollingLatency,
+    now_ms: u64,
+    percentile: f64,
+) -> Option<u64> {
+    let mut histogram = Histogram::<u64>::new_with_bounds(1, MAX_VALUE, 2).ok()?;
+    window.add_to(&mut histogram, now_ms);
+    (!histogram.is_empty()).then(|| histogram.value_at_quantile(percentile / 100.0))
+}
+
 /// Mean and percentiles in whole ms (truncated, as Hystrix's ints).
 fn summarize(histogram: &Histogram<u64>) -> LatencyPercentiles {
     if histogram.is_empty() {

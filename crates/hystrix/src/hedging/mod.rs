@@ -1,0 +1,182 @@
+//! Hedging: racing another attempt against a slow one ("The Tail at Scale", Dean and Barroso;
+//! Polly v8's hedging strategy, Envoy's hedged requests).
+//!
+//! A hedgeable execution is built from a **factory** of runs, as a retryable one
+//! ([`Command::run_retryable`](crate::Command::run_retryable),
+//! [`run_cancellable_retryable`](crate::Command::run_cancellable_retryable),
+//! [`run_async_retryable`](crate::Command::run_async_retryable)). With `hedging.maxAttempts`
+//! over 1, an attempt that has not ended after the hedging delay gets another one started
+//! beside it, up to `hedging.maxAttempts` attempts in flight together (the first included).
+//! The first **acceptable** result wins: a value, or an error that goes to no fallback (a bad
+//! request, an ignored error). The other attempts are then cancelled: their futures dropped,
+//! their tokens cancelled, their permits freed, each recorded as `HEDGE_CANCELLED` (not
+//! terminal, not a failure, not a cancellation of the execution: no hook unsubscribe). An
+//! attempt that fails (FAILURE, TIMEOUT) while others are still in flight is recorded and
+//! counted for health at once, and the others go on; when every attempt has failed, the
+//! execution goes on as one failed attempt: to the retry loop if `retry.*` allows another
+//! round (each round is hedged again), else to its fallback.
+//!
+//! **When a hedge starts**: only while the breaker is CLOSED, an execution permit (SEMAPHORE)
+//! or a pool slot (THREAD) is free, and the retry budget grants it (hedges spend the same
+//! budget as retries). Otherwise that hedge is skipped silently: no SHORT_CIRCUITED or
+//! rejection is recorded on an execution that may still succeed. Each hedge is `HEDGE` on the
+//! execution and has its own breaker ticket: each attempt that ends is one request for health.
+//!
+//! **Delay**: `hedging.delayInMilliseconds` (default 100 ms), or, with `hedging.delayPercentile`
+//! above 0, that percentile of the key's **first-attempt** latency over the last
+//! `metrics.rollingStats.timeInMilliseconds`, recomputed once per
+//! `metrics.healthSnapshot.intervalInMilliseconds` from the intervals completed so far (the
+//! fixed delay until one has data). A first attempt that loses the race is recorded at the
+//! time it was cancelled, a lower bound of its latency: the percentiles up to the one the delay
+//! uses stay exact, since it was cancelled after the delay.
+//!
+//! **Runs that can run side by side**: async runs, and blocking or cancellable runs under THREAD
+//! isolation. A blocking run under SEMAPHORE isolation executes on the caller's thread (or, in
+//! an async execution, blocks the task polling it) and cannot be hedged: its `hedging.*`
+//! properties are ignored, with a warning logged once per key; so are they for runs not made by
+//! a factory, and for calls made with [`Execution::no_retry`](crate::Execution::no_retry) (a
+//! call that must not be repeated must not be hedged either).
+//!
+//! **Time**: every attempt is bounded by the execution deadline (fixed when the execution
+//! starts), and by its own `retry.attemptTimeoutInMilliseconds` when retries are on. A blocking
+//! hedge that loses keeps its pool thread until it returns (its token is cancelled): size the
+//! pool for `hedging.maxAttempts` attempts per execution.
+//!
+//! **Dropping** the execution cancels every attempt in flight: the execution is CANCELLED, as
+//! any dropped execution; its attempts are not recorded as HEDGE_CANCELLED.
+
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use crate::circuit::Ticket;
+use crate::clock::Sleep;
+use crate::config::CommandProperties;
+use crate::error::HystrixError;
+use crate::metrics::latency::{RollingLatency, value_at_percentile};
+use crate::registry::CommandState;
+
+/// What a command key keeps for hedging: the first-attempt latencies the adaptive delay reads,
+/// and the delay computed last.
+#[derive(Debug)]
+pub(crate) struct HedgeState {
+    /// First-attempt latencies, in buckets of the health interval (made at the first
+    /// execution with an adaptive delay).
+    latency: OnceLock<RollingLatency>,
+    /// The health interval (number since the epoch) the adaptive delay was computed in;
+    /// `u64::MAX` before the first.
+    computed_interval: AtomicU64,
+    /// The adaptive delay in ms; `u64::MAX` while there is no data.
+    adaptive_ms: AtomicU64,
+    /// A hedging property set on a key whose runs cannot be hedged was logged.
+    pub(crate) ignored_warned: AtomicBool,
+}
+
+impl Default for HedgeState {
+    fn default() -> Self {
+        HedgeState {
+            latency: OnceLock::new(),
+            computed_interval: AtomicU64::new(u64::MAX),
+            adaptive_ms: AtomicU64::new(u64::MAX),
+            ignored_warned: AtomicBool::new(false),
+        }
+    }
+}
+
+impl HedgeState {
+    /// The hedging delay at `now_ms`, in ms: `hedging.delayInMilliseconds`, or the adaptive
+    /// delay once `hedging.delayPercentile` has data (recomputed at most once per health
+    /// interval).
+    pub(crate) fn delay_ms(&self, props: &CommandProperties, now_ms: u64) -> u64 {
+        let fixed = props.hedging_delay_in_milliseconds;
+        let percentile = props.hedging_delay_percentile;
+        if percentile <= 0.0 {
+            return fixed;
+        }
+        let interval_ms = props
+            .metrics_health_snapshot_interval_in_milliseconds
+            .max(1);
+        let window = self.latency.get_or_init(|| {
+            let buckets = (props.metrics_rolling_stats_time_in_milliseconds / interval_ms)
+                .clamp(1, u64::from(crate::config::MAX_BUCKETS));
+            RollingLatency::new(interval_ms, u32::try_from(buckets).unwrap_or(1))
+        });
+        let interval = now_ms / interval_ms;
+        if self.computed_interval.load(Ordering::Acquire) != interval
+            && self.computed_interval.swap(interval, Ordering::AcqRel) != interval
+        {
+            let value = value_at_percentile(window, now_ms, percentile).unwrap_or(u64::MAX);
+            self.adaptive_ms.store(value, Ordering::Release);
+        }
+        match self.adaptive_ms.load(Ordering::Acquire) {
+            u64::MAX => fixed,
+            adaptive => adaptive,
+        }
+    }
+
+    /// Records the latency of an execution's first attempt (`latency_ms`, ended at `now_ms`),
+    /// if the key uses an adaptive delay.
+    pub(crate) fn record_first(&self, now_ms: u64, latency_ms: u64) {
+        if let Some(window) = self.latency.get() {
+            window.record(now_ms, latency_ms);
+        }
+    }
+}
+
+/// What the breaker must hear about one attempt, and when it started: the attempt in the
+/// [`Recorder`](crate::command::pipeline::Recorder) is swapped with a racer's while the
+/// racer's end is decided.
+#[derive(Debug, Default)]
+pub(crate) struct AttemptTicket {
+    pub(crate) ticket: Ticket,
+    pub(crate) generation: Option<u32>,
+    pub(crate) attempt_ms: u64,
+}
+
+/// The attempts of one round racing each other: the round's first attempt (the execution
+/// future's run) and the hedges started beside it.
+pub(crate) struct Race<Running, E> {
+    /// The round's first attempt has ended (it failed; the hedges go on).
+    pub(crate) primary_done: bool,
+    /// Whether the round's first attempt is the execution's first (its latency feeds the
+    /// adaptive delay).
+    pub(crate) first: bool,
+    /// The hedges in flight.
+    pub(crate) racers: Vec<Racer<Running>>,
+    /// When the next hedge starts; `None` once no more may start.
+    pub(crate) next_hedge: Option<Sleep>,
+    /// Hedges that may still start in this round.
+    pub(crate) hedges_left: u8,
+    /// The delay between hedges, in ms.
+    pub(crate) delay_ms: u64,
+    /// The latest failed attempt's error (for the retry loop or the fallback).
+    pub(crate) error: Option<HystrixError<E>>,
+}
+
+/// A hedge in flight.
+pub(crate) struct Racer<Running> {
+    /// Its run (taken out when it is dropped, before its permit is given back).
+    pub(crate) running: Option<Pin<Box<Running>>>,
+    /// Its breaker ticket and start.
+    pub(crate) attempt: AttemptTicket,
+    /// Its deadline, and its timeout for a TIMEOUT's detail, in ms.
+    pub(crate) deadline_ms: Option<u64>,
+    pub(crate) timeout_ms: Option<u64>,
+    /// The timer of its deadline, made when first needed.
+    pub(crate) sleep: Option<Sleep>,
+    /// Its `tracing` span, when traced.
+    pub(crate) span: Option<tracing::Span>,
+    /// The command whose execution permit it holds (SEMAPHORE isolation), given back when the
+    /// racer is dropped.
+    pub(crate) permit: Option<Arc<CommandState>>,
+}
+
+impl<Running> Drop for Racer<Running> {
+    fn drop(&mut self) {
+        // The run stops (or its pool task is withdrawn) before its permit is free.
+        drop(self.running.take());
+        if let Some(state) = self.permit.take() {
+            state.execution_semaphore.give_back();
+        }
+    }
+}
