@@ -36,6 +36,10 @@
 //! that is the per-call opt-out. With the `http` feature, `IdempotentHttp` is a ready hook for
 //! `http::Request`s: it refuses non-idempotent methods and requests marked [`NoRetry`].
 //!
+//! **Hedging** takes the same opt-in: with `retry_with`, `hedging.maxAttempts` over 1 races
+//! another copy of a slow call's request against it (see the [`hedging`](crate::hedging)
+//! module); a request the hook refuses is not hedged either.
+//!
 //! ```
 //! use hystrix::tower::HystrixLayer;
 //! use hystrix::{Command, FailureType, IsolationStrategy, Registry};
@@ -240,6 +244,11 @@ impl<Src, FB, Rt> HystrixLayer<Src, FB, Rt> {
     ///
     /// Without this opt-in every call makes one attempt whatever `retry.maxAttempts` says (a
     /// key that sets it over 1 logs once that it is ignored).
+    ///
+    /// The same opt-in lets calls be hedged: with `hedging.maxAttempts` over 1, a call still
+    /// running after the hedging delay gets another call of a fresh clone of the service with
+    /// `hook(&copy)` beside it, and the first acceptable answer wins (see the
+    /// [`hedging`](crate::hedging) module). A request the hook refuses is not hedged.
     ///
     /// ```
     /// use hystrix::context::RequestContext;
@@ -655,7 +664,8 @@ impl<S, Src, FB, Rt> HystrixService<S, Src, FB, Rt> {
         // The clone serves this call: its readiness is awaited by the execution (tower's
         // pattern for services that call their inner service from their future).
         let (run, one_attempt) = self.retry.run_for(&self.inner, request, || {
-            state.properties.hot().retry_max_attempts()
+            let hot = state.properties.hot();
+            hot.retry_max_attempts().max(hot.hedging_max_attempts())
         });
         if one_attempt {
             options = options.with_no_retry();
@@ -684,7 +694,8 @@ where
     type Run: RunFn<Output = S::Response, Error = S::Error>;
 
     /// The run of the call of `request` through a clone of `service`, and whether the call
-    /// makes one attempt only; `max_attempts` reads `retry.maxAttempts` now.
+    /// makes one attempt only; `max_attempts` reads the larger of `retry.maxAttempts` and
+    /// `hedging.maxAttempts` now.
     #[doc(hidden)]
     fn run_for(
         &self,

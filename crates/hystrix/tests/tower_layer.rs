@@ -961,3 +961,56 @@ fn a_hook_that_refuses_its_own_copy_ends_the_attempts_with_that_copy() {
     assert_eq!(err.failure_type(), FailureType::CommandException);
     assert_eq!(err.cause().unwrap().to_string(), "busy");
 }
+
+/// A backend whose call number `n` takes `latencies_ms[n]` ms of the registry's clock, then
+/// answers `request#n`.
+fn slow_backend(
+    test: &TestRegistry,
+    latencies_ms: &'static [u64],
+) -> impl Service<String, Response = String, Error = BoxError, Future: Send> + Clone + Send + 'static
+{
+    let clock = std::sync::Arc::clone(test.registry().clock());
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    service_fn(move |request: String| {
+        let n = calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let clock = std::sync::Arc::clone(&clock);
+        async move {
+            let ms = latencies_ms.get(n).copied().unwrap_or(0);
+            hystrix::clock::sleep(&clock, Duration::from_millis(ms)).await;
+            Ok::<_, BoxError>(format!("{request}#{n}"))
+        }
+    })
+}
+
+#[test]
+fn with_the_opt_in_a_slow_call_is_hedged_and_the_faster_copy_answers() {
+    use hystrix::context::RequestContext;
+
+    let test = TestRegistry::new();
+    let cmd = builder("Hedged")
+        .property("hedging.maxAttempts", 2)
+        .property("hedging.delayInMilliseconds", 100)
+        .build_in(test.registry())
+        .unwrap();
+    let mut svc = HystrixLayer::new(cmd.clone())
+        .retry_with(|request: &String| Some(request.clone()))
+        .layer(slow_backend(&test, &[500, 10]));
+    let context = RequestContext::new();
+    let answer = drive(
+        &test,
+        context.scope(async { svc.ready().await?.call("ada".to_owned()).await }),
+    );
+    assert_eq!(answer.unwrap(), "ada#1");
+    assert_eq!(test.registry().clock().now_ms(), 110);
+    assert_eq!(
+        context.request_log().to_string(),
+        "Hedged[SUCCESS, HEDGE, HEDGE_CANCELLED][10ms]"
+    );
+
+    // Without the opt-in the call is not hedged.
+    let mut once = HystrixLayer::new(cmd).layer(slow_backend(&test, &[500, 10]));
+    let answer = drive(&test, async {
+        once.ready().await?.call("bob".to_owned()).await
+    });
+    assert_eq!(answer.unwrap(), "bob#0");
+}

@@ -388,3 +388,46 @@ fn each_attempt_of_a_retried_execution_has_a_child_span_with_its_number() {
     let ids: Vec<Option<u64>> = attempts.iter().map(|(id, _)| Some(*id)).collect();
     assert_eq!(spans_of_events("retried run working"), ids);
 }
+
+#[test]
+fn each_attempt_of_a_hedged_execution_has_a_span_and_the_execution_names_the_winner() {
+    collector();
+    let test = TestRegistry::new();
+    let cmd = builder("SpanHedge")
+        .property("hedging.maxAttempts", 2)
+        .property("hedging.delayInMilliseconds", 100)
+        .build_in(test.registry())
+        .unwrap();
+    let clock = Arc::clone(test.registry().clock());
+    let calls = Arc::new(AtomicU64::new(0));
+    let future = cmd
+        .run_async_retryable(move || {
+            let n = calls.fetch_add(1, Ordering::SeqCst);
+            let clock = Arc::clone(&clock);
+            async move {
+                tracing::info!("hedged run working");
+                let ms = if n == 0 { 500 } else { 10 };
+                hystrix::clock::sleep(&clock, Duration::from_millis(ms)).await;
+                Ok::<_, DependencyError>(n)
+            }
+        })
+        .execute_async();
+    assert_eq!(common::drive(&test, future).unwrap(), 1);
+    let spans = execution_spans("SpanHedge");
+    assert_eq!(spans.len(), 1);
+    let (execution, data) = &spans[0];
+    // The hedge (attempt 2) won.
+    assert_eq!(data.fields["attempt"], "2");
+    let attempts: Vec<(u64, String)> = collector()
+        .spans
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, data)| data.name == "hystrix.attempt" && data.parent == Some(*execution))
+        .map(|(id, data)| (*id, data.fields["attempt"].clone()))
+        .collect();
+    let numbers: Vec<&str> = attempts.iter().map(|(_, n)| n.as_str()).collect();
+    assert_eq!(numbers, ["1", "2"]);
+    let ids: Vec<Option<u64>> = attempts.iter().map(|(id, _)| Some(*id)).collect();
+    assert_eq!(spans_of_events("hedged run working"), ids);
+}

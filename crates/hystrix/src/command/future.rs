@@ -588,6 +588,7 @@ fn arm_race<R, FB, Running, FFut, E>(
         *race = Some(Box::new(Race {
             primary_done: false,
             first,
+            number: rec.attempts(),
             racers: Vec::new(),
             next_hedge: Some(Sleep::until(
                 Arc::clone(&state.env.clock),
@@ -676,6 +677,7 @@ where
                     }
                     won => {
                         cancel_racers(state, rec, race);
+                        rec.won_by(race.number);
                         phase.set(Phase::Done);
                         return RaceStep::Ended(won_outcome(state, rec, won, end));
                     }
@@ -712,6 +714,7 @@ where
                 }
             };
             let mut racer = race.racers.remove(index);
+            let number = racer.number;
             let end = clock.now_ms();
             rec.swap_attempt(&mut racer.attempt);
             rec.run_ended(end);
@@ -748,6 +751,7 @@ where
                         rec.event(state, EventType::HedgeCancelled);
                     }
                     cancel_racers(state, rec, race);
+                    rec.won_by(number);
                     phase.set(Phase::Done);
                     return RaceStep::Ended(won_outcome(state, rec, won, end));
                 }
@@ -860,6 +864,7 @@ where
     let (timeout_ms, deadline_ms) = attempt_deadline_from(&props, rec, options, now_ms);
     let isolation = rec.isolation();
     let mut racer = Racer {
+        number: rec.attempts().saturating_add(1),
         running: None,
         attempt: AttemptTicket {
             ticket,

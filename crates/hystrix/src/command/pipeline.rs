@@ -1147,6 +1147,7 @@ impl Recorder {
             thread_pool = %state.thread_pool_key,
             outcome = tracing::field::Empty,
             latency_ms = tracing::field::Empty,
+            attempt = tracing::field::Empty,
         ));
         self.span.clone()
     }
@@ -1180,6 +1181,15 @@ impl Recorder {
         self.event(state, EventType::Hedge);
         self.attempts = self.attempts.saturating_add(1);
         self.hedges = self.hedges.saturating_add(1);
+    }
+
+    /// Attempt number `attempt` (1 for the first) won a hedging race: recorded on the
+    /// execution's span as `attempt`.
+    #[cold]
+    pub(crate) fn won_by(&self, attempt: u8) {
+        if let Some(span) = &self.span {
+            span.record("attempt", attempt);
+        }
     }
 
     /// Swaps the current attempt's breaker ticket and start with `other`'s: a hedge's end is

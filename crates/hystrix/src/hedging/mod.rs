@@ -141,6 +141,8 @@ pub(crate) struct Race<Running, E> {
     /// Whether the round's first attempt is the execution's first (its latency feeds the
     /// adaptive delay).
     pub(crate) first: bool,
+    /// The round's first attempt's number (1 for the execution's first attempt).
+    pub(crate) number: u8,
     /// The hedges in flight.
     pub(crate) racers: Vec<Racer<Running>>,
     /// When the next hedge starts; `None` once no more may start.
@@ -155,6 +157,8 @@ pub(crate) struct Race<Running, E> {
 
 /// A hedge in flight.
 pub(crate) struct Racer<Running> {
+    /// Its attempt number (the execution's first attempt is 1).
+    pub(crate) number: u8,
     /// Its run (taken out when it is dropped, before its permit is given back).
     pub(crate) running: Option<Pin<Box<Running>>>,
     /// Its breaker ticket and start.
