@@ -227,6 +227,52 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+// doctest: hedging
+/// Replica 1 answers in 500 ms, replica 2 in 5 ms (on the registry's clock).
+#[derive(Clone)]
+struct Replicas {
+    clock: std::sync::Arc<dyn hystrix::clock::Clock>,
+    calls: std::sync::Arc<std::sync::atomic::AtomicU32>,
+}
+
+impl Replicas {
+    async fn search(&self, query: &str) -> Result<String, std::io::Error> {
+        let replica = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        let ms = if replica == 1 { 500 } else { 5 };
+        hystrix::clock::sleep(&self.clock, Duration::from_millis(ms)).await;
+        Ok(format!("{query}: results from replica {replica}"))
+    }
+}
+
+/// Polls `future` to its end, moving the manual clock to the next timer whenever it waits.
+fn drive<F: std::future::Future>(test: &testing::TestRegistry, future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    let waker = futures::task::noop_waker();
+    loop {
+        let mut cx = std::task::Context::from_waker(&waker);
+        if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return output;
+        }
+        test.clock().advance_to_next_timer().unwrap();
+    }
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let test = testing::TestRegistry::new();
+    let replicas = Replicas {
+        clock: std::sync::Arc::clone(test.registry().clock()),
+        calls: Default::default(),
+    };
+    let context = hystrix::context::RequestContext::new();
+    let _entered = context.enter();
+    // [README snippet]
+    let outcome = drive(&test, outcome);
+    assert_eq!(outcome.response().as_ref().unwrap(), "rust: results from replica 2");
+    assert_eq!(outcome.execution_result().total_time_ms(), 25);
+    assert_eq!(context.request_log().to_string(), "Search[SUCCESS, HEDGE, HEDGE_CANCELLED][5ms]");
+    Ok(())
+}
+
 // doctest: request-context
 use std::net::SocketAddr;
 
