@@ -73,6 +73,17 @@ mod ours {
             .expect("a valid command")
     }
 
+    /// A, B with hedging on: up to 2 attempts, the second after 100 ms (a run that succeeds
+    /// at once never hedges; this measures what arming the race costs).
+    pub fn hedging(registry: &Registry, key: &str) -> Command {
+        base(key)
+            .timeout_enabled(false)
+            .property("hedging.maxAttempts", 2)
+            .property("hedging.delayInMilliseconds", 100)
+            .build_in(registry)
+            .expect("a valid command")
+    }
+
     /// C, C': tripped by errors, as recloser and failsafe are (state OPEN for a 1 h sleep
     /// window): failing runs until the health check (every 500 ms by default) sees 20 calls
     /// and 50 % errors. Not `force_open()` and not the forceOpen flag: a manual opening has
@@ -416,6 +427,16 @@ fn async_closed() -> Vec<Scenario> {
             })
         })
         .zero_alloc(),
+        Scenario::new(
+            B,
+            "ours: run_async_retryable execute_async (hedging on, succeeds at once)",
+            || {
+                let cmd = leak(ours::hedging(registry(), "BHedge"));
+                async_runner(runtime(), move || {
+                    cmd.run_async_retryable(|| async { ok() }).execute_async()
+                })
+            },
+        ),
         Scenario::new(B, "ours: HystrixLayer", || {
             let cmd = ours::closed(registry(), "BLayer");
             let svc = hystrix::tower::HystrixLayer::new(cmd).layer(service_fn(echo));

@@ -44,6 +44,40 @@
 //!
 //! **Dropping** the execution cancels every attempt in flight: the execution is CANCELLED, as
 //! any dropped execution; its attempts are not recorded as HEDGE_CANCELLED.
+//!
+//! ```
+//! use hystrix::testing::TestRegistry;
+//! use hystrix::Command;
+//!
+//! let test = TestRegistry::new();
+//! let search = Command::builder("Search")
+//!     .group("Search")
+//!     .property("hedging.maxAttempts", 2)
+//!     // 0 ms: the hedge starts at once, beside the first attempt (Polly's parallel mode).
+//!     .property("hedging.delayInMilliseconds", 0)
+//!     .build_in(test.registry())?;
+//! let mut replica = 0;
+//! let outcome = futures::executor::block_on(
+//!     search
+//!         .run_async_retryable(move || {
+//!             replica += 1;
+//!             let this = replica;
+//!             async move {
+//!                 if this == 1 {
+//!                     std::future::pending::<()>().await; // replica 1 never answers
+//!                 }
+//!                 Ok::<_, std::io::Error>(format!("replica {this}"))
+//!             }
+//!         })
+//!         .execute_async_outcome(),
+//! );
+//! assert_eq!(outcome.response().as_ref().unwrap(), "replica 2");
+//! assert_eq!(
+//!     outcome.execution_result().execution_events().to_string(),
+//!     "SUCCESS, HEDGE, HEDGE_CANCELLED"
+//! );
+//! # Ok::<(), hystrix::ConfigError>(())
+//! ```
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
