@@ -184,6 +184,21 @@
     return div;
   }
 
+  // A line of rates per second (`parts`: each [the text before the rate, its data field]):
+  // each rate "0.0" and the line dimmed (class "zero") until a message is shown.
+  function ratesLine(className, title, parts) {
+    var line = el('div', className + ' zero');
+    line.title = title;
+    parts.forEach(function (part) {
+      line.appendChild(document.createTextNode(part[0]));
+      var value = el('b', null, '0.0');
+      value.dataset.field = part[1];
+      line.appendChild(value);
+    });
+    line.appendChild(document.createTextNode('/s'));
+    return line;
+  }
+
   function commandTile(kind, name) {
     var tile = newTile(kind, name);
     var health = el('span', 'health');
@@ -236,19 +251,16 @@
 
     // Retries (RETRY) and retries the retry budget refused (RETRY_BUDGET_EXHAUSTED), per
     // second over the rolling window; dimmed while both are 0.
-    var retries = el('div', 'retries zero');
-    retries.title = 'Retries per second, and retries the retry budget refused per second, over the rolling window (each attempt is a request)';
-    retries.appendChild(document.createTextNode('Retries '));
-    var retryRate = el('b', null, '0.0');
-    retryRate.dataset.field = 'retryRate';
-    retries.appendChild(retryRate);
-    retries.appendChild(document.createTextNode('/s \u00b7 budget refused '));
-    var refusedRate = el('b', null, '0.0');
-    refusedRate.dataset.field = 'retryBudgetExhaustedRate';
-    retries.appendChild(refusedRate);
-    retries.appendChild(document.createTextNode('/s'));
-    tile.node.appendChild(retries);
-    tile.retries = retries;
+    tile.retries = ratesLine('retries',
+      'Retries per second, and retries the retry budget refused per second, over the rolling window (each attempt is a request)',
+      [['Retries ', 'retryRate'], ['/s \u00b7 budget refused ', 'retryBudgetExhaustedRate']]);
+    tile.node.appendChild(tile.retries);
+    // Hedges (HEDGE) and hedged attempts cancelled (HEDGE_CANCELLED), per second over the
+    // rolling window; dimmed while both are 0.
+    tile.hedges = ratesLine('hedges',
+      'Hedges per second (attempts started beside one still running after the hedging delay), and attempts cancelled per second because another attempt answered first, over the rolling window',
+      [['Hedges ', 'hedgeRate'], ['/s \u00b7 cancelled ', 'hedgeCancelledRate']]);
+    tile.node.appendChild(tile.hedges);
 
     tile.node.appendChild(grid('counters', COMMAND_COUNTERS.map(function (c) {
       return cell(c[0], c[1], c[2], c[1].replace(/ /g, '-'));
@@ -332,6 +344,10 @@
       retryRate: ratePerSecond(m.rollingCountRetry, windowMs),
       retryBudgetExhausted: num(m.rollingCountRetryBudgetExhausted),
       retryBudgetExhaustedRate: ratePerSecond(m.rollingCountRetryBudgetExhausted, windowMs),
+      hedge: num(m.rollingCountHedge),
+      hedgeRate: ratePerSecond(m.rollingCountHedge, windowMs),
+      hedgeCancelled: num(m.rollingCountHedgeCancelled),
+      hedgeCancelledRate: ratePerSecond(m.rollingCountHedgeCancelled, windowMs),
       circuitClosed: circuit[0] === 'closed',
       errorPercentage: Math.floor(num(m.errorPercentage) / hosts),
       requests: num(m.requestCount),
@@ -361,13 +377,15 @@
     node.dataset.forcedClosed = String(m.propertyValue_circuitBreakerForceClosed === true);
     setField(tile, 'rate', oneDecimal(v.rate));
     node.dataset.rate = oneDecimal(v.rate);
-    ['retryRate', 'retryBudgetExhaustedRate'].forEach(function (key) {
+    ['retryRate', 'retryBudgetExhaustedRate', 'hedgeRate', 'hedgeCancelledRate'].forEach(function (key) {
       node.dataset[key] = oneDecimal(v[key]);
       setField(tile, key, oneDecimal(v[key]));
     });
-    node.dataset.retry = String(v.retry);
-    node.dataset.retryBudgetExhausted = String(v.retryBudgetExhausted);
+    ['retry', 'retryBudgetExhausted', 'hedge', 'hedgeCancelled'].forEach(function (key) {
+      node.dataset[key] = String(v[key]);
+    });
     tile.retries.classList.toggle('zero', v.retry === 0 && v.retryBudgetExhausted === 0);
+    tile.hedges.classList.toggle('zero', v.hedge === 0 && v.hedgeCancelled === 0);
     setField(tile, 'errorPercentage', String(v.errorPercentage));
     setField(tile, 'circuit', circuit[1]);
     tile.forced.textContent = m.propertyValue_circuitBreakerForceClosed === true ? ' [Forced Closed]' : '';

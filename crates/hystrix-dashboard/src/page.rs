@@ -11,10 +11,11 @@
 //! The page shows a tile per command (request rate with a sparkline of the last two minutes,
 //! error percentage coloured on Hystrix's scale, circuit state, a line of retries per second
 //! and retries the retry budget refused per second (our stream's `rollingCountRetry` and
-//! `rollingCountRetryBudgetExhausted` over the rolling window, dimmed while both are 0), the
-//! rolling counters by outcome in Hystrix's colours, latency mean and percentiles), per thread
-//! pool and per collapser, sorted as the Hystrix Dashboard sorts (error then volume by
-//! default).
+//! `rollingCountRetryBudgetExhausted` over the rolling window, dimmed while both are 0), a line
+//! of hedges per second and hedged attempts cancelled per second (`rollingCountHedge` and
+//! `rollingCountHedgeCancelled` likewise, dimmed while both are 0), the rolling counters by
+//! outcome in Hystrix's colours, latency mean and percentiles), per thread pool and per
+//! collapser, sorted as the Hystrix Dashboard sorts (error then volume by default).
 //!
 //! Short-circuited calls are not requests (Hystrix's health rule), so an open circuit's error
 //! percentage can read 0 while it refuses every call. The page keeps Hystrix's percentage

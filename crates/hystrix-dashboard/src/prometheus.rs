@@ -3,7 +3,7 @@
 //!
 //! | metric | type | labels |
 //! |---|---|---|
-//! | `hystrix_command_events_total` | counter (cumulative) | `command`, `group`, `event` (snake_case event type, our extensions included: `ignored`, `would_short_circuit`, `retry`, `retry_budget_exhausted`) |
+//! | `hystrix_command_events_total` | counter (cumulative) | `command`, `group`, `event` (snake_case event type, our extensions included: `ignored`, `would_short_circuit`, `retry`, `retry_budget_exhausted`, `hedge`, `hedge_cancelled`) |
 //! | `hystrix_command_latency_execute_seconds` | summary | `command`, `group`, `quantile` |
 //! | `hystrix_command_latency_total_seconds` | summary | `command`, `group`, `quantile` |
 //! | `hystrix_command_concurrent_executions` | gauge | `command`, `group` |

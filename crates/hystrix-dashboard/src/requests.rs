@@ -139,8 +139,8 @@ fn signature(entry: &RequestLogEntry) -> Signature<'_> {
 /// whose outcome it shared (the object with the same command and the same events without
 /// RESPONSE_FROM_CACHE); `cached` is written only when above 0. `events` lists the events in Hystrix's order, each as its name, or as
 /// `{"name":"EMIT","count":n}` when it happened n > 1 times (EMIT, FALLBACK_EMIT, as Hystrix;
-/// in an execution of several attempts also FAILURE, TIMEOUT, the rejections and RETRY, e.g.
-/// `["SUCCESS",{"name":"FAILURE","count":2},{"name":"RETRY","count":2}]`).
+/// in an execution of several attempts also FAILURE, TIMEOUT, the rejections, RETRY, HEDGE and
+/// HEDGE_CANCELLED, e.g. `["SUCCESS",{"name":"FAILURE","count":2},{"name":"RETRY","count":2}]`).
 /// A collapser's batch has `"collapsed":{"name":<collapser key>,"count":<batch size>}`, and
 /// COLLAPSED is not repeated in `events`.
 ///

@@ -105,6 +105,14 @@ struct CommandMessage<'a> {
     /// Ours, not Hystrix's: retries the retry budget refused.
     #[serde(rename = "rollingCountRetryBudgetExhausted")]
     retry_budget_exhausted: u64,
+    /// Ours, not Hystrix's: hedges (one per attempt started beside one still running after the
+    /// hedging delay).
+    #[serde(rename = "rollingCountHedge")]
+    hedge: u64,
+    /// Ours, not Hystrix's: attempts that lost the race to another attempt's result and were
+    /// cancelled.
+    #[serde(rename = "rollingCountHedgeCancelled")]
+    hedge_cancelled: u64,
     #[serde(rename = "currentConcurrentExecutionCount")]
     current_concurrent_execution_count: u32,
     #[serde(rename = "rollingMaxConcurrentExecutionCount")]
@@ -322,10 +330,12 @@ fn circuit_status(
 /// `execution.isolation.strategy` is unset (isolation by run kind), `"THREAD"` once the key has
 /// used its thread pool and `"SEMAPHORE"` before. Beside Hystrix's keys it carries
 /// `rollingCountIgnored`, `rollingCountWouldShortCircuit`, `rollingCountRetry` (RETRY: one per
-/// retry granted) and `rollingCountRetryBudgetExhausted` (RETRY_BUDGET_EXHAUSTED: retries the
-/// retry budget refused), fields the real Hystrix Dashboard ignores, in that order after
-/// `rollingCountTimeout`. Each
-/// attempt of a retried execution is one request in `requestCount` (what the dependency saw).
+/// retry granted), `rollingCountRetryBudgetExhausted` (RETRY_BUDGET_EXHAUSTED: retries the
+/// retry budget refused), `rollingCountHedge` (HEDGE: one per attempt started beside one still
+/// running after the hedging delay) and `rollingCountHedgeCancelled` (HEDGE_CANCELLED: attempts
+/// that lost the race to another attempt's result and were cancelled), fields the real Hystrix
+/// Dashboard ignores, in that order after `rollingCountTimeout`. Each attempt of a retried
+/// execution is one request in `requestCount` (what the dependency saw).
 ///
 /// After `threadPool` comes `circuitBreakerStatus`, ours: `"CLOSED"`, `"OPEN"` or
 /// `"HALF_OPEN"`, so that a page can tell a breaker letting trials through from one refusing
@@ -393,6 +403,8 @@ pub fn command_json(registry: &Registry, key: &str) -> Option<String> {
         would_short_circuit: rolling(EventType::WouldShortCircuit),
         retry: rolling(EventType::Retry),
         retry_budget_exhausted: rolling(EventType::RetryBudgetExhausted),
+        hedge: rolling(EventType::Hedge),
+        hedge_cancelled: rolling(EventType::HedgeCancelled),
         current_concurrent_execution_count: metrics.current_concurrent_execution_count(),
         rolling_max_concurrent_execution_count: metrics.rolling_max_concurrent_execution_count(),
         latency_execute_mean: execution.mean,

@@ -146,6 +146,8 @@ fn metrics_parse_and_equal_the_snapshot() {
         ("would_short_circuit", 0.0),
         ("retry", 0.0),
         ("retry_budget_exhausted", 0.0),
+        ("hedge", 0.0),
+        ("hedge_cancelled", 0.0),
     ] {
         let labels = [mixed[0], mixed[1], ("event", event)];
         assert_eq!(

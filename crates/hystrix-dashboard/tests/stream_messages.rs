@@ -13,7 +13,7 @@ use hystrix_dashboard::stream;
 use serde_json::Value;
 
 /// Hystrix's HystrixCommand keys in its order, each with the JSON type it must have, with our
-/// four extension counters after `rollingCountTimeout` and our `circuitBreakerStatus` last.
+/// six extension counters after `rollingCountTimeout` and our `circuitBreakerStatus` last.
 const COMMAND_KEYS: &[(&str, &str)] = &[
     ("type", "string"),
     ("name", "string"),
@@ -43,6 +43,8 @@ const COMMAND_KEYS: &[(&str, &str)] = &[
     ("rollingCountWouldShortCircuit", "int"),
     ("rollingCountRetry", "int"),
     ("rollingCountRetryBudgetExhausted", "int"),
+    ("rollingCountHedge", "int"),
+    ("rollingCountHedgeCancelled", "int"),
     ("currentConcurrentExecutionCount", "int"),
     ("rollingMaxConcurrentExecutionCount", "int"),
     ("latencyExecute_mean", "int"),
@@ -298,6 +300,8 @@ fn command_message_values_equal_the_snapshot() {
             "rollingCountRetryBudgetExhausted",
             EventType::RetryBudgetExhausted,
         ),
+        ("rollingCountHedge", EventType::Hedge),
+        ("rollingCountHedgeCancelled", EventType::HedgeCancelled),
     ];
     for (key, event) in counters {
         assert_eq!(msg[key], metrics.rolling_count(event), "{key}");
@@ -399,10 +403,11 @@ fn retries_and_budget_refusals_are_extension_counters() {
         msg["rollingCountRetryBudgetExhausted"],
         metrics.rolling_count(EventType::RetryBudgetExhausted)
     );
-    // The wire form: right after rollingCountWouldShortCircuit.
+    // The wire form: right after rollingCountWouldShortCircuit, then the hedge counters (no
+    // hedging here) before currentConcurrentExecutionCount.
     assert!(
         json.contains(
-            r#""rollingCountWouldShortCircuit":0,"rollingCountRetry":2,"rollingCountRetryBudgetExhausted":2,"#
+            r#""rollingCountWouldShortCircuit":0,"rollingCountRetry":2,"rollingCountRetryBudgetExhausted":2,"rollingCountHedge":0,"rollingCountHedgeCancelled":0,"currentConcurrentExecutionCount":"#
         ),
         "{json}"
     );

@@ -582,4 +582,20 @@ mod tests {
         assert_eq!(left.to_string(), "FAILURE, FALLBACK_SUCCESS");
         assert_eq!(events.less(&EventCounts::new()), events);
     }
+
+    #[test]
+    fn hedges_and_cancelled_hedges_repeat_with_their_counts() {
+        // Added one at a time, as an execution's attempts add them.
+        let mut events = EventCounts::new();
+        events.add(EventType::Hedge);
+        events.add(EventType::HedgeCancelled);
+        events.add(EventType::Success);
+        events.add(EventType::Hedge);
+        assert_eq!(events.count(EventType::Hedge), 2);
+        assert_eq!(events.count(EventType::HedgeCancelled), 1);
+        assert_eq!(events.to_string(), "SUCCESS, HEDGEx2, HEDGE_CANCELLED");
+        assert_eq!(format!("{events:?}"), "[SUCCESS, HEDGEx2, HEDGE_CANCELLED]");
+        events.add(EventType::HedgeCancelled);
+        assert_eq!(events.to_string(), "SUCCESS, HEDGEx2, HEDGE_CANCELLEDx2");
+    }
 }

@@ -221,6 +221,9 @@ fn retries_and_budget_refusals_are_counted_per_event() {
         ("success", "1"),
         ("failure", "5"),
         ("fallback_success", "2"),
+        // No hedging here: the series exist, at 0.
+        ("hedge", "0"),
+        ("hedge_cancelled", "0"),
     ] {
         assert_eq!(get(event), expected, "{event}: {seen:?}");
     }

@@ -627,4 +627,30 @@ mod tests {
              Fb[FAILURE, FALLBACK_EMITx2][3ms]"
         );
     }
+
+    #[test]
+    fn hedged_executions_show_their_hedges_with_counts_and_fold_only_with_equal_counts() {
+        let twice = [
+            (EventType::Success, 1),
+            (EventType::Hedge, 2),
+            (EventType::HedgeCancelled, 2),
+        ];
+        let once = [
+            (EventType::Success, 1),
+            (EventType::Hedge, 1),
+            (EventType::HedgeCancelled, 1),
+        ];
+        let log = RequestLog {
+            entries: vec![
+                entry("Hedged", &twice, 40),
+                entry("Hedged", &once, 30),
+                entry("Hedged", &twice, 42),
+            ],
+        };
+        assert_eq!(
+            log.to_string(),
+            "Hedged[SUCCESS, HEDGEx2, HEDGE_CANCELLEDx2][82ms]x2, \
+             Hedged[SUCCESS, HEDGE, HEDGE_CANCELLED][30ms]"
+        );
+    }
 }

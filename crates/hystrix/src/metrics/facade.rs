@@ -5,12 +5,14 @@
 //!
 //! | metric | kind | labels |
 //! |---|---|---|
-//! | `hystrix_command_events_total` | counter | `command`, `group`, `event` (snake_case event name, e.g. `short_circuited`, `retry`, `retry_budget_exhausted`) |
+//! | `hystrix_command_events_total` | counter | `command`, `group`, `event` (snake_case event name, e.g. `short_circuited`, `retry`, `retry_budget_exhausted`, `hedge`, `hedge_cancelled`) |
 //! | `hystrix_command_latency_execute_seconds` | histogram | `command`, `group` (executions whose run started) |
 //! | `hystrix_circuit_breaker_transitions_total` | counter | `command`, `group`, `from`, `to` (`closed`, `open`, `half_open`) |
 //!
 //! Events are counted as many times as they happened: an execution of three attempts adds 2 to
-//! `failure` and 2 to `retry` if its last attempt succeeded, and one latency sample.
+//! `failure` and 2 to `retry` if its last attempt succeeded, and one latency sample; a hedged
+//! execution adds 1 to `hedge` per attempt started beside a slow one and 1 to `hedge_cancelled`
+//! per attempt that lost the race.
 //!
 //! `group` is the command's group key. `from` is the state the facade last saw the breaker
 //! enter (a breaker starts `closed`). The manual override counts as the transition it makes:
@@ -192,5 +194,58 @@ impl CircuitBreakerListener for MetricsFacade {
             "to" => to
         )
         .increment(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+
+    #[test]
+    fn hedges_and_cancelled_hedges_are_counted_per_event() {
+        let recorder = DebuggingRecorder::new();
+        let facade = MetricsFacade::new();
+        let key = CommandKey::new("Hedged").expect("a valid key");
+        let group = GroupKey::new("Shop").expect("a valid key");
+        let pool = ThreadPoolKey::new("Shop").expect("a valid key");
+        facade.mark_command_created(&key, &group, &pool);
+        // Two hedges beside a slow first attempt; one answers, the other two are cancelled.
+        let mut events = EventCounts::new();
+        events.add(EventType::Success);
+        events.add_n(EventType::Hedge, 2);
+        events.add_n(EventType::HedgeCancelled, 2);
+        metrics::with_local_recorder(&recorder, || {
+            facade.mark_command_execution(&key, IsolationStrategy::Semaphore, 12, &events);
+        });
+        let mut seen = HashMap::new();
+        for (key, _, _, value) in recorder.snapshotter().snapshot().into_vec() {
+            let key = key.key();
+            let labels: Vec<_> = key.labels().map(|l| (l.key(), l.value())).collect();
+            assert!(labels.contains(&("command", "Hedged")), "{labels:?}");
+            assert!(labels.contains(&("group", "Shop")), "{labels:?}");
+            let event = labels.iter().find(|(k, _)| *k == "event").map(|(_, v)| *v);
+            seen.insert((key.name().to_owned(), event.map(str::to_owned)), value);
+        }
+        let count = |event: &str| seen.get(&(EVENTS_TOTAL.to_owned(), Some(event.to_owned())));
+        for (event, expected) in [
+            ("hedge", 2),
+            ("hedge_cancelled", 2),
+            ("success", 1),
+            ("failure", 0),
+            ("retry", 0),
+        ] {
+            assert_eq!(
+                count(event),
+                Some(&DebugValue::Counter(expected)),
+                "{event}"
+            );
+        }
+        // One latency sample for the execution.
+        let latency = seen.get(&(LATENCY_EXECUTE_SECONDS.to_owned(), None));
+        assert!(
+            matches!(latency, Some(DebugValue::Histogram(v)) if v.len() == 1 && v[0].into_inner() == 0.012),
+            "{latency:?}"
+        );
     }
 }
