@@ -852,6 +852,7 @@ where
 {
     type Run = Async<ServiceCall<S, Req, Fut>>;
     const RETRIES: bool = true;
+    type Racing = crate::hedging::RaceSlot<<Self::Run as RunFn>::Running, S::Error>;
 
     fn next(&mut self) -> Option<Self::Run> {
         let kept = self.kept.as_mut()?;

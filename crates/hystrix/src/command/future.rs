@@ -33,7 +33,7 @@ use crate::command::{Classify, Outcome};
 use crate::config::{HotSnapshot, IsolationStrategy};
 use crate::error::HystrixError;
 use crate::event::EventType;
-use crate::hedging::{AttemptTicket, Race, Racer};
+use crate::hedging::{AttemptTicket, Race, RaceSlot, Racer, Racing};
 use crate::registry::CommandState;
 use crate::retry::Again;
 
@@ -63,7 +63,7 @@ pin_project! {
     /// Where an execution is.
     #[project = PhaseProj]
     #[project_replace = PhaseOwned]
-    enum Phase<R, FB, Running, FFut, E> {
+    enum Phase<R, FB, Running, FFut, E, S> {
         /// Not polled yet: nothing has happened.
         Start { run: R, fallback: FB },
         /// The run is executing, raced against its deadline.
@@ -74,8 +74,8 @@ pin_project! {
             deadline_ms: Option<u64>,
             timeout_ms: Option<u64>,
             fallback: FB,
-            // The hedges racing this attempt (hedging executions only).
-            race: Option<Box<Race<Running, E>>>,
+            // The hedges racing this attempt (nothing for a single run).
+            race: S,
         },
         /// Waiting out the delay before the next attempt (boxed: only retries need it).
         Delay {
@@ -119,12 +119,12 @@ pin_project! {
     /// Usually named [`ExecuteAsyncOutcome`], which fills in `Running`, `FFut` and `E` from the
     /// run `R` and the fallback `FB`.
     #[must_use = "futures do nothing unless polled"]
-    pub struct ExecutionFuture<'c, K, R, FB, Running, FFut, E, A>
+    pub struct ExecutionFuture<'c, K, R, FB, Running, FFut, E, A, S>
     where
         Running: Interrupt,
     {
         #[pin]
-        phase: Phase<R, FB, Running, FFut, E>,
+        phase: Phase<R, FB, Running, FFut, E, S>,
         // The runs of later attempts (nothing for a single run).
         again: A,
         state: StateRef<'c>,
@@ -136,7 +136,7 @@ pin_project! {
         holds_fallback_permit: bool,
     }
 
-    impl<'c, K, R, FB, Running, FFut, E, A> PinnedDrop for ExecutionFuture<'c, K, R, FB, Running, FFut, E, A>
+    impl<'c, K, R, FB, Running, FFut, E, A, S> PinnedDrop for ExecutionFuture<'c, K, R, FB, Running, FFut, E, A, S>
     where
         Running: Interrupt,
     {
@@ -147,21 +147,12 @@ pin_project! {
                 return;
             }
             let state: &CommandState = this.state;
-            if let PhaseProj::Running {
-                mut running, race, ..
-            } = this.phase.as_mut().project()
-            {
+            if let PhaseProj::Running { mut running, .. } = this.phase.as_mut().project() {
                 if !running.as_ref().get_ref().started() {
                     this.recorder.run_never_ran();
                 }
                 if state.properties.hot().load().interrupt_on_future_cancel() {
                     running.as_mut().interrupt();
-                    // Hedges in flight stop with the execution.
-                    for racer in race.iter_mut().flat_map(|race| race.racers.iter_mut()) {
-                        if let Some(running) = racer.running.as_mut() {
-                            running.as_mut().interrupt();
-                        }
-                    }
                 }
                 // A trial whose blocking run goes on keeps its slot until the run stops.
                 if let Some(generation) = this.recorder.trial_generation()
@@ -170,7 +161,8 @@ pin_project! {
                     this.recorder.hand_over_trial();
                 }
             }
-            // The run or fallback goes first, so its permit is free before CANCELLED is seen.
+            // The run or fallback goes first (and the hedges in flight: dropped, they stop), so
+            // its permit is free before CANCELLED is seen.
             this.phase.set(Phase::Done);
             release_permits(state, this.holds_permit, this.holds_fallback_permit);
             this.recorder.cancel(state);
@@ -190,6 +182,7 @@ pub type ExecuteAsyncOutcome<'c, K, R, FB> = ExecutionFuture<
     <FB as AsyncFallback<<R as RunFn>::Output, <R as RunFn>::Error>>::Future,
     <R as RunFn>::Error,
     <R as RunFn>::Again,
+    <<R as RunFn>::Again as Again>::Racing,
 >;
 
 pub(crate) fn release_permits(state: &CommandState, permit: &mut bool, fallback_permit: &mut bool) {
@@ -201,7 +194,7 @@ pub(crate) fn release_permits(state: &CommandState, permit: &mut bool, fallback_
     }
 }
 
-impl<'c, K, R, FB, Running, FFut, E, A> ExecutionFuture<'c, K, R, FB, Running, FFut, E, A>
+impl<'c, K, R, FB, Running, FFut, E, A, S> ExecutionFuture<'c, K, R, FB, Running, FFut, E, A, S>
 where
     R: RunFn<Running = Running, Error = E, Again = A>,
     FB: AsyncFallback<R::Output, E, Future = FFut>,
@@ -228,7 +221,7 @@ where
     }
 }
 
-impl<K, R, FB, Running, FFut, E, A> ExecutionFuture<'_, K, R, FB, Running, FFut, E, A>
+impl<K, R, FB, Running, FFut, E, A, S> ExecutionFuture<'_, K, R, FB, Running, FFut, E, A, S>
 where
     Running: Interrupt,
 {
@@ -239,10 +232,12 @@ where
     }
 }
 
-impl<K, R, FB, Running, FFut, E, A> Future for ExecutionFuture<'_, K, R, FB, Running, FFut, E, A>
+impl<K, R, FB, Running, FFut, E, A, S> Future
+    for ExecutionFuture<'_, K, R, FB, Running, FFut, E, A, S>
 where
     R: RunFn<Running = Running, Error = E, Again = A>,
-    A: Again<Run: RunFn<Output = R::Output, Error = E, Running = Running>>,
+    A: Again<Run: RunFn<Output = R::Output, Error = E, Running = Running>, Racing = S>,
+    S: Racing<Running, E>,
     FB: AsyncFallback<R::Output, E, Future = FFut>,
     K: Classify<E>,
     Running: Interrupt + Future<Output = RunEnd<R::Output, E>>,
@@ -354,7 +349,7 @@ where
                     }
                 }
                 // A hedging execution's attempts race each other (see the `hedging` module).
-                PhaseProj::Running { race: Some(_), .. } if A::RETRIES => {
+                PhaseProj::Running { race, .. } if A::RETRIES && race.is_racing() => {
                     match poll_race(
                         state,
                         rec,
@@ -511,7 +506,7 @@ where
 /// is then Running; or why it was refused, with the fallback.
 #[inline(always)]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
-fn start_attempt<X: RunFn, R, FB, FFut>(
+fn start_attempt<X: RunFn, R, FB, FFut, S: Default>(
     state: &Arc<CommandState>,
     props: &HotSnapshot,
     rec: &mut Recorder,
@@ -519,7 +514,7 @@ fn start_attempt<X: RunFn, R, FB, FFut>(
     isolation: IsolationStrategy,
     holds_permit: &mut bool,
     run: X,
-    mut phase: Pin<&mut Phase<R, FB, X::Running, FFut, X::Error>>,
+    mut phase: Pin<&mut Phase<R, FB, X::Running, FFut, X::Error, S>>,
     fallback: FB,
 ) -> Result<(), (HystrixError<X::Error>, FB)> {
     if let Err(err) = check_breaker(state, props, rec, options) {
@@ -555,7 +550,7 @@ fn start_attempt<X: RunFn, R, FB, FFut>(
         deadline_ms,
         timeout_ms,
         fallback,
-        race: None,
+        race: S::default(),
     });
     Ok(())
 }
@@ -576,13 +571,15 @@ enum RaceStep<T, E> {
 /// The attempt that just started (the phase is Running) gets its race: hedges may start after
 /// the hedging delay. `first`: it is the execution's first attempt.
 #[cold]
-fn arm_race<R, FB, Running, FFut, E>(
+fn arm_race<R, FB, Running: Interrupt, FFut, E, S: Racing<Running, E>>(
     state: &Arc<CommandState>,
     rec: &Recorder,
-    phase: Pin<&mut Phase<R, FB, Running, FFut, E>>,
+    phase: Pin<&mut Phase<R, FB, Running, FFut, E, S>>,
     first: bool,
 ) {
-    if let PhaseProj::Running { race, .. } = phase.project() {
+    if let PhaseProj::Running { race, .. } = phase.project()
+        && let Some(RaceSlot(race)) = race.slot()
+    {
         let now_ms = rec.attempt_ms;
         let delay_ms = state.hedging.delay_ms(&state.properties.load(), now_ms);
         *race = Some(Box::new(Race {
@@ -606,13 +603,13 @@ fn arm_race<R, FB, Running, FFut, E>(
 /// execution and cancels the other attempts.
 #[cold]
 #[allow(clippy::too_many_arguments)]
-fn poll_race<K, A, R, FB, Running, FFut, T, E>(
+fn poll_race<K, A, R, FB, Running, FFut, T, E, S>(
     state: &Arc<CommandState>,
     rec: &mut Recorder,
     classifier: &K,
     options: &CallOptions,
     again: &mut A,
-    mut phase: Pin<&mut Phase<R, FB, Running, FFut, E>>,
+    mut phase: Pin<&mut Phase<R, FB, Running, FFut, E, S>>,
     holds_permit: &mut bool,
     cx: &mut Context<'_>,
 ) -> RaceStep<T, E>
@@ -620,6 +617,7 @@ where
     K: Classify<E>,
     A: Again<Run: RunFn<Output = T, Error = E, Running = Running>>,
     Running: Interrupt + Future<Output = RunEnd<T, E>>,
+    S: Racing<Running, E>,
 {
     let clock = &state.env.clock;
     loop {
@@ -628,10 +626,13 @@ where
             sleep,
             deadline_ms,
             timeout_ms,
-            race: Some(race),
+            race,
             ..
         } = phase.as_mut().project()
         else {
+            unreachable!("poll_race is called on a racing attempt")
+        };
+        let Some(RaceSlot(Some(race))) = race.slot() else {
             unreachable!("poll_race is called on a racing attempt")
         };
         let interrupt_on_timeout = || state.properties.hot().load().interrupt_on_timeout();
@@ -714,6 +715,8 @@ where
                 }
             };
             let mut racer = race.racers.remove(index);
+            // It ended: dropped without being interrupted.
+            drop(racer.running.take());
             let number = racer.number;
             let end = clock.now_ms();
             rec.swap_attempt(&mut racer.attempt);
@@ -828,7 +831,7 @@ fn cancel_racers<Running: Interrupt, E>(
 
 /// Starts a hedge at `now_ms`, if the breaker is CLOSED, the retry budget grants it and an
 /// execution permit or pool slot is free; otherwise skips it silently.
-fn start_hedge<A, Running>(
+fn start_hedge<A, Running: Interrupt>(
     state: &Arc<CommandState>,
     rec: &mut Recorder,
     options: &CallOptions,
@@ -875,13 +878,14 @@ where
         timeout_ms,
         sleep: None,
         span: None,
-        permit: None,
+        state: Arc::clone(state),
+        holds_permit: false,
     };
     if isolation == IsolationStrategy::Semaphore {
         if !state.execution_semaphore.try_take(props.semaphore_max) {
             return None;
         }
-        racer.permit = Some(Arc::clone(state));
+        racer.holds_permit = true;
     }
     let run = again.next()?;
     let start = Start::attempt(state, &props, isolation, deadline_ms, None);

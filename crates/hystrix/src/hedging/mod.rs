@@ -85,6 +85,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::circuit::Ticket;
 use crate::clock::Sleep;
+use crate::command::run::Interrupt;
 use crate::config::CommandProperties;
 use crate::error::HystrixError;
 use crate::metrics::latency::{RollingLatency, value_at_percentile};
@@ -167,9 +168,52 @@ pub(crate) struct AttemptTicket {
     pub(crate) attempt_ms: u64,
 }
 
+/// Where a hedgeable execution keeps the race of its current round (empty until the round's
+/// first attempt starts with hedging on). A single run keeps `()` instead: nothing.
+#[doc(hidden)]
+pub struct RaceSlot<Running: Interrupt, E>(pub(crate) Option<Box<Race<Running, E>>>);
+
+impl<Running: Interrupt, E> Default for RaceSlot<Running, E> {
+    fn default() -> Self {
+        RaceSlot(None)
+    }
+}
+
+/// The place of an execution's race: [`RaceSlot`] for runs made by a factory, `()` (no place,
+/// no cost) for single runs.
+#[doc(hidden)]
+pub trait Racing<Running: Interrupt, E>: Default {
+    /// The slot, if the run can race.
+    fn slot(&mut self) -> Option<&mut RaceSlot<Running, E>>;
+    /// Whether a race is under way.
+    fn is_racing(&self) -> bool;
+}
+
+impl<Running: Interrupt, E> Racing<Running, E> for () {
+    #[inline(always)]
+    fn slot(&mut self) -> Option<&mut RaceSlot<Running, E>> {
+        None
+    }
+
+    #[inline(always)]
+    fn is_racing(&self) -> bool {
+        false
+    }
+}
+
+impl<Running: Interrupt, E> Racing<Running, E> for RaceSlot<Running, E> {
+    fn slot(&mut self) -> Option<&mut RaceSlot<Running, E>> {
+        Some(self)
+    }
+
+    fn is_racing(&self) -> bool {
+        self.0.is_some()
+    }
+}
+
 /// The attempts of one round racing each other: the round's first attempt (the execution
 /// future's run) and the hedges started beside it.
-pub(crate) struct Race<Running, E> {
+pub(crate) struct Race<Running: Interrupt, E> {
     /// The round's first attempt has ended (it failed; the hedges go on).
     pub(crate) primary_done: bool,
     /// Whether the round's first attempt is the execution's first (its latency feeds the
@@ -189,8 +233,9 @@ pub(crate) struct Race<Running, E> {
     pub(crate) error: Option<HystrixError<E>>,
 }
 
-/// A hedge in flight.
-pub(crate) struct Racer<Running> {
+/// A hedge in flight. Dropped, it stops: its run is dropped (its token cancelled first when
+/// `execution.isolation.thread.interruptOnFutureCancel` is set), then its permit given back.
+pub(crate) struct Racer<Running: Interrupt> {
     /// Its attempt number (the execution's first attempt is 1).
     pub(crate) number: u8,
     /// Its run (taken out when it is dropped, before its permit is given back).
@@ -204,17 +249,29 @@ pub(crate) struct Racer<Running> {
     pub(crate) sleep: Option<Sleep>,
     /// Its `tracing` span, when traced.
     pub(crate) span: Option<tracing::Span>,
-    /// The command whose execution permit it holds (SEMAPHORE isolation), given back when the
-    /// racer is dropped.
-    pub(crate) permit: Option<Arc<CommandState>>,
+    /// Its command.
+    pub(crate) state: Arc<CommandState>,
+    /// It holds an execution permit (SEMAPHORE isolation), given back when it is dropped.
+    pub(crate) holds_permit: bool,
 }
 
-impl<Running> Drop for Racer<Running> {
+impl<Running: Interrupt> Drop for Racer<Running> {
     fn drop(&mut self) {
         // The run stops (or its pool task is withdrawn) before its permit is free.
-        drop(self.running.take());
-        if let Some(state) = self.permit.take() {
-            state.execution_semaphore.give_back();
+        if let Some(mut running) = self.running.take() {
+            if self
+                .state
+                .properties
+                .hot()
+                .load()
+                .interrupt_on_future_cancel()
+            {
+                running.as_mut().interrupt();
+            }
+            drop(running);
+        }
+        if std::mem::take(&mut self.holds_permit) {
+            self.state.execution_semaphore.give_back();
         }
     }
 }

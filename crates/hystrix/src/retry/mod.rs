@@ -208,6 +208,10 @@ pub trait Again: Send + 'static {
     type Run: RunFn;
     /// Whether there can be later attempts at all (false: the attempt loop compiles away).
     const RETRIES: bool;
+    /// Where a hedging execution keeps its race (`()` when there are no later attempts).
+    type Racing: crate::hedging::Racing<<Self::Run as RunFn>::Running, <Self::Run as RunFn>::Error>
+        + Send
+        + 'static;
     /// The run of the next attempt; `None` if there is none (or the factory panicked).
     fn next(&mut self) -> Option<Self::Run>;
 
@@ -230,6 +234,7 @@ impl<R> Default for Once<R> {
 impl<R: RunFn> Again for Once<R> {
     type Run = R;
     const RETRIES: bool = false;
+    type Racing = ();
     #[inline(always)]
     fn next(&mut self) -> Option<R> {
         None
@@ -280,6 +285,7 @@ where
 {
     type Run = R;
     const RETRIES: bool = true;
+    type Racing = crate::hedging::RaceSlot<R::Running, R::Error>;
     fn next(&mut self) -> Option<R> {
         // A panicking factory ends the sequence: the execution goes to its fallback with the
         // last attempt's error.
