@@ -10,8 +10,8 @@
 //    Chromium (puppeteer-core) on our stream through its /proxy.stream.
 // 3. Opens our page (through the fixture's `/`, which redirects to /hystrix/dashboard/).
 // 4. Checks both against the plan, exactly (and our stream's extension counters, which only
-//    our page shows); presses our admin buttons and watches both dashboards follow; saves
-//    screenshots of both in ARTIFACTS.
+//    our page shows, and the same counters on /metrics); presses our admin buttons and
+//    watches both dashboards follow; saves screenshots of both in ARTIFACTS.
 //
 // Every wait is a poll with a deadline. Ends with "N passed, M failed" and exit code 1 on any
 // failure.
@@ -472,6 +472,24 @@ async function checkStreamAttempts(url, plan) {
   }
 }
 
+// /metrics has the same retry and hedge counts, as events of hystrix_command_events_total:
+// counters since the start, equal to the rolling counts while nothing has left the window.
+async function checkMetricsAttempts(url, plan) {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const sample = /^hystrix_command_events_total\{command="([^"]*)",group="[^"]*",event="([a-z_]+)"\} (\S+)$/;
+  const counts = {};
+  for (const line of text.split('\n')) {
+    const found = sample.exec(line);
+    if (found) counts[`${found[1]} ${found[2]}`] = Number(found[3]);
+  }
+  const events = ['retry', 'retry_budget_exhausted', 'hedge', 'hedge_cancelled'];
+  for (const want of plan.commands) {
+    check(`/metrics ${want.name}: retry and hedge events`,
+      events.map((event) => counts[`${want.name} ${event}`] ?? null),
+      [want.retry, want.retryBudgetExhausted, want.hedge, want.hedgeCancelled]);
+  }
+}
+
 // ----------------------------------------------------------------------------------------------
 // The run
 
@@ -489,6 +507,7 @@ async function main() {
     const info = await (await fetch(`${url}/hystrix/dashboard/info`)).json();
     check('info endpoint', info, { admin: 'token' });
     await checkStreamAttempts(url, plan);
+    await checkMetricsAttempts(url, plan);
     const retried = plan.commands.filter((c) => c.retry > 0 && c.retryBudgetExhausted > 0).map((c) => c.name);
     check('the fixture drove retries and budget refusals', retried, ['GetShipping']);
     // Distinct counts, so that the two hedge counters cannot stand in for each other.
