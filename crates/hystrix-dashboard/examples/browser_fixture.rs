@@ -25,8 +25,10 @@
 //! ```
 
 use std::error::Error;
+use std::future::Future;
 use std::io::{Read, Write};
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use hystrix::clock::Clock;
@@ -299,6 +301,68 @@ fn drive_retryable(
         let events = outcome.execution_result().execution_events().to_string();
         if events != want {
             return Err(format!("{} run {i}: {events}, expected {want}", cmd.key()).into());
+        }
+    }
+    Ok(())
+}
+
+/// Drives `future` on the fixture's clock: polls it, and while it waits moves the clock to its
+/// next timer (the attempts' sleeps, the hedging delay), so each execution takes an exact time.
+fn on_clock<F: Future>(test: &TestRegistry, future: F) -> Result<F::Output> {
+    let mut future = std::pin::pin!(future);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return Ok(output);
+        }
+        if test.clock().advance_to_next_timer().is_none() {
+            return Err("an execution waits with no timer on the fixture's clock".into());
+        }
+    }
+}
+
+/// `times` hedged executions of `cmd` (its `hedging.*` properties) through
+/// `run_async_retryable`, driven on the fixture's clock: attempt n (0 for the first) sleeps
+/// `script[n].0` ms of it, then ends as `script[n].1` (a failure past the script's end),
+/// answering n. Each must end with the events `want` (the request log's form, e.g.
+/// `SUCCESS, HEDGE, HEDGE_CANCELLED`) and the answer of attempt `winner`.
+fn drive_hedged(
+    test: &TestRegistry,
+    cmd: &Cmd,
+    times: u64,
+    script: &'static [(u64, End)],
+    want: &str,
+    winner: usize,
+) -> Result<()> {
+    for i in 0..times {
+        let clock = Arc::clone(test.registry().clock());
+        let mut attempt = 0;
+        let execution = cmd
+            .run_async_retryable(move || {
+                let n = attempt;
+                attempt += 1;
+                let (ms, end) = script.get(n).copied().unwrap_or((0, End::Fail));
+                let clock = Arc::clone(&clock);
+                async move {
+                    hystrix::clock::sleep(&clock, Duration::from_millis(ms)).await;
+                    match end {
+                        End::Ok => Ok(n),
+                        End::Fail => Err(Boom { bad: false }),
+                        End::BadRequest => Err(Boom { bad: true }),
+                    }
+                }
+            })
+            .execute_async_outcome();
+        let outcome = on_clock(test, execution)?;
+        let events = outcome.execution_result().execution_events().to_string();
+        let answer = outcome.response().as_ref().ok().copied();
+        if events != want || answer != Some(winner) {
+            return Err(format!(
+                "{} run {i}: {events}, answered by attempt {answer:?}; expected {want}, \
+                 answered by attempt {winner}",
+                cmd.key()
+            )
+            .into());
         }
     }
     Ok(())
@@ -609,11 +673,60 @@ fn drive_all(test: &TestRegistry, runtime: &tokio::runtime::Runtime) -> Result<P
         .derive(),
     );
 
-    // Hedging: no command hedges yet. The hedging pipeline is not in the library yet, and
-    // nothing outside an execution records events into a command's metrics, so every
-    // command's HEDGE and HEDGE_CANCELLED counts are 0 (checked exactly, on the registry, the
-    // stream and our page's hedges line). A command driven through real hedged executions
-    // replaces these zeros once the pipeline lands.
+    // SearchProducts: hedged async runs through `run_async_retryable`, `hedging.maxAttempts` 2
+    // (one hedge at most) after a fixed delay of 20 ms; the default retry budget, which hedges
+    // spend, grants every hedge. Attempts sleep on the fixture's clock.
+    // - 24 answer in 9 ms, before the delay: no hedge.
+    // - 4 first attempts take 100 ms; the hedge started at 20 ms answers 15 ms later and wins,
+    //   the first attempt is cancelled (SUCCESS, HEDGE, HEDGE_CANCELLED).
+    // - 2 first attempts answer at 30 ms, before their hedge (started at 20 ms, 40 ms long):
+    //   the hedge loses and is cancelled (SUCCESS, HEDGE, HEDGE_CANCELLED).
+    // - 2 first attempts fail at 30 ms; their hedge (started at 20 ms, 20 ms long) wins and
+    //   nothing is cancelled (SUCCESS, FAILURE, HEDGE).
+    // In all 8 hedges (6 won, 2 lost) and 6 attempts cancelled, so the two counts differ. Each
+    // attempt that ends is a request, a cancelled one is not: 32 successes, 2 failures. The
+    // execution latency is the winning attempt's run: 9 ms 24 times, 15 ms 4 times, 20 ms and
+    // 30 ms twice each (mean 11.75, truncated to 11).
+    let search_products = command(test, "SearchProducts", "Search", |b| {
+        b.property("hedging.maxAttempts", 2)
+            .property("hedging.delayInMilliseconds", 20)
+    })?;
+    drive_hedged(test, &search_products, 24, &[(9, End::Ok)], "SUCCESS", 0)?;
+    drive_hedged(
+        test,
+        &search_products,
+        4,
+        &[(100, End::Ok), (15, End::Ok)],
+        "SUCCESS, HEDGE, HEDGE_CANCELLED",
+        1,
+    )?;
+    drive_hedged(
+        test,
+        &search_products,
+        2,
+        &[(30, End::Ok), (40, End::Ok)],
+        "SUCCESS, HEDGE, HEDGE_CANCELLED",
+        0,
+    )?;
+    drive_hedged(
+        test,
+        &search_products,
+        2,
+        &[(30, End::Fail), (20, End::Ok)],
+        "SUCCESS, FAILURE, HEDGE",
+        1,
+    )?;
+    commands.push(
+        CommandPlan {
+            success: 32,
+            failure: 2,
+            hedge: 8,
+            hedge_cancelled: 6,
+            latency: latencies(11, 9, 20, 30, 30),
+            ..CommandPlan::new("SearchProducts", "Search")
+        }
+        .derive(),
+    );
 
     // GetRating: a collapser over the batch command GetRatings; batches of 2, 3 and 5.
     let get_ratings = command(test, "GetRatings", "Ratings", |b| b)?;

@@ -33,6 +33,19 @@ impl Exposition {
         assert_eq!(found.len(), 1, "{name} {want:?}: {found:?}");
         found[0].2
     }
+
+    /// `command`'s `hystrix_command_events_total` of each event in `expected` (by snake_case
+    /// name) is its value.
+    fn assert_events(&self, command: [(&str, &str); 2], expected: &[(&str, f64)]) {
+        for &(event, value) in expected {
+            let labels = [command[0], command[1], ("event", event)];
+            assert_eq!(
+                self.value("hystrix_command_events_total", &labels),
+                value,
+                "{event}"
+            );
+        }
+    }
 }
 
 fn valid_name(name: &str) -> bool {
@@ -132,30 +145,26 @@ fn metrics_parse_and_equal_the_snapshot() {
     let mixed = [("command", "Mixed"), ("group", "Shop")];
 
     assert_eq!(metrics.types["hystrix_command_events_total"], "counter");
-    for (event, expected) in [
-        ("success", 3.0),
-        ("failure", 2.0),
-        ("timeout", 1.0),
-        ("short_circuited", 2.0),
-        ("semaphore_rejected", 2.0),
-        ("fallback_success", 2.0),
-        ("fallback_missing", 5.0),
-        ("exception_thrown", 5.0),
-        ("bad_request", 0.0),
-        ("ignored", 0.0),
-        ("would_short_circuit", 0.0),
-        ("retry", 0.0),
-        ("retry_budget_exhausted", 0.0),
-        ("hedge", 0.0),
-        ("hedge_cancelled", 0.0),
-    ] {
-        let labels = [mixed[0], mixed[1], ("event", event)];
-        assert_eq!(
-            metrics.value("hystrix_command_events_total", &labels),
-            expected,
-            "{event}"
-        );
-    }
+    metrics.assert_events(
+        mixed,
+        &[
+            ("success", 3.0),
+            ("failure", 2.0),
+            ("timeout", 1.0),
+            ("short_circuited", 2.0),
+            ("semaphore_rejected", 2.0),
+            ("fallback_success", 2.0),
+            ("fallback_missing", 5.0),
+            ("exception_thrown", 5.0),
+            ("bad_request", 0.0),
+            ("ignored", 0.0),
+            ("would_short_circuit", 0.0),
+            ("retry", 0.0),
+            ("retry_budget_exhausted", 0.0),
+            ("hedge", 0.0),
+            ("hedge_cancelled", 0.0),
+        ],
+    );
     for event in EventType::ALL {
         if matches!(
             event,
@@ -245,22 +254,18 @@ fn retries_and_budget_refusals_are_events() {
     let dashboard = Dashboard::builder(test.registry().clone()).build();
     let metrics = parse(&dashboard.render_metrics());
     let retried = [("command", "Retried"), ("group", "Shop")];
-    for (event, expected) in [
-        ("retry", 2.0),
-        ("retry_budget_exhausted", 2.0),
-        ("success", 1.0),
-        ("failure", 4.0),
-        ("fallback_success", 2.0),
-        ("fallback_missing", 0.0),
-        ("exception_thrown", 0.0),
-    ] {
-        let labels = [retried[0], retried[1], ("event", event)];
-        assert_eq!(
-            metrics.value("hystrix_command_events_total", &labels),
-            expected,
-            "{event}"
-        );
-    }
+    metrics.assert_events(
+        retried,
+        &[
+            ("retry", 2.0),
+            ("retry_budget_exhausted", 2.0),
+            ("success", 1.0),
+            ("failure", 4.0),
+            ("fallback_success", 2.0),
+            ("fallback_missing", 0.0),
+            ("exception_thrown", 0.0),
+        ],
+    );
     // Counters since creation: the rolling window moving on forgets nothing.
     test.advance(std::time::Duration::from_millis(20_000));
     let later = parse(&dashboard.render_metrics());
@@ -271,6 +276,26 @@ fn retries_and_budget_refusals_are_events() {
     assert_eq!(
         metrics.value("hystrix_command_latency_execute_seconds_count", &retried),
         5.0
+    );
+}
+
+#[test]
+fn hedges_and_cancelled_hedges_are_events() {
+    let test = TestRegistry::new();
+    common::drive_hedged(&test);
+    let dashboard = Dashboard::builder(test.registry().clone()).build();
+    let metrics = parse(&dashboard.render_metrics());
+    metrics.assert_events(
+        [("command", "Hedged"), ("group", "Shop")],
+        &[
+            ("hedge", 2.0),
+            ("hedge_cancelled", 1.0),
+            ("success", 2.0),
+            ("failure", 1.0),
+            ("retry", 0.0),
+            ("fallback_success", 0.0),
+            ("cancelled", 0.0),
+        ],
     );
 }
 

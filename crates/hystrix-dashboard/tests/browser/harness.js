@@ -10,8 +10,8 @@
 //    Chromium (puppeteer-core) on our stream through its /proxy.stream.
 // 3. Opens our page (through the fixture's `/`, which redirects to /hystrix/dashboard/).
 // 4. Checks both against the plan, exactly (and our stream's extension counters, which only
-//    our page shows); presses our admin buttons and watches both dashboards follow; saves
-//    screenshots of both in ARTIFACTS.
+//    our page shows, and the same counters on /metrics); presses our admin buttons and
+//    watches both dashboards follow; saves screenshots of both in ARTIFACTS.
 //
 // Every wait is a poll with a deadline. Ends with "N passed, M failed" and exit code 1 on any
 // failure.
@@ -472,6 +472,24 @@ async function checkStreamAttempts(url, plan) {
   }
 }
 
+// /metrics has the same retry and hedge counts, as events of hystrix_command_events_total:
+// counters since the start, equal to the rolling counts while nothing has left the window.
+async function checkMetricsAttempts(url, plan) {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const sample = /^hystrix_command_events_total\{command="([^"]*)",group="[^"]*",event="([a-z_]+)"\} (\S+)$/;
+  const counts = {};
+  for (const line of text.split('\n')) {
+    const found = sample.exec(line);
+    if (found) counts[`${found[1]} ${found[2]}`] = Number(found[3]);
+  }
+  const events = ['retry', 'retry_budget_exhausted', 'hedge', 'hedge_cancelled'];
+  for (const want of plan.commands) {
+    check(`/metrics ${want.name}: retry and hedge events`,
+      events.map((event) => counts[`${want.name} ${event}`] ?? null),
+      [want.retry, want.retryBudgetExhausted, want.hedge, want.hedgeCancelled]);
+  }
+}
+
 // ----------------------------------------------------------------------------------------------
 // The run
 
@@ -489,11 +507,13 @@ async function main() {
     const info = await (await fetch(`${url}/hystrix/dashboard/info`)).json();
     check('info endpoint', info, { admin: 'token' });
     await checkStreamAttempts(url, plan);
+    await checkMetricsAttempts(url, plan);
     const retried = plan.commands.filter((c) => c.retry > 0 && c.retryBudgetExhausted > 0).map((c) => c.name);
     check('the fixture drove retries and budget refusals', retried, ['GetShipping']);
-    // None yet: the fixture drives hedged executions once the library has the hedging pipeline.
-    const hedged = plan.commands.filter((c) => c.hedge > 0 || c.hedgeCancelled > 0).map((c) => c.name);
-    check('the fixture drove no hedges (no hedging pipeline yet)', hedged, []);
+    // Distinct counts, so that the two hedge counters cannot stand in for each other.
+    const hedged = plan.commands.filter((c) => c.hedge > 0 || c.hedgeCancelled > 0)
+      .map((c) => [c.name, c.hedge, c.hedgeCancelled]);
+    check('the fixture drove hedges and cancelled hedged attempts', hedged, [['SearchProducts', 8, 6]]);
 
     server = await serveHystrixDashboard();
     launched = await launch();
@@ -517,7 +537,7 @@ async function main() {
     // OPEN GetStock at 10 % and the HALF_OPEN GetReviews at 9 % among the closed ones) and the
     // circle coloured by the error percentage alone (GetStock's green, at 10 %).
     check('Hystrix Dashboard: default order (error then volume)', await hystrixCommandOrder(hystrix.page),
-      ['SendEmail', 'GetShipping', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'GetStock', 'GetReviews', 'GetUser', 'GetRatings']);
+      ['SendEmail', 'GetShipping', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'GetStock', 'GetReviews', 'SearchProducts', 'GetUser', 'GetRatings']);
     const circles = await poll(
       () => hystrixCircleFills(hystrix.page, ['GetStock', 'SendEmail']),
       (fills) => fills.GetStock === 'rgb(0, 128, 0)' && fills.SendEmail === 'rgb(255, 0, 0)',
@@ -571,15 +591,15 @@ async function main() {
     // Sorting, as the Hystrix Dashboard sorts (descending but alphabetical; ties by name),
     // except that the default sort puts circuits that are not closed (OPEN, HALF_OPEN) first.
     const orders = {
-      errorThenVolume: ['SendEmail', 'GetStock', 'GetReviews', 'GetShipping', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'GetUser', 'GetRatings'],
-      alphabetical: ['CheckInventory', 'GetAvatar', 'GetPrices', 'GetRatings', 'GetReviews', 'GetShipping', 'GetStock', 'GetUser', 'SaveOrder', 'SendEmail'],
-      volume: ['GetUser', 'SaveOrder', 'GetShipping', 'GetStock', 'GetReviews', 'GetAvatar', 'GetPrices', 'CheckInventory', 'SendEmail', 'GetRatings'],
-      error: ['SendEmail', 'GetShipping', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'GetStock', 'GetReviews', 'GetRatings', 'GetUser'],
-      mean: ['GetPrices', 'GetUser', 'GetReviews', 'SaveOrder', 'GetStock', 'GetShipping', 'CheckInventory', 'GetAvatar', 'SendEmail', 'GetRatings'],
-      median: ['GetPrices', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'GetUser', 'SendEmail', 'GetRatings'],
-      p90: ['GetPrices', 'GetUser', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'SendEmail', 'GetRatings'],
-      p99: ['GetPrices', 'GetUser', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'SendEmail', 'GetRatings'],
-      p995: ['GetUser', 'GetPrices', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'SendEmail', 'GetRatings'],
+      errorThenVolume: ['SendEmail', 'GetStock', 'GetReviews', 'GetShipping', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'SearchProducts', 'GetUser', 'GetRatings'],
+      alphabetical: ['CheckInventory', 'GetAvatar', 'GetPrices', 'GetRatings', 'GetReviews', 'GetShipping', 'GetStock', 'GetUser', 'SaveOrder', 'SearchProducts', 'SendEmail'],
+      volume: ['GetUser', 'SaveOrder', 'GetShipping', 'SearchProducts', 'GetStock', 'GetReviews', 'GetAvatar', 'GetPrices', 'CheckInventory', 'SendEmail', 'GetRatings'],
+      error: ['SendEmail', 'GetShipping', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'GetStock', 'GetReviews', 'SearchProducts', 'GetRatings', 'GetUser'],
+      mean: ['GetPrices', 'SearchProducts', 'GetUser', 'GetReviews', 'SaveOrder', 'GetStock', 'GetShipping', 'CheckInventory', 'GetAvatar', 'SendEmail', 'GetRatings'],
+      median: ['GetPrices', 'SearchProducts', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'GetUser', 'SendEmail', 'GetRatings'],
+      p90: ['GetPrices', 'SearchProducts', 'GetUser', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'SendEmail', 'GetRatings'],
+      p99: ['GetPrices', 'GetUser', 'SearchProducts', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'SendEmail', 'GetRatings'],
+      p995: ['GetUser', 'GetPrices', 'SearchProducts', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'SendEmail', 'GetRatings'],
     };
 
     check('our page: default order (circuits not closed first, then error then volume)',

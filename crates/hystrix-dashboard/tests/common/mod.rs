@@ -1,6 +1,9 @@
 //! Shared test helpers: a registry driven to known counts and a raw HTTP/1.1 client.
 #![allow(dead_code, clippy::unwrap_used)]
 
+use std::future::Future;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use std::collections::HashMap;
@@ -127,6 +130,67 @@ pub fn drive_retried(test: &TestRegistry) {
             .fallback(|_| Ok::<_, Boom>(7))
             .execute_outcome();
         assert_eq!(*outcome.response().as_ref().unwrap(), 7);
+        assert_eq!(
+            outcome.execution_result().execution_events().to_string(),
+            events
+        );
+    }
+    test.advance(Duration::from_millis(10_000));
+}
+
+/// Runs `future` to its end on `test`'s manual clock: polls it, and while it waits moves the
+/// clock to its next timer.
+pub fn on_clock<F: Future>(test: &TestRegistry, future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return output;
+        }
+        test.clock()
+            .advance_to_next_timer()
+            .expect("a waiting execution has a timer");
+    }
+}
+
+/// Command "Hedged" (group "Shop", SEMAPHORE, `hedging.maxAttempts` 2 after a fixed 20 ms),
+/// driven on the manual clock through async runs that sleep on it: a first attempt of 100 ms
+/// whose hedge answers 10 ms after it started (the hedge wins, the first attempt is cancelled);
+/// a first attempt failing at 30 ms whose hedge answers 20 ms after it started (the hedge
+/// wins, nothing is cancelled). In all: 2 HEDGE, 1 HEDGE_CANCELLED, 2 successes, 1 failure
+/// (each attempt that ends is a request). Then the clock moves 10 s so the buckets are
+/// complete.
+pub fn drive_hedged(test: &TestRegistry) {
+    let cmd = Command::builder("Hedged")
+        .group("Shop")
+        .isolation(IsolationStrategy::Semaphore)
+        .property("hedging.maxAttempts", 2)
+        .property("hedging.delayInMilliseconds", 20)
+        .build_in(test.registry())
+        .unwrap();
+    // Each attempt sleeps its entry's ms on the clock, then answers (true: Ok).
+    for (script, events) in [
+        (
+            &[(100, true), (10, true)][..],
+            "SUCCESS, HEDGE, HEDGE_CANCELLED",
+        ),
+        (&[(30, false), (20, true)][..], "SUCCESS, FAILURE, HEDGE"),
+    ] {
+        let clock = Arc::clone(test.registry().clock());
+        let mut attempt = 0;
+        let execution = cmd
+            .run_async_retryable(move || {
+                let (ms, ok) = script[attempt];
+                attempt += 1;
+                let clock = Arc::clone(&clock);
+                async move {
+                    hystrix::clock::sleep(&clock, Duration::from_millis(ms)).await;
+                    if ok { Ok::<u32, Boom>(1) } else { Err(Boom) }
+                }
+            })
+            .execute_async_outcome();
+        let outcome = on_clock(test, execution);
+        assert_eq!(*outcome.response().as_ref().unwrap(), 1);
         assert_eq!(
             outcome.execution_result().execution_events().to_string(),
             events
