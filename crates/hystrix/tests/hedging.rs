@@ -195,6 +195,9 @@ fn no_hedge_without_a_free_permit() {
         "SUCCESS"
     );
     assert_eq!(cmd.metrics().rolling_count(EventType::SemaphoreRejected), 0);
+    // A hedge refused a permit spends no retry budget.
+    let budget = cmd.retry_budget().unwrap();
+    assert_eq!((budget.requests, budget.retries), (1, 0));
 }
 
 #[test]

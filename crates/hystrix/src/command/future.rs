@@ -822,8 +822,9 @@ fn cancel_racers<Running: Interrupt, E>(
     }
 }
 
-/// Starts a hedge at `now_ms`, if the breaker is CLOSED, the retry budget grants it and an
-/// execution permit or pool slot is free; otherwise skips it silently.
+/// Starts a hedge at `now_ms`, if the breaker is CLOSED, an execution permit is free (SEMAPHORE)
+/// and the retry budget grants it, and a pool slot is free (THREAD); otherwise skips it
+/// silently.
 fn start_hedge<A, Running>(
     state: &Arc<CommandState>,
     rec: &mut Recorder,
@@ -849,14 +850,6 @@ where
         Admission::Allowed(ticket) => ticket,
         Admission::Denied(_) => return None,
     };
-    let full = state.properties.load();
-    if !retry_budget(state, &full).try_withdraw(
-        now_ms,
-        full.retry_budget_percent,
-        full.retry_budget_min_per_second,
-    ) {
-        return None;
-    }
     let (timeout_ms, deadline_ms) = attempt_deadline_from(&props, rec, options, now_ms);
     let isolation = rec.isolation();
     let mut racer = Racer {
@@ -877,6 +870,16 @@ where
             return None;
         }
         racer.permit = Some(Arc::clone(state));
+    }
+    // Asked last, so that a hedge refused a permit spends none of it (dropping the racer gives
+    // the permit back).
+    let full = state.properties.load();
+    if !retry_budget(state, &full).try_withdraw(
+        now_ms,
+        full.retry_budget_percent,
+        full.retry_budget_min_per_second,
+    ) {
+        return None;
     }
     let run = again.next()?;
     let start = Start::attempt(state, &props, isolation, deadline_ms, None);
