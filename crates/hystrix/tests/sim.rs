@@ -242,6 +242,30 @@ fn the_table_has_a_header_and_a_row_per_report() {
 }
 
 #[test]
+fn measures_print_one_line_each_after_the_reports_name() {
+    let answered = |name: &str| {
+        let mut sim = Sim::new();
+        sim.run_load(&Load::constant(10.0, Duration::from_secs(1)), |_| async {
+            SimOutcome::Answered
+        })
+        .unwrap()
+        .with_name(name)
+    };
+    let plain = answered("plain");
+    assert_eq!(sim::measures(std::slice::from_ref(&plain)), "");
+    let measured = answered("measured-run")
+        .with_measure("delay (ms)", 25.0)
+        .with_measure("extra attempts per request", 1_507.0 / 29_717.0);
+    assert_eq!(measured.measure("delay (ms)"), Some(25.0));
+    assert_eq!(measured.measure("nothing"), None);
+    assert_eq!(
+        sim::measures(&[plain, measured]),
+        "measured-run  delay (ms): 25\n\
+         measured-run  extra attempts per request: 0.051\n"
+    );
+}
+
+#[test]
 fn a_scenario_is_found_by_name_only() {
     assert!(scenarios::find("baseline-transient").is_some());
     assert!(scenarios::find("no-such-scenario").is_none());
@@ -368,7 +392,10 @@ fn run_load_records_each_outcome_and_its_latency_from_arrival() {
         (4, 3, 3)
     );
     let latency = report.latency();
-    assert_eq!((latency.p50_ms, latency.max_ms), (40, 90));
+    assert_eq!(
+        (latency.p50_ms, latency.p95_ms, latency.max_ms),
+        (40, 90, 90)
+    );
     assert_eq!(latency.mean_ms, 45.0);
     // The last arrives at 900 ms and answers 90 ms later.
     assert_eq!(report.elapsed_ms(), 990);
