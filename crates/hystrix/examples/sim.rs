@@ -7,7 +7,7 @@
 //! ```
 //!
 //! The scenarios are `hystrix::testing::sim::scenarios`; one seed gives one table, on any
-//! machine.
+//! machine. The measures some scenarios add are printed below it.
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -94,5 +94,9 @@ fn main() -> ExitCode {
         }
     }
     println!("seed {seed}\n{}", sim::table(&reports));
+    let measures = sim::measures(&reports);
+    if !measures.is_empty() {
+        println!("{measures}");
+    }
     ExitCode::SUCCESS
 }

@@ -195,6 +195,9 @@ fn no_hedge_without_a_free_permit() {
         "SUCCESS"
     );
     assert_eq!(cmd.metrics().rolling_count(EventType::SemaphoreRejected), 0);
+    // A hedge refused a permit spends no retry budget.
+    let budget = cmd.retry_budget().unwrap();
+    assert_eq!((budget.requests, budget.retries), (1, 0));
 }
 
 #[test]
@@ -452,4 +455,46 @@ fn no_retry_turns_hedging_off_for_the_call() {
         outcome.execution_result().execution_events().to_string(),
         "SUCCESS"
     );
+}
+
+#[test]
+fn a_hedge_the_pool_refuses_spends_no_budget_and_makes_no_run() {
+    let test = TestRegistry::new();
+    let cmd = builder("PoolFull")
+        .isolation(IsolationStrategy::Thread)
+        .thread_pool_core_size(1)
+        .property("hedging.maxAttempts", 2)
+        .property("hedging.delayInMilliseconds", 100)
+        .property("execution.isolation.thread.timeoutInMilliseconds", 300)
+        .build_in(test.registry())
+        .unwrap();
+    let made = Arc::new(AtomicU32::new(0));
+    let count = Arc::clone(&made);
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let future = cmd
+        .run_cancellable_retryable(move || {
+            count.fetch_add(1, Ordering::SeqCst);
+            let started = started_tx.clone();
+            move |token: hystrix::CancellationToken| {
+                started.send(()).unwrap();
+                // Holds the pool's only thread until the execution times out.
+                while !token.is_cancelled() {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Ok::<_, DependencyError>(0)
+            }
+        })
+        .execute_async_outcome();
+    let mut future = Box::pin(future);
+    assert!(poll_once(future.as_mut()).is_pending());
+    started_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let outcome = drive(&test, future);
+    assert_eq!(
+        outcome.execution_result().execution_events().to_string(),
+        "TIMEOUT, FALLBACK_MISSING"
+    );
+    // The pool refused the hedge: no run was made for it, no budget spent on it.
+    assert_eq!(made.load(Ordering::SeqCst), 1);
+    let budget = cmd.retry_budget().unwrap();
+    assert_eq!((budget.requests, budget.retries), (1, 0));
 }

@@ -175,7 +175,11 @@ fn scenarios_give_their_recorded_values_for_the_default_seed_twice_in_a_row() {
             .iter()
             .map(|s| s.name())
             .collect::<Vec<_>>(),
-        expected.iter().map(|(name, _)| *name).collect::<Vec<_>>()
+        expected
+            .iter()
+            .map(|(name, _)| *name)
+            .chain(HEDGING)
+            .collect::<Vec<_>>()
     );
     for (name, expected) in expected {
         let first = run(name, scenarios::DEFAULT_SEED);
@@ -185,6 +189,236 @@ fn scenarios_give_their_recorded_values_for_the_default_seed_twice_in_a_row() {
         assert_eq!(first.latency(), second.latency(), "{name}: mean too");
         assert_eq!(first.name(), name);
     }
+}
+
+/// The hedging scenarios (issue 22), after the retry ones.
+const HEDGING: [&str; 7] = [
+    "hedge-none",
+    "hedge-fixed-p95",
+    "hedge-adaptive-p95",
+    "hedge-slowdown-none",
+    "hedge-slowdown-fixed-p95",
+    "hedge-slowdown-adaptive-p95",
+    "hedge-slowdown-budget-1s",
+];
+
+/// What a hedging scenario's backend saw: every call is served to the end, the losing
+/// attempts' too (`abandoned_in_service`).
+fn served(
+    calls: u64,
+    succeeded: u64,
+    abandoned_in_service: u64,
+    max_in_service: usize,
+) -> BackendStats {
+    let mut stats = stats(calls, succeeded, 0, max_in_service);
+    stats.abandoned_in_service = abandoned_in_service;
+    stats
+}
+
+/// A report's measures as [`sim::measures`] prints them, without the report's name.
+fn measures(report: &Report) -> Vec<String> {
+    sim::measures(std::slice::from_ref(report))
+        .lines()
+        .map(|line| line[report.name().len()..].trim_start().to_owned())
+        .collect()
+}
+
+/// A `hedge-slowdown-*` scenario's measures: its own nine `extra` ones in order, around the
+/// ones of the slowdown's requests, the same for each.
+fn slowdown_measures(extra: [&'static str; 9]) -> Vec<&'static str> {
+    vec![
+        extra[0],
+        extra[1],
+        extra[2],
+        "requests during the slowdown: 9903",
+        extra[3],
+        "retry budget's bound for them: 2080",
+        extra[4],
+        "retry budget's bound per request: 0.210",
+        extra[5],
+        extra[6],
+        extra[7],
+        extra[8],
+    ]
+}
+
+#[test]
+fn hedging_scenarios_give_their_recorded_values_for_the_default_seed_and_meet_their_goals() {
+    // Every request is answered (100 %, no timeout), by one backend call and its hedges.
+    let answered = |backend, latency| Row {
+        offered: 29_717,
+        answered: 29_717,
+        fallback: 0,
+        failed: 0,
+        backend,
+        latency,
+    };
+    let expected: [(&str, Row, Vec<&str>); 7] = [
+        (
+            "hedge-none",
+            answered(served(29_717, 29_717, 0, 22), [5, 51, 108, 402]),
+            vec![
+                "extra attempts per request: 0",
+                "most calls in service at the backend: 22",
+                "p95 of first attempts (ms): 26",
+            ],
+        ),
+        (
+            "hedge-fixed-p95",
+            answered(served(31_224, 31_224, 1_412, 22), [5, 33, 43, 65]),
+            vec![
+                "extra attempts per request: 0.051",
+                "most calls in service at the backend: 22",
+            ],
+        ),
+        (
+            "hedge-adaptive-p95",
+            answered(served(31_143, 31_141, 1_367, 26), [5, 33, 45, 85]),
+            vec![
+                "extra attempts per request: 0.048",
+                "most calls in service at the backend: 26",
+                "hedging delay once computed, min (ms): 24",
+                "hedging delay once computed, median (ms): 25",
+                "hedging delay once computed, max (ms): 26",
+            ],
+        ),
+        (
+            "hedge-slowdown-none",
+            answered(served(29_717, 29_717, 0, 83), [10, 84, 137, 402]),
+            slowdown_measures([
+                "extra attempts per request: 0",
+                "most calls in service at the backend: 83",
+                "extra attempts per request before the slowdown: 0",
+                "extra attempts during the slowdown: 0",
+                "extra attempts per request during the slowdown: 0",
+                "busiest second of the slowdown (s): 10",
+                "extra attempts per request in it: 0",
+                "extra attempts per request in the second after it: 0",
+                "extra attempts per request after the slowdown: 0",
+            ]),
+        ),
+        (
+            "hedge-slowdown-fixed-p95",
+            answered(served(32_803, 32_802, 3_026, 153), [10, 81, 123, 246]),
+            slowdown_measures([
+                "extra attempts per request: 0.104",
+                "most calls in service at the backend: 153",
+                "extra attempts per request before the slowdown: 0.050",
+                "extra attempts during the slowdown: 2080",
+                "extra attempts per request during the slowdown: 0.210",
+                "busiest second of the slowdown (s): 10",
+                "extra attempts per request in it: 0.973",
+                "extra attempts per request in the second after it: 0.723",
+                "extra attempts per request after the slowdown: 0.051",
+            ]),
+        ),
+        (
+            "hedge-slowdown-adaptive-p95",
+            answered(served(32_218, 32_215, 2_479, 152), [10, 82, 118, 171]),
+            slowdown_measures([
+                "extra attempts per request: 0.084",
+                "most calls in service at the backend: 152",
+                "extra attempts per request before the slowdown: 0.048",
+                "extra attempts during the slowdown: 1972",
+                "extra attempts per request during the slowdown: 0.199",
+                "busiest second of the slowdown (s): 10",
+                "extra attempts per request in it: 0.963",
+                "extra attempts per request in the second after it: 0.394",
+                "extra attempts per request after the slowdown: 0.005",
+            ]),
+        ),
+        (
+            "hedge-slowdown-budget-1s",
+            answered(served(32_800, 32_799, 3_023, 141), [10, 81, 124, 346]),
+            slowdown_measures([
+                "extra attempts per request: 0.104",
+                "most calls in service at the backend: 141",
+                "extra attempts per request before the slowdown: 0.050",
+                "extra attempts during the slowdown: 2074",
+                "extra attempts per request during the slowdown: 0.209",
+                "busiest second of the slowdown (s): 13",
+                "extra attempts per request in it: 0.210",
+                "extra attempts per request in the second after it: 0.210",
+                "extra attempts per request after the slowdown: 0.052",
+            ]),
+        ),
+    ];
+    assert_eq!(expected.each_ref().map(|(name, ..)| *name), HEDGING);
+    let mut reports = std::collections::HashMap::new();
+    for (name, row_expected, measures_expected) in expected {
+        let report = run(name, scenarios::DEFAULT_SEED);
+        assert_eq!(row(&report), row_expected, "{name}");
+        assert_eq!(measures(&report), measures_expected, "{name}");
+        reports.insert(name, report);
+    }
+    // Once more for the two with the most state (the adaptive delay, the budget spent).
+    for name in ["hedge-adaptive-p95", "hedge-slowdown-fixed-p95"] {
+        let again = run(name, scenarios::DEFAULT_SEED);
+        assert_eq!(row(&again), row(&reports[name]), "{name}, second run");
+        assert_eq!(
+            again.measures(),
+            reports[name].measures(),
+            "{name}, second run"
+        );
+    }
+    hedging_goals_hold(scenarios::DEFAULT_SEED, |name| reports[name].clone());
+}
+
+#[test]
+fn hedging_meets_its_goals_with_other_seeds() {
+    // Seed 1 in the test above.
+    for seed in [2, 3] {
+        hedging_goals_hold(seed, |name| run(name, seed));
+    }
+}
+
+/// The goals of hedging (issue 22) on the reports of one seed's scenarios, given by `run`.
+fn hedging_goals_hold(seed: u64, run: impl Fn(&str) -> Report) {
+    let measure = |report: &Report, name: &str| report.measure(name).unwrap();
+    let extra = "extra attempts per request";
+    let none = run("hedge-none").latency();
+    // At the p95 delay: p99 -30 %, p99.9 -50 % or better for at most 6 % extra attempts.
+    let fixed = run("hedge-fixed-p95");
+    let latency = fixed.latency();
+    assert!(
+        latency.p99_ms * 10 <= none.p99_ms * 7,
+        "seed {seed}: {latency:?} {none:?}"
+    );
+    assert!(
+        latency.p999_ms * 2 <= none.p999_ms,
+        "seed {seed}: {latency:?} {none:?}"
+    );
+    assert!(measure(&fixed, extra) <= 0.06, "seed {seed}");
+    // The adaptive delay within 10 % of the fixed one once it has data.
+    let adaptive = run("hedge-adaptive-p95");
+    let p95 = scenarios::HEDGE_P95_MS as f64;
+    for which in ["min", "max"] {
+        let delay = measure(
+            &adaptive,
+            &format!("hedging delay once computed, {which} (ms)"),
+        );
+        assert!(
+            (delay - p95).abs() <= p95 / 10.0,
+            "seed {seed}: {which} {delay}"
+        );
+    }
+    assert!(measure(&adaptive, extra) <= 0.06, "seed {seed}");
+    // A slowdown for everyone: the extra attempts stay within the retry budget's bound over its
+    // window, and within 20 % + 10/s of each second with a window of 1 s; the default window of
+    // 10 s lets the slowdown's first second nearly double the calls.
+    let slowdown = run("hedge-slowdown-fixed-p95");
+    let during = measure(&slowdown, "extra attempts during the slowdown");
+    assert!(
+        during <= measure(&slowdown, "retry budget's bound for them"),
+        "seed {seed}"
+    );
+    assert!(
+        measure(&slowdown, "extra attempts per request in it") > 0.9,
+        "seed {seed}"
+    );
+    let budget_1s = run("hedge-slowdown-budget-1s");
+    let busiest = measure(&budget_1s, "extra attempts per request in it");
+    assert!(busiest <= 0.22, "seed {seed}: {busiest}");
 }
 
 #[test]
@@ -239,6 +473,30 @@ fn the_table_has_a_header_and_a_row_per_report() {
         ]
     );
     assert_eq!(reports[0].to_string(), sim::table(&reports[..1]));
+}
+
+#[test]
+fn measures_print_one_line_each_after_the_reports_name() {
+    let answered = |name: &str| {
+        let mut sim = Sim::new();
+        sim.run_load(&Load::constant(10.0, Duration::from_secs(1)), |_| async {
+            SimOutcome::Answered
+        })
+        .unwrap()
+        .with_name(name)
+    };
+    let plain = answered("plain");
+    assert_eq!(sim::measures(std::slice::from_ref(&plain)), "");
+    let measured = answered("measured-run")
+        .with_measure("delay (ms)", 25.0)
+        .with_measure("extra attempts per request", 1_507.0 / 29_717.0);
+    assert_eq!(measured.measure("delay (ms)"), Some(25.0));
+    assert_eq!(measured.measure("nothing"), None);
+    assert_eq!(
+        sim::measures(&[plain, measured]),
+        "measured-run  delay (ms): 25\n\
+         measured-run  extra attempts per request: 0.051\n"
+    );
 }
 
 #[test]
@@ -368,7 +626,10 @@ fn run_load_records_each_outcome_and_its_latency_from_arrival() {
         (4, 3, 3)
     );
     let latency = report.latency();
-    assert_eq!((latency.p50_ms, latency.max_ms), (40, 90));
+    assert_eq!(
+        (latency.p50_ms, latency.p95_ms, latency.max_ms),
+        (40, 90, 90)
+    );
     assert_eq!(latency.mean_ms, 45.0);
     // The last arrives at 900 ms and answers 90 ms later.
     assert_eq!(report.elapsed_ms(), 990);

@@ -829,8 +829,9 @@ fn cancel_racers<Running: Interrupt, E>(
     }
 }
 
-/// Starts a hedge at `now_ms`, if the breaker is CLOSED, the retry budget grants it and an
-/// execution permit or pool slot is free; otherwise skips it silently.
+/// Starts a hedge at `now_ms`, if the breaker is CLOSED, an execution permit (SEMAPHORE) or a
+/// pool slot (THREAD) is free, and the retry budget grants it; otherwise skips it silently,
+/// without spending budget or making a run.
 fn start_hedge<A, Running: Interrupt>(
     state: &Arc<CommandState>,
     rec: &mut Recorder,
@@ -856,14 +857,6 @@ where
         Admission::Allowed(ticket) => ticket,
         Admission::Denied(_) => return None,
     };
-    let full = state.properties.load();
-    if !retry_budget(state, &full).try_withdraw(
-        now_ms,
-        full.retry_budget_percent,
-        full.retry_budget_min_per_second,
-    ) {
-        return None;
-    }
     let (timeout_ms, deadline_ms) = attempt_deadline_from(&props, rec, options, now_ms);
     let isolation = rec.isolation();
     let mut racer = Racer {
@@ -881,11 +874,33 @@ where
         state: Arc::clone(state),
         holds_permit: false,
     };
-    if isolation == IsolationStrategy::Semaphore {
-        if !state.execution_semaphore.try_take(props.semaphore_max) {
-            return None;
+    match isolation {
+        IsolationStrategy::Semaphore => {
+            if !state.execution_semaphore.try_take(props.semaphore_max) {
+                return None;
+            }
+            racer.holds_permit = true;
         }
-        racer.holds_permit = true;
+        // The pool is asked for room now, before the budget and the factory are: it may
+        // still refuse when the run is submitted (another caller took the slot meanwhile).
+        IsolationStrategy::Thread => {
+            if !state
+                .thread_pool()
+                .is_ok_and(|pool| pool.has_room(<A::Run as RunFn>::BLOCKING))
+            {
+                return None;
+            }
+        }
+    }
+    // Asked last, so that a hedge refused a permit spends none of it (dropping the racer gives
+    // the permit back).
+    let full = state.properties.load();
+    if !retry_budget(state, &full).try_withdraw(
+        now_ms,
+        full.retry_budget_percent,
+        full.retry_budget_min_per_second,
+    ) {
+        return None;
     }
     let run = again.next()?;
     let start = Start::attempt(state, &props, isolation, deadline_ms, None);

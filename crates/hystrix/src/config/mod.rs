@@ -165,7 +165,7 @@ pub use store::Properties;
 pub(crate) use store::{CollapserKind, CommandKind, PropertyCell, ThreadPoolKind, layer_error};
 pub(crate) use stream::StreamLayer;
 pub use stream::{STREAM_PROPERTIES, StreamProperties};
-pub(crate) use thread_pool::ThreadPoolLayer;
+pub(crate) use thread_pool::{HotPoolSnapshot, ThreadPoolLayer};
 pub use thread_pool::{THREAD_POOL_PROPERTIES, ThreadPoolProperties};
 pub use value::PropertyValue;
 pub(crate) use value::{PropertyType, ceil_millis};

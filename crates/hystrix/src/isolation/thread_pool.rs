@@ -212,33 +212,36 @@ impl ThreadPool {
             // coreSize was lowered: idle threads above it start their keep-alive.
             shared.work_ready.notify_all();
         }
-        shared.check_budget(
-            &st,
-            props.actual_maximum_size,
-            props.queue_size_rejection_threshold,
-        )?;
-        if st.threads < props.core_size {
-            return shared.spawn(&mut st, job).map(|()| Placed::Thread);
+        match shared.placement(&st, &props)? {
+            Placed::Thread => shared.spawn(&mut st, job).map(|()| Placed::Thread),
+            Placed::Queue => {
+                st.queue.push_back(job);
+                shared.publish_gauges(&st);
+                shared.work_ready.notify_one();
+                Ok(Placed::Queue)
+            }
         }
-        let queued = match shared.queue_capacity {
-            // Hand-off: only to a thread that is not busy. A thread that just finished counts
-            // although it has not reached its wait yet: it looks at the queue first.
-            0 => (st.threads - st.busy) as usize > st.queue.len(),
-            capacity => st.queue.len() < capacity as usize,
-        };
-        if queued {
-            st.queue.push_back(job);
-            shared.publish_gauges(&st);
-            shared.work_ready.notify_one();
-            return Ok(Placed::Queue);
+    }
+
+    /// Whether the pool would take a run now: a blocking one (`blocking`, as
+    /// [`submit`](ThreadPool::submit)) or an async one (as
+    /// [`admit_async`](ThreadPool::admit_async)). Reserves nothing: the answer may change
+    /// before the run is submitted. A hedge asks before it spends budget or makes its run.
+    pub(crate) fn has_room(&self, blocking: bool) -> bool {
+        let shared = &self.shared;
+        let props = shared.properties.hot().load();
+        let st = shared.state.lock();
+        if blocking {
+            shared.placement(&st, &props).is_ok()
+        } else {
+            shared
+                .check_budget(
+                    &st,
+                    props.actual_maximum_size,
+                    props.queue_size_rejection_threshold,
+                )
+                .is_ok()
         }
-        if st.threads < props.actual_maximum_size {
-            return shared.spawn(&mut st, job).map(|()| Placed::Thread);
-        }
-        Err(Rejection::Full {
-            maximum_size: props.actual_maximum_size,
-            queue_size: st.queue.len() as u32,
-        })
     }
 
     /// Gives up `job` if it has not started (a cancelled or timed-out execution): it will never
@@ -405,6 +408,39 @@ impl ThreadPool {
 impl Shared {
     /// One budget for blocking and async runs: `actualMaximumSize` running plus what the queue
     /// may hold (Part A 26).
+    /// Where a blocking job submitted now would go (a new thread, or the queue), or why the
+    /// pool refuses it.
+    fn placement(
+        &self,
+        st: &State,
+        props: &crate::config::HotPoolSnapshot,
+    ) -> Result<Placed, Rejection> {
+        self.check_budget(
+            st,
+            props.actual_maximum_size,
+            props.queue_size_rejection_threshold,
+        )?;
+        if st.threads < props.core_size {
+            return Ok(Placed::Thread);
+        }
+        let queued = match self.queue_capacity {
+            // Hand-off: only to a thread that is not busy. A thread that just finished counts
+            // although it has not reached its wait yet: it looks at the queue first.
+            0 => (st.threads - st.busy) as usize > st.queue.len(),
+            capacity => st.queue.len() < capacity as usize,
+        };
+        if queued {
+            return Ok(Placed::Queue);
+        }
+        if st.threads < props.actual_maximum_size {
+            return Ok(Placed::Thread);
+        }
+        Err(Rejection::Full {
+            maximum_size: props.actual_maximum_size,
+            queue_size: st.queue.len() as u32,
+        })
+    }
+
     fn check_budget(&self, st: &State, maximum_size: u32, threshold: u32) -> Result<(), Rejection> {
         if st.shutdown {
             return Err(Rejection::Shutdown);

@@ -15,7 +15,8 @@
 //! - [`Load`]: an open-loop source of N requests per second for a duration, evenly spaced or
 //!   Poisson;
 //! - [`Report`] and [`table`]: per request answered by the backend, by a fallback, or failed;
-//!   backend calls per offered request; latency p50 / p99 / p99.9 (virtual ms);
+//!   backend calls per offered request; latency p50 / p99 / p99.9 (virtual ms); and the
+//!   [`measures`] a run adds beyond those columns (a delay, a count over a period);
 //! - [`scenarios`]: the named scenarios of our benchmarks, runnable with
 //!   `cargo run -p hystrix-rs --release --features sim --example sim -- <scenario>`.
 //!
@@ -83,7 +84,7 @@ pub use backend::{
 };
 pub use executor::{DEFAULT_DRAIN_LIMIT, Sim};
 pub use load::{Arrivals, Load};
-pub use report::{LatencySummary, Report, table};
+pub use report::{LatencySummary, Report, measures, table};
 
 use crate::error::{ConfigError, HystrixError};
 

@@ -21,6 +21,7 @@ pub struct Report {
     started_ms: u64,
     ended_ms: u64,
     backend: Option<BackendStats>,
+    measures: Vec<(String, f64)>,
 }
 
 /// Latency percentiles of a run's requests, in whole ms of virtual time, from a request's
@@ -30,6 +31,8 @@ pub struct Report {
 pub struct LatencySummary {
     /// The median.
     pub p50_ms: u64,
+    /// The 95th percentile.
+    pub p95_ms: u64,
     /// The 99th percentile.
     pub p99_ms: u64,
     /// The 99.9th percentile.
@@ -53,6 +56,7 @@ impl Report {
             started_ms,
             ended_ms: started_ms,
             backend: None,
+            measures: Vec::new(),
         }
     }
 
@@ -83,6 +87,28 @@ impl Report {
     pub fn with_backend(mut self, stats: BackendStats) -> Self {
         self.backend = Some(stats);
         self
+    }
+
+    /// This report with one more measure: a number the run measured beyond the [`table`]'s
+    /// columns, e.g. the hedging delay a command settled on; `name` says what it is and its
+    /// unit ("hedge delay, median (ms)"). [`measures`] prints them.
+    #[must_use]
+    pub fn with_measure(mut self, name: impl Into<String>, value: f64) -> Self {
+        self.measures.push((name.into(), value));
+        self
+    }
+
+    /// The measures added with [`with_measure`](Report::with_measure), in that order.
+    pub fn measures(&self) -> &[(String, f64)] {
+        &self.measures
+    }
+
+    /// The value of the measure called `name`, if added (the first of that name).
+    pub fn measure(&self, name: &str) -> Option<f64> {
+        self.measures
+            .iter()
+            .find(|(measure, _)| measure == name)
+            .map(|(_, value)| *value)
     }
 
     /// Its name (empty unless set).
@@ -143,6 +169,7 @@ impl Report {
         let h = &self.latency;
         LatencySummary {
             p50_ms: h.value_at_quantile(0.5),
+            p95_ms: h.value_at_quantile(0.95),
             p99_ms: h.value_at_quantile(0.99),
             p999_ms: h.value_at_quantile(0.999),
             max_ms: h.max(),
@@ -156,7 +183,8 @@ impl Report {
     }
 }
 
-fn share(part: u64, whole: u64) -> f64 {
+/// `part / whole`, 0.0 for no `whole`.
+pub(super) fn share(part: u64, whole: u64) -> f64 {
     if whole == 0 {
         0.0
     } else {
@@ -218,15 +246,20 @@ pub fn table(reports: &[Report]) -> String {
     out
 }
 
+/// A report's name in the first column: "-" without one.
+fn shown_name(report: &Report) -> String {
+    if report.name.is_empty() {
+        "-".to_string()
+    } else {
+        report.name.clone()
+    }
+}
+
 fn row(report: &Report) -> [String; 11] {
     let percent = |share: f64| format!("{:.2} %", share * 100.0);
     let latency = report.latency();
     [
-        if report.name.is_empty() {
-            "-".to_string()
-        } else {
-            report.name.clone()
-        },
+        shown_name(report),
         report.offered.to_string(),
         percent(report.answered_share()),
         percent(report.fallback_share()),
@@ -242,6 +275,34 @@ fn row(report: &Report) -> [String; 11] {
         latency.p999_ms.to_string(),
         latency.max_ms.to_string(),
     ]
+}
+
+/// The [`measures`](Report::measures) of `reports`, one line each: the report's name ("-"
+/// without one), the measure's name and its value (a whole number as such, else to 3
+/// decimals); empty when none has a measure.
+///
+/// ```text
+/// hedge-adaptive-p95  hedging delay once computed, median (ms): 25
+/// ```
+pub fn measures(reports: &[Report]) -> String {
+    let width = reports
+        .iter()
+        .filter(|report| !report.measures.is_empty())
+        .map(|report| shown_name(report).len())
+        .max()
+        .unwrap_or(0);
+    let mut out = String::new();
+    for report in reports {
+        for (measure, value) in &report.measures {
+            let value = if value.fract() == 0.0 && value.abs() < 1e15 {
+                format!("{value:.0}")
+            } else {
+                format!("{value:.3}")
+            };
+            let _ = writeln!(out, "{:<width$}  {measure}: {value}", shown_name(report));
+        }
+    }
+    out
 }
 
 impl fmt::Display for Report {

@@ -3,11 +3,12 @@
 //! `cargo run -p hystrix-rs --release --features sim --example sim` lists them;
 //! `... --example sim -- <name>|all [--seed N]` runs them and prints a [`table`](super::table).
 //!
-//! They share one set-up, so that their rows compare: a [`Backend`] of 200 workers and a queue
-//! of 200 whose service time is log-normal with a median of 20 ms and a p99 of 100 ms; an open
-//! [`Load`] of 1 000 requests per second for 10 s, evenly spaced (10 000 requests); one command
-//! `Backend` under SEMAPHORE isolation with 1 000 permits (the bulkhead never refuses) and the
-//! default 1 s timeout; the backend's call is the run and [`fallback`] the fallback.
+//! The retry scenarios (`baseline-*`, `naive-*`, `retry-*`) share one set-up, so that their
+//! rows compare: a [`Backend`] of 200 workers and a queue of 200 whose service time is
+//! log-normal with a median of 20 ms and a p99 of 100 ms; an open [`Load`] of 1 000 requests
+//! per second for 10 s, evenly spaced (10 000 requests); one command `Backend` under SEMAPHORE
+//! isolation with 1 000 permits (the bulkhead never refuses) and the default 1 s timeout; the
+//! backend's call is the run and [`fallback`] the fallback.
 //!
 //! To add one, write a function `fn(seed) -> Result<Report, SimError>` from the helpers below
 //! ([`standard_backend`], [`standard_command`], [`offer`]) and list it in [`SCENARIOS`].
@@ -15,14 +16,33 @@
 //! without retries in the library would; the `retry-*` ones use the library's retry
 //! ([`Command::run_async_retryable`], `retry.maxAttempts` 3, the default backoff of 100 ms
 //! doubling, and the default budget of 20 % of requests + 10 per second unless named).
+//!
+//! The hedging scenarios (`hedge-*`) race a hedge against a slow attempt on a backend with a
+//! long tail: the same command and workers, a log-normal service time with a median of
+//! [`HEDGE_MEDIAN`] (5 ms) and a p99 of [`HEDGE_P99`] (50 ms, its p95 [`HEDGE_P95_MS`], 25 ms),
+//! and a [`hedging_load`] of Poisson arrivals, 1 000 per second for 30 s. Each request is one
+//! execution of a factory of backend calls ([`Command::run_async_retryable`]), with
+//! `hedging.maxAttempts` 2 unless `none`, a fixed delay of 25 ms (`fixed-p95`) or the adaptive
+//! `hedging.delayPercentile` 95 (`adaptive-p95`), and the default retry budget, which hedges
+//! spend. A losing attempt's call goes on to the end of its service at the backend (it does not
+//! see the cancellation). The `hedge-slowdown-*` ones add 50 ms to every call from 10 s to
+//! 20 s. Their reports carry [measures](Report::measures): the extra attempts per request, the
+//! delay the adaptive one settled on, and the extra attempts during the slowdown beside the
+//! retry budget's bound for them.
 
+use std::collections::HashSet;
 use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
+
+use super::report::share;
 use super::{
-    Backend, BackendBuilder, Load, Report, ServiceTime, Sim, SimError, SimOutcome, fallback,
+    Backend, BackendBuilder, Load, Phase, Report, ServiceTime, Sim, SimError, SimOutcome, fallback,
 };
+use crate::clock::Clock;
 use crate::command::{Command, CommandBuilder};
 use crate::config::IsolationStrategy;
 
@@ -137,6 +157,43 @@ pub const SCENARIOS: &[Scenario] = &[
         "retry-transient-default-budget",
         "as retry-transient with the default budget (20 % + 10/s)",
         retry_transient_default,
+    ),
+    Scenario::new(
+        "hedge-none",
+        "log-normal backend (median 5 ms, p99 50 ms), Poisson 1 000 req/s for 30 s, no hedging",
+        hedge_none,
+    ),
+    Scenario::new(
+        "hedge-fixed-p95",
+        "as hedge-none, hedging.maxAttempts 2 after a fixed 25 ms (the backend's p95), the \
+         default budget",
+        hedge_fixed_p95,
+    ),
+    Scenario::new(
+        "hedge-adaptive-p95",
+        "as hedge-fixed-p95 with hedging.delayPercentile 95 (100 ms until it has data)",
+        hedge_adaptive_p95,
+    ),
+    Scenario::new(
+        "hedge-slowdown-none",
+        "as hedge-none, every call 50 ms longer from 10 s to 20 s",
+        hedge_slowdown_none,
+    ),
+    Scenario::new(
+        "hedge-slowdown-fixed-p95",
+        "as hedge-fixed-p95, every call 50 ms longer from 10 s to 20 s",
+        hedge_slowdown_fixed_p95,
+    ),
+    Scenario::new(
+        "hedge-slowdown-adaptive-p95",
+        "as hedge-adaptive-p95, every call 50 ms longer from 10 s to 20 s",
+        hedge_slowdown_adaptive_p95,
+    ),
+    Scenario::new(
+        "hedge-slowdown-budget-1s",
+        "as hedge-slowdown-fixed-p95 with retry.budget.windowInMilliseconds 1 000 (20 % + \
+         10/s of each second)",
+        hedge_slowdown_budget_1s,
     ),
 ];
 
@@ -320,4 +377,255 @@ fn retry_transient_40(seed: u64) -> Result<Report, SimError> {
 
 fn retry_transient_default(seed: u64) -> Result<Report, SimError> {
     retry_transient(seed, None)
+}
+
+// ------------------------------------------------------------------------------------------------
+// Hedging (issue 22)
+
+/// The median of the hedging scenarios' service time: 5 ms.
+pub const HEDGE_MEDIAN: Duration = Duration::from_millis(5);
+
+/// The p99 of the hedging scenarios' service time: 50 ms, ten times the median (a long tail).
+pub const HEDGE_P99: Duration = Duration::from_millis(50);
+
+/// The p95 of the hedging scenarios' service time, in whole ms: the fixed hedging delay of
+/// `hedge-fixed-p95`, `hedge-slowdown-fixed-p95` and `hedge-slowdown-budget-1s`. A log-normal's
+/// p95 is `median · (p99 / median)^(1.6449 / 2.3263)` (the standard normal's 0.95 and 0.99
+/// quantiles): `5 · 10^0.7071` = 25.5 ms, rounded to 25 ms.
+pub const HEDGE_P95_MS: u64 = 25;
+
+/// When the `hedge-slowdown*` scenarios' backend slows down, from the start of the run: 10 s.
+pub const SLOWDOWN_FROM: Duration = Duration::from_secs(10);
+
+/// When it is fast again: 20 s (10 s of slowdown, one window of the default retry budget).
+pub const SLOWDOWN_UNTIL: Duration = Duration::from_secs(20);
+
+/// How much longer every call takes during the slowdown: 50 ms.
+pub const SLOWDOWN_EXTRA: Duration = Duration::from_millis(50);
+
+/// How long the hedging scenarios' load lasts: 30 s.
+const HEDGE_LOAD: Duration = Duration::from_secs(30);
+
+/// The first health interval (`metrics.healthSnapshot.intervalInMilliseconds`, default
+/// 500 ms): an adaptive hedging delay has data from its end on.
+const FIRST_HEALTH_INTERVAL_MS: u64 = 500;
+
+/// The hedging scenarios' backend: 200 workers and a queue of 200 (never saturated: about 8
+/// calls in service on average at 1 000 req/s, about 60 during the slowdown, 153 at the most
+/// seen, nothing ever queued), log-normal service time of
+/// median [`HEDGE_MEDIAN`] and p99 [`HEDGE_P99`], seeded with `seed`. A losing attempt's call,
+/// cancelled by the hedging execution, keeps its worker to the end of its service (the
+/// backend's default): a server that does not see its client's cancellation, as most do not.
+pub fn hedging_backend(seed: u64) -> BackendBuilder {
+    Backend::builder()
+        .workers(200)
+        .queue(200)
+        .service_time(ServiceTime::lognormal(HEDGE_MEDIAN, HEDGE_P99))
+        .seed(seed)
+}
+
+/// The hedging scenarios' load: Poisson arrivals, 1 000 requests per second on average for
+/// 30 s (about 30 000 requests, about 30 of them beyond the p99.9), from a generator seeded by
+/// `seed` (mixed with a constant, so that its draws are not the backend's).
+pub fn hedging_load(seed: u64) -> Load {
+    Load::poisson(1_000.0, HEDGE_LOAD, seed ^ 0x9E37_79B9_7F4A_7C15)
+}
+
+/// The start of each attempt: `(request, arrival, start)`, in ms, in the order they started (a
+/// request's first attempt starts at its arrival, its hedges later).
+#[derive(Clone, Default)]
+struct AttemptLog(Arc<Mutex<Vec<(u64, u64, u64)>>>);
+
+/// Request `request`: one execution of a factory of backend calls (hedged if the command says
+/// so) with [`fallback`], whose attempts are logged.
+async fn execute_logged(
+    cmd: Command,
+    backend: Backend,
+    clock: Arc<dyn Clock>,
+    log: AttemptLog,
+    request: u64,
+) -> SimOutcome {
+    let arrival = clock.now_ms();
+    let response = cmd
+        .run_async_retryable(move || {
+            log.0.lock().push((request, arrival, clock.now_ms()));
+            backend.call()
+        })
+        .fallback(fallback)
+        .execute_async()
+        .await;
+    SimOutcome::from_response(response)
+}
+
+/// A hedging scenario's run: the [`hedging_load`] on a [`hedging_backend`] (with `phase`, if
+/// any) through `cmd` built in the simulation's registry. Returns the report, with the backend's
+/// stats and the measures "extra attempts per request" (hedges per offered request) and "most
+/// calls in service at the backend", and the hedges' `(arrival of their request, start)` in ms.
+fn run_hedging(
+    seed: u64,
+    cmd: CommandBuilder,
+    phase: Option<Phase>,
+) -> Result<(Report, Vec<(u64, u64)>), SimError> {
+    let mut sim = Sim::new();
+    let mut backend = hedging_backend(seed);
+    if let Some(phase) = phase {
+        backend = backend.phase(phase);
+    }
+    let backend = backend.build(sim.clock())?;
+    let cmd = cmd.build_in(sim.registry())?;
+    let log = AttemptLog::default();
+    let clock = Arc::clone(sim.clock());
+    let report = sim.run_load(&hedging_load(seed), |request| {
+        let clock = Arc::clone(&clock);
+        execute_logged(cmd.clone(), backend.clone(), clock, log.clone(), request)
+    })?;
+    // A request's attempts after its first are its hedges.
+    let mut requests = HashSet::new();
+    let hedges: Vec<(u64, u64)> = log
+        .0
+        .lock()
+        .iter()
+        .filter(|(request, ..)| !requests.insert(*request))
+        .map(|&(_, arrival, start)| (arrival, start))
+        .collect();
+    let extra = share(hedges.len() as u64, report.offered());
+    let stats = backend.stats();
+    let report = report
+        .with_backend(stats)
+        .with_measure("extra attempts per request", extra)
+        .with_measure(
+            "most calls in service at the backend",
+            stats.max_in_service as f64,
+        );
+    Ok((report, hedges))
+}
+
+/// The shared command with `hedging.maxAttempts` 2 (one hedge beside the first attempt) and
+/// the default retry budget (20 % of the requests of 10 s + 10 per second); no retry.
+fn hedging_command() -> CommandBuilder {
+    standard_command().property("hedging.maxAttempts", 2)
+}
+
+/// [`hedging_command`] with the fixed delay [`HEDGE_P95_MS`].
+fn hedging_at_p95() -> CommandBuilder {
+    hedging_command().property("hedging.delayInMilliseconds", HEDGE_P95_MS)
+}
+
+/// [`hedging_command`] with the adaptive delay: the p95 of first attempts (the default 100 ms
+/// until it has data).
+fn hedging_adaptive() -> CommandBuilder {
+    hedging_command().property("hedging.delayPercentile", 95.0)
+}
+
+fn hedge_none(seed: u64) -> Result<Report, SimError> {
+    let (report, _) = run_hedging(seed, standard_command(), None)?;
+    // Every request is one attempt: its latency is the first attempt's.
+    let p95 = report.latency().p95_ms;
+    Ok(report.with_measure("p95 of first attempts (ms)", p95 as f64))
+}
+
+fn hedge_fixed_p95(seed: u64) -> Result<Report, SimError> {
+    run_hedging(seed, hedging_at_p95(), None).map(|(report, _)| report)
+}
+
+fn hedge_adaptive_p95(seed: u64) -> Result<Report, SimError> {
+    let (report, hedges) = run_hedging(seed, hedging_adaptive(), None)?;
+    // A hedge starts when the delay has passed since its request's first attempt started.
+    let mut delays: Vec<u64> = hedges
+        .iter()
+        .filter(|(arrival, _)| *arrival >= FIRST_HEALTH_INTERVAL_MS)
+        .map(|(arrival, start)| start - arrival)
+        .collect();
+    delays.sort_unstable();
+    let (min, max) = (delays.first(), delays.last());
+    let median = delays.get(delays.len().saturating_sub(1) / 2);
+    let ms = |delay: Option<&u64>| delay.copied().unwrap_or(0) as f64;
+    Ok(report
+        .with_measure("hedging delay once computed, min (ms)", ms(min))
+        .with_measure("hedging delay once computed, median (ms)", ms(median))
+        .with_measure("hedging delay once computed, max (ms)", ms(max)))
+}
+
+/// A `hedge-slowdown*` scenario: [`run_hedging`] with every call [`SLOWDOWN_EXTRA`] longer from
+/// [`SLOWDOWN_FROM`] to [`SLOWDOWN_UNTIL`], and measures of the extra attempts before, during
+/// (against the default retry budget's bound) and after it.
+fn hedge_slowdown(seed: u64, cmd: CommandBuilder) -> Result<Report, SimError> {
+    let phase = Phase::between(SLOWDOWN_FROM, SLOWDOWN_UNTIL).extra_latency(SLOWDOWN_EXTRA);
+    let (report, hedges) = run_hedging(seed, cmd, Some(phase))?;
+    // Per second of the run: requests that arrived in it, hedges that started in it.
+    let seconds = usize::try_from(HEDGE_LOAD.as_secs()).unwrap_or(usize::MAX);
+    let mut arrived = vec![0u64; seconds + 1];
+    let mut hedged = vec![0u64; seconds + 1];
+    let second = |ms: u64| {
+        usize::try_from(ms / 1000)
+            .unwrap_or(usize::MAX)
+            .min(seconds)
+    };
+    for at in hedging_load(seed).arrival_times_ms()? {
+        arrived[second(at)] += 1;
+    }
+    for (_, start) in hedges {
+        hedged[second(start)] += 1;
+    }
+    let from = usize::try_from(SLOWDOWN_FROM.as_secs()).unwrap_or(usize::MAX);
+    let until = usize::try_from(SLOWDOWN_UNTIL.as_secs()).unwrap_or(usize::MAX);
+    let over = |range: std::ops::Range<usize>| -> (u64, u64) {
+        (
+            arrived[range.clone()].iter().sum(),
+            hedged[range].iter().sum(),
+        )
+    };
+    let (before_requests, before_hedges) = over(0..from);
+    let (requests, extra) = over(from..until);
+    let (after_requests, after_hedges) = over(until..seconds);
+    // The default budget: 20 % of the requests of its 10 s window + 10 per second of it.
+    let bound = requests * 20 / 100 + 10 * (SLOWDOWN_UNTIL - SLOWDOWN_FROM).as_secs();
+    let (busiest, busiest_share) = (from..until)
+        .map(|s| (s, share(hedged[s], arrived[s])))
+        .fold(
+            (from, 0.0),
+            |best, next| if next.1 > best.1 { next } else { best },
+        );
+    Ok(report
+        .with_measure(
+            "extra attempts per request before the slowdown",
+            share(before_hedges, before_requests),
+        )
+        .with_measure("requests during the slowdown", requests as f64)
+        .with_measure("extra attempts during the slowdown", extra as f64)
+        .with_measure("retry budget's bound for them", bound as f64)
+        .with_measure(
+            "extra attempts per request during the slowdown",
+            share(extra, requests),
+        )
+        .with_measure("retry budget's bound per request", share(bound, requests))
+        .with_measure("busiest second of the slowdown (s)", busiest as f64)
+        .with_measure("extra attempts per request in it", busiest_share)
+        .with_measure(
+            "extra attempts per request in the second after it",
+            share(hedged[busiest + 1], arrived[busiest + 1]),
+        )
+        .with_measure(
+            "extra attempts per request after the slowdown",
+            share(after_hedges, after_requests),
+        ))
+}
+
+fn hedge_slowdown_none(seed: u64) -> Result<Report, SimError> {
+    hedge_slowdown(seed, standard_command())
+}
+
+fn hedge_slowdown_fixed_p95(seed: u64) -> Result<Report, SimError> {
+    hedge_slowdown(seed, hedging_at_p95())
+}
+
+fn hedge_slowdown_adaptive_p95(seed: u64) -> Result<Report, SimError> {
+    hedge_slowdown(seed, hedging_adaptive())
+}
+
+fn hedge_slowdown_budget_1s(seed: u64) -> Result<Report, SimError> {
+    hedge_slowdown(
+        seed,
+        hedging_at_p95().property("retry.budget.windowInMilliseconds", 1_000),
+    )
 }
