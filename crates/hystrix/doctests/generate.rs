@@ -82,10 +82,13 @@ fn try_generate(readme: &str, manifest_dir: &Path, crates_dir: &Path) -> Result<
     crate_dirs.sort();
     for dir in crate_dirs {
         let path = dir.join(SETUP);
-        println!("cargo:rerun-if-changed={}", path.display());
+        // Watched only if it exists: cargo reruns a build script on every build while a
+        // watched file is missing (a crate without snippets would rebuild this one each time;
+        // a crate's first setup file comes with a README change, which is watched).
         let Ok(text) = fs::read_to_string(&path) else {
             continue;
         };
+        println!("cargo:rerun-if-changed={}", path.display());
         let (prelude, sections) = sections(&text, &path)?;
         for name in sections.keys() {
             owners.entry(name.clone()).or_default().push(path.clone());

@@ -50,6 +50,19 @@ fn timed(
     test: &TestRegistry,
     script: &[(u64, bool)],
 ) -> (impl FnMut() -> Attempt + Send + use<>, Seen) {
+    let script: Vec<(u64, Option<&'static str>)> = script
+        .iter()
+        .map(|&(ms, ok)| (ms, (!ok).then_some("down")))
+        .collect();
+    timed_errors(test, &script)
+}
+
+/// As [`timed`], attempt `n` failing with `DependencyError(message)` when `script[n].1` is
+/// `Some(message)`.
+fn timed_errors(
+    test: &TestRegistry,
+    script: &[(u64, Option<&'static str>)],
+) -> (impl FnMut() -> Attempt + Send + use<>, Seen) {
     let seen = Seen::default();
     let script = script.to_vec();
     let clock = Arc::clone(test.registry().clock());
@@ -57,17 +70,16 @@ fn timed(
     let record = seen.clone();
     let make = move || {
         let n = calls.fetch_add(1, Ordering::SeqCst);
-        let (ms, ok) = script.get(n as usize).copied().unwrap_or((0, true));
+        let (ms, error) = script.get(n as usize).copied().unwrap_or((0, None));
         let (record, clock) = (record.clone(), Arc::clone(&clock));
         Box::pin(async move {
             record.started.lock().unwrap().push(clock.now_ms());
             let mut guard = DropGuard(Some(Arc::clone(&record.dropped)));
             hystrix::clock::sleep(&clock, Duration::from_millis(ms)).await;
             guard.0 = None;
-            if ok {
-                Ok(n)
-            } else {
-                Err(DependencyError("down"))
+            match error {
+                None => Ok(n),
+                Some(message) => Err(DependencyError(message)),
             }
         }) as Attempt
     };
@@ -379,29 +391,11 @@ fn a_blocking_hedge_on_the_pool_wins_and_the_loser_sees_its_token_cancelled() {
         .property("execution.isolation.thread.timeoutInMilliseconds", 10_000)
         .build_in(test.registry())
         .unwrap();
-    let calls = Arc::new(AtomicU32::new(0));
     let (cancelled_tx, cancelled_rx) = std::sync::mpsc::channel();
     let (started_tx, started_rx) = std::sync::mpsc::channel();
-    let made = Arc::clone(&calls);
     let mut future = Box::pin(
-        cmd.run_cancellable_retryable(move || {
-            let n = made.fetch_add(1, Ordering::SeqCst);
-            let cancelled = cancelled_tx.clone();
-            let started = started_tx.clone();
-            move |token: hystrix::CancellationToken| {
-                if n == 1 {
-                    return Ok::<_, DependencyError>(n);
-                }
-                started.send(()).unwrap();
-                // The first attempt hangs until its token is cancelled.
-                while !token.is_cancelled() {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                cancelled.send(n).unwrap();
-                Ok(n)
-            }
-        })
-        .execute_async_outcome(),
+        cmd.run_cancellable_retryable(common::first_run_hangs(started_tx, cancelled_tx))
+            .execute_async_outcome(),
     );
     assert!(poll_once(future.as_mut()).is_pending());
     // The first attempt runs on a pool thread before the delay passes.
@@ -413,10 +407,8 @@ fn a_blocking_hedge_on_the_pool_wins_and_the_loser_sees_its_token_cancelled() {
         outcome.execution_result().execution_events().to_string(),
         "SUCCESS, HEDGE, HEDGE_CANCELLED"
     );
-    assert_eq!(
-        cancelled_rx.recv_timeout(Duration::from_secs(10)).unwrap(),
-        0
-    );
+    // The first attempt saw its token cancelled.
+    cancelled_rx.recv_timeout(Duration::from_secs(10)).unwrap();
 }
 
 #[test]
@@ -497,4 +489,146 @@ fn a_hedge_the_pool_refuses_spends_no_budget_and_makes_no_run() {
     assert_eq!(made.load(Ordering::SeqCst), 1);
     let budget = cmd.retry_budget().unwrap();
     assert_eq!((budget.requests, budget.retries), (1, 0));
+}
+
+/// A command hedging once after 20 ms and retrying once at once; "busy" errors ask for 2 s
+/// (overload), "bad" ones must not be retried.
+fn hedging_and_retrying(
+    test: &TestRegistry,
+    key: &str,
+    hedges: u32,
+) -> Command<hystrix::Classifier<DependencyError>> {
+    builder(key)
+        .property("hedging.maxAttempts", hedges)
+        .property("hedging.delayInMilliseconds", 20)
+        .property("retry.maxAttempts", 2)
+        .property("retry.backoff.initialInMilliseconds", 0)
+        .property("execution.isolation.thread.timeoutInMilliseconds", 10_000)
+        .classify_retry(|err: &DependencyError| match err.0 {
+            "busy" => hystrix::retry::RetryAnswer::retry()
+                .after(Duration::from_secs(2))
+                .overloaded(),
+            "bad" => hystrix::retry::RetryAnswer::never(),
+            _ => hystrix::retry::RetryAnswer::retry(),
+        })
+        .build_in(test.registry())
+        .unwrap()
+}
+
+#[test]
+fn a_retry_after_from_one_attempt_is_kept_when_another_fails_later() {
+    let test = TestRegistry::new();
+    let cmd = hedging_and_retrying(&test, "KeepRetryAfter", 2);
+    // The first attempt fails at 30 ms; the hedge (from 20 ms) asked for 2 s at 25 ms.
+    let (make, seen) = timed_errors(&test, &[(30, Some("down")), (5, Some("busy")), (0, None)]);
+    let outcome = drive(&test, cmd.run_async_retryable(make).execute_async_outcome());
+    assert_eq!(*outcome.response().as_ref().unwrap(), 2);
+    // The round ends at 30 ms; the retry waits the 2 s asked for from then.
+    assert_eq!(seen.started(), [0, 20, 2_030]);
+    assert_eq!(
+        outcome.execution_result().execution_events().to_string(),
+        "SUCCESS, FAILUREx2, RETRY, HEDGE"
+    );
+}
+
+#[test]
+fn an_attempt_that_says_never_ends_the_hedging_and_the_retries() {
+    let test = TestRegistry::new();
+    let cmd = hedging_and_retrying(&test, "Never", 3);
+    // The hedge (from 20 ms) says never at 25 ms: no third attempt at 40 ms.
+    let (make, seen) = timed_errors(&test, &[(100, Some("down")), (5, Some("bad")), (1, None)]);
+    let outcome = drive(&test, cmd.run_async_retryable(make).execute_async_outcome());
+    assert_eq!(seen.started(), [0, 20]);
+    assert_eq!(
+        outcome.execution_result().execution_events().to_string(),
+        "FAILUREx2, FALLBACK_MISSING, HEDGE"
+    );
+    assert_eq!(outcome.execution_result().total_time_ms(), 100);
+}
+
+#[test]
+fn a_factory_that_panics_ends_the_hedges_of_the_round() {
+    let test = TestRegistry::new();
+    let cmd = hedging(&test, "PanickingFactory", 3, 20);
+    let (mut make, seen) = timed(&test, &[(500, true), (0, true), (5, true)]);
+    let mut calls = 0;
+    let factory = move || {
+        calls += 1;
+        assert!(calls != 2, "the factory fails once");
+        make()
+    };
+    let outcome = drive(
+        &test,
+        cmd.run_async_retryable(factory).execute_async_outcome(),
+    );
+    assert_eq!(*outcome.response().as_ref().unwrap(), 0);
+    assert_eq!(seen.started(), [0]);
+    assert_eq!(
+        outcome.execution_result().execution_events().to_string(),
+        "SUCCESS"
+    );
+}
+
+#[test]
+fn the_adaptive_delay_waits_for_enough_first_attempts_for_its_percentile() {
+    let test = TestRegistry::new();
+    // p99 needs 100 first attempts: one of 1 ms is not data.
+    let cmd = builder("OneSample")
+        .property("hedging.maxAttempts", 2)
+        .property("hedging.delayInMilliseconds", 300)
+        .property("hedging.delayPercentile", 99.0)
+        .build_in(test.registry())
+        .unwrap();
+    let (make, _) = timed(&test, &[(1, true)]);
+    drive(&test, cmd.run_async_retryable(make).execute_async_outcome());
+    test.clock().advance(Duration::from_millis(999));
+    let (make, seen) = timed(&test, &[(400, true), (10, true)]);
+    drive(&test, cmd.run_async_retryable(make).execute_async_outcome());
+    assert_eq!(seen.started(), [1_000, 1_300]);
+}
+
+#[test]
+fn a_blocking_hedge_does_not_queue_behind_the_attempt_it_races() {
+    let test = TestRegistry::new();
+    let cmd = builder("QueuedBehind")
+        .isolation(IsolationStrategy::Thread)
+        .thread_pool_core_size(1)
+        .thread_pool_property("maxQueueSize", 5)
+        .property("hedging.maxAttempts", 2)
+        .property("hedging.delayInMilliseconds", 20)
+        .property("execution.isolation.thread.timeoutInMilliseconds", 10_000)
+        .build_in(test.registry())
+        .unwrap();
+    let made = Arc::new(AtomicU32::new(0));
+    let count = Arc::clone(&made);
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let release_rx = Arc::new(Mutex::new(release_rx));
+    let mut future = Box::pin(
+        cmd.run_retryable(move || {
+            let n = count.fetch_add(1, Ordering::SeqCst);
+            let (started, release) = (started_tx.clone(), Arc::clone(&release_rx));
+            move || {
+                started.send(n).unwrap();
+                if n == 0 {
+                    release.lock().unwrap().recv().unwrap();
+                }
+                Ok::<_, DependencyError>(n)
+            }
+        })
+        .execute_async_outcome(),
+    );
+    assert!(poll_once(future.as_mut()).is_pending());
+    assert_eq!(started_rx.recv_timeout(Duration::from_secs(10)).unwrap(), 0);
+    // The pool's only thread is busy: the hedge would wait in the queue, so it is skipped.
+    assert_eq!(test.clock().advance_to_next_timer(), Some(20));
+    assert!(poll_once(future.as_mut()).is_pending());
+    release_tx.send(()).unwrap();
+    let outcome = futures::executor::block_on(future);
+    assert_eq!(*outcome.response().as_ref().unwrap(), 0);
+    assert_eq!(
+        outcome.execution_result().execution_events().to_string(),
+        "SUCCESS"
+    );
+    assert_eq!(made.load(Ordering::SeqCst), 1);
 }

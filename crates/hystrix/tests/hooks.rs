@@ -319,3 +319,46 @@ fn a_shared_notifier_and_listener_can_be_read_through_a_clone() {
     assert_eq!(events.0.load(std::sync::atomic::Ordering::Relaxed), 1);
     assert_eq!(transitions.0.load(std::sync::atomic::Ordering::Relaxed), 1);
 }
+
+#[test]
+fn each_hedge_starts_and_ends_on_its_pool_thread() {
+    let (registry, clock, steps) = hooked();
+    let cmd = builder("Hedged")
+        .isolation(IsolationStrategy::Thread)
+        .property("hedging.maxAttempts", 2)
+        .property("hedging.delayInMilliseconds", 100)
+        .property("execution.isolation.thread.timeoutInMilliseconds", 10_000)
+        .build_in(&registry)
+        .unwrap();
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let (cancelled_tx, _cancelled) = std::sync::mpsc::channel();
+    let mut future = Box::pin(
+        cmd.run_cancellable_retryable(common::first_run_hangs(started_tx, cancelled_tx))
+            .execute_async_outcome(),
+    );
+    assert!(poll_once(future.as_mut()).is_pending());
+    started_rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .unwrap();
+    clock.advance(std::time::Duration::from_millis(100));
+    let outcome = futures::executor::block_on(future);
+    assert_eq!(*outcome.response().as_ref().unwrap(), 1);
+    // Two attempts, each started and completed on its thread: the hedge wins, the first
+    // attempt is cancelled (HEDGE_CANCELLED completes its thread, no unsubscribe).
+    assert_eq!(
+        steps.take(),
+        [
+            "start",
+            "thread_start",
+            "execution_start",
+            "thread_start",
+            "execution_start",
+            "execution_emit",
+            "emit",
+            "execution_success",
+            "thread_complete",
+            "thread_complete",
+            "success",
+        ]
+    );
+}

@@ -431,3 +431,32 @@ fn each_attempt_of_a_hedged_execution_has_a_span_and_the_execution_names_the_win
     let ids: Vec<Option<u64>> = attempts.iter().map(|(id, _)| Some(*id)).collect();
     assert_eq!(spans_of_events("hedged run working"), ids);
 }
+
+#[test]
+fn a_run_that_cannot_be_hedged_warns_once_even_when_it_succeeds() {
+    collector();
+    let test = TestRegistry::new();
+    let cmd = builder("HedgeIgnored")
+        .property("hedging.maxAttempts", 2)
+        .build_in(test.registry())
+        .unwrap();
+    for _ in 0..3 {
+        futures::executor::block_on(
+            cmd.run_async(async { Ok::<_, DependencyError>(1) })
+                .execute_async(),
+        )
+        .unwrap();
+    }
+    let warnings = collector()
+        .events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(message, _)| {
+            message.starts_with(
+                "HedgeIgnored: hedging.maxAttempts is over 1 but this run cannot be hedged",
+            )
+        })
+        .count();
+    assert_eq!(warnings, 1);
+}

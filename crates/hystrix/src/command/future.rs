@@ -25,8 +25,8 @@ use crate::command::execution::AsyncFallback;
 use crate::command::pipeline::{
     CallOptions, Decision, FallbackEnd, Recorder, RunEnd, attempt_deadline, attempt_deadline_from,
     begin_attempts, check_breaker, check_options, decide, fallback_done, fallback_gate,
-    panic_message, plan_retry, poll_caught, pool_rejected, retry_budget, semaphore_rejected,
-    warn_if_retry_ignored,
+    panic_message, plan_retry, poll_caught, pool_rejected, retry_answer, retry_budget,
+    semaphore_rejected, warn_if_hedging_ignored, warn_if_retry_ignored,
 };
 use crate::command::run::{Interrupt, RunFn, Start};
 use crate::command::{Classify, Outcome};
@@ -35,7 +35,7 @@ use crate::error::HystrixError;
 use crate::event::EventType;
 use crate::hedging::{AttemptTicket, Race, RaceSlot, Racer, Racing};
 use crate::registry::CommandState;
-use crate::retry::Again;
+use crate::retry::{Again, RetryAnswer};
 
 /// The command state an execution future works on: borrowed from its [`Command`](crate::Command)
 /// (`execute_async`, `to_observable`), or owned when it must outlive the caller (`queue`,
@@ -282,6 +282,8 @@ where
                         if let Some(slot) = this.again.span() {
                             *slot = rec.attempt_span();
                         }
+                    } else if props.hedging() {
+                        warn_if_hedging_ignored(state);
                     }
                     match start_attempt(
                         state,
@@ -671,7 +673,7 @@ where
                 let ended = at_deadline(ended, *deadline_ms, end);
                 match decide(state, rec, classifier, ended, *timeout_ms, end) {
                     Decision::Fallback(err) => {
-                        race.error = Some(err);
+                        attempt_failed(state, classifier, race, err);
                         if !race.racers.is_empty() {
                             rec.count_attempt(state, end);
                         }
@@ -727,7 +729,7 @@ where
             drop(racer);
             match decision {
                 Decision::Fallback(err) => {
-                    race.error = Some(err);
+                    attempt_failed(state, classifier, race, err);
                     if !race.primary_done || !race.racers.is_empty() {
                         rec.count_attempt(state, end);
                     }
@@ -780,10 +782,48 @@ where
         let now_ms = clock.now_ms();
         race.next_hedge = (race.hedges_left > 0)
             .then(|| Sleep::until(Arc::clone(clock), now_ms.saturating_add(race.delay_ms)));
-        if let Some(racer) = start_hedge(state, rec, options, again, now_ms) {
-            race.racers.push(racer);
+        match start_hedge(state, rec, options, again, now_ms) {
+            Ok(racer) => race.racers.push(racer),
+            Err(HedgeSkip::Now) => {}
+            // The factory has no more runs (it panicked): no more hedges in this round.
+            Err(HedgeSkip::NoMoreRuns) => {
+                race.hedges_left = 0;
+                race.next_hedge = None;
+            }
         }
     }
+}
+
+/// An attempt of the round failed with `err`. The round keeps the failure that says most about
+/// retrying (one whose answer is never, else the longest minimum delay, else the latest), so a
+/// `Retry-After` or a "never" is not lost to a later plain failure; an answer of never or of
+/// overload also ends the round's hedging.
+fn attempt_failed<K, Running: Interrupt, E>(
+    state: &CommandState,
+    classifier: &K,
+    race: &mut Race<Running, E>,
+    err: HystrixError<E>,
+) where
+    K: Classify<E>,
+{
+    let answer = retry_answer(state, classifier, &err);
+    if !answer.is_retryable() || answer.is_overload() {
+        race.hedges_left = 0;
+        race.next_hedge = None;
+    }
+    let rank = |answer: &RetryAnswer| (!answer.is_retryable(), answer.min_delay());
+    race.error = Some(match race.error.take() {
+        Some(kept) if rank(&retry_answer(state, classifier, &kept)) > rank(&answer) => kept,
+        _ => err,
+    });
+}
+
+/// Why no hedge started when its delay passed.
+enum HedgeSkip {
+    /// The breaker, the bulkhead or the budget refused this one.
+    Now,
+    /// The factory made no run (it panicked).
+    NoMoreRuns,
 }
 
 /// A run that ends at or past its deadline is a TIMEOUT (SPEC Part A 12).
@@ -830,7 +870,7 @@ fn cancel_racers<Running: Interrupt, E>(
 }
 
 /// Starts a hedge at `now_ms`, if the breaker is CLOSED, an execution permit (SEMAPHORE) or a
-/// pool slot (THREAD) is free, and the retry budget grants it; otherwise skips it silently,
+/// pool thread (THREAD) is free, and the retry budget grants it; otherwise skips it silently,
 /// without spending budget or making a run.
 fn start_hedge<A, Running: Interrupt>(
     state: &Arc<CommandState>,
@@ -838,7 +878,7 @@ fn start_hedge<A, Running: Interrupt>(
     options: &CallOptions,
     again: &mut A,
     now_ms: u64,
-) -> Option<Racer<Running>>
+) -> Result<Racer<Running>, HedgeSkip>
 where
     A: Again<Run: RunFn<Running = Running>>,
 {
@@ -846,16 +886,16 @@ where
     let site = rec.site(state);
     let breaker = site.breaker();
     if breaker.is_open(&props) {
-        return None;
+        return Err(HedgeSkip::Now);
     }
     let ticket = match breaker.attempt(site, &props, now_ms) {
         Admission::Allowed(Ticket::Trial(generation)) => {
             // The breaker is testing the dependency: no hedge beside its trials.
             breaker.release(Ticket::Trial(generation));
-            return None;
+            return Err(HedgeSkip::Now);
         }
         Admission::Allowed(ticket) => ticket,
-        Admission::Denied(_) => return None,
+        Admission::Denied(_) => return Err(HedgeSkip::Now),
     };
     let (timeout_ms, deadline_ms) = attempt_deadline_from(&props, rec, options, now_ms);
     let isolation = rec.isolation();
@@ -877,7 +917,7 @@ where
     match isolation {
         IsolationStrategy::Semaphore => {
             if !state.execution_semaphore.try_take(props.semaphore_max) {
-                return None;
+                return Err(HedgeSkip::Now);
             }
             racer.holds_permit = true;
         }
@@ -888,7 +928,7 @@ where
                 .thread_pool()
                 .is_ok_and(|pool| pool.has_room(<A::Run as RunFn>::BLOCKING))
             {
-                return None;
+                return Err(HedgeSkip::Now);
             }
         }
     }
@@ -900,9 +940,11 @@ where
         full.retry_budget_percent,
         full.retry_budget_min_per_second,
     ) {
-        return None;
+        return Err(HedgeSkip::Now);
     }
-    let run = again.next()?;
+    let Some(run) = again.next() else {
+        return Err(HedgeSkip::NoMoreRuns);
+    };
     let start = Start::attempt(state, &props, isolation, deadline_ms, None);
     let running = match isolation {
         IsolationStrategy::Semaphore => {
@@ -912,12 +954,13 @@ where
         IsolationStrategy::Thread => state
             .thread_pool()
             .and_then(|pool| run.start_on_pool(start, pool))
-            .ok()?,
+            .map_err(|_| HedgeSkip::Now)?,
     };
     racer.running = Some(Box::pin(running));
     rec.hedge_started(state);
+    rec.run_started(state);
     racer.span = rec.attempt_span();
-    Some(racer)
+    Ok(racer)
 }
 
 pin_project! {

@@ -161,6 +161,9 @@ where
     }
     let mut again = run.take_again();
     if !<R::Again as Again>::RETRIES {
+        if props.hedging() {
+            warn_if_hedging_ignored(state);
+        }
         let err = match admit_blocking(state, &props, &mut rec, options) {
             Err(err) => err,
             Ok(permit) => {
@@ -428,16 +431,7 @@ where
     if !retryable {
         return None;
     }
-    let answer = match error.cause() {
-        Some(cause) => match catch_unwind(AssertUnwindSafe(|| classifier.retry(cause))) {
-            Ok(answer) => answer,
-            Err(panic) => {
-                state.classifier_panicked(&panic_message(panic));
-                RetryAnswer::never()
-            }
-        },
-        None => RetryAnswer::retry(),
-    };
+    let answer = retry_answer(state, classifier, error);
     if !answer.is_retryable() {
         return None;
     }
@@ -482,13 +476,32 @@ where
     Some(now_ms.saturating_add(delay_ms))
 }
 
-/// A run that cannot be retried failed: if its key sets `retry.maxAttempts` or
-/// `hedging.maxAttempts` over 1, says once per key that the property is ignored.
+/// The classifier's retry answer for `error` (a panicking classifier answers never; an error
+/// with no cause of the run's, such as a timeout, may be retried).
+pub(crate) fn retry_answer<C, E>(
+    state: &CommandState,
+    classifier: &C,
+    error: &HystrixError<E>,
+) -> RetryAnswer
+where
+    C: Classify<E> + ?Sized,
+{
+    match error.cause() {
+        Some(cause) => match catch_unwind(AssertUnwindSafe(|| classifier.retry(cause))) {
+            Ok(answer) => answer,
+            Err(panic) => {
+                state.classifier_panicked(&panic_message(panic));
+                RetryAnswer::never()
+            }
+        },
+        None => RetryAnswer::retry(),
+    }
+}
+
+/// A run that cannot be retried failed: if its key sets `retry.maxAttempts` over 1, says once
+/// per key that the property is ignored.
 #[cold]
 pub(crate) fn warn_if_retry_ignored(state: &CommandState) {
-    if state.properties.hot().hedging_max_attempts() > 1 {
-        warn_if_hedging_ignored(state);
-    }
     if state.properties.hot().retry_max_attempts() > 1
         && !state
             .retry
@@ -509,7 +522,7 @@ pub(crate) fn warn_if_retry_ignored(state: &CommandState) {
 /// A run that cannot be hedged (not made by a factory, or blocking under SEMAPHORE isolation)
 /// executes on a key that sets `hedging.maxAttempts` over 1: says so once per key.
 #[cold]
-fn warn_if_hedging_ignored(state: &CommandState) {
+pub(crate) fn warn_if_hedging_ignored(state: &CommandState) {
     if !state
         .hedging
         .ignored_warned
@@ -1381,7 +1394,10 @@ impl Recorder {
                     hook.on_thread_complete(key);
                 }
             }
-            EventType::Timeout if in_thread => hook.on_thread_complete(key),
+            // A timed-out or cancelled (lost) attempt's thread is done with it.
+            EventType::Timeout | EventType::HedgeCancelled if in_thread => {
+                hook.on_thread_complete(key);
+            }
             EventType::FallbackEmit => {
                 hook.on_fallback_emit(key);
                 hook.on_emit(key);

@@ -427,6 +427,7 @@ const ISOLATION_THREAD: u32 = 1 << 8;
 const PERCENTILES_ENABLED: u32 = 1 << 9;
 const DRY_RUN: u32 = 1 << 10;
 const REQUEST_LOG_ENABLED: u32 = 1 << 11;
+const HEDGING: u32 = 1 << 12;
 
 impl HotCommandProperties {
     pub(crate) fn publish(&self, props: &CommandProperties) {
@@ -437,6 +438,7 @@ impl HotCommandProperties {
             | flag(props.circuit_breaker_force_closed, FORCE_CLOSED)
             | flag(props.circuit_breaker_dry_run, DRY_RUN)
             | flag(props.request_log_enabled, REQUEST_LOG_ENABLED)
+            | flag(props.hedging_max_attempts > 1, HEDGING)
             | flag(props.execution_timeout_enabled, TIMEOUT_ENABLED)
             | flag(
                 props.execution_isolation_thread_interrupt_on_timeout,
@@ -583,6 +585,11 @@ impl HotSnapshot {
     #[inline]
     pub(crate) fn request_log_enabled(&self) -> bool {
         self.flags & REQUEST_LOG_ENABLED != 0
+    }
+    /// `hedging.maxAttempts` is over 1.
+    #[inline]
+    pub(crate) fn hedging(&self) -> bool {
+        self.flags & HEDGING != 0
     }
     /// `execution.timeout.enabled`.
     #[inline]

@@ -17,16 +17,27 @@
 //! round (each round is hedged again), else to its fallback.
 //!
 //! **When a hedge starts**: only while the breaker is CLOSED, an execution permit (SEMAPHORE)
-//! or a pool slot (THREAD) is free, and the retry budget grants it (hedges spend the same
-//! budget as retries). Otherwise that hedge is skipped silently: no SHORT_CIRCUITED or
-//! rejection is recorded on an execution that may still succeed. Each hedge is `HEDGE` on the
-//! execution and has its own breaker ticket: each attempt that ends is one request for health.
+//! or an idle pool thread (THREAD: a hedge never waits in the queue behind the attempt it
+//! races) is free, and the retry budget grants it (hedges spend the same budget as retries).
+//! Otherwise that hedge is skipped silently: no SHORT_CIRCUITED or rejection is recorded on an
+//! execution that may still succeed. A failed attempt whose [`RetryAnswer`] says never or
+//! overload ends the round's hedging, and the round keeps the failure that says most about
+//! retrying (never, else the longest minimum delay), whichever attempt ended last; a factory
+//! that panics ends it too. Each hedge is `HEDGE` on the execution and has its own breaker
+//! ticket: each attempt that ends is one request for health. A hedge holds a permit or a pool
+//! thread as any attempt: size the bulkhead for the hedges in flight.
+//!
+//! **Times**: the request log's time, the execution time and latency are the winning
+//! attempt's run; the total time (and latency) is what the caller waited.
+//!
+//! [`RetryAnswer`]: crate::retry::RetryAnswer
 //!
 //! **Delay**: `hedging.delayInMilliseconds` (default 100 ms), or, with `hedging.delayPercentile`
 //! above 0, that percentile of the key's **first-attempt** latency over the last
 //! `metrics.rollingStats.timeInMilliseconds`, recomputed once per
 //! `metrics.healthSnapshot.intervalInMilliseconds` from the intervals completed so far (the
-//! fixed delay until one has data). A first attempt that loses the race is recorded at the
+//! fixed delay until there are enough first attempts that the percentile is not the slowest
+//! one: 100 ÷ (100 − percentile), e.g. 20 for p95, 100 for p99). A first attempt that loses the race is recorded at the
 //! time it was cancelled, a lower bound of its latency: the percentiles up to the one the delay
 //! uses stay exact, since it was cancelled after the delay.
 //!

@@ -223,16 +223,21 @@ impl ThreadPool {
         }
     }
 
-    /// Whether the pool would take a run now: a blocking one (`blocking`, as
-    /// [`submit`](ThreadPool::submit)) or an async one (as
+    /// Whether the pool would run a run at once: a blocking one (`blocking`: a new thread, or
+    /// an idle one to take it from the queue; not a place in the queue) or an async one (as
     /// [`admit_async`](ThreadPool::admit_async)). Reserves nothing: the answer may change
-    /// before the run is submitted. A hedge asks before it spends budget or makes its run.
+    /// before the run is submitted. A hedge asks before it spends budget or makes its run, and
+    /// must not wait in the queue behind the attempt it races.
     pub(crate) fn has_room(&self, blocking: bool) -> bool {
         let shared = &self.shared;
         let props = shared.properties.hot().load();
         let st = shared.state.lock();
         if blocking {
-            shared.placement(&st, &props).is_ok()
+            match shared.placement(&st, &props) {
+                Ok(Placed::Thread) => true,
+                Ok(Placed::Queue) => (st.threads - st.busy) as usize > st.queue.len(),
+                Err(_) => false,
+            }
         } else {
             shared
                 .check_budget(

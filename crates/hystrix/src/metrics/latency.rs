@@ -199,8 +199,10 @@ pub(crate) fn percentiles_of(windows: &[&RollingLatency], now_ms: u64) -> Latenc
     summarize(&histogram)
 }
 
-/// The value at `percentile` (0 to 100) of the completed buckets of `window` at `now_ms`, in
-/// ms (the highest value of its counter, as [`LatencyPercentiles`]); `None` with no data.
+/// The value at `percentile` (0 to 100, below 100) of the completed buckets of `window` at
+/// `now_ms`, in ms (the highest value of its counter, as [`LatencyPercentiles`]); `None`
+/// until there are enough values that the percentile is not the largest one (100 ÷ (100 −
+/// percentile): 2 for the median, 20 for p95, 100 for p99).
 pub(crate) fn value_at_percentile(
     window: &RollingLatency,
     now_ms: u64,
@@ -208,7 +210,8 @@ pub(crate) fn value_at_percentile(
 ) -> Option<u64> {
     let mut histogram = Histogram::<u64>::new_with_bounds(1, MAX_VALUE, 2).ok()?;
     window.add_to(&mut histogram, now_ms);
-    (!histogram.is_empty()).then(|| histogram.value_at_quantile(percentile / 100.0))
+    let enough = (100.0 / (100.0 - percentile)).ceil();
+    (histogram.len() as f64 >= enough).then(|| histogram.value_at_quantile(percentile / 100.0))
 }
 
 /// Mean and percentiles in whole ms (truncated, as Hystrix's ints).

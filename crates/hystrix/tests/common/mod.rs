@@ -159,3 +159,33 @@ pub fn retrying(test: &TestRegistry, key: &str, attempts: u32) -> Command {
         .build_in(test.registry())
         .unwrap()
 }
+
+/// A cancellable run for a hedged first attempt that loses.
+pub type HangingRun =
+    Box<dyn FnOnce(hystrix::CancellationToken) -> Result<u32, DependencyError> + Send>;
+
+/// A factory of cancellable runs for hedging on a pool: run 0 sends `()` on `started` when it
+/// runs, hangs until its token is cancelled (it loses the race), then sends `()` on
+/// `cancelled` and returns 0; every later run answers its number at once.
+pub fn first_run_hangs(
+    started: std::sync::mpsc::Sender<()>,
+    cancelled: std::sync::mpsc::Sender<()>,
+) -> impl FnMut() -> HangingRun + Send + 'static {
+    let mut made = 0;
+    move || {
+        let n = made;
+        made += 1;
+        let (started, cancelled) = (started.clone(), cancelled.clone());
+        Box::new(move |token: hystrix::CancellationToken| {
+            if n > 0 {
+                return Ok(n);
+            }
+            started.send(()).unwrap();
+            while !token.is_cancelled() {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            cancelled.send(()).unwrap();
+            Ok(0)
+        })
+    }
+}
