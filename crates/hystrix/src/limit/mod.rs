@@ -10,6 +10,8 @@
 //! `com.netflix.concurrency.limits.limit`), whose update rules and defaults each type documents:
 //!
 //! - [`Aimd`]: loss based, additive increase and multiplicative decrease on drops (`AIMDLimit`).
+//! - [`Vegas`]: delay based, a queue estimate from the minimum run time, as TCP Vegas
+//!   (`VegasLimit`).
 //!
 //! One deliberate difference from the anchor applies to every algorithm here: the minimum limit
 //! defaults to 1 (Netflix's default of 20 could not follow a dependency whose capacity is below
@@ -63,8 +65,10 @@ macro_rules! bounds_setters {
 }
 
 mod aimd;
+mod vegas;
 
 pub use aimd::{Aimd, AimdBuilder};
+pub use vegas::{Vegas, VegasBuilder};
 
 /// What one admitted execution tells a [`LimitAlgorithm`] when it completes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -189,4 +193,36 @@ impl Bounds {
         }
         Ok(self)
     }
+
+    /// `limit` clamped to `[min, max]`, as `f64` (for the algorithms that keep a fractional
+    /// estimate).
+    fn clamp_f64(self, limit: f64) -> f64 {
+        limit.clamp(f64::from(self.min), f64::from(self.max))
+    }
+}
+
+/// Smoothing factors must lie in (0, 1]: 0 would freeze the limit, above 1 would overshoot.
+fn check_smoothing(algorithm: &'static str, smoothing: f64) -> Result<(), LimitError> {
+    if smoothing > 0.0 && smoothing <= 1.0 {
+        Ok(())
+    } else {
+        Err(LimitError::new(
+            algorithm,
+            "smoothing",
+            format!(
+                "{smoothing} is outside (0, 1]: 0 would never move the limit, above 1 overshoots"
+            ),
+        ))
+    }
+}
+
+/// A run time in nanoseconds as `f64` (exact below 2^53 ns, about 104 days).
+fn nanos(rtt: Duration) -> f64 {
+    rtt.as_nanos() as f64
+}
+
+/// The floor of an estimated limit as the limit handed out (estimates are clamped to
+/// `[min, max]` first, so the cast neither saturates nor sees a NaN).
+fn floor_limit(estimate: f64) -> u32 {
+    estimate as u32
 }
