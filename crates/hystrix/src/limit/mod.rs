@@ -12,6 +12,8 @@
 //! - [`Aimd`]: loss based, additive increase and multiplicative decrease on drops (`AIMDLimit`).
 //! - [`Vegas`]: delay based, a queue estimate from the minimum run time, as TCP Vegas
 //!   (`VegasLimit`).
+//! - [`Gradient2`]: delay based, the ratio of a long-term average run time to the latest one,
+//!   with a tolerance and smoothing (`Gradient2Limit`).
 //!
 //! One deliberate difference from the anchor applies to every algorithm here: the minimum limit
 //! defaults to 1 (Netflix's default of 20 could not follow a dependency whose capacity is below
@@ -65,9 +67,11 @@ macro_rules! bounds_setters {
 }
 
 mod aimd;
+mod gradient2;
 mod vegas;
 
 pub use aimd::{Aimd, AimdBuilder};
+pub use gradient2::{Gradient2, Gradient2Builder};
 pub use vegas::{Vegas, VegasBuilder};
 
 /// What one admitted execution tells a [`LimitAlgorithm`] when it completes.
