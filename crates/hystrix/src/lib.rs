@@ -64,6 +64,8 @@
 //!   [`RegistryBuilder`]); a `tracing` span `hystrix.execution` per execution (DEBUG, target
 //!   `hystrix::command`); `metrics::facade` (feature `metrics`) for the `metrics` crate; the
 //!   `hystrix-dashboard` crate for the Hystrix streams, Prometheus text and the admin routes.
+//! - [`limit`]: adaptive concurrency-limit algorithms ([`limit::Aimd`], [`limit::Vegas`],
+//!   [`limit::Gradient2`]), pure types fed run-time samples.
 //! - [`clock`]: the time source; [`testing`]: a registry on a manual clock for your tests.
 
 #![deny(missing_docs)]
@@ -83,6 +85,7 @@ pub mod http;
 mod isolation;
 pub mod key;
 mod keyed;
+pub mod limit;
 pub mod metrics;
 pub mod registry;
 pub mod retry;
