@@ -419,14 +419,7 @@ where
                     let end = state.env.clock.now_ms();
                     rec.run_ended(end);
                     release_permits(state, this.holds_permit, &mut false);
-                    // A run that ends at or past its deadline is a TIMEOUT (SPEC Part A 12).
-                    let ended = match ended {
-                        RunEnd::TimedOut => RunEnd::TimedOut,
-                        _ if deadline_ms.is_some_and(|deadline| end >= deadline) => {
-                            RunEnd::TimedOut
-                        }
-                        ended => ended,
-                    };
+                    let ended = at_deadline(ended, deadline_ms, end);
                     match decide(state, rec, &*this.classifier, ended, timeout_ms, end) {
                         Decision::Value(value) => {
                             return Poll::Ready(rec.finish(state, end, Ok(value)));
@@ -826,12 +819,12 @@ enum HedgeSkip {
     NoMoreRuns,
 }
 
-/// A run that ends at or past its deadline is a TIMEOUT (SPEC Part A 12).
+/// How a run that ended at `end` counts: one that ends at or past its deadline is a TIMEOUT,
+/// whatever it returned (or however it panicked).
+#[inline(always)]
 fn at_deadline<T, E>(ended: RunEnd<T, E>, deadline_ms: Option<u64>, end: u64) -> RunEnd<T, E> {
     match ended {
-        RunEnd::Returned(_) if deadline_ms.is_some_and(|deadline| end >= deadline) => {
-            RunEnd::TimedOut
-        }
+        _ if deadline_ms.is_some_and(|deadline| end >= deadline) => RunEnd::TimedOut,
         ended => ended,
     }
 }
