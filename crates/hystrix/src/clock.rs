@@ -72,6 +72,14 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
     /// Milliseconds elapsed since this clock's origin (monotonic).
     fn now_ms(&self) -> u64;
 
+    /// Microseconds elapsed since this clock's origin (monotonic), read precisely: for run
+    /// times of adaptive concurrency limits, where the millisecond tick reads 0 for fast
+    /// dependencies. Default: `now_ms() × 1000` (a clock without finer time, as
+    /// [`ManualClock`]).
+    fn now_us(&self) -> u64 {
+        self.now_ms().saturating_mul(1000)
+    }
+
     /// Wall-clock time in milliseconds since the Unix epoch. Used only for reporting (the
     /// `currentTime` field of Hystrix streams), never for measuring.
     fn epoch_ms(&self) -> u64;
@@ -260,6 +268,12 @@ impl Clock for SystemClock {
     #[inline]
     fn now_ms(&self) -> u64 {
         SYSTEM.now_ms()
+    }
+
+    /// The precise clock (the TSC where it is reliable), not the tick.
+    #[inline]
+    fn now_us(&self) -> u64 {
+        SYSTEM.precise_now_ns() / 1_000
     }
 
     fn epoch_ms(&self) -> u64 {

@@ -111,6 +111,8 @@ pub enum FailureType {
     RejectedThreadExecution,
     /// The execution semaphore had no free permit.
     RejectedSemaphoreExecution,
+    /// The command's adaptive concurrency limit refused the execution (LIMIT_REJECTED).
+    RejectedByLimit,
     /// A fallback was needed but the fallback semaphore had no free permit.
     RejectedSemaphoreFallback,
     /// The run's error was classified as a bad request: returned as is, no fallback.
@@ -136,6 +138,7 @@ impl FailureType {
             FailureType::ShortCircuit => "SHORTCIRCUIT",
             FailureType::RejectedThreadExecution => "REJECTED_THREAD_EXECUTION",
             FailureType::RejectedSemaphoreExecution => "REJECTED_SEMAPHORE_EXECUTION",
+            FailureType::RejectedByLimit => "REJECTED_BY_LIMIT",
             FailureType::RejectedSemaphoreFallback => "REJECTED_SEMAPHORE_FALLBACK",
             FailureType::BadRequest => "BAD_REQUEST_EXCEPTION",
             FailureType::Ignored => "IGNORED",
@@ -267,6 +270,8 @@ pub(crate) enum Detail {
     /// A stream's idle timeout passed: no next value for this long (ms).
     IdleTimeoutMs(u64),
     SemaphoreLimit(u32),
+    /// The adaptive limit that refused the execution.
+    AdaptiveLimit(u32),
     ShortCircuit(Option<TripCause>),
     PoolRejected {
         pool: crate::key::ThreadPoolKey,
@@ -401,10 +406,14 @@ impl<E> HystrixError<E> {
             self.failure_type,
             FailureType::ShortCircuit
                 | FailureType::RejectedSemaphoreExecution
+                | FailureType::RejectedByLimit
                 | FailureType::RejectedThreadExecution
         ) || matches!(
             self.detail,
-            Detail::ShortCircuit(_) | Detail::SemaphoreLimit(_) | Detail::PoolRejected { .. }
+            Detail::ShortCircuit(_)
+                | Detail::SemaphoreLimit(_)
+                | Detail::AdaptiveLimit(_)
+                | Detail::PoolRejected { .. }
         )
     }
 
@@ -452,6 +461,9 @@ impl<E> HystrixError<E> {
                 "could not acquire a semaphore for execution (limit of {max} concurrent \
                  executions reached)"
             ),
+            (Detail::AdaptiveLimit(limit), _) => format!(
+                "was refused by its adaptive concurrency limit ({limit} executions in flight)"
+            ),
             (Detail::PoolRejected { pool, rejection }, _) => {
                 format!("could not be queued for execution on thread pool {pool} ({rejection})")
             }
@@ -489,6 +501,10 @@ impl<E> HystrixError<E> {
             (Detail::SemaphoreLimit(_), _) => (
                 format!("command.{key}"),
                 "execution.isolation.semaphore.maxConcurrentRequests",
+            ),
+            (Detail::AdaptiveLimit(_), _) => (
+                format!("command.{key}"),
+                "execution.isolation.adaptive.maxWaitInMilliseconds",
             ),
             (Detail::ShortCircuit(_), _) => (
                 format!("command.{key}"),

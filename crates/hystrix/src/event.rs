@@ -9,7 +9,8 @@ use crate::key::{CommandKey, GroupKey, ThreadPoolKey};
 /// [`EventCounts::iter`] and request logs list them), followed by our extensions
 /// ([`Ignored`](EventType::Ignored), [`WouldShortCircuit`](EventType::WouldShortCircuit),
 /// [`Retry`](EventType::Retry), [`RetryBudgetExhausted`](EventType::RetryBudgetExhausted),
-/// [`Hedge`](EventType::Hedge), [`HedgeCancelled`](EventType::HedgeCancelled)).
+/// [`Hedge`](EventType::Hedge), [`HedgeCancelled`](EventType::HedgeCancelled),
+/// [`LimitRejected`](EventType::LimitRejected)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum EventType {
@@ -72,11 +73,15 @@ pub enum EventType {
     /// dropped, its token cancelled, its permit freed; counted per loser). Not terminal, not a
     /// failure, not a cancellation of the execution.
     HedgeCancelled,
+    /// The command's adaptive concurrency limit refused the execution (at once, or after
+    /// waiting `execution.isolation.adaptive.maxWaitInMilliseconds`): the fallback runs. Not
+    /// a health error and not a drop for the limit. Terminal for the attempt.
+    LimitRejected,
 }
 
 impl EventType {
     /// Every event type, in declaration order.
-    pub const ALL: [EventType; 25] = [
+    pub const ALL: [EventType; 26] = [
         EventType::Emit,
         EventType::Success,
         EventType::Failure,
@@ -102,6 +107,7 @@ impl EventType {
         EventType::RetryBudgetExhausted,
         EventType::Hedge,
         EventType::HedgeCancelled,
+        EventType::LimitRejected,
     ];
 
     /// Number of event types.
@@ -141,6 +147,7 @@ impl EventType {
             EventType::RetryBudgetExhausted => "RETRY_BUDGET_EXHAUSTED",
             EventType::Hedge => "HEDGE",
             EventType::HedgeCancelled => "HEDGE_CANCELLED",
+            EventType::LimitRejected => "LIMIT_REJECTED",
         }
     }
 
@@ -207,7 +214,7 @@ const REPEATABLE_MASK: u32 = {
 
 /// The events an execution of several attempts can have more than once, by slot in
 /// `EventCounts::repeats`.
-const REPEATABLE: [EventType; 7] = [
+const REPEATABLE: [EventType; 8] = [
     EventType::Failure,
     EventType::Timeout,
     EventType::ThreadPoolRejected,
@@ -215,6 +222,7 @@ const REPEATABLE: [EventType; 7] = [
     EventType::Retry,
     EventType::Hedge,
     EventType::HedgeCancelled,
+    EventType::LimitRejected,
 ];
 
 /// The slot of a repeatable event in `EventCounts::repeats`.
@@ -227,6 +235,7 @@ const fn repeat_slot(event: EventType) -> Option<usize> {
         EventType::Retry => Some(4),
         EventType::Hedge => Some(5),
         EventType::HedgeCancelled => Some(6),
+        EventType::LimitRejected => Some(7),
         _ => None,
     }
 }
@@ -555,7 +564,7 @@ mod tests {
         for (i, event) in EventType::ALL.iter().enumerate() {
             assert_eq!(event.index(), i);
         }
-        assert_eq!(EventType::COUNT, 25);
+        assert_eq!(EventType::COUNT, 26);
     }
 
     #[test]

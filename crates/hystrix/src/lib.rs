@@ -113,7 +113,7 @@ pub use error::{BoxError, ConfigError, FailureType, FallbackFailure, HystrixErro
 pub use event::{EventCounts, EventNotifier, EventType, ExecutionHook};
 pub use isolation::thread_pool::ThreadPoolMetrics;
 pub use key::{CommandKey, GroupKey, ThreadPoolKey};
-pub use metrics::{CommandMetrics, HealthCounts, LatencyPercentiles};
+pub use metrics::{AdaptiveLimitSnapshot, CommandMetrics, HealthCounts, LatencyPercentiles};
 pub use registry::{CommandInfo, Registry, RegistryBuilder};
 /// The token a cancellable run receives (tokio-util's `CancellationToken`): cancelled at the
 /// timeout when `execution.isolation.thread.interruptOnTimeout` is true.

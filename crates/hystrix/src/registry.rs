@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::num::NonZeroU32;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
@@ -437,6 +437,11 @@ pub(crate) struct CommandState {
     pub(crate) retry: Box<crate::retry::RetryState>,
     /// Hedging: the first-attempt latencies of the adaptive delay (boxed: off the hot path).
     pub(crate) hedging: Box<crate::hedging::HedgeState>,
+    /// Adaptive concurrency limits: the algorithm and the waiters' queue (boxed: off the hot
+    /// path).
+    pub(crate) limiter: Box<crate::isolation::adaptive::Limiter>,
+    /// Executions waiting for a place under the adaptive limit: every release reads it.
+    pub(crate) limit_waiting: AtomicU32,
 }
 
 impl CommandState {
@@ -474,12 +479,39 @@ impl CommandState {
                 hot.load().percentiles_enabled(),
             )
             .with_open_duration(open_duration_ms)
+            .with_adaptive_limit(hot.load().adaptive().then(|| {
+                crate::metrics::AdaptiveLimitSnapshot {
+                    limit: hot.load().semaphore_max,
+                    in_flight: self.execution_semaphore.in_use(),
+                    queued: self.limit_waiting.load(Ordering::Acquire),
+                }
+            }))
     }
 
-    /// Executions of this key whose user code runs now: SEMAPHORE permits held plus runs on pool
-    /// threads.
+    /// Executions of this key whose user code runs now: SEMAPHORE permits held or runs on pool
+    /// threads. The larger of the two: only one is in use, but under THREAD isolation with
+    /// adaptive limits each pool run holds a permit too (taken before the pool).
     pub(crate) fn running(&self) -> u32 {
-        self.execution_semaphore.in_use() + self.pool_running.in_use()
+        self.execution_semaphore
+            .in_use()
+            .max(self.pool_running.in_use())
+    }
+
+    /// Gives back an execution permit taken with `try_take` (or by a wait for a place), and
+    /// wakes the longest waiter under the adaptive limit, if any.
+    #[inline(always)]
+    pub(crate) fn release_permit(&self) {
+        self.execution_semaphore.give_back();
+        self.wake_limit_waiter();
+    }
+
+    /// A permit was just given back: the longest waiter for a place under the adaptive limit,
+    /// if any, tries for it.
+    #[inline(always)]
+    pub(crate) fn wake_limit_waiter(&self) {
+        if self.limit_waiting.load(Ordering::SeqCst) != 0 {
+            self.limiter.wake_one();
+        }
     }
 
     /// A circuit-breaker change of this key: logged and told to the registry's listener.
@@ -1027,6 +1059,8 @@ impl Registry {
                 &key,
             ))),
             hedging: Box::default(),
+            limiter: Box::default(),
+            limit_waiting: AtomicU32::new(0),
         });
         if state.extras.shared.is_some() {
             self.start_store_rounds(&state);

@@ -25,8 +25,9 @@ use crate::command::execution::AsyncFallback;
 use crate::command::pipeline::{
     CallOptions, Decision, FallbackEnd, Recorder, RunEnd, attempt_deadline, attempt_deadline_from,
     begin_attempts, check_breaker, check_options, decide, fallback_done, fallback_gate,
-    panic_message, plan_retry, poll_caught, pool_rejected, retry_answer, retry_budget,
-    semaphore_rejected, warn_if_hedging_ignored, warn_if_retry_ignored,
+    limit_wait_until, panic_message, permit_refused, plan_retry, poll_caught, pool_rejected,
+    retry_answer, retry_budget, try_permit, try_permit_into, warn_if_hedging_ignored,
+    warn_if_retry_ignored,
 };
 use crate::command::run::{Interrupt, RunFn, Start};
 use crate::command::{Classify, Outcome};
@@ -34,6 +35,7 @@ use crate::config::{HotSnapshot, IsolationStrategy};
 use crate::error::HystrixError;
 use crate::event::EventType;
 use crate::hedging::{AttemptTicket, Race, RaceSlot, Racer, Racing};
+use crate::isolation::adaptive::LimitStart;
 use crate::registry::CommandState;
 use crate::retry::{Again, RetryAnswer};
 
@@ -76,6 +78,14 @@ pin_project! {
             fallback: FB,
             // The hedges racing this attempt (nothing for a single run).
             race: S,
+        },
+        /// The first attempt waits for a place under the adaptive limit (boxed: only a full
+        /// limit with `maxWaitInMilliseconds` needs it); `wait` ends with the number in
+        /// flight once it has a permit, or `None`.
+        Queued {
+            run: R,
+            fallback: FB,
+            wait: Pin<Box<dyn Future<Output = Option<u32>> + Send>>,
         },
         /// Waiting out the delay before the next attempt (boxed: only retries need it).
         Delay {
@@ -187,7 +197,7 @@ pub type ExecuteAsyncOutcome<'c, K, R, FB> = ExecutionFuture<
 
 pub(crate) fn release_permits(state: &CommandState, permit: &mut bool, fallback_permit: &mut bool) {
     if std::mem::take(permit) {
-        state.execution_semaphore.give_back();
+        state.release_permit();
     }
     if std::mem::take(fallback_permit) {
         state.fallback_semaphore.give_back();
@@ -295,6 +305,7 @@ where
                         run,
                         this.phase.as_mut(),
                         fallback,
+                        true,
                     ) {
                         Ok(()) => {
                             if A::RETRIES && rec.hedge_max > 1 {
@@ -302,7 +313,64 @@ where
                             }
                             continue;
                         }
-                        Err(refused) => refused,
+                        Err(Refused::Error(err, fallback)) => (err, fallback),
+                        Err(Refused::Wait {
+                            run,
+                            fallback,
+                            until_ms,
+                        }) => {
+                            let owned = Arc::clone(state);
+                            let wait = Box::pin(async move {
+                                owned.limiter.wait_for_permit(&owned, until_ms).await
+                            });
+                            this.phase.set(Phase::Queued {
+                                run,
+                                fallback,
+                                wait,
+                            });
+                            continue;
+                        }
+                    }
+                }
+                PhaseProj::Queued { wait, .. } => {
+                    let Poll::Ready(got) = wait.as_mut().poll(cx) else {
+                        return Poll::Pending;
+                    };
+                    let PhaseOwned::Queued { run, fallback, .. } =
+                        this.phase.as_mut().project_replace(Phase::Done)
+                    else {
+                        unreachable!("matched Queued above")
+                    };
+                    let props = state.properties.hot().load();
+                    match got {
+                        None => (permit_refused(state, &props, rec), fallback),
+                        Some(in_flight) => {
+                            *this.holds_permit = true;
+                            rec.limit_start = Some(LimitStart {
+                                at_us: state.env.clock.now_us(),
+                                in_flight,
+                            });
+                            let isolation = rec.isolation();
+                            match launch_attempt(
+                                state,
+                                &props,
+                                rec,
+                                this.options,
+                                isolation,
+                                this.holds_permit,
+                                run,
+                                this.phase.as_mut(),
+                                fallback,
+                            ) {
+                                Ok(()) => {
+                                    if A::RETRIES && rec.hedge_max > 1 {
+                                        arm_race(state, rec, this.phase.as_mut(), true);
+                                    }
+                                    continue;
+                                }
+                                Err(refused) => refused,
+                            }
+                        }
                     }
                 }
                 PhaseProj::Delay { delay } => {
@@ -338,6 +406,7 @@ where
                                 run,
                                 this.phase.as_mut(),
                                 fallback,
+                                false,
                             ) {
                                 Ok(()) => {
                                     if rec.hedge_max > 1 {
@@ -345,7 +414,10 @@ where
                                     }
                                     continue;
                                 }
-                                Err(refused) => refused,
+                                Err(Refused::Error(err, fallback)) => (err, fallback),
+                                Err(Refused::Wait { .. }) => {
+                                    unreachable!("only an execution's first attempt waits")
+                                }
                             }
                         }
                     }
@@ -497,8 +569,17 @@ where
     }
 }
 
+/// Why [`start_attempt`] did not start the run.
+enum Refused<X, FB, E> {
+    /// Refused: the error, with the fallback.
+    Error(HystrixError<E>, FB),
+    /// Beyond the adaptive limit, and it may wait for a place until `until_ms`.
+    Wait { run: X, fallback: FB, until_ms: u64 },
+}
+
 /// Steps 1 to 3 of one attempt (breaker, deadline, isolation), and its run started: `phase`
-/// is then Running; or why it was refused, with the fallback.
+/// is then Running; or why it was refused, with the fallback. Only with `may_wait` may an
+/// attempt beyond the adaptive limit come back to wait for a place.
 #[inline(always)]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
 fn start_attempt<X: RunFn, R, FB, FFut, S: Default>(
@@ -509,33 +590,75 @@ fn start_attempt<X: RunFn, R, FB, FFut, S: Default>(
     isolation: IsolationStrategy,
     holds_permit: &mut bool,
     run: X,
+    phase: Pin<&mut Phase<R, FB, X::Running, FFut, X::Error, S>>,
+    fallback: FB,
+    may_wait: bool,
+) -> Result<(), Refused<X, FB, X::Error>> {
+    if let Err(err) = check_breaker(state, props, rec, options) {
+        return Err(Refused::Error(err, fallback));
+    }
+    // Under THREAD with adaptive limits, the key's limit applies before the pool.
+    if isolation == IsolationStrategy::Semaphore || props.adaptive() {
+        if !try_permit(state, props, rec) {
+            if may_wait && let Some(until_ms) = limit_wait_until(state, props, rec) {
+                return Err(Refused::Wait {
+                    run,
+                    fallback,
+                    until_ms,
+                });
+            }
+            return Err(Refused::Error(permit_refused(state, props, rec), fallback));
+        }
+        *holds_permit = true;
+    }
+    launch_attempt(
+        state,
+        props,
+        rec,
+        options,
+        isolation,
+        holds_permit,
+        run,
+        phase,
+        fallback,
+    )
+    .map_err(|(err, fallback)| Refused::Error(err, fallback))
+}
+
+/// The rest of [`start_attempt`] once the breaker and the key's limit admitted the attempt
+/// (`holds_permit` set if a permit was needed): the run starts, `phase` is then Running; or
+/// the pool refused it.
+#[inline(always)]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+fn launch_attempt<X: RunFn, R, FB, FFut, S: Default>(
+    state: &Arc<CommandState>,
+    props: &HotSnapshot,
+    rec: &mut Recorder,
+    options: &CallOptions,
+    isolation: IsolationStrategy,
+    holds_permit: &mut bool,
+    run: X,
     mut phase: Pin<&mut Phase<R, FB, X::Running, FFut, X::Error, S>>,
     fallback: FB,
 ) -> Result<(), (HystrixError<X::Error>, FB)> {
-    if let Err(err) = check_breaker(state, props, rec, options) {
-        return Err((err, fallback));
-    }
     let (timeout_ms, deadline_ms) = attempt_deadline(props, rec, options);
     let start = Start::attempt(state, props, isolation, deadline_ms, options.cancel_link());
     let running = match isolation {
         IsolationStrategy::Semaphore => {
-            if state.execution_semaphore.try_take(props.semaphore_max) {
-                *holds_permit = true;
-                state.counters.started(rec.attempt_ms, state.running());
-                run.start_here(start)
-            } else {
-                return Err((
-                    semaphore_rejected(state, rec, props.semaphore_max),
-                    fallback,
-                ));
-            }
+            state.counters.started(rec.attempt_ms, state.running());
+            run.start_here(start)
         }
         IsolationStrategy::Thread => match state
             .thread_pool()
             .and_then(|pool| run.start_on_pool(start, pool))
         {
             Ok(running) => running,
-            Err(rejection) => return Err((pool_rejected(state, rec, rejection), fallback)),
+            Err(rejection) => {
+                // The key's limit admitted it: that place is free again, and no sample.
+                release_permits(state, holds_permit, &mut false);
+                rec.limit_start = None;
+                return Err((pool_rejected(state, rec, rejection), fallback));
+            }
         },
     };
     rec.run_started(state);
@@ -899,6 +1022,7 @@ where
             ticket,
             generation: ticket.generation(),
             attempt_ms: now_ms,
+            limit_start: None,
         },
         deadline_ms,
         timeout_ms,
@@ -907,13 +1031,15 @@ where
         state: Arc::clone(state),
         holds_permit: false,
     };
-    match isolation {
-        IsolationStrategy::Semaphore => {
-            if !state.execution_semaphore.try_take(props.semaphore_max) {
-                return Err(HedgeSkip::Now);
-            }
-            racer.holds_permit = true;
+    // Under THREAD with adaptive limits, the key's limit applies before the pool.
+    if isolation == IsolationStrategy::Semaphore || props.adaptive() {
+        if !try_permit_into(state, &props, &mut racer.attempt.limit_start) {
+            return Err(HedgeSkip::Now);
         }
+        racer.holds_permit = true;
+    }
+    match isolation {
+        IsolationStrategy::Semaphore => {}
         // The pool is asked for room now, before the budget and the factory are: it may
         // still refuse when the run is submitted (another caller took the slot meanwhile).
         IsolationStrategy::Thread => {

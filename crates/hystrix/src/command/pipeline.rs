@@ -35,6 +35,7 @@ use crate::config::{CommandProperties, HotSnapshot, IsolationStrategy};
 use crate::context::{RequestContext, RequestLogEntry};
 use crate::error::{BoxError, Cause, Detail, FailureType, FallbackFailure, HystrixError};
 use crate::event::{EventCounts, EventType};
+use crate::isolation::adaptive::LimitStart;
 use crate::isolation::thread_pool::Rejection;
 use crate::registry::CommandState;
 use crate::retry::{Again, RetryAnswer};
@@ -237,14 +238,128 @@ fn admit_blocking<'s, E>(
     rec: &mut Recorder,
     options: &CallOptions,
 ) -> Result<crate::isolation::semaphore::Permit<'s>, HystrixError<E>> {
-    let permit = check_breaker(state, props, rec, options).and_then(|()| {
-        state
-            .execution_semaphore
-            .try_acquire(props.semaphore_max)
-            .ok_or_else(|| semaphore_rejected(state, rec, props.semaphore_max))
-    })?;
+    check_breaker(state, props, rec, options)?;
+    if !try_permit(state, props, rec) && !wait_blocking(state, props, rec) {
+        return Err(permit_refused(state, props, rec));
+    }
     state.counters.started(rec.attempt_ms, state.running());
-    Ok(permit)
+    Ok(state.execution_semaphore.adopt())
+}
+
+/// A blocking execution's first attempt beyond the adaptive limit waits for a place on this
+/// thread, if `execution.isolation.adaptive.maxWaitInMilliseconds` allows: whether it got one.
+#[cold]
+fn wait_blocking(state: &CommandState, props: &HotSnapshot, rec: &mut Recorder) -> bool {
+    let Some(until_ms) = limit_wait_until(state, props, rec) else {
+        return false;
+    };
+    match block_on(state.limiter.wait_for_permit(state, until_ms)) {
+        Some(in_flight) => {
+            rec.limit_start = Some(LimitStart {
+                at_us: state.env.clock.now_us(),
+                in_flight,
+            });
+            true
+        }
+        None => false,
+    }
+}
+
+/// Until when (ms on the registry's clock) an attempt refused by the adaptive limit may wait for
+/// a place: only an execution's first attempt, up to
+/// `execution.isolation.adaptive.maxWaitInMilliseconds` and never past its timeout; `None`:
+/// it is refused at once.
+pub(crate) fn limit_wait_until(
+    state: &CommandState,
+    props: &HotSnapshot,
+    rec: &Recorder,
+) -> Option<u64> {
+    if !props.adaptive() || rec.attempts() > 1 {
+        return None;
+    }
+    let max_wait_ms = state.properties.hot().adaptive_max_wait_ms();
+    if max_wait_ms == 0 {
+        return None;
+    }
+    let mut until_ms = rec.attempt_ms.saturating_add(max_wait_ms);
+    if props.timeout_enabled() {
+        until_ms = until_ms.min(rec.start_ms.saturating_add(props.timeout_ms));
+    }
+    Some(until_ms)
+}
+
+/// Step 3 under a semaphore (SEMAPHORE isolation, or any with adaptive limits): takes an
+/// execution permit if one is free under `props.semaphore_max` (give it back with
+/// `CommandState::release_permit`); with adaptive limits, notes the start for the attempt's sample.
+#[inline(always)]
+pub(crate) fn try_permit(state: &CommandState, props: &HotSnapshot, rec: &mut Recorder) -> bool {
+    try_permit_into(state, props, &mut rec.limit_start)
+}
+
+/// [`try_permit`] for an attempt whose start is kept in `limit_start` (a hedge's own).
+#[inline(always)]
+pub(crate) fn try_permit_into(
+    state: &CommandState,
+    props: &HotSnapshot,
+    limit_start: &mut Option<LimitStart>,
+) -> bool {
+    if !props.adaptive() {
+        return state.execution_semaphore.try_take(props.semaphore_max);
+    }
+    admit_adaptive(state, props, limit_start)
+}
+
+#[inline(never)]
+fn admit_adaptive(
+    state: &CommandState,
+    props: &HotSnapshot,
+    limit_start: &mut Option<LimitStart>,
+) -> bool {
+    match state
+        .execution_semaphore
+        .try_take_counted(props.semaphore_max)
+    {
+        Some(in_flight) => {
+            *limit_start = Some(LimitStart {
+                at_us: state.env.clock.now_us(),
+                in_flight,
+            });
+            true
+        }
+        None => false,
+    }
+}
+
+/// Step 3 refused by the semaphore: SEMAPHORE_REJECTED, or LIMIT_REJECTED when the adaptive
+/// limit (not `maxConcurrentRequests`) was the bound.
+#[cold]
+pub(crate) fn permit_refused<E>(
+    state: &CommandState,
+    props: &HotSnapshot,
+    rec: &mut Recorder,
+) -> HystrixError<E> {
+    let hot = state.properties.hot();
+    let limit = hot.adaptive_limit();
+    if props.adaptive()
+        && limit
+            < state
+                .properties
+                .load()
+                .execution_isolation_semaphore_max_concurrent_requests
+    {
+        limit_rejected(state, rec, limit)
+    } else {
+        semaphore_rejected(state, rec, props.semaphore_max)
+    }
+}
+
+/// Step 3: the adaptive limit refused the execution. Not a health error (the breaker's ticket
+/// is given back) and not a sample for the limit.
+fn limit_rejected<E>(state: &CommandState, rec: &mut Recorder, limit: u32) -> HystrixError<E> {
+    rec.event(state, EventType::LimitRejected);
+    rec.settle_release(state);
+    HystrixError::new(FailureType::RejectedByLimit, state.key.clone(), Cause::None)
+        .with_detail(Detail::AdaptiveLimit(limit))
 }
 
 /// The rest of an admitted attempt of a blocking execution on the calling thread, holding
@@ -284,6 +399,7 @@ where
     drop(timer);
     rec.run_ended(end);
     drop(permit);
+    state.wake_limit_waiter();
 
     // Past the deadline the outcome is TIMEOUT whatever the run returned (SPEC Part A 12). Only
     // the deadline timer cancels the token, so a cancelled token means the deadline passed even
@@ -423,9 +539,9 @@ where
     }
     let retryable = match error.failure_type() {
         FailureType::CommandException | FailureType::Timeout => true,
-        FailureType::RejectedSemaphoreExecution | FailureType::RejectedThreadExecution => {
-            props.retry_on_rejection
-        }
+        FailureType::RejectedSemaphoreExecution
+        | FailureType::RejectedThreadExecution
+        | FailureType::RejectedByLimit => props.retry_on_rejection,
         _ => false,
     };
     if !retryable {
@@ -744,19 +860,19 @@ pub(crate) fn semaphore_rejected<E>(
 }
 
 /// Step 3, SEMAPHORE, for a run polled in place: takes an execution permit (give it back with
-/// `execution_semaphore.give_back()`) and counts the start for the concurrency maximum, or
-/// SEMAPHORE_REJECTED.
+/// `CommandState::release_permit`) and counts the start for the concurrency maximum, or SEMAPHORE_REJECTED
+/// (LIMIT_REJECTED by an adaptive limit).
 #[inline]
 pub(crate) fn take_permit<E>(
     state: &CommandState,
     props: &HotSnapshot,
     rec: &mut Recorder,
 ) -> Result<(), HystrixError<E>> {
-    if state.execution_semaphore.try_take(props.semaphore_max) {
+    if try_permit(state, props, rec) {
         state.counters.started(rec.attempt_ms, state.running());
         Ok(())
     } else {
-        Err(semaphore_rejected(state, rec, props.semaphore_max))
+        Err(permit_refused(state, props, rec))
     }
 }
 
@@ -821,6 +937,9 @@ pub(crate) fn decide<T, E, C: Classify<E> + ?Sized>(
     now_ms: u64,
 ) -> Decision<T, E> {
     let key = || state.key.clone();
+    if let Some(start) = rec.limit_start.take() {
+        limit_sample(state, classifier, start, &ended);
+    }
     match ended {
         RunEnd::Returned(Ok(value)) => {
             rec.event(state, EventType::Success);
@@ -883,6 +1002,31 @@ pub(crate) fn decide<T, E, C: Classify<E> + ?Sized>(
             )
         }
     }
+}
+
+/// An attempt the adaptive limit admitted ended: its run time, and whether it was a drop (it
+/// timed out, or its error says overload), go to the limit.
+#[inline(never)]
+fn limit_sample<T, E, C: Classify<E> + ?Sized>(
+    state: &CommandState,
+    classifier: &C,
+    start: LimitStart,
+    ended: &RunEnd<T, E>,
+) {
+    let dropped = match ended {
+        RunEnd::TimedOut => true,
+        RunEnd::Returned(Err(error)) => {
+            match catch_unwind(AssertUnwindSafe(|| classifier.retry(error))) {
+                Ok(answer) => answer.is_overload(),
+                Err(panic) => {
+                    state.classifier_panicked(&panic_message(panic));
+                    false
+                }
+            }
+        }
+        RunEnd::Returned(Ok(_)) | RunEnd::Panicked(_) => false,
+    };
+    state.limiter.on_sample(state, start, dropped);
 }
 
 /// Step 6, first half: whether the fallback may run; if so its permit is taken (release it with
@@ -1092,6 +1236,9 @@ pub(crate) struct Recorder {
     hedges: u8,
     /// `hedging.maxAttempts` when a hedging execution began (0 otherwise).
     pub(crate) hedge_max: u8,
+    /// The current attempt was admitted by the adaptive limit: its sample is taken when its
+    /// end is decided.
+    pub(crate) limit_start: Option<LimitStart>,
 }
 
 /// Where a retry-enabled execution's attempt loop is.
@@ -1129,6 +1276,7 @@ impl Recorder {
             retried: None,
             hedges: 0,
             hedge_max: 0,
+            limit_start: None,
         }
     }
 
@@ -1212,6 +1360,7 @@ impl Recorder {
         std::mem::swap(&mut self.ticket, &mut other.ticket);
         std::mem::swap(&mut self.generation, &mut other.generation);
         std::mem::swap(&mut self.attempt_ms, &mut other.attempt_ms);
+        std::mem::swap(&mut self.limit_start, &mut other.limit_start);
     }
 
     /// The keyed breaker the execution went through, if it named one.

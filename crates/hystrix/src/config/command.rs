@@ -246,6 +246,79 @@ property_table! {
     /// `metrics.healthSnapshot.intervalInMilliseconds`. Default 0 (the fixed delay). Dynamic.
     hedging_delay_percentile: f64 = 0.0;
         "hedging.delayPercentile", Dynamic, Any, hedging_percentile;
+    /// `execution.isolation.adaptive.enabled` (our extension): the executions of the key
+    /// admitted at once are bounded by a limit computed from their measured run times and
+    /// drops (see [`limit`](crate::limit)), capped by
+    /// `execution.isolation.semaphore.maxConcurrentRequests`, under either isolation (under
+    /// THREAD the key's limit applies before its pool). Default false. Dynamic.
+    execution_isolation_adaptive_enabled: bool = false;
+        "execution.isolation.adaptive.enabled", Dynamic, Any, no_check;
+    /// `execution.isolation.adaptive.algorithm` (our extension): `AIMD`, `VEGAS` or
+    /// `GRADIENT2` (see [`AdaptiveAlgorithm`](crate::limit::AdaptiveAlgorithm)). Default
+    /// `GRADIENT2`. Dynamic: a change starts the new algorithm at `initialLimit`.
+    execution_isolation_adaptive_algorithm: crate::limit::AdaptiveAlgorithm =
+        crate::limit::AdaptiveAlgorithm::Gradient2;
+        "execution.isolation.adaptive.algorithm", Dynamic, Any, no_check;
+    /// `execution.isolation.adaptive.initialLimit` (our extension): the limit before any
+    /// sample, within `[minLimit, maxLimit]`. Default 20. Dynamic.
+    execution_isolation_adaptive_initial_limit: u32 = 20;
+        "execution.isolation.adaptive.initialLimit", Dynamic, Any, no_check;
+    /// `execution.isolation.adaptive.minLimit` (our extension): the lowest limit, at least 1.
+    /// Default 1 (Netflix's concurrency-limits uses 20, which cannot follow a capacity below
+    /// 20). Dynamic.
+    execution_isolation_adaptive_min_limit: u32 = 1;
+        "execution.isolation.adaptive.minLimit", Dynamic, Any, no_check;
+    /// `execution.isolation.adaptive.maxLimit` (our extension): the highest limit, at least
+    /// `minLimit`; `maxConcurrentRequests` caps the limit too. Default 200. Dynamic.
+    execution_isolation_adaptive_max_limit: u32 = 200;
+        "execution.isolation.adaptive.maxLimit", Dynamic, Any, no_check;
+    /// `execution.isolation.adaptive.maxWaitInMilliseconds` (our extension): how long an
+    /// execution beyond the limit may wait for a free place, in ms, before it is
+    /// LIMIT_REJECTED; 0 rejects at once. Only an execution's first attempt waits (retries and
+    /// hedges are refused at once), and never past its timeout. Default 0. Dynamic.
+    execution_isolation_adaptive_max_wait_in_milliseconds: u64 = 0;
+        "execution.isolation.adaptive.maxWaitInMilliseconds", Dynamic, Any, no_check;
+    /// `execution.isolation.adaptive.maxQueueSize` (our extension): how many executions may
+    /// wait for a place at once; one more is LIMIT_REJECTED at once. Default 100. Dynamic.
+    execution_isolation_adaptive_max_queue_size: u32 = 100;
+        "execution.isolation.adaptive.maxQueueSize", Dynamic, Any, no_check;
+    /// `execution.isolation.adaptive.aimd.backoffRatio` (our extension): AIMD's factor on a
+    /// drop, in [0.5, 1). Default 0.9 (as concurrency-limits' `backoffRatio`). Dynamic.
+    execution_isolation_adaptive_aimd_backoff_ratio: f64 = 0.9;
+        "execution.isolation.adaptive.aimd.backoffRatio", Dynamic, Any, no_check;
+    /// `execution.isolation.adaptive.aimd.timeoutInMilliseconds` (our extension): AIMD counts
+    /// a run longer than this as a drop, in ms, at least 1. Default 5000 (as concurrency-limits'
+    /// `timeout`). Dynamic.
+    execution_isolation_adaptive_aimd_timeout_in_milliseconds: u64 = 5_000;
+        "execution.isolation.adaptive.aimd.timeoutInMilliseconds", Dynamic, Any, no_check;
+    /// `execution.isolation.adaptive.vegas.smoothing` (our extension): how much of each new
+    /// VEGAS estimate replaces the limit, in (0, 1]. Default 1.0 (as concurrency-limits').
+    /// Dynamic.
+    execution_isolation_adaptive_vegas_smoothing: f64 = 1.0;
+        "execution.isolation.adaptive.vegas.smoothing", Dynamic, Any, no_check;
+    /// `execution.isolation.adaptive.vegas.probeMultiplier` (our extension): VEGAS re-measures
+    /// the unloaded run time every 0.75 × this × limit samples, at least 1. Default 30 (as
+    /// concurrency-limits' `probeMultiplier`). Dynamic.
+    execution_isolation_adaptive_vegas_probe_multiplier: u32 = 30;
+        "execution.isolation.adaptive.vegas.probeMultiplier", Dynamic, Any, no_check;
+    /// `execution.isolation.adaptive.gradient2.smoothing` (our extension): how much of each new
+    /// GRADIENT2 estimate replaces the limit, in (0, 1]. Default 0.2 (as concurrency-limits').
+    /// Dynamic.
+    execution_isolation_adaptive_gradient2_smoothing: f64 = 0.2;
+        "execution.isolation.adaptive.gradient2.smoothing", Dynamic, Any, no_check;
+    /// `execution.isolation.adaptive.gradient2.rttTolerance` (our extension): how many times
+    /// the long-term run time the latest may be before GRADIENT2 shrinks the limit, at least
+    /// 1.0. Default 1.5 (as concurrency-limits'). Dynamic.
+    execution_isolation_adaptive_gradient2_rtt_tolerance: f64 = 1.5;
+        "execution.isolation.adaptive.gradient2.rttTolerance", Dynamic, Any, no_check;
+    /// `execution.isolation.adaptive.gradient2.longWindow` (our extension): samples in
+    /// GRADIENT2's long-term average, at least 1. Default 600 (as concurrency-limits'). Dynamic.
+    execution_isolation_adaptive_gradient2_long_window: u32 = 600;
+        "execution.isolation.adaptive.gradient2.longWindow", Dynamic, Any, no_check;
+    /// `execution.isolation.adaptive.gradient2.queueSize` (our extension): the headroom
+    /// GRADIENT2 adds to its estimate. Default 4 (as concurrency-limits'). Dynamic.
+    execution_isolation_adaptive_gradient2_queue_size: u32 = 4;
+        "execution.isolation.adaptive.gradient2.queueSize", Dynamic, Any, no_check;
 }
 
 fn hedging_max_attempts(v: &u32) -> Result<(), String> {
@@ -367,6 +440,12 @@ impl CommandProperties {
                 ),
             ));
         }
+        // Each algorithm's builder checks its parameters (and the bounds); its refusal names
+        // the property.
+        if let Err((name, reason)) = crate::limit::check_properties(self) {
+            let value = self.get(name).map(|v| v.to_string()).unwrap_or_default();
+            return Err(invalid(name, value, reason));
+        }
         if self.circuit_breaker_half_open_success_threshold
             > self.circuit_breaker_half_open_permitted_requests
         {
@@ -401,13 +480,26 @@ pub(crate) struct HotCommandProperties {
     /// `retry.attemptTimeoutInMilliseconds`, 0 when unset.
     retry_attempt_timeout_ms: std::sync::atomic::AtomicU64,
     hedging_max_attempts: std::sync::atomic::AtomicU32,
+    /// The adaptive concurrency limit, kept by the command's limiter (not a property: written
+    /// only by [`set_adaptive_limit`](HotCommandProperties::set_adaptive_limit)).
+    adaptive_limit: std::sync::atomic::AtomicU32,
+    /// `execution.isolation.adaptive.maxWaitInMilliseconds`.
+    adaptive_max_wait_ms: std::sync::atomic::AtomicU64,
+    /// `execution.isolation.adaptive.maxQueueSize`.
+    adaptive_max_queue: std::sync::atomic::AtomicU32,
+    /// The algorithm published last (its discriminant + 1; 0 before the first publish).
+    adaptive_kind: std::sync::atomic::AtomicU32,
+    /// Bumped at every publish: the limiter rebuilds its algorithm when its properties
+    /// changed.
+    generation: std::sync::atomic::AtomicU32,
 }
 
 /// A copy of [`HotCommandProperties`], read once per execution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct HotSnapshot {
     flags: u32,
-    /// `execution.isolation.semaphore.maxConcurrentRequests`.
+    /// `execution.isolation.semaphore.maxConcurrentRequests`; with
+    /// `execution.isolation.adaptive.enabled`, the adaptive limit if that is lower.
     pub(crate) semaphore_max: u32,
     /// `fallback.isolation.semaphore.maxConcurrentRequests`.
     pub(crate) fallback_semaphore_max: u32,
@@ -428,6 +520,7 @@ const PERCENTILES_ENABLED: u32 = 1 << 9;
 const DRY_RUN: u32 = 1 << 10;
 const REQUEST_LOG_ENABLED: u32 = 1 << 11;
 const HEDGING: u32 = 1 << 12;
+const ADAPTIVE: u32 = 1 << 13;
 
 impl HotCommandProperties {
     pub(crate) fn publish(&self, props: &CommandProperties) {
@@ -439,6 +532,7 @@ impl HotCommandProperties {
             | flag(props.circuit_breaker_dry_run, DRY_RUN)
             | flag(props.request_log_enabled, REQUEST_LOG_ENABLED)
             | flag(props.hedging_max_attempts > 1, HEDGING)
+            | flag(props.execution_isolation_adaptive_enabled, ADAPTIVE)
             | flag(props.execution_timeout_enabled, TIMEOUT_ENABLED)
             | flag(
                 props.execution_isolation_thread_interrupt_on_timeout,
@@ -482,7 +576,63 @@ impl HotCommandProperties {
         );
         self.hedging_max_attempts
             .store(props.hedging_max_attempts, Release);
+        self.adaptive_max_wait_ms.store(
+            props.execution_isolation_adaptive_max_wait_in_milliseconds,
+            Release,
+        );
+        self.adaptive_max_queue
+            .store(props.execution_isolation_adaptive_max_queue_size, Release);
+        // Enabling or choosing another algorithm starts at initialLimit; any other change keeps
+        // the limit learned so far, within the new bounds. The limiter rebuilds its algorithm
+        // from this limit when it sees the new generation.
+        let was_adaptive = self.flags.load(std::sync::atomic::Ordering::Acquire) & ADAPTIVE != 0;
+        let kind = props.execution_isolation_adaptive_algorithm as u32 + 1;
+        let kind_changed = self
+            .adaptive_kind
+            .swap(kind, std::sync::atomic::Ordering::AcqRel)
+            != kind;
+        let current = self.adaptive_limit();
+        let min = props.execution_isolation_adaptive_min_limit.max(1);
+        let max = props.execution_isolation_adaptive_max_limit.max(min);
+        let limit = if !was_adaptive || kind_changed || current == 0 {
+            props.execution_isolation_adaptive_initial_limit
+        } else {
+            current
+        };
+        self.set_adaptive_limit(limit.clamp(min, max));
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         self.flags.store(flags, Release);
+    }
+
+    /// Sets the adaptive concurrency limit executions are admitted by (while
+    /// `execution.isolation.adaptive.enabled`, capped by `maxConcurrentRequests`).
+    pub(crate) fn set_adaptive_limit(&self, limit: u32) {
+        self.adaptive_limit
+            .store(limit, std::sync::atomic::Ordering::Release);
+    }
+
+    /// The adaptive concurrency limit (0 before the limiter's first use).
+    pub(crate) fn adaptive_limit(&self) -> u32 {
+        self.adaptive_limit
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// `execution.isolation.adaptive.maxWaitInMilliseconds`.
+    pub(crate) fn adaptive_max_wait_ms(&self) -> u64 {
+        self.adaptive_max_wait_ms
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// `execution.isolation.adaptive.maxQueueSize`.
+    pub(crate) fn adaptive_max_queue(&self) -> u32 {
+        self.adaptive_max_queue
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// How many times the properties were published: a change means they may differ.
+    pub(crate) fn generation(&self) -> u32 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// `circuitBreaker.sleepWindowInMilliseconds`.
@@ -551,9 +701,14 @@ impl HotCommandProperties {
     #[inline]
     pub(crate) fn load(&self) -> HotSnapshot {
         use std::sync::atomic::Ordering::Acquire;
+        let flags = self.flags.load(Acquire);
+        let mut semaphore_max = self.semaphore_max.load(Acquire);
+        if flags & ADAPTIVE != 0 {
+            semaphore_max = semaphore_max.min(self.adaptive_limit.load(Acquire));
+        }
         HotSnapshot {
-            flags: self.flags.load(Acquire),
-            semaphore_max: self.semaphore_max.load(Acquire),
+            flags,
+            semaphore_max,
             fallback_semaphore_max: self.fallback_semaphore_max.load(Acquire),
             timeout_ms: self.timeout_ms.load(Acquire),
         }
@@ -590,6 +745,11 @@ impl HotSnapshot {
     #[inline]
     pub(crate) fn hedging(&self) -> bool {
         self.flags & HEDGING != 0
+    }
+    /// `execution.isolation.adaptive.enabled`.
+    #[inline]
+    pub(crate) fn adaptive(&self) -> bool {
+        self.flags & ADAPTIVE != 0
     }
     /// `execution.timeout.enabled`.
     #[inline]

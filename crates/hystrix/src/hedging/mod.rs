@@ -177,6 +177,8 @@ pub(crate) struct AttemptTicket {
     pub(crate) ticket: Ticket,
     pub(crate) generation: Option<u32>,
     pub(crate) attempt_ms: u64,
+    /// Its admission by the adaptive limit, for its sample.
+    pub(crate) limit_start: Option<crate::isolation::adaptive::LimitStart>,
 }
 
 /// Where a hedgeable execution keeps the race of its current round (empty until the round's
@@ -262,7 +264,8 @@ pub(crate) struct Racer<Running: Interrupt> {
     pub(crate) span: Option<tracing::Span>,
     /// Its command.
     pub(crate) state: Arc<CommandState>,
-    /// It holds an execution permit (SEMAPHORE isolation), given back when it is dropped.
+    /// It holds an execution permit (SEMAPHORE isolation, or any with adaptive limits), given
+    /// back when it is dropped.
     pub(crate) holds_permit: bool,
 }
 
@@ -282,7 +285,7 @@ impl<Running: Interrupt> Drop for Racer<Running> {
             drop(running);
         }
         if std::mem::take(&mut self.holds_permit) {
-            self.state.execution_semaphore.give_back();
+            self.state.release_permit();
         }
     }
 }

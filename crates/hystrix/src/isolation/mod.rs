@@ -3,8 +3,11 @@
 //! - SEMAPHORE isolation, our own atomic permit counter per command key, read
 //!   against the dynamic `execution.isolation.semaphore.maxConcurrentRequests` at every acquire.
 //!   Also bounds concurrent fallbacks (`fallback.isolation.semaphore.maxConcurrentRequests`).
+//! - Adaptive concurrency limits (`execution.isolation.adaptive.*`): the same semaphore, read
+//!   against a limit an algorithm keeps from measured run times, with a bounded wait queue.
 //! - THREAD isolation: our own OS-thread pool per thread-pool key, with a bounded queue or
 //!   hand-off and a dynamic rejection threshold, plus its own tokio runtime for async runs.
 
+pub(crate) mod adaptive;
 pub(crate) mod semaphore;
 pub(crate) mod thread_pool;

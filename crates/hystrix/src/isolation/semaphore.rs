@@ -16,7 +16,7 @@ pub(crate) struct Semaphore {
 
 impl Semaphore {
     /// Takes a permit if fewer than `limit` are in use. A limit of 0 refuses every caller.
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn try_acquire(&self, limit: u32) -> Option<Permit<'_>> {
         let previous = self.in_use.fetch_add(1, Ordering::Acquire);
         if previous >= limit {
@@ -39,10 +39,30 @@ impl Semaphore {
         true
     }
 
-    /// Releases a permit taken with [`try_take`](Semaphore::try_take).
+    /// As [`try_take`](Semaphore::try_take), returning how many permits are in use with this
+    /// one, or `None` when refused.
+    #[inline]
+    pub(crate) fn try_take_counted(&self, limit: u32) -> Option<u32> {
+        let previous = self.in_use.fetch_add(1, Ordering::SeqCst);
+        if previous >= limit {
+            self.in_use.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        Some(previous + 1)
+    }
+
+    /// Releases a permit taken with [`try_take`](Semaphore::try_take). Sequentially
+    /// consistent (the same instruction as a release on x86), so a waiter that looked before
+    /// it is seen to wait.
     #[inline]
     pub(crate) fn give_back(&self) {
-        self.in_use.fetch_sub(1, Ordering::Release);
+        self.in_use.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// The guard of a permit already taken with [`try_take`](Semaphore::try_take).
+    #[inline]
+    pub(crate) fn adopt(&self) -> Permit<'_> {
+        Permit { semaphore: self }
     }
 
     /// Counts one more holder without a limit (a gauge of THREAD-isolated runs).
@@ -68,7 +88,7 @@ pub(crate) struct Permit<'a> {
 impl Drop for Permit<'_> {
     #[inline]
     fn drop(&mut self) {
-        self.semaphore.in_use.fetch_sub(1, Ordering::Release);
+        self.semaphore.give_back();
     }
 }
 

@@ -151,6 +151,174 @@ impl LimitError {
     }
 }
 
+/// Which algorithm a command's adaptive concurrency limit uses
+/// (`execution.isolation.adaptive.algorithm`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum AdaptiveAlgorithm {
+    /// `AIMD`: [`Aimd`], loss based (grows while busy, shrinks on drops).
+    Aimd,
+    /// `VEGAS`: [`Vegas`], delay based, a queue estimate from the minimum run time.
+    Vegas,
+    /// `GRADIENT2`: [`Gradient2`], delay based, long-term against latest run time. The default.
+    #[default]
+    Gradient2,
+}
+
+impl AdaptiveAlgorithm {
+    /// The property's word: `AIMD`, `VEGAS` or `GRADIENT2`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            AdaptiveAlgorithm::Aimd => "AIMD",
+            AdaptiveAlgorithm::Vegas => "VEGAS",
+            AdaptiveAlgorithm::Gradient2 => "GRADIENT2",
+        }
+    }
+}
+
+impl std::fmt::Display for AdaptiveAlgorithm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl crate::config::PropertyType for AdaptiveAlgorithm {
+    fn parse(value: &crate::config::PropertyValue) -> Result<Self, String> {
+        const EXPECTED: &str = "expected AIMD, VEGAS or GRADIENT2";
+        let crate::config::PropertyValue::Str(word) = value else {
+            return Err(EXPECTED.into());
+        };
+        match word.trim().to_ascii_uppercase().as_str() {
+            "AIMD" => Ok(AdaptiveAlgorithm::Aimd),
+            "VEGAS" => Ok(AdaptiveAlgorithm::Vegas),
+            "GRADIENT2" => Ok(AdaptiveAlgorithm::Gradient2),
+            _ => Err(EXPECTED.into()),
+        }
+    }
+
+    fn to_value(&self) -> Option<crate::config::PropertyValue> {
+        Some(crate::config::PropertyValue::Str(self.name().to_owned()))
+    }
+}
+
+/// One of the algorithms, as a command's limiter holds it (no boxing, no dynamic dispatch).
+#[derive(Debug, Clone)]
+pub(crate) enum Algorithm {
+    Aimd(Aimd),
+    Vegas(Vegas),
+    Gradient2(Gradient2),
+}
+
+impl Algorithm {
+    /// The algorithm `execution.isolation.adaptive.*` of `props` describe, starting at
+    /// `initial` (clamped into its bounds) when given, else at `initialLimit`.
+    pub(crate) fn from_properties(
+        props: &crate::config::CommandProperties,
+        kind: AdaptiveAlgorithm,
+        initial: Option<u32>,
+    ) -> Result<Self, LimitError> {
+        let min = props.execution_isolation_adaptive_min_limit;
+        let max = props.execution_isolation_adaptive_max_limit;
+        let initial = initial.map_or(props.execution_isolation_adaptive_initial_limit, |limit| {
+            limit.clamp(min.max(1), max.max(min.max(1)))
+        });
+        Ok(match kind {
+            AdaptiveAlgorithm::Aimd => Algorithm::Aimd(
+                Aimd::builder()
+                    .min_limit(min)
+                    .max_limit(max)
+                    .initial_limit(initial)
+                    .backoff_ratio(props.execution_isolation_adaptive_aimd_backoff_ratio)
+                    .timeout(Duration::from_millis(
+                        props.execution_isolation_adaptive_aimd_timeout_in_milliseconds,
+                    ))
+                    .build()?,
+            ),
+            AdaptiveAlgorithm::Vegas => Algorithm::Vegas(
+                Vegas::builder()
+                    .min_limit(min)
+                    .max_limit(max)
+                    .initial_limit(initial)
+                    .smoothing(props.execution_isolation_adaptive_vegas_smoothing)
+                    .probe_multiplier(props.execution_isolation_adaptive_vegas_probe_multiplier)
+                    .build()?,
+            ),
+            AdaptiveAlgorithm::Gradient2 => Algorithm::Gradient2(
+                Gradient2::builder()
+                    .min_limit(min)
+                    .max_limit(max)
+                    .initial_limit(initial)
+                    .smoothing(props.execution_isolation_adaptive_gradient2_smoothing)
+                    .rtt_tolerance(props.execution_isolation_adaptive_gradient2_rtt_tolerance)
+                    .long_window(props.execution_isolation_adaptive_gradient2_long_window)
+                    .queue_size(props.execution_isolation_adaptive_gradient2_queue_size)
+                    .build()?,
+            ),
+        })
+    }
+}
+
+impl LimitAlgorithm for Algorithm {
+    #[inline]
+    fn on_sample(&mut self, sample: Sample) -> u32 {
+        match self {
+            Algorithm::Aimd(a) => a.on_sample(sample),
+            Algorithm::Vegas(a) => a.on_sample(sample),
+            Algorithm::Gradient2(a) => a.on_sample(sample),
+        }
+    }
+
+    #[inline]
+    fn limit(&self) -> u32 {
+        match self {
+            Algorithm::Aimd(a) => a.limit(),
+            Algorithm::Vegas(a) => a.limit(),
+            Algorithm::Gradient2(a) => a.limit(),
+        }
+    }
+}
+
+/// Checks the `execution.isolation.adaptive.*` properties of `props` by building each
+/// algorithm from them; a refusal comes back as the property's name (after the key's prefix)
+/// and the reason.
+pub(crate) fn check_properties(
+    props: &crate::config::CommandProperties,
+) -> Result<(), (&'static str, String)> {
+    for kind in [
+        AdaptiveAlgorithm::Aimd,
+        AdaptiveAlgorithm::Vegas,
+        AdaptiveAlgorithm::Gradient2,
+    ] {
+        if let Err(err) = Algorithm::from_properties(props, kind, None) {
+            let name = match (kind, err.parameter()) {
+                (_, "min_limit") => "execution.isolation.adaptive.minLimit",
+                (_, "max_limit") => "execution.isolation.adaptive.maxLimit",
+                (_, "initial_limit") => "execution.isolation.adaptive.initialLimit",
+                (_, "backoff_ratio") => "execution.isolation.adaptive.aimd.backoffRatio",
+                (_, "timeout") => "execution.isolation.adaptive.aimd.timeoutInMilliseconds",
+                (AdaptiveAlgorithm::Vegas, "smoothing") => {
+                    "execution.isolation.adaptive.vegas.smoothing"
+                }
+                (_, "probe_multiplier") => "execution.isolation.adaptive.vegas.probeMultiplier",
+                (_, "smoothing") => "execution.isolation.adaptive.gradient2.smoothing",
+                (_, "rtt_tolerance") => "execution.isolation.adaptive.gradient2.rttTolerance",
+                (_, "long_window") => "execution.isolation.adaptive.gradient2.longWindow",
+                (_, "queue_size") => "execution.isolation.adaptive.gradient2.queueSize",
+                (_, other) => {
+                    return Err((
+                        "execution.isolation.adaptive.algorithm",
+                        format!("{} parameter {other}: {}", err.algorithm(), err.reason()),
+                    ));
+                }
+            };
+            let reason = err.reason().replace("min_limit", "minLimit");
+            let reason = reason.replace("max_limit", "maxLimit");
+            return Err((name, reason));
+        }
+    }
+    Ok(())
+}
+
 /// The minimum, maximum and initial limit every algorithm has, checked together.
 #[derive(Debug, Clone, Copy)]
 struct Bounds {

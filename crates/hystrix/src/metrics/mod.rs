@@ -318,6 +318,7 @@ impl CommandCounters {
             execution_latency: latency(&self.execution_latency),
             total_latency: latency(&self.total_latency),
             circuit_open_duration_ms: None,
+            adaptive_limit: None,
         }
     }
 
@@ -386,6 +387,20 @@ pub struct CommandMetrics {
     execution_latency: LatencyPercentiles,
     total_latency: LatencyPercentiles,
     circuit_open_duration_ms: Option<u64>,
+    adaptive_limit: Option<AdaptiveLimitSnapshot>,
+}
+
+/// A command's adaptive concurrency limit at one instant (see
+/// [`CommandMetrics::adaptive_limit`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdaptiveLimitSnapshot {
+    /// The limit in force: the algorithm's, capped by
+    /// `execution.isolation.semaphore.maxConcurrentRequests` (executions).
+    pub limit: u32,
+    /// Executions admitted by the limit and not yet ended (their permits held).
+    pub in_flight: u32,
+    /// Executions waiting for a place (at most `execution.isolation.adaptive.maxQueueSize`).
+    pub queued: u32,
 }
 
 impl std::fmt::Debug for CommandMetrics {
@@ -420,6 +435,7 @@ impl std::fmt::Debug for CommandMetrics {
             .field("execution_latency", &self.execution_latency)
             .field("total_latency", &self.total_latency)
             .field("circuit_open_duration_ms", &self.circuit_open_duration_ms)
+            .field("adaptive_limit", &self.adaptive_limit)
             .finish()
     }
 }
@@ -450,6 +466,19 @@ impl CommandMetrics {
     /// [`Backoff`](crate::circuit::Backoff), or a trip-now minimum if longer.
     pub fn circuit_open_duration_ms(&self) -> Option<u64> {
         self.circuit_open_duration_ms
+    }
+
+    /// The adaptive concurrency limit, its executions in flight and its queue, while
+    /// `execution.isolation.adaptive.enabled` is true (`None` otherwise). Its refusals are
+    /// the LIMIT_REJECTED counts ([`rolling_count`](Self::rolling_count)).
+    pub fn adaptive_limit(&self) -> Option<AdaptiveLimitSnapshot> {
+        self.adaptive_limit
+    }
+
+    /// With the adaptive limit's state (see [`adaptive_limit`](Self::adaptive_limit)).
+    pub(crate) fn with_adaptive_limit(mut self, adaptive: Option<AdaptiveLimitSnapshot>) -> Self {
+        self.adaptive_limit = adaptive;
+        self
     }
 
     /// With the breaker's open duration (see [`circuit_open_duration_ms`](Self::circuit_open_duration_ms)).
