@@ -410,3 +410,42 @@ fn invalid_adaptive_properties_are_refused_with_their_name() {
         "{err}"
     );
 }
+
+#[test]
+fn a_pool_run_is_sampled_from_when_it_began_not_from_its_wait_in_the_pools_queue() {
+    let test = TestRegistry::new();
+    // AIMD counts a run longer than 50 ms as a drop.
+    let cmd = aimd("PoolQueue", 2)
+        .property("execution.isolation.adaptive.aimd.timeoutInMilliseconds", 50)
+        .isolation(IsolationStrategy::Thread)
+        .thread_pool_property("coreSize", "1")
+        .thread_pool_property("maxQueueSize", "5")
+        .build_in(test.registry())
+        .unwrap();
+    let gate = |value: u32| {
+        let (started, began) = std::sync::mpsc::channel::<()>();
+        let (release, hold) = std::sync::mpsc::channel::<()>();
+        let run = move || {
+            started.send(()).unwrap();
+            hold.recv().unwrap();
+            Ok::<_, DependencyError>(value)
+        };
+        (run, began, release)
+    };
+    let (run1, began1, release1) = gate(1);
+    let (run2, began2, release2) = gate(2);
+    let first = cmd.run(run1).queue();
+    began1.recv().unwrap();
+    // The second waits in the pool's queue behind the first for 40 ms.
+    let second = cmd.run(run2).queue();
+    test.clock().advance(Duration::from_millis(40));
+    release1.send(()).unwrap();
+    assert_eq!(first.get().unwrap(), 1);
+    began2.recv().unwrap();
+    test.clock().advance(Duration::from_millis(40));
+    release2.send(()).unwrap();
+    assert_eq!(second.get().unwrap(), 2);
+    // Both ran 40 ms (not 80 for the second: no drop), each with at least half the limit in
+    // flight: 2 -> 3 -> 4.
+    assert_eq!(limit(&cmd).limit, 4);
+}

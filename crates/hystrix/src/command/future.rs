@@ -479,6 +479,7 @@ where
                     if !running.as_ref().get_ref().started() {
                         rec.run_never_ran();
                     }
+                    LimitStart::ran_from(&mut rec.limit_start, running.as_ref().get_ref());
                     // Drops the run and its timer now: at the deadline, before any fallback.
                     let PhaseOwned::Running {
                         timeout_ms,
@@ -778,6 +779,7 @@ where
                 if !running.as_ref().get_ref().started() {
                     rec.run_never_ran();
                 }
+                LimitStart::ran_from(&mut rec.limit_start, running.as_ref().get_ref());
                 let end = clock.now_ms();
                 rec.run_ended(end);
                 release_permits(state, holds_permit, &mut false);
@@ -834,7 +836,9 @@ where
             };
             let mut racer = race.racers.remove(index);
             // It ended: dropped without being interrupted.
-            drop(racer.running.take());
+            if let Some(run) = racer.running.take() {
+                LimitStart::ran_from(&mut racer.attempt.limit_start, run.as_ref().get_ref());
+            }
             let number = racer.number;
             let end = clock.now_ms();
             rec.swap_attempt(&mut racer.attempt);

@@ -8,7 +8,7 @@
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::task::{Context, Poll, Waker};
 
@@ -223,6 +223,14 @@ pub trait Interrupt {
         true
     }
 
+    /// When the run's user code began on a pool thread, in µs of the precise clock, if it was
+    /// recorded (only with adaptive limits on, for the limit's sample; `None` for a run that
+    /// begins when the execution polls it).
+    #[doc(hidden)]
+    fn started_us(&self) -> Option<u64> {
+        None
+    }
+
     /// The caller abandons this run, a half-open trial of breaker generation `generation`.
     /// Returns true if the run goes on working (a blocking run on a pool thread) and will give
     /// the trial slot back itself when it stops, so no other trial starts while it still calls
@@ -392,6 +400,16 @@ impl<R, T, E> Interrupt for BlockingRunning<R, T, E> {
         }
     }
 
+    fn started_us(&self) -> Option<u64> {
+        match self {
+            BlockingRunning::Here { .. } => None,
+            BlockingRunning::OnPool { task, .. } => match task.started_us.load(Ordering::Acquire) {
+                0 => None,
+                at_us => Some(at_us),
+            },
+        }
+    }
+
     fn interrupt(self: Pin<&mut Self>) {
         if let BlockingRunning::OnPool { task, .. } = self.get_mut()
             && let Some(token) = &task.token
@@ -453,6 +471,9 @@ pub struct PoolTask<R, T, E> {
     deadline_ms: Option<u64>,
     /// The timer that withdraws the task at its deadline while it is queued.
     expiry: Mutex<Option<TimerId>>,
+    /// When the run began on a pool thread (precise clock, µs; 0 if not recorded): only with
+    /// adaptive limits on, whose samples leave the pool's queue out.
+    started_us: AtomicU64,
 }
 
 impl<R, T, E> PoolTask<R, T, E>
@@ -483,6 +504,7 @@ where
             carried,
             deadline_ms: start.deadline_ms,
             expiry: Mutex::new(None),
+            started_us: AtomicU64::new(0),
         });
         let job: Arc<dyn Job> = Arc::clone(&task) as Arc<dyn Job>;
         if pool.submit(Arc::clone(&job))? == Placed::Queue {
@@ -558,6 +580,11 @@ where
         let Some(run) = self.run.lock().take() else {
             return;
         };
+        if self.command.properties.hot().load().adaptive() {
+            // At least 1: 0 means not recorded.
+            self.started_us
+                .store(clock.now_us().max(1), Ordering::Release);
+        }
         // The command's running-executions gauge counts user code on pool threads too.
         let running = self.command.pool_running.enter();
         self.command

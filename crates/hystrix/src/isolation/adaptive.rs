@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use parking_lot::Mutex;
 
 use crate::clock::Sleep;
+use crate::command::run::Interrupt;
 use crate::limit::{AdaptiveAlgorithm, Algorithm, LimitAlgorithm, Sample};
 use crate::registry::CommandState;
 
@@ -47,6 +48,19 @@ pub(crate) struct LimitStart {
     /// The precise clock at admission, in µs ([`Clock::now_us`](crate::clock::Clock::now_us)).
     pub(crate) at_us: u64,
     pub(crate) in_flight: u32,
+}
+
+impl LimitStart {
+    /// The run of an attempt admitted at `start` ended: if it began later than its admission
+    /// (a pool task that waited in the pool's queue, behind other keys' tasks), its sample
+    /// counts from when it began.
+    pub(crate) fn ran_from<R: Interrupt + ?Sized>(start: &mut Option<LimitStart>, run: &R) {
+        if let Some(start) = start.as_mut()
+            && let Some(began_us) = run.started_us()
+        {
+            start.at_us = start.at_us.max(began_us);
+        }
+    }
 }
 
 impl Limiter {
