@@ -416,7 +416,10 @@ fn a_pool_run_is_sampled_from_when_it_began_not_from_its_wait_in_the_pools_queue
     let test = TestRegistry::new();
     // AIMD counts a run longer than 50 ms as a drop.
     let cmd = aimd("PoolQueue", 2)
-        .property("execution.isolation.adaptive.aimd.timeoutInMilliseconds", 50)
+        .property(
+            "execution.isolation.adaptive.aimd.timeoutInMilliseconds",
+            50,
+        )
         .isolation(IsolationStrategy::Thread)
         .thread_pool_property("coreSize", "1")
         .thread_pool_property("maxQueueSize", "5")

@@ -131,6 +131,18 @@ mod ours {
             .expect("a valid command")
     }
 
+    /// D with an adaptive concurrency limit (`algorithm`, initial limit 20) capped by the same
+    /// 10 permits: what adaptive admission, release and the sample add to the fixed semaphore.
+    pub fn adaptive(registry: &Registry, key: &str, algorithm: &str) -> Command {
+        base(key)
+            .timeout_enabled(false)
+            .circuit_breaker_enabled(false)
+            .property("execution.isolation.adaptive.enabled", true)
+            .property("execution.isolation.adaptive.algorithm", algorithm)
+            .build_in(registry)
+            .expect("a valid command")
+    }
+
     /// E: breaker (defaults) + semaphore 10 + timeout 1 s; the fallback is given per call.
     pub fn full(registry: &Registry, key: &str) -> Command {
         base(key)
@@ -570,6 +582,14 @@ fn bulkhead_free() -> Vec<Scenario> {
         ),
         Scenario::new(D, "ours: execute", || {
             let cmd = ours::bulkhead(registry(), "D");
+            sync_runner(move || cmd.run(ok).execute())
+        }),
+        Scenario::new(D, "ours: execute (adaptive limit, AIMD)", || {
+            let cmd = ours::adaptive(registry(), "DAimd", "AIMD");
+            sync_runner(move || cmd.run(ok).execute())
+        }),
+        Scenario::new(D, "ours: execute (adaptive limit, GRADIENT2)", || {
+            let cmd = ours::adaptive(registry(), "DGradient2", "GRADIENT2");
             sync_runner(move || cmd.run(ok).execute())
         }),
         Scenario::new(D, "ours: execute_async", || {

@@ -79,17 +79,12 @@ pin_project! {
             // The hedges racing this attempt (nothing for a single run).
             race: S,
         },
-        /// The first attempt waits for a place under the adaptive limit (boxed: only a full
-        /// limit with `maxWaitInMilliseconds` needs it); `wait` ends with the number in
-        /// flight once it has a permit, or `None`.
-        Queued {
-            run: R,
-            fallback: FB,
-            wait: Pin<Box<dyn Future<Output = Option<u32>> + Send>>,
-        },
-        /// Waiting out the delay before the next attempt (boxed: only retries need it).
-        Delay {
-            delay: Box<Delay<FB, E>>,
+        /// Waiting out the delay before the next attempt, or, for the first attempt, for a
+        /// place under the adaptive limit (boxed, and one variant for both: only retries and a
+        /// full limit with a max wait need it, and a variant more would bloat every phase
+        /// change).
+        Paused {
+            paused: Box<Paused<R, FB, E>>,
         },
         /// The fallback is executing.
         Fallback {
@@ -100,6 +95,22 @@ pin_project! {
         /// The outcome was returned.
         Done,
     }
+}
+
+/// What a Paused execution waits for.
+enum Paused<R, FB, E> {
+    /// The delay before a retry.
+    Retry(Delay<FB, E>),
+    /// A place under the adaptive limit, for the first attempt.
+    Queued(Waiting<R, FB>),
+}
+
+/// A first attempt waiting for a place under the adaptive limit: its run and fallback, and the
+/// wait, which ends with the number in flight once it has a permit, or `None`.
+struct Waiting<R, FB> {
+    run: R,
+    fallback: FB,
+    wait: Pin<Box<dyn Future<Output = Option<u32>> + Send>>,
 }
 
 /// The delay before another attempt, with what the execution goes on with: the fallback, and
@@ -195,6 +206,7 @@ pub type ExecuteAsyncOutcome<'c, K, R, FB> = ExecutionFuture<
     <<R as RunFn>::Again as Again>::Racing,
 >;
 
+#[inline(always)]
 pub(crate) fn release_permits(state: &CommandState, permit: &mut bool, fallback_permit: &mut bool) {
     if std::mem::take(permit) {
         state.release_permit();
@@ -319,72 +331,47 @@ where
                             fallback,
                             until_ms,
                         }) => {
-                            let owned = Arc::clone(state);
-                            let wait = Box::pin(async move {
-                                owned.limiter.wait_for_permit(&owned, until_ms).await
-                            });
-                            this.phase.set(Phase::Queued {
-                                run,
-                                fallback,
-                                wait,
-                            });
+                            queue_for_a_place(state, this.phase.as_mut(), run, fallback, until_ms);
                             continue;
                         }
                     }
                 }
-                PhaseProj::Queued { wait, .. } => {
-                    let Poll::Ready(got) = wait.as_mut().poll(cx) else {
-                        return Poll::Pending;
-                    };
-                    let PhaseOwned::Queued { run, fallback, .. } =
-                        this.phase.as_mut().project_replace(Phase::Done)
-                    else {
-                        unreachable!("matched Queued above")
-                    };
-                    let props = state.properties.hot().load();
-                    match got {
-                        None => (permit_refused(state, &props, rec), fallback),
-                        Some(in_flight) => {
-                            *this.holds_permit = true;
-                            rec.limit_start = Some(LimitStart {
-                                at_us: state.env.clock.now_us(),
-                                in_flight,
-                            });
-                            let isolation = rec.isolation();
-                            match launch_attempt(
-                                state,
-                                &props,
-                                rec,
-                                this.options,
-                                isolation,
-                                this.holds_permit,
-                                run,
-                                this.phase.as_mut(),
-                                fallback,
-                            ) {
-                                Ok(()) => {
-                                    if A::RETRIES && rec.hedge_max > 1 {
-                                        arm_race(state, rec, this.phase.as_mut(), true);
-                                    }
-                                    continue;
-                                }
-                                Err(refused) => refused,
+                PhaseProj::Paused { paused } if matches!(**paused, Paused::Queued(_)) => {
+                    match poll_queued(
+                        state,
+                        rec,
+                        this.options,
+                        this.holds_permit,
+                        this.phase.as_mut(),
+                        cx,
+                    ) {
+                        Queued::Waiting => return Poll::Pending,
+                        Queued::Started => {
+                            if A::RETRIES && rec.hedge_max > 1 {
+                                arm_race(state, rec, this.phase.as_mut(), true);
                             }
+                            continue;
                         }
+                        Queued::Refused(err, fallback) => (err, fallback),
                     }
                 }
-                PhaseProj::Delay { delay } => {
-                    if Pin::new(&mut delay.sleep).poll(cx).is_pending() {
+                PhaseProj::Paused { paused } => {
+                    if let Paused::Retry(delay) = &mut **paused
+                        && Pin::new(&mut delay.sleep).poll(cx).is_pending()
+                    {
                         return Poll::Pending;
                     }
-                    let PhaseOwned::Delay { delay } =
+                    let PhaseOwned::Paused { paused } =
                         this.phase.as_mut().project_replace(Phase::Done)
                     else {
-                        unreachable!("matched Delay above")
+                        unreachable!("matched Paused above")
                     };
-                    let Delay {
+                    let Paused::Retry(Delay {
                         fallback, error, ..
-                    } = *delay;
+                    }) = *paused
+                    else {
+                        unreachable!("a queued first attempt is polled above")
+                    };
                     match this.again.next() {
                         // The factory panicked: the last attempt's error goes to the fallback.
                         None => {
@@ -537,12 +524,12 @@ where
                 if let Some(slot) = this.again.span() {
                     *slot = rec.attempt_span();
                 }
-                this.phase.set(Phase::Delay {
-                    delay: Box::new(Delay {
+                this.phase.set(Phase::Paused {
+                    paused: Box::new(Paused::Retry(Delay {
                         sleep: Sleep::until(Arc::clone(&state.env.clock), at_ms),
                         fallback,
                         error,
-                    }),
+                    })),
                 });
                 continue;
             }
@@ -624,6 +611,88 @@ fn start_attempt<X: RunFn, R, FB, FFut, S: Default>(
         fallback,
     )
     .map_err(|(err, fallback)| Refused::Error(err, fallback))
+}
+
+/// The first attempt waits for a place under the adaptive limit until `until_ms`: `phase`
+/// becomes Queued (out of line: only a full limit with a max wait comes here).
+#[cold]
+#[inline(never)]
+fn queue_for_a_place<R, FB, Running, FFut, E, S>(
+    state: &Arc<CommandState>,
+    mut phase: Pin<&mut Phase<R, FB, Running, FFut, E, S>>,
+    run: R,
+    fallback: FB,
+    until_ms: u64,
+) {
+    let owned = Arc::clone(state);
+    let wait = Box::pin(async move { owned.limiter.wait_for_permit(&owned, until_ms).await });
+    phase.set(Phase::Paused {
+        paused: Box::new(Paused::Queued(Waiting {
+            run,
+            fallback,
+            wait,
+        })),
+    });
+}
+
+/// Where a first attempt waiting for a place is after a poll.
+enum Queued<E, FB> {
+    /// Still waiting.
+    Waiting,
+    /// It got a place and its run started: the phase is Running.
+    Started,
+    /// No place in time (or the pool refused it after all): the error, with the fallback.
+    Refused(HystrixError<E>, FB),
+}
+
+/// Polls the wait of a Queued first attempt; once it has a place, starts its run.
+#[cold]
+#[allow(clippy::type_complexity)]
+#[inline(never)]
+fn poll_queued<R: RunFn, FB, FFut, S: Default>(
+    state: &Arc<CommandState>,
+    rec: &mut Recorder,
+    options: &CallOptions,
+    holds_permit: &mut bool,
+    mut phase: Pin<&mut Phase<R, FB, R::Running, FFut, R::Error, S>>,
+    cx: &mut Context<'_>,
+) -> Queued<R::Error, FB> {
+    let PhaseProj::Paused { paused } = phase.as_mut().project() else {
+        unreachable!("poll_queued is called on a Paused phase")
+    };
+    let Paused::Queued(queued) = &mut **paused else {
+        unreachable!("poll_queued is called on a queued first attempt")
+    };
+    let Poll::Ready(got) = queued.wait.as_mut().poll(cx) else {
+        return Queued::Waiting;
+    };
+    let PhaseOwned::Paused { paused } = phase.as_mut().project_replace(Phase::Done) else {
+        unreachable!("matched Paused above")
+    };
+    let Paused::Queued(Waiting { run, fallback, .. }) = *paused else {
+        unreachable!("matched Queued above")
+    };
+    let props = state.properties.hot().load();
+    let Some(in_flight) = got else {
+        return Queued::Refused(permit_refused(state, &props, rec), fallback);
+    };
+    *holds_permit = true;
+    rec.limit_start = Some(LimitStart::new(state.env.clock.now_us(), in_flight));
+    let isolation = rec.isolation();
+    match launch_attempt(
+        state,
+        &props,
+        rec,
+        options,
+        isolation,
+        holds_permit,
+        run,
+        phase,
+        fallback,
+    ) {
+        Ok(()) => Queued::Started,
+        Err((err, fallback)) => Queued::Refused(err, fallback),
+    }
 }
 
 /// The rest of [`start_attempt`] once the breaker and the key's limit admitted the attempt

@@ -255,10 +255,7 @@ fn wait_blocking(state: &CommandState, props: &HotSnapshot, rec: &mut Recorder) 
     };
     match block_on(state.limiter.wait_for_permit(state, until_ms)) {
         Some(in_flight) => {
-            rec.limit_start = Some(LimitStart {
-                at_us: state.env.clock.now_us(),
-                in_flight,
-            });
+            rec.limit_start = Some(LimitStart::new(state.env.clock.now_us(), in_flight));
             true
         }
         None => false,
@@ -269,6 +266,7 @@ fn wait_blocking(state: &CommandState, props: &HotSnapshot, rec: &mut Recorder) 
 /// a place: only an execution's first attempt, up to
 /// `execution.isolation.adaptive.maxWaitInMilliseconds` and never past its timeout; `None`:
 /// it is refused at once.
+#[cold]
 pub(crate) fn limit_wait_until(
     state: &CommandState,
     props: &HotSnapshot,
@@ -320,10 +318,7 @@ fn admit_adaptive(
         .try_take_counted(props.semaphore_max)
     {
         Some(in_flight) => {
-            *limit_start = Some(LimitStart {
-                at_us: state.env.clock.now_us(),
-                in_flight,
-            });
+            *limit_start = Some(LimitStart::new(state.env.clock.now_us(), in_flight));
             true
         }
         None => false,
@@ -937,8 +932,8 @@ pub(crate) fn decide<T, E, C: Classify<E> + ?Sized>(
     now_ms: u64,
 ) -> Decision<T, E> {
     let key = || state.key.clone();
-    if let Some(start) = rec.limit_start.take() {
-        limit_sample(state, classifier, start, &ended);
+    if rec.limit_start.is_some() {
+        limit_sample(state, rec, classifier, &ended);
     }
     match ended {
         RunEnd::Returned(Ok(value)) => {
@@ -1009,10 +1004,13 @@ pub(crate) fn decide<T, E, C: Classify<E> + ?Sized>(
 #[inline(never)]
 fn limit_sample<T, E, C: Classify<E> + ?Sized>(
     state: &CommandState,
+    rec: &mut Recorder,
     classifier: &C,
-    start: LimitStart,
     ended: &RunEnd<T, E>,
 ) {
+    let Some(start) = rec.limit_start.take() else {
+        return;
+    };
     let dropped = match ended {
         RunEnd::TimedOut => true,
         RunEnd::Returned(Err(error)) => {

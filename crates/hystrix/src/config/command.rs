@@ -483,14 +483,17 @@ pub(crate) struct HotCommandProperties {
     /// The adaptive concurrency limit, kept by the command's limiter (not a property: written
     /// only by [`set_adaptive_limit`](HotCommandProperties::set_adaptive_limit)).
     adaptive_limit: std::sync::atomic::AtomicU32,
+    /// What executions are admitted by: `maxConcurrentRequests`, or the adaptive limit if that
+    /// is on and lower (written by publish and by the limiter).
+    admit_max: std::sync::atomic::AtomicU32,
     /// `execution.isolation.adaptive.maxWaitInMilliseconds`.
     adaptive_max_wait_ms: std::sync::atomic::AtomicU64,
     /// `execution.isolation.adaptive.maxQueueSize`.
     adaptive_max_queue: std::sync::atomic::AtomicU32,
     /// The algorithm published last (its discriminant + 1; 0 before the first publish).
     adaptive_kind: std::sync::atomic::AtomicU32,
-    /// Bumped at every publish: the limiter rebuilds its algorithm when its properties
-    /// changed.
+    /// Bumped twice at every publish (odd while publishing): the limiter rebuilds its
+    /// algorithm when it changed, and recomputes the admission bound while it is odd.
     generation: std::sync::atomic::AtomicU32,
 }
 
@@ -521,6 +524,16 @@ const DRY_RUN: u32 = 1 << 10;
 const REQUEST_LOG_ENABLED: u32 = 1 << 11;
 const HEDGING: u32 = 1 << 12;
 const ADAPTIVE: u32 = 1 << 13;
+
+/// The admission bound: `cap` (`maxConcurrentRequests`), or the adaptive `limit` if adaptive
+/// limits are on and it is lower.
+fn admit_max(flags: u32, cap: u32, limit: u32) -> u32 {
+    if flags & ADAPTIVE != 0 {
+        cap.min(limit)
+    } else {
+        cap
+    }
+}
 
 impl HotCommandProperties {
     pub(crate) fn publish(&self, props: &CommandProperties) {
@@ -582,6 +595,9 @@ impl HotCommandProperties {
         );
         self.adaptive_max_queue
             .store(props.execution_isolation_adaptive_max_queue_size, Release);
+        // Odd while the admission bound is being published (see set_adaptive_limit).
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         // Enabling or choosing another algorithm starts at initialLimit; any other change keeps
         // the limit learned so far, within the new bounds. The limiter rebuilds its algorithm
         // from this limit when it sees the new generation.
@@ -599,17 +615,46 @@ impl HotCommandProperties {
         } else {
             current
         };
-        self.set_adaptive_limit(limit.clamp(min, max));
+        let limit = limit.clamp(min, max);
+        self.adaptive_limit.store(limit, Release);
+        self.flags.store(flags, Release);
+        self.admit_max.store(
+            admit_max(
+                flags,
+                props.execution_isolation_semaphore_max_concurrent_requests,
+                limit,
+            ),
+            Release,
+        );
+        // Even again: published.
         self.generation
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        self.flags.store(flags, Release);
     }
 
     /// Sets the adaptive concurrency limit executions are admitted by (while
-    /// `execution.isolation.adaptive.enabled`, capped by `maxConcurrentRequests`).
+    /// `execution.isolation.adaptive.enabled`, capped by `maxConcurrentRequests`). A publish
+    /// at the same time wins: the admission bound is recomputed until no publish overlapped.
     pub(crate) fn set_adaptive_limit(&self, limit: u32) {
-        self.adaptive_limit
-            .store(limit, std::sync::atomic::Ordering::Release);
+        use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
+        self.adaptive_limit.store(limit, Release);
+        loop {
+            let generation = self.generation.load(Acquire);
+            if generation % 2 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let bound = admit_max(
+                self.flags.load(Acquire),
+                self.semaphore_max.load(Acquire),
+                self.adaptive_limit.load(Acquire),
+            );
+            self.admit_max.store(bound, Release);
+            // A fence-free check is enough: the store above is ordered before this read by
+            // the read-modify-write below.
+            if self.generation.fetch_add(0, AcqRel) == generation {
+                return;
+            }
+        }
     }
 
     /// The adaptive concurrency limit (0 before the limiter's first use).
@@ -702,13 +747,9 @@ impl HotCommandProperties {
     pub(crate) fn load(&self) -> HotSnapshot {
         use std::sync::atomic::Ordering::Acquire;
         let flags = self.flags.load(Acquire);
-        let mut semaphore_max = self.semaphore_max.load(Acquire);
-        if flags & ADAPTIVE != 0 {
-            semaphore_max = semaphore_max.min(self.adaptive_limit.load(Acquire));
-        }
         HotSnapshot {
             flags,
-            semaphore_max,
+            semaphore_max: self.admit_max.load(Acquire),
             fallback_semaphore_max: self.fallback_semaphore_max.load(Acquire),
             timeout_ms: self.timeout_ms.load(Acquire),
         }

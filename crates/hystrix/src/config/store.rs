@@ -207,9 +207,12 @@ impl<K: PropertyKind> PropertyCell<K> {
         self.live.load_full()
     }
 
+    /// Called under the store's write lock (one writer at a time). The snapshot first, then
+    /// its hot mirror: a reader that sees the mirror's new generation finds the new snapshot.
     fn store(&self, props: K::Props) {
+        let props = Arc::new(props);
+        self.live.store(Arc::clone(&props));
         K::publish_hot(&self.hot, &props);
-        self.live.store(Arc::new(props));
     }
 }
 

@@ -47,7 +47,18 @@ struct Current {
 pub(crate) struct LimitStart {
     /// The precise clock at admission, in µs ([`Clock::now_us`](crate::clock::Clock::now_us)).
     pub(crate) at_us: u64,
-    pub(crate) in_flight: u32,
+    /// At least 1 (itself), so an `Option<LimitStart>` takes no more room than one.
+    pub(crate) in_flight: std::num::NonZeroU32,
+}
+
+impl LimitStart {
+    /// An admission now (`at_us`) with `in_flight` in flight, itself included.
+    pub(crate) fn new(at_us: u64, in_flight: u32) -> Self {
+        LimitStart {
+            at_us,
+            in_flight: std::num::NonZeroU32::new(in_flight).unwrap_or(std::num::NonZeroU32::MIN),
+        }
+    }
 }
 
 impl LimitStart {
@@ -71,7 +82,7 @@ impl Limiter {
         let now_us = state.env.clock.now_us();
         let sample = Sample::new(
             std::time::Duration::from_micros(now_us.saturating_sub(start.at_us)),
-            start.in_flight,
+            start.in_flight.get(),
             dropped,
         );
         let hot = state.properties.hot();
