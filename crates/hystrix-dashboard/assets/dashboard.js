@@ -12,6 +12,7 @@
   var TOKEN_KEY = 'hystrix-dashboard-admin-token';
   var SPARK_WINDOW_MS = 2 * 60 * 1000; // as the Hystrix Dashboard: the last two minutes
   var SPARK_MAX_POINTS = 200;
+  var LIMIT_SPARK_POINTS = 60; // the adaptive limit's sparkline: the last 60 messages
   var RESORT_EVERY_MS = 10000; // tiles move at most this often (as the Hystrix Dashboard)
   var RETRY_AFTER_MS = 5000; // a refused stream (503) is tried again after this
 
@@ -199,6 +200,74 @@
     return line;
   }
 
+  // The adaptive concurrency limit (adaptiveLimit, adaptiveLimitInFlight, adaptiveLimitQueued
+  // of our stream) and the executions it refused per second (rollingCountLimitRejected over
+  // the rolling window), on two rows: the limit with a sparkline of it over the last
+  // LIMIT_SPARK_POINTS messages, then in flight, queued and refused. Hidden while the command
+  // has no adaptive limit and refused nothing in the window.
+  function limitLine(tile) {
+    var line = el('div', 'limit');
+    line.title = 'Adaptive concurrency limit: the limit in force (the sparkline: the last ' + LIMIT_SPARK_POINTS + ' stream messages), executions in flight under it, executions waiting for a place, and executions it refused per second over the rolling window';
+    var value = function (row, text, field, initial) {
+      row.appendChild(document.createTextNode(text));
+      var b = el('b', null, initial);
+      b.dataset.field = field;
+      row.appendChild(b);
+    };
+    var head = el('div', 'limit-head');
+    var label = el('span');
+    value(label, 'Limit ', 'adaptiveLimit', '\u2013');
+    head.appendChild(label);
+    var spark = svg('svg');
+    spark.setAttribute('class', 'limit-spark');
+    spark.setAttribute('viewBox', '0 0 60 14');
+    spark.setAttribute('preserveAspectRatio', 'none');
+    spark.setAttribute('aria-label', 'Adaptive limit, last ' + LIMIT_SPARK_POINTS + ' stream messages');
+    var polyline = svg('polyline');
+    spark.appendChild(polyline);
+    head.appendChild(spark);
+    line.appendChild(head);
+    var counts = el('div', 'limit-counts');
+    value(counts, 'in flight ', 'adaptiveLimitInFlight', '\u2013');
+    value(counts, ' \u00b7 queued ', 'adaptiveLimitQueued', '\u2013');
+    value(counts, ' \u00b7 rejected ', 'limitRejectedRate', '0.0');
+    counts.appendChild(document.createTextNode('/s'));
+    line.appendChild(counts);
+    line.hidden = true;
+    tile.limit = line;
+    tile.limitSpark = polyline;
+    tile.limits = [];
+    return line;
+  }
+
+  // Shows the adaptive limit's line: `limit` is null when the command has none.
+  function showLimit(tile, limit, inFlight, queued, rejected, rejectedRate) {
+    var node = tile.node;
+    var on = limit !== null;
+    tile.limit.hidden = !on && rejected === 0;
+    tile.limit.classList.toggle('zero', rejected === 0);
+    node.dataset.limitRejected = String(rejected);
+    node.dataset.limitRejectedRate = oneDecimal(rejectedRate);
+    setField(tile, 'limitRejectedRate', oneDecimal(rejectedRate));
+    [['adaptiveLimit', limit], ['adaptiveLimitInFlight', inFlight], ['adaptiveLimitQueued', queued]]
+      .forEach(function (pair) {
+        if (on) node.dataset[pair[0]] = String(pair[1]);
+        else delete node.dataset[pair[0]];
+        setField(tile, pair[0], on ? String(pair[1]) : '\u2013');
+      });
+    // The limit over the last messages; a command whose limit was turned off starts over.
+    if (on) tile.limits.push(limit);
+    else tile.limits = [];
+    while (tile.limits.length > LIMIT_SPARK_POINTS) tile.limits.shift();
+    node.dataset.adaptiveLimitHistory = tile.limits.join(',');
+    // Scaled to the highest limit shown, which sits at 80 % of the height; newest at the right.
+    var max = tile.limits.reduce(function (m, v) { return Math.max(m, v); }, 0) || 1;
+    var last = tile.limits.length - 1;
+    tile.limitSpark.setAttribute('points', tile.limits.map(function (v, i) {
+      return (60 - (last - i) * 60 / (LIMIT_SPARK_POINTS - 1)).toFixed(1) + ',' + (14 - v / max * 11).toFixed(1);
+    }).join(' '));
+  }
+
   function commandTile(kind, name) {
     var tile = newTile(kind, name);
     var health = el('span', 'health');
@@ -261,6 +330,7 @@
       'Hedges per second (attempts started beside one still running after the hedging delay), and attempts cancelled per second because another attempt answered first, over the rolling window',
       [['Hedges ', 'hedgeRate'], ['/s \u00b7 cancelled ', 'hedgeCancelledRate']]);
     tile.node.appendChild(tile.hedges);
+    tile.node.appendChild(limitLine(tile));
 
     tile.node.appendChild(grid('counters', COMMAND_COUNTERS.map(function (c) {
       return cell(c[0], c[1], c[2], c[1].replace(/ /g, '-'));
@@ -386,6 +456,10 @@
     });
     tile.retries.classList.toggle('zero', v.retry === 0 && v.retryBudgetExhausted === 0);
     tile.hedges.classList.toggle('zero', v.hedge === 0 && v.hedgeCancelled === 0);
+    var adaptive = typeof m.adaptiveLimit === 'number';
+    showLimit(tile, adaptive ? num(m.adaptiveLimit) : null, num(m.adaptiveLimitInFlight),
+      num(m.adaptiveLimitQueued), num(m.rollingCountLimitRejected),
+      ratePerSecond(m.rollingCountLimitRejected, windowMs));
     setField(tile, 'errorPercentage', String(v.errorPercentage));
     setField(tile, 'circuit', circuit[1]);
     tile.forced.textContent = m.propertyValue_circuitBreakerForceClosed === true ? ' [Forced Closed]' : '';

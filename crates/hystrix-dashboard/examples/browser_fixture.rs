@@ -7,14 +7,18 @@
 //! error percentage and rate they make (Hystrix's formulas), the short-circuited calls per
 //! second, the retries (RETRY) and retries the budget refused (RETRY_BUDGET_EXHAUSTED), the
 //! hedges (HEDGE) and hedged attempts cancelled (HEDGE_CANCELLED) with their rates, the
-//! latencies and the circuit (closed, open or half-open);
+//! executions the adaptive concurrency limit refused (LIMIT_REJECTED) with their rate, the
+//! adaptive limit, its executions in flight and its queue (null for a command without one),
+//! the latencies and the circuit (closed, open or half-open);
 //! the thread pool's and the collapser's numbers. Then it serves until its standard input
 //! closes (the harness holds it open, so the fixture ends with the harness).
 //!
 //! The registry runs on a manual clock: the commands run first, each taking an exact time on
 //! that clock, then the clock is set to the end of the first 10 s window, so every count and
 //! latency is in a completed bucket and stays put while the browsers look; the stream itself
-//! ticks in real time. Before serving, the fixture checks that the registry counted what it
+//! ticks in real time. The command with an adaptive limit then holds executions in flight and
+//! waiting (polled once, never again) while the fixture serves, so its limit, in-flight and
+//! queue numbers are not zeros. Before serving, the fixture checks that the registry counted what it
 //! drove, so a page that shows other numbers is the page's (or the stream's) fault.
 //!
 //! The admin routes are on: with the token in `HYSTRIX_ADMIN_TOKEN` if set, else for loopback
@@ -27,6 +31,7 @@
 use std::error::Error;
 use std::future::Future;
 use std::io::{Read, Write};
+use std::pin::Pin;
 use std::sync::{Arc, mpsc};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -34,7 +39,9 @@ use std::time::{Duration, Instant};
 use hystrix::clock::Clock;
 use hystrix::collapser::{Collapser, CollapserEvent, CollapserScope};
 use hystrix::testing::TestRegistry;
-use hystrix::{Class, Classifier, Command, EventType, FailureType, IsolationStrategy, Status};
+use hystrix::{
+    Class, Classifier, Command, EventType, FailureType, IsolationStrategy, Outcome, Status,
+};
 use hystrix_dashboard::Dashboard;
 use serde::Serialize;
 
@@ -143,6 +150,12 @@ struct CommandPlan {
     hedge_rate: f64,
     /// cancelled hedged attempts per second over the window.
     hedge_cancelled_rate: f64,
+    /// LIMIT_REJECTED: executions the adaptive concurrency limit refused.
+    limit_rejected: u64,
+    /// refusals by the adaptive limit per second over the window.
+    limit_rejected_rate: f64,
+    /// The adaptive limit while the browsers look; `None` (null) without adaptive limits.
+    adaptive: Option<AdaptivePlan>,
     latency: Latency,
     /// "closed", "open" or "half-open".
     circuit: &'static str,
@@ -171,8 +184,18 @@ impl CommandPlan {
         self.retry_budget_exhausted_rate = per_second(self.retry_budget_exhausted);
         self.hedge_rate = per_second(self.hedge);
         self.hedge_cancelled_rate = per_second(self.hedge_cancelled);
+        self.limit_rejected_rate = per_second(self.limit_rejected);
         self
     }
+}
+
+/// A command's adaptive concurrency limit as the fixture leaves it.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+struct AdaptivePlan {
+    limit: u32,
+    in_flight: u32,
+    queued: u32,
 }
 
 #[derive(Debug, Serialize)]
@@ -321,6 +344,55 @@ fn on_clock<F: Future>(test: &TestRegistry, future: F) -> Result<F::Output> {
     }
 }
 
+/// An async execution of a fixture command, not yet ended.
+type Execution<'c> = Pin<Box<dyn Future<Output = Outcome<Seen, Boom>> + 'c>>;
+
+/// An execution of `cmd` whose async run sleeps `ms` on the fixture's clock, then succeeds;
+/// with a fallback.
+fn sleeping<'c>(test: &TestRegistry, cmd: &'c Cmd, ms: u64) -> Execution<'c> {
+    let clock = Arc::clone(test.registry().clock());
+    Box::pin(
+        cmd.run_async(async move {
+            hystrix::clock::sleep(&clock, Duration::from_millis(ms)).await;
+            Ok::<_, Boom>(Seen::Ran)
+        })
+        .fallback(|e| Ok::<_, Boom>(Seen::Fallback(e.failure_type())))
+        .execute_async_outcome(),
+    )
+}
+
+/// An execution as [`sleeping`], polled once: it must still be running or waiting for a place.
+fn held<'c>(test: &TestRegistry, cmd: &'c Cmd, ms: u64) -> Result<Execution<'c>> {
+    let mut execution = sleeping(test, cmd, ms);
+    let mut cx = Context::from_waker(Waker::noop());
+    if execution.as_mut().poll(&mut cx).is_ready() {
+        return Err(format!("an execution of {} ended at its first poll", cmd.key()).into());
+    }
+    Ok(execution)
+}
+
+/// Drives `execution` to its end on the fixture's clock; it must end with the events `want`.
+fn ends_as(test: &TestRegistry, cmd: &Cmd, execution: Execution<'_>, want: &str) -> Result<()> {
+    let outcome = on_clock(test, execution)?;
+    let events = outcome.execution_result().execution_events().to_string();
+    if events != want {
+        return Err(format!("{}: {events}, expected {want}", cmd.key()).into());
+    }
+    Ok(())
+}
+
+/// ChargeCard's executions held while the fixture serves: its adaptive limit of 4 full (4 in
+/// flight, their runs sleeping 60 s of a clock that no longer moves) and one more waiting for
+/// a place (`maxWaitInMilliseconds` set to 1 s at run time, a wait that never ends either).
+/// Nothing of them is counted until they end, and they never do.
+fn hold_at_the_limit<'c>(test: &TestRegistry, cmd: &'c Cmd) -> Result<Vec<Execution<'c>>> {
+    test.registry().properties().set(
+        "hystrix.command.ChargeCard.execution.isolation.adaptive.maxWaitInMilliseconds",
+        1_000,
+    )?;
+    (0..5).map(|_| held(test, cmd, 60_000)).collect()
+}
+
 /// `times` hedged executions of `cmd` (its `hedging.*` properties) through
 /// `run_async_retryable`, driven on the fixture's clock: attempt n (0 for the first) sleeps
 /// `script[n].0` ms of it, then ends as `script[n].1` (a failure past the script's end),
@@ -442,8 +514,9 @@ fn while_held(
     Ok(())
 }
 
-/// Drives every command; returns the plan, checked against the registry.
-fn drive_all(test: &TestRegistry, runtime: &tokio::runtime::Runtime) -> Result<Plan> {
+/// Drives every command; returns the plan (to check against the registry once ChargeCard's
+/// executions are held) and ChargeCard, the command with an adaptive limit.
+fn drive_all(test: &TestRegistry, runtime: &tokio::runtime::Runtime) -> Result<(Plan, Cmd)> {
     let registry = test.registry();
     let mut commands = Vec::new();
 
@@ -728,6 +801,51 @@ fn drive_all(test: &TestRegistry, runtime: &tokio::runtime::Runtime) -> Result<P
         .derive(),
     );
 
+    // ChargeCard: an adaptive concurrency limit (AIMD from 2; maxConcurrentRequests 100, far
+    // above it), async runs sleeping on the fixture's clock. Two runs of 10 ms fill the limit;
+    // three more are refused by it at once and answered by the fallback (LIMIT_REJECTED,
+    // FALLBACK_SUCCESS: not requests, not errors); the two end, each a sample whose in-flight
+    // count at its admission (itself included) is at least half the limit, 1 of 2 then 2 of 3,
+    // so AIMD adds 1 twice: the limit is 4. In all 2 successes of 10 ms, LIMIT_REJECTED 3
+    // (0.3/s). While the fixture serves, 4 executions
+    // hold the limit and 1 waits for a place (hold_at_the_limit): limit 4, in flight 4, queued
+    // 1.
+    let charge_card = command(test, "ChargeCard", "Payments", |b| {
+        b.semaphore_max_concurrent_requests(100)
+            .property("execution.isolation.adaptive.enabled", true)
+            .property("execution.isolation.adaptive.algorithm", "AIMD")
+            .property("execution.isolation.adaptive.initialLimit", 2)
+    })?;
+    let first = held(test, &charge_card, 10)?;
+    let second = held(test, &charge_card, 10)?;
+    for _ in 0..3 {
+        let refused = sleeping(test, &charge_card, 10);
+        ends_as(
+            test,
+            &charge_card,
+            refused,
+            "FALLBACK_SUCCESS, LIMIT_REJECTED",
+        )?;
+    }
+    test.clock().advance_ms(10);
+    for execution in [first, second] {
+        ends_as(test, &charge_card, execution, "SUCCESS")?;
+    }
+    commands.push(
+        CommandPlan {
+            success: 2,
+            limit_rejected: 3,
+            adaptive: Some(AdaptivePlan {
+                limit: 4,
+                in_flight: 4,
+                queued: 1,
+            }),
+            latency: latencies(10, 10, 10, 10, 10),
+            ..CommandPlan::new("ChargeCard", "Payments")
+        }
+        .derive(),
+    );
+
     // GetRating: a collapser over the batch command GetRatings; batches of 2, 3 and 5.
     let get_ratings = command(test, "GetRatings", "Ratings", |b| b)?;
     let get_rating = Collapser::builder("GetRating")
@@ -782,8 +900,7 @@ fn drive_all(test: &TestRegistry, runtime: &tokio::runtime::Runtime) -> Result<P
         pools: vec![pool],
         collapsers: vec![collapser],
     };
-    check_registry(test, &plan)?;
-    Ok(plan)
+    Ok((plan, charge_card))
 }
 
 /// The registry counted what the fixture drove.
@@ -805,6 +922,7 @@ fn check_registry(test: &TestRegistry, plan: &Plan) -> Result<()> {
             (EventType::RetryBudgetExhausted, want.retry_budget_exhausted),
             (EventType::Hedge, want.hedge),
             (EventType::HedgeCancelled, want.hedge_cancelled),
+            (EventType::LimitRejected, want.limit_rejected),
         ] {
             check!(format!("{name} {event:?}"), count(event), want);
         }
@@ -843,6 +961,12 @@ fn check_registry(test: &TestRegistry, plan: &Plan) -> Result<()> {
             _ => "closed",
         };
         check!(format!("{name} circuit"), status, want.circuit);
+        let adaptive = metrics.adaptive_limit().map(|a| AdaptivePlan {
+            limit: a.limit,
+            in_flight: a.in_flight,
+            queued: a.queued,
+        });
+        check!(format!("{name} adaptive limit"), adaptive, want.adaptive);
     }
     for want in &plan.pools {
         let pool = registry
@@ -909,7 +1033,10 @@ fn main() -> Result<()> {
         .enable_all()
         .build()?;
     let test = TestRegistry::new();
-    let plan = drive_all(&test, &runtime)?;
+    let (plan, charge_card) = drive_all(&test, &runtime)?;
+    // Held until the fixture ends.
+    let _held = hold_at_the_limit(&test, &charge_card)?;
+    check_registry(&test, &plan)?;
 
     let mut builder = Dashboard::builder(test.registry().clone());
     builder = match std::env::var("HYSTRIX_ADMIN_TOKEN") {

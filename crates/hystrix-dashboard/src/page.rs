@@ -13,9 +13,14 @@
 //! and retries the retry budget refused per second (our stream's `rollingCountRetry` and
 //! `rollingCountRetryBudgetExhausted` over the rolling window, dimmed while both are 0), a line
 //! of hedges per second and hedged attempts cancelled per second (`rollingCountHedge` and
-//! `rollingCountHedgeCancelled` likewise, dimmed while both are 0), the rolling counters by
-//! outcome in Hystrix's colours, latency mean and percentiles), per thread pool and per
-//! collapser, sorted as the Hystrix Dashboard sorts (error then volume by default).
+//! `rollingCountHedgeCancelled` likewise, dimmed while both are 0), for a command with an
+//! adaptive concurrency limit a line of the limit, its executions in flight, its queue and its
+//! refusals per second (`adaptiveLimit`, `adaptiveLimitInFlight`, `adaptiveLimitQueued`, and
+//! `rollingCountLimitRejected` over the rolling window) with a sparkline of the limit over the
+//! last 60 messages (hidden while the command has no adaptive limit and refused nothing), the
+//! rolling counters by outcome in Hystrix's colours, latency mean and percentiles), per thread
+//! pool and per collapser, sorted as the Hystrix Dashboard sorts (error then volume by
+//! default).
 //!
 //! Short-circuited calls are not requests (Hystrix's health rule), so an open circuit's error
 //! percentage can read 0 while it refuses every call. The page keeps Hystrix's percentage

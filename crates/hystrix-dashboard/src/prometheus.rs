@@ -3,11 +3,14 @@
 //!
 //! | metric | type | labels |
 //! |---|---|---|
-//! | `hystrix_command_events_total` | counter (cumulative) | `command`, `group`, `event` (snake_case event type, our extensions included: `ignored`, `would_short_circuit`, `retry`, `retry_budget_exhausted`, `hedge`, `hedge_cancelled`) |
+//! | `hystrix_command_events_total` | counter (cumulative) | `command`, `group`, `event` (snake_case event type, our extensions included: `ignored`, `would_short_circuit`, `retry`, `retry_budget_exhausted`, `hedge`, `hedge_cancelled`, `limit_rejected`) |
 //! | `hystrix_command_latency_execute_seconds` | summary | `command`, `group`, `quantile` |
 //! | `hystrix_command_latency_total_seconds` | summary | `command`, `group`, `quantile` |
 //! | `hystrix_command_concurrent_executions` | gauge | `command`, `group` |
 //! | `hystrix_command_error_ratio` | gauge 0-1 (rolling health window) | `command`, `group` |
+//! | `hystrix_command_adaptive_limit` | gauge, executions (commands with adaptive limits on) | `command`, `group` |
+//! | `hystrix_command_adaptive_limit_in_flight` | gauge, executions (commands with adaptive limits on) | `command`, `group` |
+//! | `hystrix_command_adaptive_limit_queue_size` | gauge, executions (commands with adaptive limits on) | `command`, `group` |
 //! | `hystrix_circuit_breaker_state` | gauge 0/1 per state | `command`, `group`, `state` |
 //! | `hystrix_circuit_breaker_open_keys` | gauge (commands with a breaker per key) | `command`, `group` |
 //! | `hystrix_thread_pool_{active_threads,queue_size,pool_size,max_pool_size,queue_capacity}` | gauge | `thread_pool` |
@@ -25,6 +28,13 @@
 //! from rolling means read as zero for bursts (a fresh user's trial showed it), so the summary
 //! is honest quantiles and a count. The collapser's batch-size `_sum` and `_count` are exact
 //! (requests batched, batches).
+//!
+//! Adaptive concurrency limits (`execution.isolation.adaptive.enabled`): the three
+//! `hystrix_command_adaptive_limit*` gauges are the limit in force (the algorithm's, capped by
+//! `execution.isolation.semaphore.maxConcurrentRequests`), the executions it admitted that have
+//! not ended and the executions waiting for a place, read at the scrape; a command without
+//! adaptive limits has no series (not a 0, which would read as "refuses everything"). Its
+//! refusals are the `limit_rejected` events of `hystrix_command_events_total`.
 
 use std::fmt::Write as _;
 
@@ -237,6 +247,38 @@ pub(crate) fn render(registry: &Registry) -> String {
             &[("command", &c.key), ("group", &c.group)],
             ratio,
         );
+    }
+
+    type AdaptiveGauge = fn(&hystrix::AdaptiveLimitSnapshot) -> u32;
+    let adaptive: [(&str, &str, AdaptiveGauge); 3] = [
+        (
+            "hystrix_command_adaptive_limit",
+            "Commands with adaptive concurrency limits: the limit in force (executions).",
+            |a| a.limit,
+        ),
+        (
+            "hystrix_command_adaptive_limit_in_flight",
+            "Commands with adaptive concurrency limits: executions admitted by the limit, not \
+             yet ended.",
+            |a| a.in_flight,
+        ),
+        (
+            "hystrix_command_adaptive_limit_queue_size",
+            "Commands with adaptive concurrency limits: executions waiting for a place.",
+            |a| a.queued,
+        ),
+    ];
+    for (name, help, value) in adaptive {
+        out.header(name, "gauge", help);
+        for c in &commands {
+            if let Some(limit) = c.metrics.adaptive_limit() {
+                out.sample(
+                    name,
+                    &[("command", &c.key), ("group", &c.group)],
+                    value(&limit),
+                );
+            }
+        }
     }
 
     out.header(

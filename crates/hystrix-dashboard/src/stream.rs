@@ -113,6 +113,9 @@ struct CommandMessage<'a> {
     /// cancelled.
     #[serde(rename = "rollingCountHedgeCancelled")]
     hedge_cancelled: u64,
+    /// Ours, not Hystrix's: executions the adaptive concurrency limit refused.
+    #[serde(rename = "rollingCountLimitRejected")]
+    limit_rejected: u64,
     #[serde(rename = "currentConcurrentExecutionCount")]
     current_concurrent_execution_count: u32,
     #[serde(rename = "rollingMaxConcurrentExecutionCount")]
@@ -168,6 +171,22 @@ struct CommandMessage<'a> {
     /// open.
     #[serde(rename = "openBreakerKeys", skip_serializing_if = "Option::is_none")]
     open_breaker_keys: Option<usize>,
+    /// Ours, only for a command with adaptive concurrency limits on: the limit in force
+    /// (executions).
+    #[serde(rename = "adaptiveLimit", skip_serializing_if = "Option::is_none")]
+    adaptive_limit: Option<u32>,
+    /// Ours, only with adaptive limits on: executions admitted by the limit, not yet ended.
+    #[serde(
+        rename = "adaptiveLimitInFlight",
+        skip_serializing_if = "Option::is_none"
+    )]
+    adaptive_limit_in_flight: Option<u32>,
+    /// Ours, only with adaptive limits on: executions waiting for a place.
+    #[serde(
+        rename = "adaptiveLimitQueued",
+        skip_serializing_if = "Option::is_none"
+    )]
+    adaptive_limit_queued: Option<u32>,
 }
 
 #[derive(serde::Serialize)]
@@ -332,9 +351,11 @@ fn circuit_status(
 /// `rollingCountIgnored`, `rollingCountWouldShortCircuit`, `rollingCountRetry` (RETRY: one per
 /// retry granted), `rollingCountRetryBudgetExhausted` (RETRY_BUDGET_EXHAUSTED: retries the
 /// retry budget refused), `rollingCountHedge` (HEDGE: one per attempt started beside one still
-/// running after the hedging delay) and `rollingCountHedgeCancelled` (HEDGE_CANCELLED: attempts
-/// that lost the race to another attempt's result and were cancelled), fields the real Hystrix
-/// Dashboard ignores, in that order after `rollingCountTimeout`. Each attempt of a retried
+/// running after the hedging delay), `rollingCountHedgeCancelled` (HEDGE_CANCELLED: attempts
+/// that lost the race to another attempt's result and were cancelled) and
+/// `rollingCountLimitRejected` (LIMIT_REJECTED: executions the adaptive concurrency limit
+/// refused), fields the real Hystrix Dashboard ignores, in that order after
+/// `rollingCountTimeout`. Each attempt of a retried
 /// execution is one request in `requestCount` (what the dependency saw).
 ///
 /// After `threadPool` comes `circuitBreakerStatus`, ours: `"CLOSED"`, `"OPEN"` or
@@ -348,8 +369,17 @@ fn circuit_status(
 /// A command with a breaker per key (its executions count in their keys' health windows):
 /// `isCircuitBreakerOpen` is true while any key's breaker is open, `circuitBreakerStatus` is
 /// the most closed-off of its open keys' (OPEN before HALF_OPEN), `errorPercentage`,
-/// `errorCount` and `requestCount` come from the rolling counts of all keys, and a last field
-/// `openBreakerKeys` counts the open keys.
+/// `errorCount` and `requestCount` come from the rolling counts of all keys, and a field
+/// `openBreakerKeys` after `circuitBreakerStatus` counts the open keys.
+///
+/// A command with adaptive concurrency limits on (`execution.isolation.adaptive.enabled`) ends
+/// with `adaptiveLimit` (the limit in force, in executions: the algorithm's, capped by
+/// `execution.isolation.semaphore.maxConcurrentRequests`), `adaptiveLimitInFlight`
+/// (executions admitted by the limit and not yet ended) and `adaptiveLimitQueued` (executions
+/// waiting for a place), integers read when the message is made (not rolling values). Without
+/// adaptive limits the three keys are absent, not `null`, as `openBreakerKeys` is for a
+/// command without a breaker per key: Turbine sums numbers across hosts, and `null` is not
+/// one; a consumer tells "off" by the keys' absence.
 pub fn command_json(registry: &Registry, key: &str) -> Option<String> {
     let metrics = registry.command_metrics(key)?;
     let info = registry.command_info(key)?;
@@ -374,6 +404,7 @@ pub fn command_json(registry: &Registry, key: &str) -> Option<String> {
     let execution = metrics.execution_latency();
     let total = metrics.total_latency();
     let isolation = isolation_of(&props, &info);
+    let adaptive = metrics.adaptive_limit();
     Some(to_json(&CommandMessage {
         kind: "HystrixCommand",
         name: key,
@@ -405,6 +436,7 @@ pub fn command_json(registry: &Registry, key: &str) -> Option<String> {
         retry_budget_exhausted: rolling(EventType::RetryBudgetExhausted),
         hedge: rolling(EventType::Hedge),
         hedge_cancelled: rolling(EventType::HedgeCancelled),
+        limit_rejected: rolling(EventType::LimitRejected),
         current_concurrent_execution_count: metrics.current_concurrent_execution_count(),
         rolling_max_concurrent_execution_count: metrics.rolling_max_concurrent_execution_count(),
         latency_execute_mean: execution.mean,
@@ -443,6 +475,9 @@ pub fn command_json(registry: &Registry, key: &str) -> Option<String> {
         thread_pool: info.thread_pool_key.as_str(),
         circuit_breaker_status: status,
         open_breaker_keys: open_keys.map(|keys| keys.len()),
+        adaptive_limit: adaptive.map(|a| a.limit),
+        adaptive_limit_in_flight: adaptive.map(|a| a.in_flight),
+        adaptive_limit_queued: adaptive.map(|a| a.queued),
     }))
 }
 

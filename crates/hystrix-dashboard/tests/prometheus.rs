@@ -163,6 +163,7 @@ fn metrics_parse_and_equal_the_snapshot() {
             ("retry_budget_exhausted", 0.0),
             ("hedge", 0.0),
             ("hedge_cancelled", 0.0),
+            ("limit_rejected", 0.0),
         ],
     );
     for event in EventType::ALL {
@@ -297,6 +298,62 @@ fn hedges_and_cancelled_hedges_are_events() {
             ("cancelled", 0.0),
         ],
     );
+}
+
+#[test]
+fn limit_rejections_are_events_and_the_adaptive_limit_has_gauges() {
+    let test = TestRegistry::new();
+    common::drive_mixed(&test);
+    let cmd = common::drive_limited(&test);
+    let dashboard = Dashboard::builder(test.registry().clone()).build();
+    let limited = [("command", "Limited"), ("group", "Shop")];
+    let gauges = [
+        "hystrix_command_adaptive_limit",
+        "hystrix_command_adaptive_limit_in_flight",
+        "hystrix_command_adaptive_limit_queue_size",
+    ];
+    let metrics = parse(&dashboard.render_metrics());
+    metrics.assert_events(
+        limited,
+        &[
+            ("limit_rejected", 3.0),
+            ("fallback_success", 3.0),
+            ("success", 2.0),
+            ("semaphore_rejected", 0.0),
+            ("fallback_missing", 0.0),
+        ],
+    );
+    let read = |metrics: &Exposition| gauges.map(|name| metrics.value(name, &limited));
+    assert_eq!(read(&metrics), [4.0, 0.0, 0.0]);
+    for name in gauges {
+        assert_eq!(metrics.types[name], "gauge", "{name}");
+        // Only the command with adaptive limits on has series.
+        assert!(
+            metrics
+                .samples
+                .iter()
+                .filter(|(n, _, _)| n == name)
+                .all(|(_, labels, _)| labels["command"] == "Limited"),
+            "{name}"
+        );
+    }
+
+    // Two in flight of 4, then full with one waiting for a place (a wait of up to 1 s).
+    let held: Vec<_> = (0..2).map(|_| common::held(&test, &cmd, 50)).collect();
+    assert_eq!(read(&parse(&dashboard.render_metrics())), [4.0, 2.0, 0.0]);
+    let more = common::fill_with_one_waiting(&test, &cmd);
+    assert_eq!(read(&parse(&dashboard.render_metrics())), [4.0, 4.0, 1.0]);
+    drop(more);
+    drop(held);
+
+    // Turned off: no series, the counter stays.
+    common::set_limited(&test, "enabled", false);
+    let off = parse(&dashboard.render_metrics());
+    for name in gauges {
+        assert!(off.samples.iter().all(|(n, _, _)| n != name), "{name}");
+        assert_eq!(off.types[name], "gauge", "{name}: the header stays");
+    }
+    off.assert_events(limited, &[("limit_rejected", 3.0)]);
 }
 
 #[test]

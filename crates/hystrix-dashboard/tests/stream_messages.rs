@@ -13,7 +13,8 @@ use hystrix_dashboard::stream;
 use serde_json::Value;
 
 /// Hystrix's HystrixCommand keys in its order, each with the JSON type it must have, with our
-/// six extension counters after `rollingCountTimeout` and our `circuitBreakerStatus` last.
+/// seven extension counters after `rollingCountTimeout` and our `circuitBreakerStatus` last
+/// (for a command without a breaker per key or adaptive limits).
 const COMMAND_KEYS: &[(&str, &str)] = &[
     ("type", "string"),
     ("name", "string"),
@@ -45,6 +46,7 @@ const COMMAND_KEYS: &[(&str, &str)] = &[
     ("rollingCountRetryBudgetExhausted", "int"),
     ("rollingCountHedge", "int"),
     ("rollingCountHedgeCancelled", "int"),
+    ("rollingCountLimitRejected", "int"),
     ("currentConcurrentExecutionCount", "int"),
     ("rollingMaxConcurrentExecutionCount", "int"),
     ("latencyExecute_mean", "int"),
@@ -302,6 +304,7 @@ fn command_message_values_equal_the_snapshot() {
         ),
         ("rollingCountHedge", EventType::Hedge),
         ("rollingCountHedgeCancelled", EventType::HedgeCancelled),
+        ("rollingCountLimitRejected", EventType::LimitRejected),
     ];
     for (key, event) in counters {
         assert_eq!(msg[key], metrics.rolling_count(event), "{key}");
@@ -404,10 +407,11 @@ fn retries_and_budget_refusals_are_extension_counters() {
         metrics.rolling_count(EventType::RetryBudgetExhausted)
     );
     // The wire form: right after rollingCountWouldShortCircuit, then the hedge counters (no
-    // hedging here) before currentConcurrentExecutionCount.
+    // hedging here) and the limit's refusals (no adaptive limit) before
+    // currentConcurrentExecutionCount.
     assert!(
         json.contains(
-            r#""rollingCountWouldShortCircuit":0,"rollingCountRetry":2,"rollingCountRetryBudgetExhausted":2,"rollingCountHedge":0,"rollingCountHedgeCancelled":0,"currentConcurrentExecutionCount":"#
+            r#""rollingCountWouldShortCircuit":0,"rollingCountRetry":2,"rollingCountRetryBudgetExhausted":2,"rollingCountHedge":0,"rollingCountHedgeCancelled":0,"rollingCountLimitRejected":0,"currentConcurrentExecutionCount":"#
         ),
         "{json}"
     );
@@ -416,6 +420,86 @@ fn retries_and_budget_refusals_are_extension_counters() {
     let later = parse(&stream::command_json(registry, "Retried").unwrap());
     assert_eq!(later["rollingCountRetry"], 0);
     assert_eq!(later["rollingCountRetryBudgetExhausted"], 0);
+}
+
+#[test]
+fn limit_rejections_and_the_adaptive_limit_are_extension_fields() {
+    let test = TestRegistry::new();
+    let cmd = common::drive_limited(&test);
+    let registry = test.registry();
+    let adaptive_keys = [
+        "adaptiveLimit",
+        "adaptiveLimitInFlight",
+        "adaptiveLimitQueued",
+    ];
+    let mut expected: Vec<&str> = COMMAND_KEYS.iter().map(|(k, _)| *k).collect();
+    expected.extend(adaptive_keys);
+    let msg = parse(&stream::command_json(registry, "Limited").unwrap());
+    assert_eq!(keys(&msg), expected);
+    // 3 refused by the limit, each answered by the fallback; not requests, not errors.
+    for (key, value) in [
+        ("rollingCountLimitRejected", 3),
+        ("rollingCountFallbackSuccess", 3),
+        ("rollingCountSuccess", 2),
+        ("rollingCountSemaphoreRejected", 0),
+        ("requestCount", 2),
+        ("errorCount", 0),
+        ("adaptiveLimit", 4),
+        ("adaptiveLimitInFlight", 0),
+        ("adaptiveLimitQueued", 0),
+    ] {
+        assert_eq!(msg[key], value, "{key}");
+    }
+    assert_eq!(
+        msg["rollingCountLimitRejected"],
+        registry
+            .command_metrics("Limited")
+            .unwrap()
+            .rolling_count(EventType::LimitRejected)
+    );
+    for key in adaptive_keys {
+        assert!(is_int(&msg[key]), "{key}");
+    }
+
+    // Two in flight of the limit of 4: the wire form, the refusals after the hedge counters,
+    // the three gauges last.
+    let held: Vec<_> = (0..2).map(|_| common::held(&test, &cmd, 50)).collect();
+    let json = stream::command_json(registry, "Limited").unwrap();
+    assert!(
+        json.contains(
+            r#""rollingCountHedge":0,"rollingCountHedgeCancelled":0,"rollingCountLimitRejected":3,"currentConcurrentExecutionCount":2,"#
+        ),
+        "{json}"
+    );
+    assert!(
+        json.ends_with(
+            r#""circuitBreakerStatus":"CLOSED","adaptiveLimit":4,"adaptiveLimitInFlight":2,"adaptiveLimitQueued":0}"#
+        ),
+        "{json}"
+    );
+    // Full, and one waiting for a place (a wait of up to 1 s allowed from now on).
+    let more = common::fill_with_one_waiting(&test, &cmd);
+    let msg = parse(&stream::command_json(registry, "Limited").unwrap());
+    assert_eq!(
+        [
+            &msg["adaptiveLimit"],
+            &msg["adaptiveLimitInFlight"],
+            &msg["adaptiveLimitQueued"]
+        ],
+        [4, 4, 1]
+    );
+    drop(more);
+    drop(held);
+    let msg = parse(&stream::command_json(registry, "Limited").unwrap());
+    assert_eq!(msg["adaptiveLimitInFlight"], 0);
+    assert_eq!(msg["adaptiveLimitQueued"], 0);
+
+    // Turned off: the three keys are gone (not null).
+    common::set_limited(&test, "enabled", false);
+    let msg = parse(&stream::command_json(registry, "Limited").unwrap());
+    let expected: Vec<&str> = COMMAND_KEYS.iter().map(|(k, _)| *k).collect();
+    assert_eq!(keys(&msg), expected);
+    assert_eq!(msg["rollingCountLimitRejected"], 3);
 }
 
 #[test]

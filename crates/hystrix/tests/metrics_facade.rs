@@ -41,6 +41,26 @@ fn snapshot(recorder: &DebuggingRecorder) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// A registry on a manual clock whose event notifier is a new facade.
+fn notified_registry() -> (ManualClock, Registry) {
+    let clock = ManualClock::new();
+    let registry = Registry::builder()
+        .clock(clock.clone())
+        .event_notifier(MetricsFacade::new())
+        .build();
+    (clock, registry)
+}
+
+/// `command`'s `hystrix_command_events_total` of `event` (group "Test") in `seen`, empty when
+/// absent.
+fn event_count(seen: &BTreeMap<String, String>, command: &str, event: &str) -> String {
+    seen.get(&format!(
+        "{EVENTS_TOTAL}{{command={command},group=Test,event={event}}}"
+    ))
+    .cloned()
+    .unwrap_or_default()
+}
+
 #[test]
 fn events_latencies_and_transitions_reach_the_recorder() {
     let recorder = DebuggingRecorder::new();
@@ -158,12 +178,7 @@ fn a_facade_that_only_listens_to_breakers_labels_the_group() {
 #[test]
 fn retries_and_budget_refusals_are_counted_per_event() {
     let recorder = DebuggingRecorder::new();
-    let facade = MetricsFacade::new();
-    let clock = ManualClock::new();
-    let registry = Registry::builder()
-        .clock(clock.clone())
-        .event_notifier(facade)
-        .build();
+    let (_, registry) = notified_registry();
     // Three attempts, no backoff delay, a budget of exactly 3 retries (1 per second of a 3 s
     // window, no share of requests).
     let cmd = builder("Retried")
@@ -208,13 +223,7 @@ fn retries_and_budget_refusals_are_counted_per_event() {
         }
     });
     let seen = snapshot(&recorder);
-    let get = |event: &str| {
-        seen.get(&format!(
-            "{EVENTS_TOTAL}{{command=Retried,group=Test,event={event}}}"
-        ))
-        .cloned()
-        .unwrap_or_default()
-    };
+    let get = |event: &str| event_count(&seen, "Retried", event);
     for (event, expected) in [
         ("retry", "3"),
         ("retry_budget_exhausted", "2"),
@@ -241,5 +250,65 @@ fn retries_and_budget_refusals_are_counted_per_event() {
         ))
         .map(String::as_str),
         Some("[0.0, 0.0, 0.0]")
+    );
+}
+
+#[test]
+fn limit_rejections_are_counted_per_event_without_a_latency_sample() {
+    let recorder = DebuggingRecorder::new();
+    let (clock, registry) = notified_registry();
+    // An adaptive AIMD limit of 1 (the cap of 100 far above it).
+    let cmd = builder("Limited")
+        .semaphore_max_concurrent_requests(100)
+        .property("execution.isolation.adaptive.enabled", true)
+        .property("execution.isolation.adaptive.algorithm", "AIMD")
+        .property("execution.isolation.adaptive.initialLimit", 1)
+        .build_in(&registry)
+        .unwrap();
+    let sleeping = |ms: u64| {
+        let clock = std::sync::Arc::clone(registry.clock());
+        cmd.run_async(async move {
+            hystrix::clock::sleep(&clock, std::time::Duration::from_millis(ms)).await;
+            Ok::<u32, DependencyError>(1)
+        })
+        .fallback(|_| Ok::<u32, DependencyError>(0))
+        .execute_async_outcome()
+    };
+    metrics::with_local_recorder(&recorder, || {
+        // One in flight (12 ms); two more refused by the limit, answered by the fallback.
+        let mut first = Box::pin(sleeping(12));
+        assert!(common::poll_once(first.as_mut()).is_pending());
+        for _ in 0..2 {
+            let refused = futures::executor::block_on(sleeping(12));
+            assert_eq!(
+                refused.execution_result().execution_events().to_string(),
+                "FALLBACK_SUCCESS, LIMIT_REJECTED"
+            );
+        }
+        clock.advance_ms(12);
+        assert!(common::poll_once(first.as_mut()).is_ready());
+    });
+    let seen = snapshot(&recorder);
+    let get = |event: &str| event_count(&seen, "Limited", event);
+    for (event, expected) in [
+        ("limit_rejected", "2"),
+        ("fallback_success", "2"),
+        ("success", "1"),
+        ("semaphore_rejected", "0"),
+    ] {
+        assert_eq!(get(event), expected, "{event}: {seen:?}");
+    }
+    assert_eq!(
+        cmd.metrics()
+            .cumulative_count(hystrix::EventType::LimitRejected),
+        2
+    );
+    // One latency sample: the run that started; the refused executions ran no user code.
+    assert_eq!(
+        seen.get(&format!(
+            "{LATENCY_EXECUTE_SECONDS}{{command=Limited,group=Test}}"
+        ))
+        .map(String::as_str),
+        Some("[0.012]")
     );
 }

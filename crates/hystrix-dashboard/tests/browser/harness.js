@@ -4,7 +4,8 @@
 // 1. Starts the fixture (examples/browser_fixture.rs, path in FIXTURE_BIN): a real dashboard
 //    on 127.0.0.1 whose registry was driven by real commands; it prints its URL and the plan
 //    of what it drove (counts by outcome, retries and budget refusals, hedges and cancelled
-//    hedged attempts, latencies, circuit states, pool, collapser).
+//    hedged attempts, refusals by the adaptive limit and the limit itself, latencies, circuit
+//    states, pool, collapser).
 // 2. Serves the npm hystrix-dashboard (Netflix's monitor page) on 127.0.0.1 through express,
 //    with the page's CDN underscore URL rewritten to the npm file, and opens it in Debian's
 //    Chromium (puppeteer-core) on our stream through its /proxy.stream.
@@ -335,6 +336,14 @@ async function readOurTile(page, kind, name) {
       shortRateShown: shortRate ? !shortRate.hidden && shortRate.offsetParent !== null : null,
       retries: line('.retries'),
       hedges: line('.hedges'),
+      limit: line('.limit'),
+      limitRows: Array.from(tile.querySelectorAll('.limit > div'))
+        .map((row) => row.textContent.replace(/\s+/g, ' ').trim()),
+      limitSparkPoints: (() => {
+        const polyline = tile.querySelector('.limit-spark polyline');
+        const points = polyline ? (polyline.getAttribute('points') || '').trim() : null;
+        return points === null ? null : points.split(/\s+/).filter((p) => p !== '').length;
+      })(),
     };
   }, tileId(kind, name));
 }
@@ -359,6 +368,36 @@ function checkRatesLine(what, want, got, line, keys, text) {
   check(`${what}: ${line} counts`, keys.map((key) => got.data[key]), keys.map((key) => String(want[key])));
 }
 
+// The adaptive limit's line: for a command with one, the limit, in flight and queued (data-*
+// and shown), the refusals per second, and the sparkline of the limit (every point the plan's
+// limit: it has not moved while the fixture serves); hidden for a command without one that
+// refused nothing.
+function checkLimitLine(what, want, got) {
+  const rejectedRate = want.limitRejectedRate.toFixed(1);
+  check(`${what}: limit refusals`, [got.data.limitRejected, got.data.limitRejectedRate, got.shown.limitRejectedRate],
+    [String(want.limitRejected), rejectedRate, rejectedRate]);
+  const a = want.adaptive;
+  if (!a) {
+    check(`${what}: no limit line`, [got.limit.shown, got.data.adaptiveLimit ?? null, got.data.adaptiveLimitHistory],
+      [want.limitRejected > 0, null, '']);
+    return;
+  }
+  check(`${what}: limit line`, [got.limitRows, got.limit.shown, got.limit.dimmed], [
+    [`Limit ${a.limit}`, `in flight ${a.inFlight} \u00b7 queued ${a.queued} \u00b7 rejected ${rejectedRate}/s`],
+    true,
+    want.limitRejected === 0,
+  ]);
+  const values = [a.limit, a.inFlight, a.queued].map(String);
+  check(`${what}: limit, in flight, queued`,
+    [got.data.adaptiveLimit, got.data.adaptiveLimitInFlight, got.data.adaptiveLimitQueued], values);
+  check(`${what}: limit, in flight, queued shown`,
+    [got.shown.adaptiveLimit, got.shown.adaptiveLimitInFlight, got.shown.adaptiveLimitQueued], values);
+  const history = (got.data.adaptiveLimitHistory || '').split(',');
+  check(`${what}: the limit over time`,
+    [history.length >= 2, history.every((v) => v === String(a.limit)), got.limitSparkPoints === history.length],
+    [true, true, true]);
+}
+
 function checkOurCommand(want, got) {
   const what = `our page ${want.name}`;
   if (!got) {
@@ -379,6 +418,7 @@ function checkOurCommand(want, got) {
     (retries, refused) => `Retries ${retries}/s \u00b7 budget refused ${refused}/s`);
   checkRatesLine(what, want, got, 'hedges', ['hedge', 'hedgeCancelled'],
     (hedges, cancelled) => `Hedges ${hedges}/s \u00b7 cancelled ${cancelled}/s`);
+  checkLimitLine(what, want, got);
   check(`${what}: error %`, [got.data.errorPercentage, got.shown.errorPercentage],
     [String(want.errorPercentage), String(want.errorPercentage)]);
   check(`${what}: requests`, got.data.requests, String(want.requests));
@@ -459,34 +499,53 @@ async function streamCommands(url, names) {
   return found;
 }
 
-// The stream carries the retry and hedge counters the plan says (the Hystrix Dashboard ignores
-// them).
+// The adaptive limit's numbers of the plan, [limit, in flight, queued], or null without one.
+function adaptiveOf(want) {
+  return want.adaptive ? [want.adaptive.limit, want.adaptive.inFlight, want.adaptive.queued] : null;
+}
+
+// The stream carries the retry, hedge and limit counters the plan says, and the adaptive limit
+// (absent keys without one) (the Hystrix Dashboard ignores them).
 async function checkStreamAttempts(url, plan) {
   const messages = await streamCommands(url, plan.commands.map((c) => c.name));
   for (const want of plan.commands) {
     const message = messages[want.name];
-    check(`stream ${want.name}: retry and hedge counters`,
+    check(`stream ${want.name}: retry, hedge and limit counters`,
       message ? [message.rollingCountRetry, message.rollingCountRetryBudgetExhausted,
-        message.rollingCountHedge, message.rollingCountHedgeCancelled] : null,
-      [want.retry, want.retryBudgetExhausted, want.hedge, want.hedgeCancelled]);
+        message.rollingCountHedge, message.rollingCountHedgeCancelled, message.rollingCountLimitRejected] : null,
+      [want.retry, want.retryBudgetExhausted, want.hedge, want.hedgeCancelled, want.limitRejected]);
+    const keys = ['adaptiveLimit', 'adaptiveLimitInFlight', 'adaptiveLimitQueued'];
+    check(`stream ${want.name}: adaptive limit`,
+      message && keys.some((key) => key in message) ? keys.map((key) => message[key]) : null,
+      adaptiveOf(want));
   }
 }
 
-// /metrics has the same retry and hedge counts, as events of hystrix_command_events_total:
-// counters since the start, equal to the rolling counts while nothing has left the window.
+// /metrics has the same retry, hedge and limit counts, as events of
+// hystrix_command_events_total: counters since the start, equal to the rolling counts while
+// nothing has left the window; and the adaptive limit's gauges, only for a command with one.
 async function checkMetricsAttempts(url, plan) {
   const text = await (await fetch(`${url}/metrics`)).text();
   const sample = /^hystrix_command_events_total\{command="([^"]*)",group="[^"]*",event="([a-z_]+)"\} (\S+)$/;
+  const gauge = /^(hystrix_command_adaptive_limit(?:_in_flight|_queue_size)?)\{command="([^"]*)",group="[^"]*"\} (\S+)$/;
   const counts = {};
+  const gauges = {};
   for (const line of text.split('\n')) {
     const found = sample.exec(line);
     if (found) counts[`${found[1]} ${found[2]}`] = Number(found[3]);
+    const value = gauge.exec(line);
+    if (value) gauges[`${value[2]} ${value[1]}`] = Number(value[3]);
   }
-  const events = ['retry', 'retry_budget_exhausted', 'hedge', 'hedge_cancelled'];
+  const events = ['retry', 'retry_budget_exhausted', 'hedge', 'hedge_cancelled', 'limit_rejected'];
+  const names = ['hystrix_command_adaptive_limit', 'hystrix_command_adaptive_limit_in_flight',
+    'hystrix_command_adaptive_limit_queue_size'];
   for (const want of plan.commands) {
-    check(`/metrics ${want.name}: retry and hedge events`,
+    check(`/metrics ${want.name}: retry, hedge and limit events`,
       events.map((event) => counts[`${want.name} ${event}`] ?? null),
-      [want.retry, want.retryBudgetExhausted, want.hedge, want.hedgeCancelled]);
+      [want.retry, want.retryBudgetExhausted, want.hedge, want.hedgeCancelled, want.limitRejected]);
+    const values = names.map((name) => gauges[`${want.name} ${name}`] ?? null);
+    check(`/metrics ${want.name}: adaptive limit gauges`,
+      values.every((v) => v === null) ? null : values, adaptiveOf(want));
   }
 }
 
@@ -514,6 +573,10 @@ async function main() {
     const hedged = plan.commands.filter((c) => c.hedge > 0 || c.hedgeCancelled > 0)
       .map((c) => [c.name, c.hedge, c.hedgeCancelled]);
     check('the fixture drove hedges and cancelled hedged attempts', hedged, [['SearchProducts', 8, 6]]);
+    const limited = plan.commands.filter((c) => c.limitRejected > 0 || c.adaptive)
+      .map((c) => [c.name, c.limitRejected, adaptiveOf(c)]);
+    check('the fixture drove refusals by an adaptive limit, held at the limit with one waiting', limited,
+      [['ChargeCard', 3, [4, 4, 1]]]);
 
     server = await serveHystrixDashboard();
     launched = await launch();
@@ -537,7 +600,7 @@ async function main() {
     // OPEN GetStock at 10 % and the HALF_OPEN GetReviews at 9 % among the closed ones) and the
     // circle coloured by the error percentage alone (GetStock's green, at 10 %).
     check('Hystrix Dashboard: default order (error then volume)', await hystrixCommandOrder(hystrix.page),
-      ['SendEmail', 'GetShipping', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'GetStock', 'GetReviews', 'SearchProducts', 'GetUser', 'GetRatings']);
+      ['SendEmail', 'GetShipping', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'GetStock', 'GetReviews', 'SearchProducts', 'GetUser', 'GetRatings', 'ChargeCard']);
     const circles = await poll(
       () => hystrixCircleFills(hystrix.page, ['GetStock', 'SendEmail']),
       (fills) => fills.GetStock === 'rgb(0, 128, 0)' && fills.SendEmail === 'rgb(255, 0, 0)',
@@ -591,15 +654,15 @@ async function main() {
     // Sorting, as the Hystrix Dashboard sorts (descending but alphabetical; ties by name),
     // except that the default sort puts circuits that are not closed (OPEN, HALF_OPEN) first.
     const orders = {
-      errorThenVolume: ['SendEmail', 'GetStock', 'GetReviews', 'GetShipping', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'SearchProducts', 'GetUser', 'GetRatings'],
-      alphabetical: ['CheckInventory', 'GetAvatar', 'GetPrices', 'GetRatings', 'GetReviews', 'GetShipping', 'GetStock', 'GetUser', 'SaveOrder', 'SearchProducts', 'SendEmail'],
-      volume: ['GetUser', 'SaveOrder', 'GetShipping', 'SearchProducts', 'GetStock', 'GetReviews', 'GetAvatar', 'GetPrices', 'CheckInventory', 'SendEmail', 'GetRatings'],
-      error: ['SendEmail', 'GetShipping', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'GetStock', 'GetReviews', 'SearchProducts', 'GetRatings', 'GetUser'],
-      mean: ['GetPrices', 'SearchProducts', 'GetUser', 'GetReviews', 'SaveOrder', 'GetStock', 'GetShipping', 'CheckInventory', 'GetAvatar', 'SendEmail', 'GetRatings'],
-      median: ['GetPrices', 'SearchProducts', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'GetUser', 'SendEmail', 'GetRatings'],
-      p90: ['GetPrices', 'SearchProducts', 'GetUser', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'SendEmail', 'GetRatings'],
-      p99: ['GetPrices', 'GetUser', 'SearchProducts', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'SendEmail', 'GetRatings'],
-      p995: ['GetUser', 'GetPrices', 'SearchProducts', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'SendEmail', 'GetRatings'],
+      errorThenVolume: ['SendEmail', 'GetStock', 'GetReviews', 'GetShipping', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'SearchProducts', 'GetUser', 'GetRatings', 'ChargeCard'],
+      alphabetical: ['ChargeCard', 'CheckInventory', 'GetAvatar', 'GetPrices', 'GetRatings', 'GetReviews', 'GetShipping', 'GetStock', 'GetUser', 'SaveOrder', 'SearchProducts', 'SendEmail'],
+      volume: ['GetUser', 'SaveOrder', 'GetShipping', 'SearchProducts', 'GetStock', 'GetReviews', 'GetAvatar', 'GetPrices', 'CheckInventory', 'SendEmail', 'GetRatings', 'ChargeCard'],
+      error: ['SendEmail', 'GetShipping', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'GetStock', 'GetReviews', 'SearchProducts', 'ChargeCard', 'GetRatings', 'GetUser'],
+      mean: ['GetPrices', 'SearchProducts', 'ChargeCard', 'GetUser', 'GetReviews', 'SaveOrder', 'GetStock', 'GetShipping', 'CheckInventory', 'GetAvatar', 'SendEmail', 'GetRatings'],
+      median: ['ChargeCard', 'GetPrices', 'SearchProducts', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'GetUser', 'SendEmail', 'GetRatings'],
+      p90: ['GetPrices', 'SearchProducts', 'GetUser', 'ChargeCard', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'SendEmail', 'GetRatings'],
+      p99: ['GetPrices', 'GetUser', 'SearchProducts', 'ChargeCard', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'SendEmail', 'GetRatings'],
+      p995: ['GetUser', 'GetPrices', 'SearchProducts', 'ChargeCard', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'SendEmail', 'GetRatings'],
     };
 
     check('our page: default order (circuits not closed first, then error then volume)',

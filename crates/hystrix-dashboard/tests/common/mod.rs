@@ -2,6 +2,7 @@
 #![allow(dead_code, clippy::unwrap_used)]
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -9,8 +10,9 @@ use std::time::Duration;
 use std::collections::HashMap;
 
 use hystrix::collapser::{Collapser, CollapserScope};
+use hystrix::config::PropertyValue;
 use hystrix::testing::TestRegistry;
-use hystrix::{Command, FailureType, IsolationStrategy};
+use hystrix::{Command, FailureType, IsolationStrategy, Outcome};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
@@ -197,6 +199,90 @@ pub fn drive_hedged(test: &TestRegistry) {
         );
     }
     test.advance(Duration::from_millis(10_000));
+}
+
+/// An async execution not yet ended.
+pub type Execution<'c> = Pin<Box<dyn Future<Output = Outcome<u32, Boom>> + 'c>>;
+
+/// An execution of `cmd` whose async run sleeps `ms` on `test`'s clock, then answers 1.
+pub fn sleeping<'c>(test: &TestRegistry, cmd: &'c Command, ms: u64) -> Execution<'c> {
+    let clock = Arc::clone(test.registry().clock());
+    Box::pin(
+        cmd.run_async(async move {
+            hystrix::clock::sleep(&clock, Duration::from_millis(ms)).await;
+            Ok::<u32, Boom>(1)
+        })
+        .fallback(|_| Ok::<_, Boom>(7))
+        .execute_async_outcome(),
+    )
+}
+
+/// An execution as [`sleeping`], polled once: admitted (in flight) or waiting for a place.
+pub fn held<'c>(test: &TestRegistry, cmd: &'c Command, ms: u64) -> Execution<'c> {
+    let mut execution = sleeping(test, cmd, ms);
+    let mut cx = Context::from_waker(Waker::noop());
+    assert!(execution.as_mut().poll(&mut cx).is_pending());
+    execution
+}
+
+/// Command "Limited" (group "Shop", SEMAPHORE, `maxConcurrentRequests` 100, an adaptive AIMD
+/// limit starting at 2), driven on the manual clock through async runs that sleep on it: two
+/// runs of 10 ms in flight reach the limit; three more are refused by it and answered by the
+/// fallback (LIMIT_REJECTED, FALLBACK_SUCCESS, at once); the two end, each raising the limit by
+/// one (AIMD adds 1 when the in-flight count at the run's admission, itself included, is at
+/// least half the limit: 1 of 2, then 2 of 3), to 4. In all: 2 successes, 3 LIMIT_REJECTED, 3
+/// fallback successes, none of them a health error. Then the clock moves 10 s so the buckets
+/// are complete. Returns the command (limit 4, nothing in flight).
+pub fn drive_limited(test: &TestRegistry) -> Command {
+    let cmd = Command::builder("Limited")
+        .group("Shop")
+        .isolation(IsolationStrategy::Semaphore)
+        .semaphore_max_concurrent_requests(100)
+        .property("execution.isolation.adaptive.enabled", true)
+        .property("execution.isolation.adaptive.algorithm", "AIMD")
+        .property("execution.isolation.adaptive.initialLimit", 2)
+        .build_in(test.registry())
+        .unwrap();
+    let first = held(test, &cmd, 10);
+    let second = held(test, &cmd, 10);
+    for _ in 0..3 {
+        let outcome = on_clock(test, sleeping(test, &cmd, 10));
+        assert_eq!(*outcome.response().as_ref().unwrap(), 7);
+        assert_eq!(
+            outcome.execution_result().execution_events().to_string(),
+            "FALLBACK_SUCCESS, LIMIT_REJECTED"
+        );
+    }
+    test.clock().advance(Duration::from_millis(10));
+    for execution in [first, second] {
+        let outcome = on_clock(test, execution);
+        assert_eq!(
+            outcome.execution_result().execution_events().to_string(),
+            "SUCCESS"
+        );
+    }
+    let limit = cmd.metrics().adaptive_limit().unwrap();
+    assert_eq!((limit.limit, limit.in_flight, limit.queued), (4, 0, 0));
+    test.advance(Duration::from_millis(10_000));
+    cmd
+}
+
+/// Sets "Limited"'s `execution.isolation.adaptive.<name>` at run time.
+pub fn set_limited(test: &TestRegistry, name: &str, value: impl Into<PropertyValue>) {
+    test.registry()
+        .properties()
+        .set(
+            &format!("hystrix.command.Limited.execution.isolation.adaptive.{name}"),
+            value,
+        )
+        .unwrap();
+}
+
+/// With 2 executions of "Limited" in flight of its limit of 4: allows a wait of up to 1 s for
+/// a place, and holds 3 more (50 ms runs): 2 fill the limit, 1 waits.
+pub fn fill_with_one_waiting<'c>(test: &TestRegistry, cmd: &'c Command) -> Vec<Execution<'c>> {
+    set_limited(test, "maxWaitInMilliseconds", 1_000);
+    (0..3).map(|_| held(test, cmd, 50)).collect()
 }
 
 /// Command "Pooled" (group "Shop", THREAD, pool "ShopPool"): 2 successes on the pool.

@@ -5,14 +5,19 @@
 //!
 //! | metric | kind | labels |
 //! |---|---|---|
-//! | `hystrix_command_events_total` | counter | `command`, `group`, `event` (snake_case event name, e.g. `short_circuited`, `retry`, `retry_budget_exhausted`, `hedge`, `hedge_cancelled`) |
+//! | `hystrix_command_events_total` | counter | `command`, `group`, `event` (snake_case event name, e.g. `short_circuited`, `retry`, `retry_budget_exhausted`, `hedge`, `hedge_cancelled`, `limit_rejected`) |
 //! | `hystrix_command_latency_execute_seconds` | histogram | `command`, `group` (executions whose run started) |
 //! | `hystrix_circuit_breaker_transitions_total` | counter | `command`, `group`, `from`, `to` (`closed`, `open`, `half_open`) |
 //!
 //! Events are counted as many times as they happened: an execution of three attempts adds 2 to
 //! `failure` and 2 to `retry` if its last attempt succeeded, and one latency sample; a hedged
 //! execution adds 1 to `hedge` per attempt started beside a slow one and 1 to `hedge_cancelled`
-//! per attempt that lost the race.
+//! per attempt that lost the race; an execution the adaptive concurrency limit refused adds 1
+//! to `limit_rejected` (and its fallback's event) and no latency sample (no user code ran).
+//!
+//! The facade has no gauges: the adaptive limit, its executions in flight and its queue (as
+//! the concurrent executions) are read from the registry's snapshots, e.g. the dashboard
+//! crate's `/metrics` (`hystrix_command_adaptive_limit*`).
 //!
 //! `group` is the command's group key. `from` is the state the facade last saw the breaker
 //! enter (a breaker starts `closed`). The manual override counts as the transition it makes:
