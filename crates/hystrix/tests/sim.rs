@@ -735,6 +735,34 @@ fn backend_serves_with_its_workers_queues_then_refuses() {
 }
 
 #[test]
+fn backend_phases_change_its_workers_and_scale_its_service_time() {
+    let mut sim = Sim::new();
+    let backend = Backend::builder()
+        .workers(2)
+        .queue(10)
+        .service_time(ServiceTime::constant(ms(100)))
+        .phase(Phase::between(ms(50), ms(250)).workers(1))
+        .phase(Phase::between(ms(400), ms(500)).service_time_factor(2.0))
+        .build(sim.clock())
+        .unwrap();
+    let got = replies(&mut sim, &backend, &[0, 0, 60, 60, 60, 400, 500]);
+    let ok = Ok(SimOutcome::Answered);
+    assert_eq!(
+        got,
+        [
+            (100, ok), // both in service when the phase began finish
+            (100, ok),
+            (200, ok), // one worker from 50 ms: served from 100
+            (300, ok), // served from 200
+            (350, ok), // two workers again at 250 ms: served from 250, not 300
+            (600, ok), // 2 x 100 ms
+            (600, ok), // the factor is over
+        ]
+    );
+    assert_eq!(backend.stats().max_in_service, 2);
+}
+
+#[test]
 fn backend_phases_fail_and_slow_calls_that_start_inside_them() {
     let mut sim = Sim::new();
     let backend = Backend::builder()
@@ -859,6 +887,12 @@ fn backend_refuses_settings_it_cannot_simulate() {
     ));
     assert!(invalid(
         Backend::builder().service_time(ServiceTime::lognormal(ms(0), ms(20)))
+    ));
+    assert!(invalid(
+        Backend::builder().phase(Phase::between(ms(0), ms(10)).workers(0))
+    ));
+    assert!(invalid(
+        Backend::builder().phase(Phase::between(ms(0), ms(10)).service_time_factor(-1.0))
     ));
     let err = Backend::builder().workers(0).build(&clock).unwrap_err();
     assert_eq!(
