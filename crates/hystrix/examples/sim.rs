@@ -4,7 +4,12 @@
 //! cargo run -p hystrix-rs --release --features sim --example sim                 # lists them
 //! cargo run -p hystrix-rs --release --features sim --example sim -- <name>...    # runs those
 //! cargo run -p hystrix-rs --release --features sim --example sim -- all --seed 7
+//! cargo run -p hystrix-rs --release --features sim --example sim -- limit-study [limit-overload|limit-capacity-drop|limit-slowdown]...
 //! ```
+//!
+//! `limit-study` runs the adaptive limit scenarios' whole sweeps (no limit, static limits,
+//! each algorithm: `hystrix::testing::sim::scenarios::limits`) and prints their Markdown
+//! tables and goals, as in BENCHMARKS.md.
 //!
 //! The scenarios are `hystrix::testing::sim::scenarios`; one seed gives one table, on any
 //! machine. The measures some scenarios add are printed below it.
@@ -12,7 +17,8 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use hystrix::testing::sim::{self, scenarios};
+use hystrix::testing::sim;
+use hystrix::testing::sim::scenarios::{self, limits};
 
 fn usage() -> String {
     let mut out = String::from(
@@ -30,7 +36,48 @@ fn usage() -> String {
             scenario.summary()
         ));
     }
+    out.push_str(
+        "\nlimit-study [scenario]...: the adaptive limit sweeps (limit-overload, \
+         limit-capacity-drop, limit-slowdown; all three by default) as Markdown\n",
+    );
     out
+}
+
+/// `limit-study`: the whole sweep of each named limit scenario (all three if none), as
+/// Markdown.
+fn limit_study(names: &[String], seed: u64) -> ExitCode {
+    let mut chosen = Vec::new();
+    for name in names {
+        match limits::LimitScenario::find(name) {
+            Some(scenario) => chosen.push(scenario),
+            None => {
+                eprintln!("unknown limit scenario '{name}'\n\n{}", usage());
+                return ExitCode::from(2);
+            }
+        }
+    }
+    if chosen.is_empty() {
+        chosen = limits::LimitScenario::ALL.to_vec();
+    }
+    for scenario in chosen {
+        let started = Instant::now();
+        match limits::study(scenario, &limits::Limiting::sweep(scenario), seed) {
+            Ok(study) => {
+                eprintln!(
+                    "{}: {} runs in {:.2} s real",
+                    scenario.name(),
+                    study.reports.len(),
+                    started.elapsed().as_secs_f64()
+                );
+                println!("{}", study.markdown());
+            }
+            Err(err) => {
+                eprintln!("{}: {err}", scenario.name());
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 fn main() -> ExitCode {
@@ -56,6 +103,9 @@ fn main() -> ExitCode {
     if names.is_empty() {
         print!("{}", usage());
         return ExitCode::SUCCESS;
+    }
+    if names[0] == "limit-study" {
+        return limit_study(&names[1..], seed);
     }
     let chosen: Vec<&scenarios::Scenario> = if names.iter().any(|name| name == "all") {
         scenarios::SCENARIOS.iter().collect()

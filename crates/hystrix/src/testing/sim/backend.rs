@@ -117,14 +117,21 @@ impl Sampler {
 /// and 20 s" or "add 200 ms to every call". A phase covers the calls whose service **starts** in
 /// `[from, until)`, in ms on the clock (a [`Sim`](super::Sim) starts at 0).
 ///
-/// Where phases overlap, the last one added that sets a failure rate decides it, and their extra
-/// latencies add up.
+/// A phase may also change the backend's capacity: its [`workers`](Phase::workers) serve while
+/// it lasts (calls in service when it starts finish; new ones start only while fewer than its
+/// workers are busy), and its [`service_time_factor`](Phase::service_time_factor) scales the
+/// calls that start in it.
+///
+/// Where phases overlap, the last one added that sets a failure rate (or workers) decides it,
+/// and their extra latencies add up and their factors multiply.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Phase {
     from_ms: u64,
     until_ms: u64,
     failure_rate: Option<f64>,
     extra_latency_ms: u64,
+    workers: Option<usize>,
+    service_time_factor: f64,
 }
 
 impl Phase {
@@ -137,6 +144,8 @@ impl Phase {
             until_ms: saturating_ms(until),
             failure_rate: None,
             extra_latency_ms: 0,
+            workers: None,
+            service_time_factor: 1.0,
         }
     }
 
@@ -152,6 +161,26 @@ impl Phase {
     #[must_use]
     pub fn extra_latency(mut self, extra: Duration) -> Self {
         self.extra_latency_ms = saturating_ms(extra);
+        self
+    }
+
+    /// During the phase the backend has `workers` workers instead of its own (e.g. 10 of 40
+    /// while part of a fleet is down). At the phase's start, calls in service beyond them finish
+    /// their service; at its end, queued calls start at once in the workers it gives back.
+    /// [`BackendBuilder::build`] refuses 0.
+    #[must_use]
+    pub fn workers(mut self, workers: usize) -> Self {
+        self.workers = Some(workers);
+        self
+    }
+
+    /// During the phase each call's drawn service time is multiplied by `factor` (2.0: every
+    /// call takes twice as long), before [`extra_latency`](Phase::extra_latency) is added. The
+    /// draws themselves are the same as without the phase. [`BackendBuilder::build`] refuses a
+    /// factor that is negative or not finite.
+    #[must_use]
+    pub fn service_time_factor(mut self, factor: f64) -> Self {
+        self.service_time_factor = factor;
         self
     }
 
@@ -328,13 +357,33 @@ impl BackendBuilder {
             if let Some(rate) = phase.failure_rate {
                 check_rate(&format!("phase {i}'s failure rate"), rate)?;
             }
+            if phase.workers == Some(0) {
+                return Err(SimError::invalid(format!(
+                    "phase {i} needs at least one worker"
+                )));
+            }
+            if !(phase.service_time_factor.is_finite() && phase.service_time_factor >= 0.0) {
+                return Err(SimError::invalid(format!(
+                    "phase {i}'s service time factor must be a finite number >= 0, got {}",
+                    phase.service_time_factor
+                )));
+            }
         }
         let service = self.service_time.sampler("service time")?;
         let failure_service = match self.failure_service_time {
             Some(time) => Some(time.sampler("failure service time")?),
             None => None,
         };
-        Ok(Backend {
+        // Where the workers change, queued calls may start: each such boundary is a timer.
+        let mut boundaries: Vec<u64> = self
+            .phases
+            .iter()
+            .filter(|phase| phase.workers.is_some())
+            .flat_map(|phase| [phase.from_ms, phase.until_ms])
+            .collect();
+        boundaries.sort_unstable();
+        boundaries.dedup();
+        let backend = Backend {
             shared: Arc::new(Shared {
                 clock: Arc::clone(clock),
                 workers: self.workers,
@@ -353,7 +402,20 @@ impl BackendBuilder {
                     stats: BackendStats::default(),
                 }),
             }),
-        })
+        };
+        for at_ms in boundaries {
+            // Weak: a boundary never reached does not keep the backend alive.
+            let weak = Arc::downgrade(&backend.shared);
+            clock.schedule(
+                at_ms,
+                Box::new(move || {
+                    if let Some(shared) = weak.upgrade() {
+                        Backend { shared }.start_waiting();
+                    }
+                }),
+            );
+        }
+        Ok(backend)
     }
 }
 
@@ -505,7 +567,7 @@ impl Backend {
             state.stats.calls += 1;
             let id = state.next_id;
             state.next_id += 1;
-            if state.in_service < self.shared.workers {
+            if state.in_service < self.workers_now() {
                 let start = self.begin_service(state, id);
                 state.calls.insert(
                     id,
@@ -545,11 +607,13 @@ impl Backend {
         state.stats.max_in_service = state.stats.max_in_service.max(state.in_service);
         let mut rate = shared.failure_rate;
         let mut extra_ms = 0u64;
+        let mut factor = 1.0;
         for phase in shared.phases.iter().filter(|p| p.covers(now)) {
             if let Some(phase_rate) = phase.failure_rate {
                 rate = phase_rate;
             }
             extra_ms = extra_ms.saturating_add(phase.extra_latency_ms);
+            factor *= phase.service_time_factor;
         }
         // Both draws always happen, in this order, so one seed gives one sequence.
         let fails = state.rng.random::<f64>() < rate;
@@ -557,7 +621,14 @@ impl Backend {
             (Some(failure_service), true) => failure_service,
             _ => &shared.service,
         };
-        let service_ms = sampler.sample_ms(&mut state.rng).saturating_add(extra_ms);
+        let drawn_ms = sampler.sample_ms(&mut state.rng);
+        let scaled_ms = if factor == 1.0 {
+            drawn_ms
+        } else {
+            // `as` saturates; the factor is finite and non-negative (checked at build).
+            (drawn_ms as f64 * factor).round() as u64
+        };
+        let service_ms = scaled_ms.saturating_add(extra_ms);
         let result = if fails {
             Err(BackendError::Failed)
         } else {
@@ -624,10 +695,35 @@ impl Backend {
         }
     }
 
+    /// The workers serving now: the last phase covering now that sets them, else the
+    /// backend's own.
+    fn workers_now(&self) -> usize {
+        let now = self.shared.clock.now_ms();
+        self.shared
+            .phases
+            .iter()
+            .rev()
+            .filter(|phase| phase.covers(now))
+            .find_map(|phase| phase.workers)
+            .unwrap_or(self.shared.workers)
+    }
+
+    /// A change of workers (a phase's boundary): queued calls start in the free ones.
+    fn start_waiting(&self) {
+        let starts = {
+            let mut guard = self.shared.state.lock();
+            self.start_queued(&mut guard)
+        };
+        for start in starts {
+            self.arm(start);
+        }
+    }
+
     /// Moves queued calls into free workers; returns the services to arm.
     fn start_queued(&self, state: &mut State) -> Vec<Start> {
         let mut starts = Vec::new();
-        while state.in_service < self.shared.workers {
+        let workers = self.workers_now();
+        while state.in_service < workers {
             let Some(id) = state.queued.pop_front() else {
                 break;
             };

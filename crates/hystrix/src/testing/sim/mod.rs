@@ -10,8 +10,9 @@
 //!   in them;
 //! - [`Backend`]: a fake dependency with `workers`, a bounded `queue`, a [`ServiceTime`]
 //!   distribution (constant, exponential, log-normal), an independent failure rate and scripted
-//!   [`Phase`]s (an outage from 10 s to 20 s, 200 ms more latency), every draw from one seeded
-//!   generator; it counts what it saw ([`BackendStats`]);
+//!   [`Phase`]s (an outage from 10 s to 20 s, 200 ms more latency, fewer workers, every call
+//!   twice as long), every draw from one seeded generator; it counts what it saw
+//!   ([`BackendStats`]);
 //! - [`Load`]: an open-loop source of N requests per second for a duration, evenly spaced or
 //!   Poisson;
 //! - [`Report`] and [`table`]: per request answered by the backend, by a fallback, or failed;

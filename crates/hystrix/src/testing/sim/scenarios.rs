@@ -29,6 +29,13 @@
 //! 20 s. Their reports carry [measures](Report::measures): the extra attempts per request, the
 //! delay the adaptive one settled on, and the extra attempts during the slowdown beside the
 //! retry budget's bound for them.
+//!
+//! The adaptive concurrency limit scenarios (`limit-*`, issue 23) are in [`limits`]: a
+//! backend of C workers whose capacity moves (a steady 2× overload, a drop of C from 40 to 10
+//! and back, a doubling of the service time), with no limit, static limits and each
+//! algorithm; [`limits::study`] runs a whole sweep and checks the issue's goals.
+
+pub mod limits;
 
 use std::collections::HashSet;
 use std::fmt;
@@ -194,6 +201,66 @@ pub const SCENARIOS: &[Scenario] = &[
         "as hedge-slowdown-fixed-p95 with retry.budget.windowInMilliseconds 1 000 (20 % + \
          10/s of each second)",
         hedge_slowdown_budget_1s,
+    ),
+    Scenario::new(
+        "limit-overload-none",
+        "C = 20, 400 req/s for 20 s (2× overload), no limit (see scenarios::limits)",
+        limits::overload_none,
+    ),
+    Scenario::new(
+        "limit-overload-aimd",
+        "C = 20, 400 req/s for 20 s (2× overload), adaptive AIMD (see scenarios::limits)",
+        limits::overload_aimd,
+    ),
+    Scenario::new(
+        "limit-overload-vegas",
+        "C = 20, 400 req/s for 20 s (2× overload), adaptive VEGAS (see scenarios::limits)",
+        limits::overload_vegas,
+    ),
+    Scenario::new(
+        "limit-overload-gradient2",
+        "C = 20, 400 req/s for 20 s (2× overload), adaptive GRADIENT2 (see scenarios::limits)",
+        limits::overload_gradient2,
+    ),
+    Scenario::new(
+        "limit-capacity-drop-none",
+        "C = 40, 300 req/s for 60 s, C = 10 from 20 s to 40 s, no limit (see scenarios::limits)",
+        limits::drop_none,
+    ),
+    Scenario::new(
+        "limit-capacity-drop-aimd",
+        "C = 40, 300 req/s for 60 s, C = 10 from 20 s to 40 s, adaptive AIMD (see scenarios::limits)",
+        limits::drop_aimd,
+    ),
+    Scenario::new(
+        "limit-capacity-drop-vegas",
+        "C = 40, 300 req/s for 60 s, C = 10 from 20 s to 40 s, adaptive VEGAS (see scenarios::limits)",
+        limits::drop_vegas,
+    ),
+    Scenario::new(
+        "limit-capacity-drop-gradient2",
+        "C = 40, 300 req/s for 60 s, C = 10 from 20 s to 40 s, adaptive GRADIENT2 (see scenarios::limits)",
+        limits::drop_gradient2,
+    ),
+    Scenario::new(
+        "limit-slowdown-none",
+        "C = 20, 150 req/s for 40 s, service time doubles at 20 s, no limit (see scenarios::limits)",
+        limits::slowdown_none,
+    ),
+    Scenario::new(
+        "limit-slowdown-aimd",
+        "C = 20, 150 req/s for 40 s, service time doubles at 20 s, adaptive AIMD (see scenarios::limits)",
+        limits::slowdown_aimd,
+    ),
+    Scenario::new(
+        "limit-slowdown-vegas",
+        "C = 20, 150 req/s for 40 s, service time doubles at 20 s, adaptive VEGAS (see scenarios::limits)",
+        limits::slowdown_vegas,
+    ),
+    Scenario::new(
+        "limit-slowdown-gradient2",
+        "C = 20, 150 req/s for 40 s, service time doubles at 20 s, adaptive GRADIENT2 (see scenarios::limits)",
+        limits::slowdown_gradient2,
     ),
 ];
 
