@@ -8,6 +8,10 @@ const NAME: &str = "Gradient2";
 /// `ExpAvgMeasurement(longWindow, 10)`.
 const WARMUP_SAMPLES: u32 = 10;
 
+/// The factor a drop multiplies the estimate by: AIMD's default `backoffRatio` (and the
+/// anchor's `AIMDLimit`'s), the loss-based back-off this type adds to the anchor's delay rule.
+pub(super) const DROP_BACKOFF: f64 = 0.9;
+
 /// A delay-based limit, as Netflix concurrency-limits' `Gradient2Limit`: it compares an
 /// exponentially smoothed long-term average run time with the latest run time, and lets the
 /// limit grow by a fixed queue allowance while the latest is not much slower than the average.
@@ -26,8 +30,14 @@ const WARMUP_SAMPLES: u32 = 10;
 ///    `new = estimate × gradient + queue_size`,
 ///    `estimate ← clamp(estimate × (1 − smoothing) + new × smoothing, min_limit, max_limit)`.
 ///
-/// As in the anchor, a drop counts only through its run time (a timed-out execution's long
-/// run time lowers the gradient); the `dropped` flag itself is not read.
+/// A **drop** (a timeout or an overload error, whatever its run time) skips all of the above:
+/// `estimate ← clamp(estimate × 0.9, min_limit, max_limit)`, and its run time does not enter the
+/// long-term average. This differs from the anchor, which ignores the `dropped` flag and
+/// averages the drop's run time: a refusal answered at once then looks like a fast run (the
+/// limit grows while the dependency refuses), and a timeout's run time, cut at the timeout,
+/// raises the long-term average that every later run is judged against. 0.9 is AIMD's default
+/// back-off (the anchor's `AIMDLimit` too): a drop is the loss signal a delay rule cannot see
+/// when the dependency refuses or times out instead of queueing.
 ///
 /// Defaults, as the anchor's unless marked: initial limit 20, minimum 1 (the anchor's is 20),
 /// maximum 200 (`maxConcurrency`), smoothing 0.2, queue size 4, long window 600 samples,
@@ -90,6 +100,11 @@ impl Default for Gradient2 {
 
 impl LimitAlgorithm for Gradient2 {
     fn on_sample(&mut self, sample: Sample) -> u32 {
+        if sample.dropped {
+            let backed_off = self.estimate * DROP_BACKOFF;
+            self.estimate = self.bounds.clamp_f64(backed_off);
+            return self.limit();
+        }
         if sample.rtt.is_zero() {
             return self.limit();
         }
@@ -261,28 +276,44 @@ mod tests {
         assert!((g.estimate - 21.6).abs() < 1e-12);
     }
 
-    #[test]
-    fn slow_runs_shrink_the_limit_by_at_most_half() {
+    /// Limit 100, smoothing 1, no queue allowance, after one sample of 10 ms (long = 10 ms:
+    /// gradient 1; 100 × 1 + 0 = 100).
+    fn at_100_after_10ms() -> Gradient2 {
         let mut g = Gradient2::builder()
             .initial_limit(100)
             .smoothing(1.0)
             .queue_size(0)
             .build()
             .unwrap();
-        // long = 10 ms: gradient 1; 100 × 1 + 0 = 100.
         assert_eq!(g.on_sample(Sample::new(ms(10), 50, false)), 100);
+        g
+    }
+
+    #[test]
+    fn slow_runs_shrink_the_limit_by_at_most_half() {
+        let mut g = at_100_after_10ms();
         // long = (10 + 20) / 2 = 15 ms; gradient = 1.5 × 15 / 20 = 1.125 → 1: unchanged.
         assert_eq!(g.on_sample(Sample::new(ms(20), 50, false)), 100);
         // long = (10 + 20 + 90) / 3 = 40 ms; gradient = 1.5 × 40 / 90 = 2/3 → 66.66…
         assert_eq!(g.on_sample(Sample::new(ms(90), 50, false)), 66);
         // long = (120 + 1480) / 4 = 400 ms; gradient = 1.5 × 400 / 1480 = 0.405… → 0.5.
         assert_eq!(g.on_sample(Sample::new(ms(1480), 40, false)), 33);
-        // A drop's flag is not read: the same sample not dropped and dropped agree.
-        let mut a = g.clone();
-        assert_eq!(
-            a.on_sample(Sample::new(ms(400), 20, false)),
-            g.on_sample(Sample::new(ms(400), 20, true))
-        );
+    }
+
+    #[test]
+    fn a_drop_backs_off_by_a_tenth_and_skips_the_average() {
+        let mut g = at_100_after_10ms();
+        // A drop, whatever its run time and in-flight count: 100 × 0.9 = 90; 1 s is not
+        // averaged (long stays 10 ms).
+        assert_eq!(g.on_sample(Sample::new(ms(1000), 1, true)), 90);
+        assert_eq!(g.long_rtt(), ms(10));
+        // A drop answered at once: 90 × 0.9 = 81.
+        assert_eq!(g.on_sample(Sample::new(Duration::ZERO, 1, true)), 81);
+        // Down to the minimum at most.
+        for _ in 0..100 {
+            g.on_sample(Sample::new(Duration::ZERO, 1, true));
+        }
+        assert_eq!(g.limit(), 1);
     }
 
     #[test]
@@ -293,8 +324,8 @@ mod tests {
         assert_eq!(g.long_rtt(), ms(10));
         // 10 is not below 20 / 2: long = 15 ms, gradient = min(1, 1.5 × 15 / 20) = 1: 24.
         assert_eq!(g.on_sample(Sample::new(ms(20), 10, false)), 24);
-        // A zero run time changes nothing.
-        assert_eq!(g.on_sample(Sample::new(Duration::ZERO, 24, true)), 24);
+        // A zero run time that is not a drop changes nothing.
+        assert_eq!(g.on_sample(Sample::new(Duration::ZERO, 24, false)), 24);
         assert_eq!(g.long_rtt(), ms(15));
     }
 

@@ -17,24 +17,28 @@ const PROBE_FACTOR: f64 = 0.75;
 /// The limit is kept as a fractional estimate; [`limit`](LimitAlgorithm::limit) is its floor.
 /// With `log(l) = max(1, floor(log10(l)))` of the limit `l` (the anchor's `Log10RootIntFunction`),
 /// `alpha = 3 × log(l)` and `beta = 6 × log(l)` unless fixed on the builder, and
-/// `threshold = log(l)`, each sample with a run time `rtt` above zero (a zero run time carries no
-/// latency information and is ignored; the anchor refuses it) goes through:
+/// `threshold = log(l)`, a **drop** (whatever its run time, zero included) sets
+/// `new = estimate − log(l)` and nothing else: its run time is never taken as `rtt_noload` nor
+/// counted towards a probe (a refusal answers at once, a timeout is cut at the timeout: neither
+/// is the dependency's latency). Every other sample with a run time `rtt` above zero (a zero run
+/// time carries no latency information and is ignored; the anchor refuses it) goes through:
 ///
 /// 1. **probe**: every `0.75 × probe_multiplier × estimate` samples, `rtt_noload` is reset to
 ///    this sample's `rtt` (so that it can rise again when the dependency has become slower for
 ///    good), and nothing else changes;
 /// 2. **new minimum**: on the first sample, or when `rtt < rtt_noload`, `rtt_noload` becomes
 ///    `rtt`, and nothing else changes;
-/// 3. a drop: `new = estimate − log(l)`;
-/// 4. otherwise, if `in_flight × 2 < estimate` (the caller does not use its limit): unchanged;
-/// 5. otherwise, by `queue`: `≤ threshold`: `new = estimate + beta` (no queueing: grow fast);
+/// 3. if `in_flight × 2 < estimate` (the caller does not use its limit): unchanged;
+/// 4. otherwise, by `queue`: `≤ threshold`: `new = estimate + beta` (no queueing: grow fast);
 ///    `< alpha`: `new = estimate + log(l)`; `> beta`: `new = estimate − log(l)`; else (within
 ///    `[alpha, beta]`) unchanged;
 ///
 /// then `new` is clamped to `[min_limit, max_limit]` and
 /// `estimate ← (1 − smoothing) × estimate + smoothing × new`.
 ///
-/// Differences from the anchor: it draws its probe interval at random from `[0.5, 1)` times
+/// Differences from the anchor: it passes a drop through the probe and minimum steps first (a
+/// drop answered at once became the unloaded run time there and was never decreased; one of
+/// zero run time was refused); here a drop always decreases. It draws its probe interval at random from `[0.5, 1)` times
 /// `probe_multiplier × estimate`; this type is pure and uses the mean, 0.75 (instances that
 /// should not probe in step can be given different `probe_multiplier`s). It clamps to `[1, max]`;
 /// this type to `[min_limit, max_limit]` (the default minimum of 1 is the anchor's). Its alpha,
@@ -99,9 +103,7 @@ impl Vegas {
     fn update(&mut self, sample: Sample, rtt_noload: Duration) -> u32 {
         let l = floor_limit(self.estimate);
         let log = log10_root(l);
-        let new = if sample.dropped {
-            self.estimate - f64::from(log)
-        } else if f64::from(sample.in_flight) * 2.0 < self.estimate {
+        let new = if f64::from(sample.in_flight) * 2.0 < self.estimate {
             return l;
         } else {
             let queue = (self.estimate * (1.0 - nanos(rtt_noload) / nanos(sample.rtt))).ceil();
@@ -117,6 +119,16 @@ impl Vegas {
                 return l;
             }
         };
+        self.smooth_to(new)
+    }
+
+    /// A drop: `new = estimate − log(l)`, whatever the run time and the in-flight count.
+    fn decrease(&mut self) -> u32 {
+        let log = log10_root(floor_limit(self.estimate));
+        self.smooth_to(self.estimate - f64::from(log))
+    }
+
+    fn smooth_to(&mut self, new: f64) -> u32 {
         let new = self.bounds.clamp_f64(new);
         self.estimate = (1.0 - self.smoothing) * self.estimate + self.smoothing * new;
         self.limit()
@@ -132,6 +144,11 @@ impl Default for Vegas {
 
 impl LimitAlgorithm for Vegas {
     fn on_sample(&mut self, sample: Sample) -> u32 {
+        if sample.dropped {
+            // A drop's run time is cut short (a refusal) or by the timeout: never a latency of
+            // the dependency, so never `rtt_noload` nor a probe; it always decreases.
+            return self.decrease();
+        }
         if sample.rtt.is_zero() {
             return self.limit();
         }
@@ -295,15 +312,18 @@ mod tests {
         // queue = ceil(24 × (1 − 10/10.5)) = ceil(1.14…) = 2: above threshold 1, below alpha
         // 3: 24 + 1.
         assert_eq!(v.on_sample(ok(Duration::from_micros(10_500), 12)), 25);
-        // A drop: 25 − 1, whatever the in-flight count.
-        assert_eq!(v.on_sample(Sample::new(ms(10), 0, true)), 24);
+        // A drop: 25 − 1, whatever the in-flight count; its 1 ms run time, below rtt_noload,
+        // is not taken as unloaded.
+        assert_eq!(v.on_sample(Sample::new(ms(1), 0, true)), 24);
+        assert_eq!(v.rtt_noload(), Some(ms(10)));
         // 11 × 2 < 24: the limit is not used, unchanged even without queueing.
         assert_eq!(v.on_sample(ok(ms(10), 11)), 24);
         // A faster run only lowers rtt_noload.
         assert_eq!(v.on_sample(ok(ms(5), 24)), 24);
         assert_eq!(v.rtt_noload(), Some(ms(5)));
-        // A zero run time is ignored.
-        assert_eq!(v.on_sample(Sample::new(Duration::ZERO, 24, true)), 24);
+        // A zero run time is ignored, unless a drop: a refusal answered at once, 24 − 1.
+        assert_eq!(v.on_sample(Sample::new(Duration::ZERO, 24, false)), 24);
+        assert_eq!(v.on_sample(Sample::new(Duration::ZERO, 24, true)), 23);
         assert_eq!(v.rtt_noload(), Some(ms(5)));
     }
 
