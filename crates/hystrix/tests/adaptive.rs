@@ -409,6 +409,12 @@ fn invalid_adaptive_properties_are_refused_with_their_name() {
         err.contains("execution.isolation.adaptive.vegas.smoothing"),
         "{err}"
     );
+    let err = refused("windowSize", "0");
+    assert!(
+        err.contains("hystrix.command.Bad.execution.isolation.adaptive.windowSize"),
+        "{err}"
+    );
+    assert!(err.contains("a window of 0 samples never closes"), "{err}");
 }
 
 #[test]

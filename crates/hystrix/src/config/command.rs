@@ -282,6 +282,13 @@ property_table! {
     /// wait for a place at once; one more is LIMIT_REJECTED at once. Default 100. Dynamic.
     execution_isolation_adaptive_max_queue_size: u32 = 100;
         "execution.isolation.adaptive.maxQueueSize", Dynamic, Any, no_check;
+    /// `execution.isolation.adaptive.windowSize` (our extension): the algorithm is fed one
+    /// sample per window of this many executions (their mean run time, largest in-flight
+    /// count, and a drop if any was; see [`Windowed`](crate::limit::Windowed)), at least 1
+    /// (1: every execution's own sample). Default 1. Dynamic: a change restarts the algorithm
+    /// at the current limit.
+    execution_isolation_adaptive_window_size: u32 = 1;
+        "execution.isolation.adaptive.windowSize", Dynamic, Any, no_check;
     /// `execution.isolation.adaptive.aimd.backoffRatio` (our extension): AIMD's factor on a
     /// drop, in [0.5, 1). Default 0.9 (as concurrency-limits' `backoffRatio`). Dynamic.
     execution_isolation_adaptive_aimd_backoff_ratio: f64 = 0.9;

@@ -20,7 +20,7 @@ use parking_lot::Mutex;
 
 use crate::clock::Sleep;
 use crate::command::run::Interrupt;
-use crate::limit::{AdaptiveAlgorithm, Algorithm, LimitAlgorithm, Sample};
+use crate::limit::{AdaptiveAlgorithm, Algorithm, LimitAlgorithm, Sample, Windowed};
 use crate::registry::CommandState;
 
 /// The adaptive limit's moving parts of one command key.
@@ -34,7 +34,7 @@ pub(crate) struct Limiter {
 /// The algorithm in use, and the properties' generation it was built from.
 #[derive(Debug)]
 struct Current {
-    algorithm: Algorithm,
+    algorithm: Windowed<Algorithm>,
     kind: AdaptiveAlgorithm,
     generation: u32,
     /// The limit last reported to `tracing` (a move of at least a tenth is reported).
@@ -93,7 +93,8 @@ impl Limiter {
                 let props = state.properties.load();
                 let kind = props.execution_isolation_adaptive_algorithm;
                 // Validated when set; a build that fails anyway keeps the algorithm in use.
-                match Algorithm::from_properties(&props, kind, Some(hot.adaptive_limit())) {
+                match Algorithm::windowed_from_properties(&props, kind, Some(hot.adaptive_limit()))
+                {
                     Ok(algorithm) => {
                         let reported = algorithm.limit();
                         *current = Some(Current {

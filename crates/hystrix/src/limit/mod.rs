@@ -14,6 +14,8 @@
 //!   (`VegasLimit`).
 //! - [`Gradient2`]: delay based, the ratio of a long-term average run time to the latest one,
 //!   with a tolerance and smoothing (`Gradient2Limit`).
+//! - [`Windowed`]: any of them fed one sample per window of samples (mean run time, largest
+//!   in-flight count, any drop), as `WindowedLimit`.
 //!
 //! One deliberate difference from the anchor applies to every algorithm here: the minimum limit
 //! defaults to 1 (Netflix's default of 20 could not follow a dependency whose capacity is below
@@ -69,10 +71,12 @@ macro_rules! bounds_setters {
 mod aimd;
 mod gradient2;
 mod vegas;
+mod windowed;
 
 pub use aimd::{Aimd, AimdBuilder};
 pub use gradient2::{Gradient2, Gradient2Builder};
 pub use vegas::{Vegas, VegasBuilder};
+pub use windowed::Windowed;
 
 /// What one admitted execution tells a [`LimitAlgorithm`] when it completes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,7 +136,8 @@ impl LimitError {
         }
     }
 
-    /// The algorithm whose builder refused the parameter: `"AIMD"`, `"Vegas"` or `"Gradient2"`.
+    /// The algorithm whose builder refused the parameter: `"AIMD"`, `"Vegas"`, `"Gradient2"`
+    /// or `"Windowed"`.
     #[must_use]
     pub fn algorithm(&self) -> &'static str {
         self.algorithm
@@ -210,6 +215,19 @@ pub(crate) enum Algorithm {
 }
 
 impl Algorithm {
+    /// The algorithm of [`from_properties`](Algorithm::from_properties) fed one sample per
+    /// window of `execution.isolation.adaptive.windowSize` samples.
+    pub(crate) fn windowed_from_properties(
+        props: &crate::config::CommandProperties,
+        kind: AdaptiveAlgorithm,
+        initial: Option<u32>,
+    ) -> Result<Windowed<Self>, LimitError> {
+        Windowed::new(
+            Self::from_properties(props, kind, initial)?,
+            props.execution_isolation_adaptive_window_size,
+        )
+    }
+
     /// The algorithm `execution.isolation.adaptive.*` of `props` describe, starting at
     /// `initial` (clamped into its bounds) when given, else at `initialLimit`.
     pub(crate) fn from_properties(
@@ -289,7 +307,7 @@ pub(crate) fn check_properties(
         AdaptiveAlgorithm::Vegas,
         AdaptiveAlgorithm::Gradient2,
     ] {
-        if let Err(err) = Algorithm::from_properties(props, kind, None) {
+        if let Err(err) = Algorithm::windowed_from_properties(props, kind, None) {
             let name = match (kind, err.parameter()) {
                 (_, "min_limit") => "execution.isolation.adaptive.minLimit",
                 (_, "max_limit") => "execution.isolation.adaptive.maxLimit",
@@ -304,6 +322,7 @@ pub(crate) fn check_properties(
                 (_, "rtt_tolerance") => "execution.isolation.adaptive.gradient2.rttTolerance",
                 (_, "long_window") => "execution.isolation.adaptive.gradient2.longWindow",
                 (_, "queue_size") => "execution.isolation.adaptive.gradient2.queueSize",
+                (_, "window_size") => "execution.isolation.adaptive.windowSize",
                 (_, other) => {
                     return Err((
                         "execution.isolation.adaptive.algorithm",
