@@ -1127,25 +1127,25 @@ const LIMIT_RECORDS: [LimitRecord; 3] = [
             "static-40: goodput 198.05, p50 197, p99 251, rejections 3980, timeouts 0, overloads 0, limit mean 40.00 final 40 | 1: 198.05, p99 251, settled 250, limit 40",
             "static-60: goodput 199.05, p50 298, p99 353, rejections 3960, timeouts 0, overloads 0, limit mean 60.00 final 60 | 1: 199.05, p99 353, settled 351, limit 60",
             "static-80: goodput 200.05, p50 400, p99 454, rejections 3940, timeouts 0, overloads 0, limit mean 80.00 final 80 | 1: 200.05, p99 454, settled 453, limit 80",
-            "aimd: goodput 201.90, p50 592, p99 652, rejections 3613, timeouts 0, overloads 290, limit mean 114.79 final 109 | 1: 201.90, p99 652, settled 651, limit 118",
-            "vegas: goodput 127.25, p50 101, p99 153, rejections 5396, timeouts 0, overloads 0, limit mean 13.64 final 9 | 1: 127.25, p99 153, settled 151, limit 10",
-            "gradient2: goodput 195.05, p50 229, p99 470, rejections 4040, timeouts 0, overloads 0, limit mean 47.12 final 57 | 1: 195.05, p99 470, settled 477, limit 73",
+            "aimd: goodput 201.80, p50 535, p99 639, rejections 3821, timeouts 0, overloads 84, limit mean 90.91 final 108 | 1: 201.80, p99 639, settled 643, limit 68",
+            "vegas: goodput 197.00, p50 117, p99 174, rejections 4001, timeouts 0, overloads 0, limit mean 24.13 final 24 | 1: 197.00, p99 174, settled 168, limit 24",
+            "gradient2: goodput 198.50, p50 213, p99 285, rejections 3971, timeouts 0, overloads 0, limit mean 42.04 final 52 | 1: 198.50, p99 285, settled 288, limit 39",
         ],
         [
             &[
-                "met goodput ≥ 90 % of the best static (static-80, 200.1/s): 201.9",
-                "MISSED phase 1 p99 ≤ 2 × 100 ms: 652.0",
-                "MISSED phase 1 limit at +5 s within ±25 % of its best static 25 (18.8 to 31.2): 118.0",
+                "met goodput ≥ 90 % of the best static (static-80, 200.1/s): 201.8",
+                "MISSED phase 1 p99 ≤ 2 × 100 ms: 639.0",
+                "MISSED phase 1 limit at +5 s within ±25 % of its best static 25 (18.8 to 31.2): 68.0",
             ],
             &[
-                "MISSED goodput ≥ 90 % of the best static (static-80, 200.1/s): 127.2",
-                "met phase 1 p99 ≤ 2 × 100 ms: 153.0",
-                "MISSED phase 1 limit at +5 s within ±25 % of its best static 25 (18.8 to 31.2): 10.0",
+                "met goodput ≥ 90 % of the best static (static-80, 200.1/s): 197.0",
+                "met phase 1 p99 ≤ 2 × 100 ms: 174.0",
+                "met phase 1 limit at +5 s within ±25 % of its best static 25 (18.8 to 31.2): 24.0",
             ],
             &[
-                "met goodput ≥ 90 % of the best static (static-80, 200.1/s): 195.1",
-                "MISSED phase 1 p99 ≤ 2 × 100 ms: 470.0",
-                "MISSED phase 1 limit at +5 s within ±25 % of its best static 25 (18.8 to 31.2): 73.0",
+                "met goodput ≥ 90 % of the best static (static-80, 200.1/s): 198.5",
+                "MISSED phase 1 p99 ≤ 2 × 100 ms: 285.0",
+                "MISSED phase 1 limit at +5 s within ±25 % of its best static 25 (18.8 to 31.2): 39.0",
             ],
         ],
     ),
@@ -1165,37 +1165,37 @@ const LIMIT_RECORDS: [LimitRecord; 3] = [
             "static-80: goodput 230.25, p50 104, p99 850, rejections 3988, timeouts 0, overloads 0, limit mean 80.00 final 80 | 1: 294.35, p99 151, settled 151, limit 80 | 2: 101.45, p99 874, settled 874, limit 80 | 3: 294.95, p99 163, settled 151, limit 80",
             "static-120: goodput 200.20, p50 102, p99 548, rejections 1, timeouts 1930, overloads 3860, limit mean 120.00 final 120 | 1: 294.35, p99 151, settled 151, limit 120 | 2: 10.50, p99 992, settled 992, limit 120 | 3: 295.75, p99 279, settled 151, limit 120",
             "static-160: goodput 200.22, p50 102, p99 548, rejections 0, timeouts 1930, overloads 3860, limit mean 160.00 final 160 | 1: 294.35, p99 151, settled 151, limit 160 | 2: 10.50, p99 992, settled 992, limit 160 | 3: 295.80, p99 283, settled 151, limit 160",
-            "aimd: goodput 216.93, p50 102, p99 927, rejections 4129, timeouts 614, overloads 44, limit mean 78.06 final 99 | 1: 293.90, p99 151, settled 150, limit 92 | 2: 62.55, p99 996, settled 995, limit 7 | 3: 294.35, p99 151, settled 152, limit 91",
-            "vegas: goodput 116.30, p50 102, p99 188, rejections 10825, timeouts 0, overloads 0, limit mean 13.07 final 12 | 1: 127.75, p99 150, settled 150, limit 10 | 2: 93.10, p99 211, settled 215, limit 9 | 3: 128.05, p99 152, settled 152, limit 14",
-            "gradient2: goodput 229.38, p50 104, p99 736, rejections 4040, timeouts 0, overloads 0, limit mean 74.43 final 96 | 1: 293.80, p99 151, settled 151, limit 90 | 2: 99.15, p99 942, settled 823, limit 52 | 3: 295.20, p99 151, settled 152, limit 93",
+            "aimd: goodput 227.77, p50 104, p99 966, rejections 4063, timeouts 74, overloads 0, limit mean 81.98 final 97 | 1: 290.55, p99 151, settled 151, limit 77 | 2: 97.90, p99 993, settled 991, limit 61 | 3: 294.85, p99 162, settled 152, limit 93",
+            "vegas: goodput 224.73, p50 104, p99 253, rejections 4319, timeouts 0, overloads 0, limit mean 39.18 final 38 | 1: 286.45, p99 151, settled 150, limit 67 | 2: 98.45, p99 299, settled 268, limit 14 | 3: 289.30, p99 152, settled 151, limit 64",
+            "gradient2: goodput 226.88, p50 104, p99 558, rejections 4190, timeouts 0, overloads 0, limit mean 60.71 final 91 | 1: 288.65, p99 151, settled 150, limit 69 | 2: 98.80, p99 894, settled 314, limit 24 | 3: 293.20, p99 151, settled 152, limit 74",
         ],
         [
             &[
-                "met goodput ≥ 90 % of the best static (static-80, 230.2/s): 216.9",
+                "met goodput ≥ 90 % of the best static (static-80, 230.2/s): 227.8",
                 "met phase 1 p99 ≤ 2 × 100 ms: 151.0",
-                "met phase 1 limit at +5 s within ±25 % of its best statics 50 to 160 (37.5 to 200.0): 92.0",
-                "MISSED phase 2 p99 ≤ 2 × 100 ms: 996.0",
-                "MISSED phase 2 limit at +5 s within ±25 % of its best static 10 (7.5 to 12.5): 7.0",
-                "met phase 3 p99 ≤ 2 × 100 ms: 151.0",
-                "met phase 3 limit at +5 s within ±25 % of its best statics 50 to 80 (37.5 to 100.0): 91.0",
-            ],
-            &[
-                "MISSED goodput ≥ 90 % of the best static (static-80, 230.2/s): 116.3",
-                "met phase 1 p99 ≤ 2 × 100 ms: 150.0",
-                "MISSED phase 1 limit at +5 s within ±25 % of its best statics 50 to 160 (37.5 to 200.0): 10.0",
-                "MISSED phase 2 p99 ≤ 2 × 100 ms: 211.0",
-                "met phase 2 limit at +5 s within ±25 % of its best static 10 (7.5 to 12.5): 9.0",
-                "met phase 3 p99 ≤ 2 × 100 ms: 152.0",
-                "MISSED phase 3 limit at +5 s within ±25 % of its best statics 50 to 80 (37.5 to 100.0): 14.0",
-            ],
-            &[
-                "met goodput ≥ 90 % of the best static (static-80, 230.2/s): 229.4",
-                "met phase 1 p99 ≤ 2 × 100 ms: 151.0",
-                "met phase 1 limit at +5 s within ±25 % of its best statics 50 to 160 (37.5 to 200.0): 90.0",
-                "MISSED phase 2 p99 ≤ 2 × 100 ms: 942.0",
-                "MISSED phase 2 limit at +5 s within ±25 % of its best static 10 (7.5 to 12.5): 52.0",
-                "met phase 3 p99 ≤ 2 × 100 ms: 151.0",
+                "met phase 1 limit at +5 s within ±25 % of its best statics 50 to 160 (37.5 to 200.0): 77.0",
+                "MISSED phase 2 p99 ≤ 2 × 100 ms: 993.0",
+                "MISSED phase 2 limit at +5 s within ±25 % of its best static 10 (7.5 to 12.5): 61.0",
+                "met phase 3 p99 ≤ 2 × 100 ms: 162.0",
                 "met phase 3 limit at +5 s within ±25 % of its best statics 50 to 80 (37.5 to 100.0): 93.0",
+            ],
+            &[
+                "met goodput ≥ 90 % of the best static (static-80, 230.2/s): 224.7",
+                "met phase 1 p99 ≤ 2 × 100 ms: 151.0",
+                "met phase 1 limit at +5 s within ±25 % of its best statics 50 to 160 (37.5 to 200.0): 67.0",
+                "MISSED phase 2 p99 ≤ 2 × 100 ms: 299.0",
+                "MISSED phase 2 limit at +5 s within ±25 % of its best static 10 (7.5 to 12.5): 14.0",
+                "met phase 3 p99 ≤ 2 × 100 ms: 152.0",
+                "met phase 3 limit at +5 s within ±25 % of its best statics 50 to 80 (37.5 to 100.0): 64.0",
+            ],
+            &[
+                "met goodput ≥ 90 % of the best static (static-80, 230.2/s): 226.9",
+                "met phase 1 p99 ≤ 2 × 100 ms: 151.0",
+                "met phase 1 limit at +5 s within ±25 % of its best statics 50 to 160 (37.5 to 200.0): 69.0",
+                "MISSED phase 2 p99 ≤ 2 × 100 ms: 894.0",
+                "MISSED phase 2 limit at +5 s within ±25 % of its best static 10 (7.5 to 12.5): 24.0",
+                "met phase 3 p99 ≤ 2 × 100 ms: 151.0",
+                "met phase 3 limit at +5 s within ±25 % of its best statics 50 to 80 (37.5 to 100.0): 74.0",
             ],
         ],
     ),
@@ -1213,31 +1213,31 @@ const LIMIT_RECORDS: [LimitRecord; 3] = [
             "static-40: goodput 122.55, p50 121, p99 472, rejections 985, timeouts 0, overloads 0, limit mean 40.00 final 40 | 1: 145.40, p99 156, settled 153, limit 40 | 2: 99.70, p99 494, settled 497, limit 40",
             "static-60: goodput 123.05, p50 122, p99 678, rejections 965, timeouts 0, overloads 0, limit mean 60.00 final 60 | 1: 145.40, p99 156, settled 153, limit 60 | 2: 100.70, p99 702, settled 703, limit 60",
             "static-80: goodput 123.55, p50 122, p99 884, rejections 945, timeouts 0, overloads 0, limit mean 80.00 final 80 | 1: 145.40, p99 156, settled 153, limit 80 | 2: 101.70, p99 904, settled 906, limit 80",
-            "aimd: goodput 106.25, p50 113, p99 982, rejections 1193, timeouts 424, overloads 20, limit mean 58.76 final 153 | 1: 145.40, p99 156, settled 153, limit 50 | 2: 67.10, p99 993, settled 993, limit 75",
-            "vegas: goodput 80.40, p50 110, p99 282, rejections 2671, timeouts 0, overloads 0, limit mean 12.60 final 9 | 1: 111.70, p99 151, settled 150, limit 20 | 2: 49.10, p99 306, settled 302, limit 10",
-            "gradient2: goodput 103.92, p50 112, p99 927, rejections 592, timeouts 811, overloads 327, limit mean 78.07 final 200 | 1: 145.40, p99 156, settled 153, limit 49 | 2: 62.45, p99 991, settled 993, limit 68",
+            "aimd: goodput 123.38, p50 122, p99 953, rejections 937, timeouts 15, overloads 0, limit mean 58.77 final 89 | 1: 145.40, p99 156, settled 153, limit 45 | 2: 101.35, p99 977, settled 981, limit 75",
+            "vegas: goodput 101.05, p50 110, p99 308, rejections 1845, timeouts 0, overloads 0, limit mean 25.03 final 10 | 1: 145.40, p99 156, settled 153, limit 45 | 2: 56.70, p99 334, settled 294, limit 11",
+            "gradient2: goodput 121.33, p50 121, p99 413, rejections 1034, timeouts 0, overloads 0, limit mean 34.68 final 25 | 1: 145.40, p99 156, settled 153, limit 42 | 2: 97.25, p99 459, settled 333, limit 21",
         ],
         [
             &[
-                "MISSED goodput ≥ 90 % of the best static (static-80, 123.5/s): 106.2",
+                "met goodput ≥ 90 % of the best static (static-80, 123.5/s): 123.4",
                 "met phase 1 p99 ≤ 2 × 100 ms: 156.0",
-                "met phase 1 limit at +5 s within ±25 % of its best statics 25 to 80 (18.8 to 100.0): 50.0",
-                "MISSED phase 2 p99 ≤ 2 × 200 ms: 993.0",
+                "met phase 1 limit at +5 s within ±25 % of its best statics 25 to 80 (18.8 to 100.0): 45.0",
+                "MISSED phase 2 p99 ≤ 2 × 200 ms: 977.0",
                 "MISSED phase 2 limit at +5 s within ±25 % of its best statics 25 to 30 (18.8 to 37.5): 75.0",
             ],
             &[
-                "MISSED goodput ≥ 90 % of the best static (static-80, 123.5/s): 80.4",
-                "met phase 1 p99 ≤ 2 × 100 ms: 151.0",
-                "met phase 1 limit at +5 s within ±25 % of its best statics 25 to 80 (18.8 to 100.0): 20.0",
-                "met phase 2 p99 ≤ 2 × 200 ms: 306.0",
-                "MISSED phase 2 limit at +5 s within ±25 % of its best statics 25 to 30 (18.8 to 37.5): 10.0",
+                "MISSED goodput ≥ 90 % of the best static (static-80, 123.5/s): 101.0",
+                "met phase 1 p99 ≤ 2 × 100 ms: 156.0",
+                "met phase 1 limit at +5 s within ±25 % of its best statics 25 to 80 (18.8 to 100.0): 45.0",
+                "met phase 2 p99 ≤ 2 × 200 ms: 334.0",
+                "MISSED phase 2 limit at +5 s within ±25 % of its best statics 25 to 30 (18.8 to 37.5): 11.0",
             ],
             &[
-                "MISSED goodput ≥ 90 % of the best static (static-80, 123.5/s): 103.9",
+                "met goodput ≥ 90 % of the best static (static-80, 123.5/s): 121.3",
                 "met phase 1 p99 ≤ 2 × 100 ms: 156.0",
-                "met phase 1 limit at +5 s within ±25 % of its best statics 25 to 80 (18.8 to 100.0): 49.0",
-                "MISSED phase 2 p99 ≤ 2 × 200 ms: 991.0",
-                "MISSED phase 2 limit at +5 s within ±25 % of its best statics 25 to 30 (18.8 to 37.5): 68.0",
+                "met phase 1 limit at +5 s within ±25 % of its best statics 25 to 80 (18.8 to 100.0): 42.0",
+                "MISSED phase 2 p99 ≤ 2 × 200 ms: 459.0",
+                "met phase 2 limit at +5 s within ±25 % of its best statics 25 to 30 (18.8 to 37.5): 21.0",
             ],
         ],
     ),
@@ -1283,35 +1283,68 @@ fn limit_scenarios_give_their_recorded_values_for_the_default_seed() {
     }
 }
 
-/// Which of GRADIENT2's goals (in [`limits::goals`]' order) are met, per scenario and seed:
-/// the recommended default meets the goodput goal in the overload and the capacity drop, the
-/// p99 and limit goals in every phase below capacity, and misses the p99 goal in every
-/// overloaded phase (BENCHMARKS.md says why). A change of the library that meets more goals
+/// Which goals (in [`limits::goals`]' order) each algorithm (AIMD, VEGAS, GRADIENT2) meets, per
+/// scenario and seed: with its window of 20 samples VEGAS meets every goal of the overload,
+/// all but the C 10 phase's in the capacity drop and misses the slowdown's goodput and its
+/// second phase's limit; BENCHMARKS.md says why. A change of the library that meets more goals
 /// fails this test: update it and BENCHMARKS.md.
 #[test]
-fn gradient2_meets_and_misses_the_same_goals_with_seeds_2_and_3() {
-    let expected: [(LimitScenario, u64, &[bool]); 6] = [
-        (LimitScenario::Overload, 2, &[true, false, true]),
-        (LimitScenario::Overload, 3, &[true, false, false]),
+fn the_algorithms_meet_and_miss_the_same_goals_with_seeds_2_and_3() {
+    type Met = [&'static [bool]; 3];
+    let expected: [(LimitScenario, u64, Met); 6] = [
+        (
+            LimitScenario::Overload,
+            2,
+            [
+                &[true, false, false],
+                &[true, true, true],
+                &[true, false, false],
+            ],
+        ),
+        (
+            LimitScenario::Overload,
+            3,
+            [
+                &[true, false, false],
+                &[true, true, true],
+                &[true, false, false],
+            ],
+        ),
         (
             LimitScenario::CapacityDrop,
             2,
-            &[true, true, true, false, false, true, true],
+            [
+                &[true, true, true, false, false, true, false],
+                &[true, true, true, false, false, true, true],
+                &[true, true, true, false, false, true, true],
+            ],
         ),
         (
             LimitScenario::CapacityDrop,
             3,
-            &[true, true, true, false, false, true, true],
+            [
+                &[true, true, true, false, false, true, true],
+                &[true, true, true, false, false, true, true],
+                &[true, true, true, false, false, true, true],
+            ],
         ),
         (
             LimitScenario::Slowdown,
             2,
-            &[false, true, true, false, false],
+            [
+                &[true, true, true, false, false],
+                &[false, true, true, true, false],
+                &[true, true, true, false, true],
+            ],
         ),
         (
             LimitScenario::Slowdown,
             3,
-            &[true, true, true, false, false],
+            [
+                &[true, true, true, false, false],
+                &[false, true, true, true, false],
+                &[true, true, true, false, true],
+            ],
         ),
     ];
     for (scenario, seed, met) in expected {
@@ -1320,10 +1353,18 @@ fn gradient2_meets_and_misses_the_same_goals_with_seeds_2_and_3() {
             .iter()
             .map(|&limit| Limiting::Static(limit))
             .collect();
-        limitings.push(Limiting::Adaptive(AdaptiveAlgorithm::Gradient2));
+        limitings.extend(limits::ALGORITHMS.map(Limiting::Adaptive));
         let study = limits::study(scenario, &limitings, seed).unwrap();
-        let goals = study.goals(AdaptiveAlgorithm::Gradient2);
-        let got: Vec<bool> = goals.iter().map(|goal| goal.met).collect();
-        assert_eq!(got, met, "{} seed {seed}: {goals:#?}", scenario.name());
+        for (algorithm, met) in limits::ALGORITHMS.into_iter().zip(met) {
+            let goals = study.goals(algorithm);
+            let got: Vec<bool> = goals.iter().map(|goal| goal.met).collect();
+            assert_eq!(
+                got,
+                met,
+                "{} seed {seed} {}: {goals:#?}",
+                scenario.name(),
+                algorithm.name()
+            );
+        }
     }
 }

@@ -285,9 +285,12 @@ property_table! {
     /// `execution.isolation.adaptive.windowSize` (our extension): the algorithm is fed one
     /// sample per window of this many executions (their mean run time, largest in-flight
     /// count, and a drop if any was; see [`Windowed`](crate::limit::Windowed)), at least 1
-    /// (1: every execution's own sample). Default 1. Dynamic: a change restarts the algorithm
-    /// at the current limit.
-    execution_isolation_adaptive_window_size: u32 = 1;
+    /// (1: every execution's own sample). Default 20: the mean of 20 run times varies about
+    /// 1/√20 as much as one run, so VEGAS's unloaded run time (the fastest window) is no longer
+    /// the fastest of thousands of runs, while a window still closes every 20 executions (the
+    /// limit-study of BENCHMARKS.md, issue 23). Dynamic: a change restarts the algorithm at the
+    /// current limit.
+    execution_isolation_adaptive_window_size: u32 = 20;
         "execution.isolation.adaptive.windowSize", Dynamic, Any, no_check;
     /// `execution.isolation.adaptive.aimd.backoffRatio` (our extension): AIMD's factor on a
     /// drop, in [0.5, 1). Default 0.9 (as concurrency-limits' `backoffRatio`). Dynamic.
