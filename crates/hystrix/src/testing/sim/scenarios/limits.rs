@@ -12,8 +12,9 @@
 //! - `none`: no limit (`maxConcurrentRequests` 1 000, adaptive limit off);
 //! - `static-L`: a static limit, `maxConcurrentRequests` L, adaptive limit off;
 //! - `aimd`, `vegas`, `gradient2`: `execution.isolation.adaptive.enabled` with that algorithm
-//!   and every other adaptive property at its default (initial limit 20, 1 to 200, no wait),
-//!   `maxConcurrentRequests` 1 000 (so the adaptive limit alone decides).
+//!   and every other adaptive property at its default (initial limit 20, 1 to 200, no wait,
+//!   windows of 20 samples), `maxConcurrentRequests` 1 000 (so the adaptive limit alone
+//!   decides).
 //!
 //! The scenarios ([`LimitScenario`]) and their phases ([`LimitPhase`]: when, C, the unloaded
 //! latency, which is the phase's median service time):
