@@ -29,13 +29,43 @@ fn takes(test: &TestRegistry, ms: u64, result: Result<u32, &'static str>) -> Run
 }
 
 /// A SEMAPHORE command with an adaptive AIMD limit starting at `initial` (cap 100, timeout
-/// 1 s).
+/// 1 s), fed every execution's own sample (`windowSize` 1).
 fn aimd(key: &str, initial: u32) -> CommandBuilder {
     builder(key)
         .property("execution.isolation.adaptive.enabled", true)
         .property("execution.isolation.adaptive.algorithm", "AIMD")
         .property("execution.isolation.adaptive.initialLimit", initial)
+        .property("execution.isolation.adaptive.windowSize", 1)
         .semaphore_max_concurrent_requests(100)
+}
+
+#[test]
+fn by_default_the_limit_moves_once_per_window_of_twenty_executions() {
+    let test = TestRegistry::new();
+    // As `aimd`, `windowSize` left at its default.
+    let cmd = builder("Windows")
+        .property("execution.isolation.adaptive.enabled", true)
+        .property("execution.isolation.adaptive.algorithm", "AIMD")
+        .property("execution.isolation.adaptive.initialLimit", 10)
+        .semaphore_max_concurrent_requests(100)
+        .property("execution.isolation.thread.timeoutInMilliseconds", 50)
+        .build_in(test.registry())
+        .unwrap();
+    let time_out = || {
+        let outcome = common::drive(
+            &test,
+            cmd.run_async(takes(&test, 80, Ok(1)))
+                .execute_async_outcome(),
+        );
+        assert!(outcome.execution_result().is_response_timed_out());
+    };
+    for _ in 0..19 {
+        time_out();
+    }
+    assert_eq!(limit(&cmd).limit, 10);
+    // The twentieth closes a window with a drop in it: 10 x 0.9 = 9, once.
+    time_out();
+    assert_eq!(limit(&cmd).limit, 9);
 }
 
 fn limit<K>(cmd: &Command<K>) -> AdaptiveLimitSnapshot {
