@@ -113,7 +113,9 @@ impl Limiter {
             };
             let before = hot.adaptive_limit();
             let after = current.algorithm.on_sample(sample);
-            hot.set_adaptive_limit(after);
+            if after != before {
+                hot.set_adaptive_limit(after);
+            }
             if after.abs_diff(current.reported) >= (current.reported / 10).max(1) {
                 tracing::info!(
                     target: "hystrix::limit",
