@@ -59,9 +59,7 @@ impl LimitStart {
             in_flight: std::num::NonZeroU32::new(in_flight).unwrap_or(std::num::NonZeroU32::MIN),
         }
     }
-}
 
-impl LimitStart {
     /// The run of an attempt admitted at `start` ended: if it began later than its admission
     /// (a pool task that waited in the pool's queue, behind other keys' tasks), its sample
     /// counts from when it began.
