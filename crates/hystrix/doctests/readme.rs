@@ -273,6 +273,33 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+// doctest: adaptive-limits
+/// A payment gateway whose charges take 100 ms of the registry's clock.
+struct Gateway {
+    clock: std::sync::Arc<dyn hystrix::clock::Clock>,
+}
+
+impl Gateway {
+    fn charge(&self, id: u32) -> impl std::future::Future<Output = Result<String, std::io::Error>> + Send + 'static {
+        let clock = std::sync::Arc::clone(&self.clock);
+        async move {
+            hystrix::clock::sleep(&clock, Duration::from_millis(100)).await;
+            Ok(format!("charge {id} done"))
+        }
+    }
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let test = testing::TestRegistry::new();
+    let gateway = Gateway {
+        clock: std::sync::Arc::clone(test.registry().clock()),
+    };
+    // [README snippet]
+    // The clock has not moved: both charges are still in flight.
+    drop(in_flight);
+    Ok(())
+}
+
 // doctest: request-context
 use std::net::SocketAddr;
 

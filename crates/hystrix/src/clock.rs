@@ -168,6 +168,8 @@ pub struct SystemClock;
 struct SystemInner {
     source: quanta::Clock,
     origin: quanta::Instant,
+    /// `origin` as the source's raw reading, for [`Clock::now_us`].
+    origin_raw: u64,
     use_recent: bool,
     epoch_origin_ms: u64,
     timers: TimerQueue,
@@ -188,13 +190,15 @@ static SYSTEM: LazyLock<SystemInner> = LazyLock::new(|| {
             (None, false)
         }
     };
-    let origin = source.now();
+    let origin_raw = source.raw();
+    let origin = source.scaled(origin_raw);
     let epoch_origin_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
     SystemInner {
         source,
         origin,
+        origin_raw,
         use_recent,
         epoch_origin_ms,
         timers: TimerQueue::default(),
@@ -270,10 +274,14 @@ impl Clock for SystemClock {
         SYSTEM.now_ms()
     }
 
-    /// The precise clock (the TSC where it is reliable), not the tick.
+    /// The precise clock (the TSC where it is reliable), not the tick: its raw reading scaled
+    /// to ns from the origin's, without a `Duration` in between.
     #[inline]
     fn now_us(&self) -> u64 {
-        SYSTEM.precise_now_ns() / 1_000
+        SYSTEM
+            .source
+            .delta_as_nanos(SYSTEM.origin_raw, SYSTEM.source.raw())
+            / 1_000
     }
 
     fn epoch_ms(&self) -> u64 {

@@ -488,3 +488,29 @@ fn a_pool_run_is_sampled_from_when_it_began_not_from_its_wait_in_the_pools_queue
     // flight: 2 -> 3 -> 4.
     assert_eq!(limit(&cmd).limit, 4);
 }
+
+#[test]
+fn a_waiter_never_waits_past_its_calls_timeout() {
+    let test = TestRegistry::new();
+    let cmd = aimd("WaitWithinTimeout", 1)
+        .property("execution.isolation.adaptive.maxWaitInMilliseconds", 500)
+        .build_in(test.registry())
+        .unwrap();
+    let mut first = in_flight(&test, &cmd, 1_000, 1);
+    let mut second = Box::pin(
+        cmd.run_async(takes(&test, 1, Ok(2)))
+            .timeout(Duration::from_millis(80))
+            .execute_async_outcome(),
+    );
+    assert!(poll_once(second.as_mut()).is_pending());
+    test.clock().advance(Duration::from_millis(80));
+    let Poll::Ready(second) = poll_once(second.as_mut()) else {
+        panic!("refused at its 80 ms timeout, not at the 500 ms max wait")
+    };
+    assert_eq!(
+        second.execution_result().execution_events().to_string(),
+        "FALLBACK_MISSING, LIMIT_REJECTED"
+    );
+    assert_eq!(second.execution_result().total_time_ms(), 80);
+    assert!(poll_once(first.as_mut()).is_pending());
+}

@@ -118,6 +118,8 @@ fn check(steps: &[Step], max_wait_ms: u64) {
         .property("execution.isolation.adaptive.maxQueueSize", 2)
         .property("execution.isolation.thread.timeoutInMilliseconds", 100)
         .semaphore_max_concurrent_requests(5)
+        // The breaker stays out: its short-circuits would hide the limit's decisions.
+        .circuit_breaker_enabled(false)
         .classify_retry(|e: &DependencyError| {
             if e.0 == "503" {
                 hystrix::retry::RetryAnswer::retry().overloaded()

@@ -588,7 +588,7 @@ fn start_attempt<X: RunFn, R, FB, FFut, S: Default>(
     // Under THREAD with adaptive limits, the key's limit applies before the pool.
     if isolation == IsolationStrategy::Semaphore || props.adaptive() {
         if !try_permit(state, props, rec) {
-            if may_wait && let Some(until_ms) = limit_wait_until(state, props, rec) {
+            if may_wait && let Some(until_ms) = limit_wait_until(state, props, rec, options) {
                 return Err(Refused::Wait {
                     run,
                     fallback,

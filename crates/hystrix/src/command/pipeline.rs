@@ -239,7 +239,7 @@ fn admit_blocking<'s, E>(
     options: &CallOptions,
 ) -> Result<crate::isolation::semaphore::Permit<'s>, HystrixError<E>> {
     check_breaker(state, props, rec, options)?;
-    if !try_permit(state, props, rec) && !wait_blocking(state, props, rec) {
+    if !try_permit(state, props, rec) && !wait_blocking(state, props, rec, options) {
         return Err(permit_refused(state, props, rec));
     }
     state.counters.started(rec.attempt_ms, state.running());
@@ -249,8 +249,13 @@ fn admit_blocking<'s, E>(
 /// A blocking execution's first attempt beyond the adaptive limit waits for a place on this
 /// thread, if `execution.isolation.adaptive.maxWaitInMilliseconds` allows: whether it got one.
 #[cold]
-fn wait_blocking(state: &CommandState, props: &HotSnapshot, rec: &mut Recorder) -> bool {
-    let Some(until_ms) = limit_wait_until(state, props, rec) else {
+fn wait_blocking(
+    state: &CommandState,
+    props: &HotSnapshot,
+    rec: &mut Recorder,
+    options: &CallOptions,
+) -> bool {
+    let Some(until_ms) = limit_wait_until(state, props, rec, options) else {
         return false;
     };
     match block_on(state.limiter.wait_for_permit(state, until_ms)) {
@@ -271,6 +276,7 @@ pub(crate) fn limit_wait_until(
     state: &CommandState,
     props: &HotSnapshot,
     rec: &Recorder,
+    options: &CallOptions,
 ) -> Option<u64> {
     if !props.adaptive() || rec.attempts() > 1 {
         return None;
@@ -279,11 +285,11 @@ pub(crate) fn limit_wait_until(
     if max_wait_ms == 0 {
         return None;
     }
-    let mut until_ms = rec.attempt_ms.saturating_add(max_wait_ms);
-    if props.timeout_enabled() {
-        until_ms = until_ms.min(rec.start_ms.saturating_add(props.timeout_ms));
-    }
-    Some(until_ms)
+    let until_ms = rec.attempt_ms.saturating_add(max_wait_ms);
+    Some(match attempt_deadline(props, rec, options).1 {
+        Some(deadline_ms) => until_ms.min(deadline_ms),
+        None => until_ms,
+    })
 }
 
 /// Step 3 under a semaphore (SEMAPHORE isolation, or any with adaptive limits): takes an

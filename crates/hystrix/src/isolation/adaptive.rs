@@ -59,9 +59,7 @@ impl LimitStart {
             in_flight: std::num::NonZeroU32::new(in_flight).unwrap_or(std::num::NonZeroU32::MIN),
         }
     }
-}
 
-impl LimitStart {
     /// The run of an attempt admitted at `start` ended: if it began later than its admission
     /// (a pool task that waited in the pool's queue, behind other keys' tasks), its sample
     /// counts from when it began.
@@ -114,7 +112,9 @@ impl Limiter {
             };
             let before = hot.adaptive_limit();
             let after = current.algorithm.on_sample(sample);
-            hot.set_adaptive_limit(after);
+            if after != before {
+                hot.set_adaptive_limit(after);
+            }
             if after.abs_diff(current.reported) >= (current.reported / 10).max(1) {
                 tracing::info!(
                     target: "hystrix::limit",
