@@ -815,6 +815,8 @@ fn drive_all(test: &TestRegistry, runtime: &tokio::runtime::Runtime) -> Result<(
             .property("execution.isolation.adaptive.enabled", true)
             .property("execution.isolation.adaptive.algorithm", "AIMD")
             .property("execution.isolation.adaptive.initialLimit", 2)
+            // One sample per execution (the default window is 20 executions).
+            .property("execution.isolation.adaptive.windowSize", 1)
     })?;
     let first = held(test, &charge_card, 10)?;
     let second = held(test, &charge_card, 10)?;

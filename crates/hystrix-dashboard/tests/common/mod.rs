@@ -241,6 +241,8 @@ pub fn drive_limited(test: &TestRegistry) -> Command {
         .property("execution.isolation.adaptive.enabled", true)
         .property("execution.isolation.adaptive.algorithm", "AIMD")
         .property("execution.isolation.adaptive.initialLimit", 2)
+        // One sample per execution (the default window is 20 executions).
+        .property("execution.isolation.adaptive.windowSize", 1)
         .build_in(test.registry())
         .unwrap();
     let first = held(test, &cmd, 10);
