@@ -462,7 +462,7 @@ impl<E> HystrixError<E> {
                  executions reached)"
             ),
             (Detail::AdaptiveLimit(limit), _) => format!(
-                "was refused by its adaptive concurrency limit ({limit} executions in flight)"
+                "was refused by its adaptive concurrency limit ({limit} concurrent executions reached)"
             ),
             (Detail::PoolRejected { pool, rejection }, _) => {
                 format!("could not be queued for execution on thread pool {pool} ({rejection})")

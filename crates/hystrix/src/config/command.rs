@@ -505,6 +505,10 @@ pub(crate) struct HotCommandProperties {
     /// Bumped twice at every publish (odd while publishing): the limiter rebuilds its
     /// algorithm when it changed, and recomputes the admission bound while it is odd.
     generation: std::sync::atomic::AtomicU32,
+    /// Wakes every execution waiting for a place when a publish raises the admission bound
+    /// (a higher cap or limit bounds, adaptive limits turned off): they need not wait for a
+    /// release.
+    bound_raised: tokio::sync::Notify,
 }
 
 /// A copy of [`HotCommandProperties`], read once per execution.
@@ -628,17 +632,25 @@ impl HotCommandProperties {
         let limit = limit.clamp(min, max);
         self.adaptive_limit.store(limit, Release);
         self.flags.store(flags, Release);
-        self.admit_max.store(
-            admit_max(
-                flags,
-                props.execution_isolation_semaphore_max_concurrent_requests,
-                limit,
-            ),
-            Release,
+        let bound = admit_max(
+            flags,
+            props.execution_isolation_semaphore_max_concurrent_requests,
+            limit,
         );
+        let before = self
+            .admit_max
+            .swap(bound, std::sync::atomic::Ordering::AcqRel);
         // Even again: published.
         self.generation
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        if bound > before {
+            self.bound_raised.notify_waiters();
+        }
+    }
+
+    /// Notified (all waiters at once) when a publish raises the admission bound.
+    pub(crate) fn bound_raised(&self) -> &tokio::sync::Notify {
+        &self.bound_raised
     }
 
     /// Sets the adaptive concurrency limit executions are admitted by (while

@@ -12,7 +12,8 @@
 //! - [`Limiter::wait_for_permit`]: an execution beyond the limit waits, up to
 //!   `maxWaitInMilliseconds` on the registry's clock, in a queue of at most `maxQueueSize`;
 //!   each release (and each rise of the limit) wakes the longest waiter, which then tries to
-//!   take a permit; a dropped waiter leaves the queue at once.
+//!   take a permit; a property change that raises the bound wakes them all; a dropped waiter
+//!   leaves the queue at once.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -147,8 +148,15 @@ impl Limiter {
     pub(crate) async fn wait_for_permit(&self, state: &CommandState, until_ms: u64) -> Option<u32> {
         let hot = state.properties.hot();
         let waiting = &state.limit_waiting;
-        if waiting.fetch_add(1, Ordering::SeqCst) >= hot.adaptive_max_queue() {
-            waiting.fetch_sub(1, Ordering::SeqCst);
+        // Joins only while there is room: the count never reads above maxQueueSize, not even
+        // for an instant (it is a gauge).
+        let max_queue = hot.adaptive_max_queue();
+        if waiting
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < max_queue).then_some(n + 1)
+            })
+            .is_err()
+        {
             return None;
         }
         // Leaves the queue on every exit: a permit, the time passing, or the future dropped.
@@ -165,14 +173,17 @@ impl Limiter {
         ));
         loop {
             let mut released = std::pin::pin!(self.released.notified());
-            // In the queue before looking, so a release after the look wakes this waiter.
+            let mut raised = std::pin::pin!(hot.bound_raised().notified());
+            // In the queues before looking, so a release or a raised bound (a property change)
+            // after the look wakes this waiter.
             released.as_mut().enable();
+            raised.as_mut().enable();
             let limit = hot.load().semaphore_max;
             if let Some(in_flight) = state.execution_semaphore.try_take_counted(limit) {
                 return Some(in_flight);
             }
             let woken = std::future::poll_fn(|cx| {
-                if released.as_mut().poll(cx).is_ready() {
+                if released.as_mut().poll(cx).is_ready() || raised.as_mut().poll(cx).is_ready() {
                     return std::task::Poll::Ready(true);
                 }
                 sleep.as_mut().poll(cx).map(|()| false)

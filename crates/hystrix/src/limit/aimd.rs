@@ -250,11 +250,11 @@ mod tests {
         assert_eq!(err(Aimd::builder().min_limit(0)).parameter(), "min_limit");
         assert_eq!(
             err(Aimd::builder().min_limit(30)).to_string(),
-            "invalid AIMD parameter `initial_limit`: 20 is outside [min_limit, max_limit] = [30, 200]"
+            "invalid AIMD parameter `initial_limit`: must be within [min_limit, max_limit] = [30, 200] (it is 20, the default: set it with bounds that leave out 20)"
         );
         assert_eq!(
             err(Aimd::builder().min_limit(10).max_limit(5)).to_string(),
-            "invalid AIMD parameter `max_limit`: 5 is below min_limit 10"
+            "invalid AIMD parameter `max_limit`: must be at least min_limit 10 (it is 5)"
         );
         assert_eq!(
             err(Aimd::builder().max_limit(19)).parameter(),

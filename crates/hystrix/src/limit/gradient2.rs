@@ -237,7 +237,10 @@ impl Gradient2Builder {
             return Err(LimitError::new(
                 NAME,
                 "rtt_tolerance",
-                format!("{} is below 1 or not finite", self.rtt_tolerance),
+                format!(
+                    "must be a finite number of at least 1 (it is {})",
+                    self.rtt_tolerance
+                ),
             ));
         }
         Ok(Gradient2::from_valid(self))

@@ -369,7 +369,10 @@ impl Bounds {
             return Err(LimitError::new(
                 algorithm,
                 "max_limit",
-                format!("{} is below min_limit {}", self.max, self.min),
+                format!(
+                    "must be at least min_limit {} (it is {})",
+                    self.min, self.max
+                ),
             ));
         }
         if self.initial < self.min || self.initial > self.max {
@@ -377,8 +380,15 @@ impl Bounds {
                 algorithm,
                 "initial_limit",
                 format!(
-                    "{} is outside [min_limit, max_limit] = [{}, {}]",
-                    self.initial, self.min, self.max
+                    "must be within [min_limit, max_limit] = [{}, {}] (it is {}{})",
+                    self.min,
+                    self.max,
+                    self.initial,
+                    if self.initial == Bounds::with_max(0).initial {
+                        ", the default: set it with bounds that leave out 20"
+                    } else {
+                        ""
+                    }
                 ),
             ));
         }

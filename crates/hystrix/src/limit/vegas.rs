@@ -256,7 +256,7 @@ impl VegasBuilder {
                 return Err(LimitError::new(
                     NAME,
                     "beta",
-                    format!("{beta} is below alpha {alpha}"),
+                    format!("must be at least alpha {alpha} (it is {beta})"),
                 ));
             }
         }
@@ -399,7 +399,7 @@ mod tests {
         let err = |b: VegasBuilder| b.build().unwrap_err();
         assert_eq!(
             err(Vegas::builder().alpha(5).beta(4)).to_string(),
-            "invalid Vegas parameter `beta`: 4 is below alpha 5"
+            "invalid Vegas parameter `beta`: must be at least alpha 5 (it is 4)"
         );
         let e = err(Vegas::builder().probe_multiplier(0));
         assert_eq!(

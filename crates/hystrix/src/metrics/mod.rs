@@ -397,7 +397,11 @@ pub struct AdaptiveLimitSnapshot {
     /// The limit in force: the algorithm's, capped by
     /// `execution.isolation.semaphore.maxConcurrentRequests` (executions).
     pub limit: u32,
-    /// Executions admitted by the limit and not yet ended (their permits held).
+    /// Executions admitted by the limit and not yet ended (their permits held). Above
+    /// `limit` after the limit fell below what was already admitted (nothing more is admitted
+    /// until it is below again), and, as
+    /// [`current_concurrent_execution_count`](CommandMetrics::current_concurrent_execution_count),
+    /// one more for an instant while an execution is refused.
     pub in_flight: u32,
     /// Executions waiting for a place (at most `execution.isolation.adaptive.maxQueueSize`).
     pub queued: u32,
