@@ -357,9 +357,9 @@ impl EventCounts {
     }
 }
 
-/// The events as the request log writes them: names in Hystrix's order, separated by `, `,
-/// counted events with `xN` when more than one, e.g. `FAILURE, FALLBACK_SUCCESS` or
-/// `EMITx3, SUCCESS`.
+/// The events as the request log writes them: names in Hystrix's order (the event types added
+/// beyond Hystrix's come after its own), separated by `, `, counted events with `xN` when more
+/// than one, e.g. `FAILURE, FALLBACK_SUCCESS` or `EMITx3, SUCCESS`.
 impl fmt::Display for EventCounts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, event) in self.iter().enumerate() {

@@ -29,7 +29,9 @@ impl ExecutionResult {
         }
     }
 
-    /// The execution's events in Hystrix's order, e.g. `[FAILURE, FALLBACK_SUCCESS]`.
+    /// The execution's events in [`EventType`](crate::EventType)'s order, e.g. `[FAILURE,
+    /// FALLBACK_SUCCESS]`: Hystrix's types in Hystrix's order, then ours after them (`RETRY`,
+    /// `HEDGE`, `LIMIT_REJECTED`, ...), so `[FALLBACK_SUCCESS, LIMIT_REJECTED]`.
     pub fn execution_events(&self) -> EventCounts {
         self.events
     }
