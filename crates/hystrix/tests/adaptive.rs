@@ -169,13 +169,7 @@ fn a_timeout_is_a_drop_and_an_overload_error_too() {
     let test = TestRegistry::new();
     let cmd = aimd("Drops", 10)
         .property("execution.isolation.thread.timeoutInMilliseconds", 50)
-        .classify_retry(|e: &DependencyError| {
-            if e.0 == "503" {
-                hystrix::retry::RetryAnswer::retry().overloaded()
-            } else {
-                hystrix::retry::RetryAnswer::retry()
-            }
-        })
+        .classify_retry(common::overload_on_503)
         .build_in(test.registry())
         .unwrap();
     let timed_out = common::drive(

@@ -120,13 +120,7 @@ fn check(steps: &[Step], max_wait_ms: u64) {
         .semaphore_max_concurrent_requests(5)
         // The breaker stays out: its short-circuits would hide the limit's decisions.
         .circuit_breaker_enabled(false)
-        .classify_retry(|e: &DependencyError| {
-            if e.0 == "503" {
-                hystrix::retry::RetryAnswer::retry().overloaded()
-            } else {
-                hystrix::retry::RetryAnswer::retry()
-            }
-        })
+        .classify_retry(common::overload_on_503)
         .build_in(test.registry())
         .unwrap();
     let props = test.registry().properties();

@@ -36,6 +36,16 @@ pub fn slow(
     }
 }
 
+/// A retry classifier for which a `"503"` error says overload (a drop for adaptive limits)
+/// and any other error is plainly retryable.
+pub fn overload_on_503(e: &DependencyError) -> hystrix::retry::RetryAnswer {
+    if e.0 == "503" {
+        hystrix::retry::RetryAnswer::retry().overloaded()
+    } else {
+        hystrix::retry::RetryAnswer::retry()
+    }
+}
+
 /// A builder for a SEMAPHORE command in group "Test".
 pub fn builder(key: &str) -> CommandBuilder {
     Command::builder(key)
