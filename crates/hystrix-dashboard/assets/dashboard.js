@@ -240,6 +240,50 @@
     return line;
   }
 
+  // Executions by priority class (priority*InFlight and priority*Refused of our stream, present
+  // while a priority reserve is set): in flight now and refused since start, CRITICAL, NORMAL,
+  // SHEDDABLE. Hidden while the command has no reserve.
+  var PRIORITY_CLASSES = [['Critical', 'C'], ['Normal', 'N'], ['Sheddable', 'S']];
+  function priorityLine(tile) {
+    var line = el('div', 'priority');
+    line.title = 'Priorities: executions in flight and refused (since start) by class, CRITICAL / NORMAL / SHEDDABLE';
+    var part = function (text, prefix) {
+      line.appendChild(document.createTextNode(text));
+      PRIORITY_CLASSES.forEach(function (c, i) {
+        if (i > 0) line.appendChild(document.createTextNode(' \u00b7 '));
+        line.appendChild(document.createTextNode(c[1] + ' '));
+        var b = el('b', null, '\u2013');
+        b.dataset.field = prefix + c[0] + (prefix === 'priorityIn' ? 'Flight' : '');
+        line.appendChild(b);
+      });
+    };
+    part('In flight ', 'priorityIn');
+    part(' | refused ', 'priorityRefused');
+    line.hidden = true;
+    tile.priority = line;
+    return line;
+  }
+
+  // Shows the priority line from message `m` (hidden when it has no priority fields).
+  function showPriorities(tile, m) {
+    var node = tile.node;
+    var on = typeof m.priorityCriticalInFlight === 'number';
+    tile.priority.hidden = !on;
+    PRIORITY_CLASSES.forEach(function (c) {
+      var inFlight = 'priority' + c[0] + 'InFlight';
+      var refused = 'priority' + c[0] + 'Refused';
+      setField(tile, 'priorityIn' + c[0] + 'Flight', on ? commas(num(m[inFlight])) : '\u2013');
+      setField(tile, 'priorityRefused' + c[0], on ? commas(num(m[refused])) : '\u2013');
+      if (on) {
+        node.dataset[inFlight] = String(num(m[inFlight]));
+        node.dataset[refused] = String(num(m[refused]));
+      } else {
+        delete node.dataset[inFlight];
+        delete node.dataset[refused];
+      }
+    });
+  }
+
   // Shows the adaptive limit's line: `limit` is null when the command has none.
   function showLimit(tile, limit, inFlight, queued, rejected, rejectedRate) {
     var node = tile.node;
@@ -331,6 +375,7 @@
       [['Hedges ', 'hedgeRate'], ['/s \u00b7 cancelled ', 'hedgeCancelledRate']]);
     tile.node.appendChild(tile.hedges);
     tile.node.appendChild(limitLine(tile));
+    tile.node.appendChild(priorityLine(tile));
 
     tile.node.appendChild(grid('counters', COMMAND_COUNTERS.map(function (c) {
       return cell(c[0], c[1], c[2], c[1].replace(/ /g, '-'));
@@ -460,6 +505,7 @@
     showLimit(tile, adaptive ? num(m.adaptiveLimit) : null, num(m.adaptiveLimitInFlight),
       num(m.adaptiveLimitQueued), num(m.rollingCountLimitRejected),
       ratePerSecond(m.rollingCountLimitRejected, windowMs));
+    showPriorities(tile, m);
     setField(tile, 'errorPercentage', String(v.errorPercentage));
     setField(tile, 'circuit', circuit[1]);
     tile.forced.textContent = m.propertyValue_circuitBreakerForceClosed === true ? ' [Forced Closed]' : '';

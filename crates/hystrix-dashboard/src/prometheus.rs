@@ -11,6 +11,9 @@
 //! | `hystrix_command_adaptive_limit` | gauge, executions (commands with adaptive limits on) | `command`, `group` |
 //! | `hystrix_command_adaptive_limit_in_flight` | gauge, executions (commands with adaptive limits on) | `command`, `group` |
 //! | `hystrix_command_adaptive_limit_queue_size` | gauge, executions (commands with adaptive limits on) | `command`, `group` |
+//! | `hystrix_command_priority_in_flight` | gauge, executions (commands with a priority reserve) | `command`, `group`, `class` (`critical`, `normal`, `sheddable`) |
+//! | `hystrix_command_priority_admitted_total` | counter (while a reserve is set) | `command`, `group`, `class` |
+//! | `hystrix_command_priority_refused_total` | counter (while a reserve is set) | `command`, `group`, `class` |
 //! | `hystrix_circuit_breaker_state` | gauge 0/1 per state | `command`, `group`, `state` |
 //! | `hystrix_circuit_breaker_open_keys` | gauge (commands with a breaker per key) | `command`, `group` |
 //! | `hystrix_thread_pool_{active_threads,queue_size,pool_size,max_pool_size,queue_capacity}` | gauge | `thread_pool` |
@@ -277,6 +280,48 @@ pub(crate) fn render(registry: &Registry) -> String {
                     &[("command", &c.key), ("group", &c.group)],
                     value(&limit),
                 );
+            }
+        }
+    }
+
+    type ClassValue = fn(&hystrix::ClassCounts) -> u64;
+    let by_class: [(&str, &str, &str, ClassValue); 3] = [
+        (
+            "hystrix_command_priority_in_flight",
+            "gauge",
+            "Commands with a priority reserve: executions of the class holding a permit.",
+            |c| u64::from(c.in_flight),
+        ),
+        (
+            "hystrix_command_priority_admitted_total",
+            "counter",
+            "Commands with a priority reserve: executions of the class admitted (counted while \
+             a reserve is set).",
+            |c| c.admitted,
+        ),
+        (
+            "hystrix_command_priority_refused_total",
+            "counter",
+            "Commands with a priority reserve: executions of the class refused a permit \
+             (counted while a reserve is set).",
+            |c| c.refused,
+        ),
+    ];
+    for (name, kind, help, value) in by_class {
+        out.header(name, kind, help);
+        for c in &commands {
+            if let Some(priorities) = c.metrics.priorities() {
+                for class in hystrix::Priority::ALL {
+                    out.sample(
+                        name,
+                        &[
+                            ("command", &c.key),
+                            ("group", &c.group),
+                            ("class", &class.name().to_ascii_lowercase()),
+                        ],
+                        value(&priorities.class(class)),
+                    );
+                }
             }
         }
     }

@@ -187,6 +187,45 @@ struct CommandMessage<'a> {
         skip_serializing_if = "Option::is_none"
     )]
     adaptive_limit_queued: Option<u32>,
+    /// Ours, only while a priority reserve is set: executions by class.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    priorities: Option<PriorityFields>,
+}
+
+/// A command's executions by priority class (see [`command_json`]).
+#[derive(serde::Serialize)]
+struct PriorityFields {
+    #[serde(rename = "priorityCriticalInFlight")]
+    critical_in_flight: u32,
+    #[serde(rename = "priorityNormalInFlight")]
+    normal_in_flight: u32,
+    #[serde(rename = "prioritySheddableInFlight")]
+    sheddable_in_flight: u32,
+    #[serde(rename = "priorityCriticalRefused")]
+    critical_refused: u64,
+    #[serde(rename = "priorityNormalRefused")]
+    normal_refused: u64,
+    #[serde(rename = "prioritySheddableRefused")]
+    sheddable_refused: u64,
+    #[serde(rename = "priorityCriticalReserved")]
+    critical_reserved: u32,
+    #[serde(rename = "priorityNormalReserved")]
+    normal_reserved: u32,
+}
+
+impl PriorityFields {
+    fn of(p: &hystrix::PrioritySnapshot) -> Self {
+        PriorityFields {
+            critical_in_flight: p.critical.in_flight,
+            normal_in_flight: p.normal.in_flight,
+            sheddable_in_flight: p.sheddable.in_flight,
+            critical_refused: p.critical.refused,
+            normal_refused: p.normal.refused,
+            sheddable_refused: p.sheddable.refused,
+            critical_reserved: p.critical_reserved,
+            normal_reserved: p.normal_reserved,
+        }
+    }
 }
 
 #[derive(serde::Serialize)]
@@ -380,6 +419,15 @@ fn circuit_status(
 /// adaptive limits the three keys are absent, not `null`, as `openBreakerKeys` is for a
 /// command without a breaker per key: Turbine sums numbers across hosts, and `null` is not
 /// one; a consumer tells "off" by the keys' absence.
+///
+/// A command with a priority reserve set (`execution.isolation.priority.critical.
+/// reservedPercentage` or `...normal.reservedPercentage` above 0) ends with its executions by
+/// class, integers read when the message is made: `priorityCriticalInFlight`,
+/// `priorityNormalInFlight`, `prioritySheddableInFlight` (holding a permit now),
+/// `priorityCriticalRefused`, `priorityNormalRefused`, `prioritySheddableRefused` (refused a
+/// permit since the key was created, cumulative) and `priorityCriticalReserved`,
+/// `priorityNormalReserved` (places of the bound reserved now). Without a reserve they are
+/// absent.
 pub fn command_json(registry: &Registry, key: &str) -> Option<String> {
     let metrics = registry.command_metrics(key)?;
     let info = registry.command_info(key)?;
@@ -478,6 +526,7 @@ pub fn command_json(registry: &Registry, key: &str) -> Option<String> {
         adaptive_limit: adaptive.map(|a| a.limit),
         adaptive_limit_in_flight: adaptive.map(|a| a.in_flight),
         adaptive_limit_queued: adaptive.map(|a| a.queued),
+        priorities: metrics.priorities().as_ref().map(PriorityFields::of),
     }))
 }
 

@@ -517,3 +517,44 @@ fn metrics_endpoint_serves_the_text() {
         assert_eq!(metrics.value("hystrix_command_events_total", &labels), 3.0);
     });
 }
+
+#[test]
+fn executions_by_priority_class_have_series_while_a_reserve_is_set() {
+    let test = TestRegistry::new();
+    common::drive_mixed(&test);
+    let cmd = common::ranked_command(&test);
+    let dashboard = Dashboard::builder(test.registry().clone()).build();
+    let held = common::hold_ranked(&test, &cmd);
+    let metrics = parse(&dashboard.render_metrics());
+    let read = |name: &str| {
+        ["critical", "normal", "sheddable"].map(|class| {
+            metrics.value(
+                name,
+                &[("command", "Ranked"), ("group", "Shop"), ("class", class)],
+            )
+        })
+    };
+    assert_eq!(read("hystrix_command_priority_in_flight"), [1.0, 2.0, 0.0]);
+    assert_eq!(
+        read("hystrix_command_priority_admitted_total"),
+        [1.0, 2.0, 0.0]
+    );
+    assert_eq!(
+        read("hystrix_command_priority_refused_total"),
+        [0.0, 1.0, 1.0]
+    );
+    assert_eq!(metrics.types["hystrix_command_priority_in_flight"], "gauge");
+    assert_eq!(
+        metrics.types["hystrix_command_priority_refused_total"],
+        "counter"
+    );
+    // Only the command with a reserve has series.
+    assert!(
+        metrics
+            .samples
+            .iter()
+            .filter(|(n, _, _)| n.starts_with("hystrix_command_priority_"))
+            .all(|(_, labels, _)| labels["command"] == "Ranked")
+    );
+    drop(held);
+}

@@ -602,3 +602,30 @@ async fn collapser_message_has_hystrix_keys_and_the_snapshot_values() {
         .collect();
     assert_eq!(types, ["HystrixCommand", "HystrixCollapser"]);
 }
+
+#[test]
+fn executions_by_priority_class_are_extension_fields_while_a_reserve_is_set() {
+    let test = TestRegistry::new();
+    let cmd = common::ranked_command(&test);
+    let registry = test.registry();
+    let held = common::hold_ranked(&test, &cmd);
+    let json = stream::command_json(registry, "Ranked").unwrap();
+    assert!(
+        json.ends_with(
+            r#""circuitBreakerStatus":"CLOSED","priorityCriticalInFlight":1,"priorityNormalInFlight":2,"prioritySheddableInFlight":0,"priorityCriticalRefused":0,"priorityNormalRefused":1,"prioritySheddableRefused":1,"priorityCriticalReserved":2,"priorityNormalReserved":0}"#
+        ),
+        "{json}"
+    );
+    drop(held);
+    // No reserve: the keys are gone (not null).
+    registry
+        .properties()
+        .set(
+            "hystrix.command.Ranked.execution.isolation.priority.critical.reservedPercentage",
+            "0",
+        )
+        .unwrap();
+    let msg = parse(&stream::command_json(registry, "Ranked").unwrap());
+    let expected: Vec<&str> = COMMAND_KEYS.iter().map(|(k, _)| *k).collect();
+    assert_eq!(keys(&msg), expected);
+}

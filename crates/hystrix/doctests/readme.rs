@@ -300,6 +300,34 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+// doctest: priorities
+/// A backend whose calls take 100 ms of the registry's clock.
+struct SlowBackend {
+    clock: std::sync::Arc<dyn hystrix::clock::Clock>,
+}
+
+impl SlowBackend {
+    fn call(&self) -> impl std::future::Future<Output = Result<&'static str, MyError>> + Send + 'static {
+        let clock = std::sync::Arc::clone(&self.clock);
+        async move {
+            hystrix::clock::sleep(&clock, Duration::from_millis(100)).await;
+            Ok("results")
+        }
+    }
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let test = testing::TestRegistry::new();
+    let backend = SlowBackend {
+        clock: std::sync::Arc::clone(test.registry().clock()),
+    };
+    // [README snippet]
+    assert_eq!(found, "results");
+    let _ = layer;
+    drop(held);
+    Ok(())
+}
+
 // doctest: request-context
 use std::net::SocketAddr;
 

@@ -5,6 +5,7 @@
 //! cargo run -p hystrix-rs --release --features sim --example sim -- <name>...    # runs those
 //! cargo run -p hystrix-rs --release --features sim --example sim -- all --seed 7
 //! cargo run -p hystrix-rs --release --features sim --example sim -- limit-study [limit-overload|limit-capacity-drop|limit-slowdown]...
+//! cargo run -p hystrix-rs --release --features sim --example sim -- priority-study [--seed N]
 //! ```
 //!
 //! `limit-study` runs the adaptive limit scenarios' whole sweeps (no limit, static limits,
@@ -18,7 +19,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use hystrix::testing::sim;
-use hystrix::testing::sim::scenarios::{self, limits};
+use hystrix::testing::sim::scenarios::{self, limits, priorities};
 
 fn usage() -> String {
     let mut out = String::from(
@@ -38,7 +39,9 @@ fn usage() -> String {
     }
     out.push_str(
         "\nlimit-study [scenario]...: the adaptive limit sweeps (limit-overload, \
-         limit-capacity-drop, limit-slowdown; all three by default) as Markdown\n",
+         limit-capacity-drop, limit-slowdown; all three by default) as Markdown\n\
+         priority-study: the 2x overload with CRITICAL/NORMAL/SHEDDABLE traffic, with and \
+         without priority reserves, as Markdown\n",
     );
     out
 }
@@ -106,6 +109,24 @@ fn main() -> ExitCode {
     }
     if names[0] == "limit-study" {
         return limit_study(&names[1..], seed);
+    }
+    if names[0] == "priority-study" {
+        let started = Instant::now();
+        return match priorities::study(seed) {
+            Ok(reports) => {
+                eprintln!(
+                    "priority-study: {} runs in {:.2} s real",
+                    reports.len(),
+                    started.elapsed().as_secs_f64()
+                );
+                println!("{}", priorities::markdown(&reports));
+                ExitCode::SUCCESS
+            }
+            Err(err) => {
+                eprintln!("priority-study: {err}");
+                ExitCode::FAILURE
+            }
+        };
     }
     let chosen: Vec<&scenarios::Scenario> = if names.iter().any(|name| name == "all") {
         scenarios::SCENARIOS.iter().collect()

@@ -272,6 +272,13 @@ pub(crate) enum Detail {
     SemaphoreLimit(u32),
     /// The adaptive limit that refused the execution.
     AdaptiveLimit(u32),
+    /// The bound (`bound` places) had room, but not for this class: the higher classes'
+    /// unused reserves held the rest.
+    PriorityReserve {
+        priority: crate::isolation::priority::Priority,
+        bound: u32,
+        in_flight: u32,
+    },
     ShortCircuit(Option<TripCause>),
     PoolRejected {
         pool: crate::key::ThreadPoolKey,
@@ -413,6 +420,7 @@ impl<E> HystrixError<E> {
             Detail::ShortCircuit(_)
                 | Detail::SemaphoreLimit(_)
                 | Detail::AdaptiveLimit(_)
+                | Detail::PriorityReserve { .. }
                 | Detail::PoolRejected { .. }
         )
     }
@@ -464,6 +472,17 @@ impl<E> HystrixError<E> {
             (Detail::AdaptiveLimit(limit), _) => format!(
                 "was refused by its adaptive concurrency limit ({limit} concurrent executions reached)"
             ),
+            (
+                Detail::PriorityReserve {
+                    priority,
+                    bound,
+                    in_flight,
+                },
+                _,
+            ) => format!(
+                "was refused as a {priority} execution ({in_flight} of {bound} places in use; \
+                 the rest is reserved for higher priorities)"
+            ),
             (Detail::PoolRejected { pool, rejection }, _) => {
                 format!("could not be queued for execution on thread pool {pool} ({rejection})")
             }
@@ -505,6 +524,10 @@ impl<E> HystrixError<E> {
             (Detail::AdaptiveLimit(_), _) => (
                 format!("command.{key}"),
                 "execution.isolation.adaptive.maxWaitInMilliseconds",
+            ),
+            (Detail::PriorityReserve { .. }, _) => (
+                format!("command.{key}"),
+                "execution.isolation.priority.*.reservedPercentage",
             ),
             (Detail::ShortCircuit(_), _) => (
                 format!("command.{key}"),

@@ -111,6 +111,7 @@ pub use config::{
 pub use context::{CachedOutcome, RequestContext, SharedResponse};
 pub use error::{BoxError, ConfigError, FailureType, FallbackFailure, HystrixError, TripCause};
 pub use event::{EventCounts, EventNotifier, EventType, ExecutionHook};
+pub use isolation::priority::{ClassCounts, Priority, PrioritySnapshot, UnknownPriority};
 pub use isolation::thread_pool::ThreadPoolMetrics;
 pub use key::{CommandKey, GroupKey, ThreadPoolKey};
 pub use metrics::{AdaptiveLimitSnapshot, CommandMetrics, HealthCounts, LatencyPercentiles};

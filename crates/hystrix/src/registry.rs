@@ -31,6 +31,7 @@ use crate::config::{
 };
 use crate::error::ConfigError;
 use crate::event::{EventCounts, EventNotifier, EventType, ExecutionHook};
+use crate::isolation::priority::Priority;
 use crate::isolation::semaphore::Semaphore;
 use crate::isolation::thread_pool::{Rejection, ThreadPool, ThreadPoolMetrics};
 use crate::key::{CollapserKey, CommandKey, GroupKey, ThreadPoolKey};
@@ -442,6 +443,8 @@ pub(crate) struct CommandState {
     pub(crate) limiter: Box<crate::isolation::adaptive::Limiter>,
     /// Executions waiting for a place under the adaptive limit: every release reads it.
     pub(crate) limit_waiting: AtomicU32,
+    /// Executions by priority class (boxed: off the hot path).
+    pub(crate) priorities: Box<crate::isolation::priority::Priorities>,
 }
 
 impl CommandState {
@@ -486,6 +489,13 @@ impl CommandState {
                     queued: self.limit_waiting.load(Ordering::Acquire),
                 }
             }))
+            .with_priorities(hot.load().prioritized().then(|| {
+                self.priorities.snapshot(
+                    self.execution_semaphore.in_use(),
+                    hot.load().semaphore_max,
+                    hot.priority_reserves(),
+                )
+            }))
     }
 
     /// Executions of this key whose user code runs now: SEMAPHORE permits held or runs on pool
@@ -497,20 +507,61 @@ impl CommandState {
             .max(self.pool_running.in_use())
     }
 
-    /// Gives back an execution permit taken with `try_take` (or by a wait for a place), and
-    /// wakes the longest waiter under the adaptive limit, if any.
+    /// Takes an execution permit for a call of `priority` with adaptive limits or priority
+    /// reserves (or a class counted apart): under `props.semaphore_max`, less the unused
+    /// reserves of the classes above `priority`. Returns how many permits are held with this
+    /// one, or `None` when refused. Give it back with [`release_permit`](Self::release_permit).
+    pub(crate) fn take_permit(
+        &self,
+        props: &crate::config::HotSnapshot,
+        priority: Priority,
+    ) -> Option<u32> {
+        let priorities = &self.priorities;
+        // Counted in its class before it looks, so a lower class never takes its place as
+        // free reserve.
+        priorities.enter(priority);
+        let bound = if props.prioritized() {
+            // As if admitted: the total counts this call, as its class count does.
+            let in_flight = priorities.in_flight(self.execution_semaphore.in_use() + 1);
+            crate::isolation::priority::class_bound(
+                priority,
+                props.semaphore_max,
+                self.properties.hot().priority_reserves(),
+                in_flight,
+            )
+        } else {
+            props.semaphore_max
+        };
+        let taken = self.execution_semaphore.try_take_counted(bound);
+        if taken.is_none() {
+            priorities.leave(priority);
+        } else if props.prioritized() {
+            // A refusal is counted once the execution is refused (it may wait for a place).
+            priorities.count(priority, true);
+        }
+        taken
+    }
+
+    /// Gives back an execution permit of a call of `priority` taken with `try_take` or
+    /// [`take_permit`](Self::take_permit) (or by a wait for a place), and wakes a waiter under
+    /// the adaptive limit, if any.
     #[inline(always)]
-    pub(crate) fn release_permit(&self) {
+    pub(crate) fn release_permit(&self, priority: Priority) {
         self.execution_semaphore.give_back();
+        if priority != Priority::Normal {
+            self.priorities.leave(priority);
+        }
         self.wake_limit_waiter();
     }
 
     /// A permit was just given back: the longest waiter for a place under the adaptive limit,
-    /// if any, tries for it.
+    /// if any, tries for it (all of them while priority reserves are set: the longest may be of
+    /// a class the freed place is not for).
     #[inline(always)]
     pub(crate) fn wake_limit_waiter(&self) {
         if self.limit_waiting.load(Ordering::SeqCst) != 0 {
-            self.limiter.wake_one();
+            self.limiter
+                .wake(self.properties.hot().load().prioritized());
         }
     }
 
@@ -1061,6 +1112,7 @@ impl Registry {
             hedging: Box::default(),
             limiter: Box::default(),
             limit_waiting: AtomicU32::new(0),
+            priorities: Box::default(),
         });
         if state.extras.shared.is_some() {
             self.start_store_rounds(&state);

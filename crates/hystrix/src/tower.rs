@@ -85,6 +85,7 @@ use crate::command::{
 };
 use crate::context::RequestContext;
 use crate::error::{BoxError, HystrixError};
+use crate::isolation::priority::Priority;
 use crate::isolation::thread_pool::{Rejection, ThreadPool};
 use crate::key::CommandKey;
 use crate::retry::Again;
@@ -165,6 +166,57 @@ impl<C, FB, Rt> HystrixLayer<Command<C>, FB, Rt> {
 }
 
 impl<Src, FB, Rt> HystrixLayer<Src, FB, Rt> {
+    /// Gives each call the [`Priority`] that `priority_fn` reads from its request (a header, a
+    /// route, the caller's identity), as [`Execution::priority`](crate::Execution::priority):
+    /// under the command's priority reserves
+    /// (`execution.isolation.priority.*.reservedPercentage`) SHEDDABLE calls are refused first
+    /// and CRITICAL calls last. Call it before [`cache_key`](HystrixLayer::cache_key).
+    ///
+    /// ```
+    /// use hystrix::tower::HystrixLayer;
+    /// use hystrix::testing::TestRegistry;
+    /// use hystrix::{Command, IsolationStrategy, Priority};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let test = TestRegistry::new();
+    /// let command = Command::builder("Search")
+    ///     .group("Catalog")
+    ///     .isolation(IsolationStrategy::Semaphore)
+    ///     .property("execution.isolation.priority.critical.reservedPercentage", 20)
+    ///     .property("execution.isolation.priority.normal.reservedPercentage", 30)
+    ///     .build_in(test.registry())?;
+    /// // Prefetches are SHEDDABLE, checkouts CRITICAL, the rest NORMAL.
+    /// let layer = HystrixLayer::new(command).priority_with(|path: &String| {
+    ///     if path.starts_with("/checkout") {
+    ///         Priority::Critical
+    ///     } else if path.starts_with("/prefetch") {
+    ///         Priority::Sheddable
+    ///     } else {
+    ///         Priority::Normal
+    ///     }
+    /// });
+    /// # let _ = layer;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn priority_with<F, Req>(
+        self,
+        priority_fn: F,
+    ) -> HystrixLayer<Prioritized<Src, F, Req>, FB, Rt>
+    where
+        F: Fn(&Req) -> Priority,
+    {
+        HystrixLayer {
+            source: Prioritized {
+                source: self.source,
+                priority_fn,
+                _request: PhantomData,
+            },
+            fallback: self.fallback,
+            retry: self.retry,
+        }
+    }
+
     /// Turns on the request cache for the calls: `key_fn` gives a request's cache key
     /// (Hystrix's `getCacheKey()`; `None`: that call is not cached). Within one
     /// [`RequestContext`] current where the call's future is
@@ -356,6 +408,62 @@ pub trait CommandSource<Req>: Clone {
     #[inline]
     fn breaker_key_for(&self, _request: &Req) -> Option<Arc<str>> {
         None
+    }
+
+    /// The priority of the call of `request`.
+    #[doc(hidden)]
+    #[inline]
+    fn priority_for(&self, _request: &Req) -> Priority {
+        Priority::Normal
+    }
+}
+
+/// The calls of another source, each with the priority its request gives (see
+/// [`HystrixLayer::priority_with`]).
+pub struct Prioritized<Src, F, Req> {
+    source: Src,
+    priority_fn: F,
+    _request: PhantomData<fn(&Req)>,
+}
+
+impl<Src: Clone, F: Clone, Req> Clone for Prioritized<Src, F, Req> {
+    fn clone(&self) -> Self {
+        Prioritized {
+            source: self.source.clone(),
+            priority_fn: self.priority_fn.clone(),
+            _request: PhantomData,
+        }
+    }
+}
+
+impl<Src: fmt::Debug, F, Req> fmt::Debug for Prioritized<Src, F, Req> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Prioritized")
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<Src, F, Req> CommandSource<Req> for Prioritized<Src, F, Req>
+where
+    Src: CommandSource<Req>,
+    F: Fn(&Req) -> Priority + Clone,
+{
+    type Classifier = Src::Classifier;
+
+    #[inline]
+    fn command_for(&self, request: &Req) -> Result<Command<Self::Classifier>, (String, String)> {
+        self.source.command_for(request)
+    }
+
+    #[inline]
+    fn breaker_key_for(&self, request: &Req) -> Option<Arc<str>> {
+        self.source.breaker_key_for(request)
+    }
+
+    #[inline]
+    fn priority_for(&self, request: &Req) -> Priority {
+        (self.priority_fn)(request)
     }
 }
 
@@ -658,8 +766,9 @@ impl<S, Src, FB, Rt> HystrixService<S, Src, FB, Rt> {
             .command_for(&request)
             .map_err(|(key, reason)| refused(&key, &reason))?;
         let fallback = self.fallback.for_request(&request);
-        let mut options =
-            CallOptions::default().with_breaker_key(self.source.breaker_key_for(&request));
+        let mut options = CallOptions::default()
+            .with_breaker_key(self.source.breaker_key_for(&request))
+            .with_priority(self.source.priority_for(&request));
         let (state, classifier) = command.into_parts();
         // The clone serves this call: its readiness is awaited by the execution (tower's
         // pattern for services that call their inner service from their future).

@@ -225,6 +225,55 @@ pub fn held<'c>(test: &TestRegistry, cmd: &'c Command, ms: u64) -> Execution<'c>
     execution
 }
 
+/// Command "Ranked" (group "Shop", SEMAPHORE, `maxConcurrentRequests` 4, half of it reserved
+/// for CRITICAL executions).
+pub fn ranked_command(test: &TestRegistry) -> Command {
+    Command::builder("Ranked")
+        .group("Shop")
+        .isolation(IsolationStrategy::Semaphore)
+        .semaphore_max_concurrent_requests(4)
+        .property(
+            "execution.isolation.priority.critical.reservedPercentage",
+            50,
+        )
+        .build_in(test.registry())
+        .unwrap()
+}
+
+/// Executions of [`ranked_command`] held in flight on the manual clock (runs of 50 ms): two
+/// NORMAL admitted, a third NORMAL and a SHEDDABLE refused (the two other places are
+/// CRITICAL's) and answered by the fallback, one CRITICAL admitted. Returns the three in flight
+/// (CRITICAL 1, NORMAL 2, SHEDDABLE 0; refused: NORMAL 1, SHEDDABLE 1; reserved: CRITICAL 2
+/// places, NORMAL 0).
+pub fn hold_ranked<'c>(test: &TestRegistry, cmd: &'c Command) -> Vec<Execution<'c>> {
+    let mut held = Vec::new();
+    for (priority, admitted) in [
+        (hystrix::Priority::Normal, true),
+        (hystrix::Priority::Normal, true),
+        (hystrix::Priority::Normal, false),
+        (hystrix::Priority::Sheddable, false),
+        (hystrix::Priority::Critical, true),
+    ] {
+        let clock = Arc::clone(test.registry().clock());
+        let mut execution: Execution<'c> = Box::pin(
+            cmd.run_async(async move {
+                hystrix::clock::sleep(&clock, Duration::from_millis(50)).await;
+                Ok::<u32, Boom>(1)
+            })
+            .fallback(|_| Ok::<_, Boom>(7))
+            .priority(priority)
+            .execute_async_outcome(),
+        );
+        let mut cx = Context::from_waker(Waker::noop());
+        let pending = execution.as_mut().poll(&mut cx).is_pending();
+        assert_eq!(pending, admitted, "{priority}");
+        if pending {
+            held.push(execution);
+        }
+    }
+    held
+}
+
 /// Command "Limited" (group "Shop", SEMAPHORE, `maxConcurrentRequests` 100, an adaptive AIMD
 /// limit starting at 2), driven on the manual clock through async runs that sleep on it: two
 /// runs of 10 ms in flight reach the limit; three more are refused by it and answered by the

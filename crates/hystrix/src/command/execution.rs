@@ -255,6 +255,40 @@ impl<'c, C, R, FB> Execution<'c, C, R, FB> {
         self
     }
 
+    /// Gives this call a class under pressure (NORMAL by default): where a semaphore admits
+    /// executions, lower classes leave the higher classes' reserved share of the bound free
+    /// (`execution.isolation.priority.critical.reservedPercentage` and
+    /// `execution.isolation.priority.normal.reservedPercentage`, 0 by default), so SHEDDABLE is
+    /// refused first and CRITICAL last. Every attempt and hedge of the call has the class. See
+    /// [`Priority`](crate::Priority).
+    ///
+    /// ```
+    /// use hystrix::testing::TestRegistry;
+    /// use hystrix::{Command, IsolationStrategy, Priority};
+    ///
+    /// let test = TestRegistry::new();
+    /// let command = Command::builder("Checkout")
+    ///     .group("Payments")
+    ///     .isolation(IsolationStrategy::Semaphore)
+    ///     .semaphore_max_concurrent_requests(10)
+    ///     // 3 of the 10 places are kept for CRITICAL calls.
+    ///     .property("execution.isolation.priority.critical.reservedPercentage", 30)
+    ///     .build_in(test.registry())?;
+    /// let outcome = command
+    ///     .run(|| Ok::<_, std::io::Error>("paid"))
+    ///     .priority(Priority::Critical)
+    ///     .execute();
+    /// assert_eq!(outcome?, "paid");
+    /// let by_class = command.metrics().priorities().expect("a reserve is set");
+    /// assert_eq!(by_class.critical.admitted, 1);
+    /// assert_eq!(by_class.critical_reserved, 3); // 30 % of 10
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn priority(mut self, priority: crate::Priority) -> Self {
+        self.options = std::mem::take(&mut self.options).with_priority(priority);
+        self
+    }
+
     /// Makes one attempt only for this call, whatever `retry.maxAttempts` says (e.g. a
     /// request that must not be repeated). Only retryable runs
     /// ([`Command::run_retryable`](crate::Command::run_retryable) and the like) retry at all.

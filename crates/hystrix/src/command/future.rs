@@ -36,6 +36,7 @@ use crate::error::HystrixError;
 use crate::event::EventType;
 use crate::hedging::{AttemptTicket, Race, RaceSlot, Racer, Racing};
 use crate::isolation::adaptive::LimitStart;
+use crate::isolation::priority::Priority;
 use crate::registry::CommandState;
 use crate::retry::{Again, RetryAnswer};
 
@@ -153,7 +154,7 @@ pin_project! {
         options: CallOptions,
         recorder: Recorder,
         // Permits are released by hand (the future would otherwise borrow from itself).
-        holds_permit: bool,
+        holds_permit: Option<Priority>,
         holds_fallback_permit: bool,
     }
 
@@ -164,7 +165,7 @@ pin_project! {
         fn drop(this: Pin<&mut Self>) {
             let mut this = this.project();
             // Completed (or never polled): the phase is Done and nothing is held.
-            if this.recorder.is_settled() && !*this.holds_permit && !*this.holds_fallback_permit {
+            if this.recorder.is_settled() && this.holds_permit.is_none() && !*this.holds_fallback_permit {
                 return;
             }
             let state: &CommandState = this.state;
@@ -207,9 +208,13 @@ pub type ExecuteAsyncOutcome<'c, K, R, FB> = ExecutionFuture<
 >;
 
 #[inline(always)]
-pub(crate) fn release_permits(state: &CommandState, permit: &mut bool, fallback_permit: &mut bool) {
-    if std::mem::take(permit) {
-        state.release_permit();
+pub(crate) fn release_permits(
+    state: &CommandState,
+    permit: &mut Option<Priority>,
+    fallback_permit: &mut bool,
+) {
+    if let Some(priority) = permit.take() {
+        state.release_permit(priority);
     }
     if std::mem::take(fallback_permit) {
         state.fallback_semaphore.give_back();
@@ -237,7 +242,7 @@ where
             classifier,
             options,
             recorder: Recorder::idle(),
-            holds_permit: false,
+            holds_permit: None,
             holds_fallback_permit: false,
         }
     }
@@ -331,7 +336,14 @@ where
                             fallback,
                             until_ms,
                         }) => {
-                            queue_for_a_place(state, this.phase.as_mut(), run, fallback, until_ms);
+                            queue_for_a_place(
+                                state,
+                                this.phase.as_mut(),
+                                rec.priority,
+                                run,
+                                fallback,
+                                until_ms,
+                            );
                             continue;
                         }
                     }
@@ -510,7 +522,7 @@ where
                     else {
                         unreachable!("matched Fallback above")
                     };
-                    release_permits(state, &mut false, this.holds_fallback_permit);
+                    release_permits(state, &mut None, this.holds_fallback_permit);
                     let response = fallback_done(state, rec, error, end);
                     return Poll::Ready(rec.finish_now(state, response));
                 }
@@ -550,7 +562,7 @@ where
                 Ok(None) => FallbackEnd::Missing,
                 Err(panic) => FallbackEnd::Panicked(panic_message(panic)),
             };
-            release_permits(state, &mut false, this.holds_fallback_permit);
+            release_permits(state, &mut None, this.holds_fallback_permit);
             let response = fallback_done(state, rec, error, end);
             return Poll::Ready(rec.finish_now(state, response));
         }
@@ -576,7 +588,7 @@ fn start_attempt<X: RunFn, R, FB, FFut, S: Default>(
     rec: &mut Recorder,
     options: &CallOptions,
     isolation: IsolationStrategy,
-    holds_permit: &mut bool,
+    holds_permit: &mut Option<Priority>,
     run: X,
     phase: Pin<&mut Phase<R, FB, X::Running, FFut, X::Error, S>>,
     fallback: FB,
@@ -597,7 +609,7 @@ fn start_attempt<X: RunFn, R, FB, FFut, S: Default>(
             }
             return Err(Refused::Error(permit_refused(state, props, rec), fallback));
         }
-        *holds_permit = true;
+        *holds_permit = Some(rec.priority);
     }
     launch_attempt(
         state,
@@ -620,12 +632,18 @@ fn start_attempt<X: RunFn, R, FB, FFut, S: Default>(
 fn queue_for_a_place<R, FB, Running, FFut, E, S>(
     state: &Arc<CommandState>,
     mut phase: Pin<&mut Phase<R, FB, Running, FFut, E, S>>,
+    priority: Priority,
     run: R,
     fallback: FB,
     until_ms: u64,
 ) {
     let owned = Arc::clone(state);
-    let wait = Box::pin(async move { owned.limiter.wait_for_permit(&owned, until_ms).await });
+    let wait = Box::pin(async move {
+        owned
+            .limiter
+            .wait_for_permit(&owned, priority, until_ms)
+            .await
+    });
     phase.set(Phase::Paused {
         paused: Box::new(Paused::Queued(Waiting {
             run,
@@ -653,7 +671,7 @@ fn poll_queued<R: RunFn, FB, FFut, S: Default>(
     state: &Arc<CommandState>,
     rec: &mut Recorder,
     options: &CallOptions,
-    holds_permit: &mut bool,
+    holds_permit: &mut Option<Priority>,
     mut phase: Pin<&mut Phase<R, FB, R::Running, FFut, R::Error, S>>,
     cx: &mut Context<'_>,
 ) -> Queued<R::Error, FB> {
@@ -676,7 +694,7 @@ fn poll_queued<R: RunFn, FB, FFut, S: Default>(
     let Some(in_flight) = got else {
         return Queued::Refused(permit_refused(state, &props, rec), fallback);
     };
-    *holds_permit = true;
+    *holds_permit = Some(rec.priority);
     rec.limit_start = Some(LimitStart::new(state.env.clock.now_us(), in_flight));
     let isolation = rec.isolation();
     match launch_attempt(
@@ -706,7 +724,7 @@ fn launch_attempt<X: RunFn, R, FB, FFut, S: Default>(
     rec: &mut Recorder,
     options: &CallOptions,
     isolation: IsolationStrategy,
-    holds_permit: &mut bool,
+    holds_permit: &mut Option<Priority>,
     run: X,
     mut phase: Pin<&mut Phase<R, FB, X::Running, FFut, X::Error, S>>,
     fallback: FB,
@@ -798,7 +816,7 @@ fn poll_race<K, A, R, FB, Running, FFut, T, E, S>(
     options: &CallOptions,
     again: &mut A,
     mut phase: Pin<&mut Phase<R, FB, Running, FFut, E, S>>,
-    holds_permit: &mut bool,
+    holds_permit: &mut Option<Priority>,
     cx: &mut Context<'_>,
 ) -> RaceStep<T, E>
 where
@@ -1102,14 +1120,14 @@ where
         sleep: None,
         span: None,
         state: Arc::clone(state),
-        holds_permit: false,
+        holds_permit: None,
     };
     // Under THREAD with adaptive limits, the key's limit applies before the pool.
     if isolation == IsolationStrategy::Semaphore || props.adaptive() {
-        if !try_permit_into(state, &props, &mut racer.attempt.limit_start) {
+        if !try_permit_into(state, &props, rec.priority, &mut racer.attempt.limit_start) {
             return Err(HedgeSkip::Now);
         }
-        racer.holds_permit = true;
+        racer.holds_permit = Some(rec.priority);
     }
     match isolation {
         IsolationStrategy::Semaphore => {}

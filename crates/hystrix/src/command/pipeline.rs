@@ -36,6 +36,7 @@ use crate::context::{RequestContext, RequestLogEntry};
 use crate::error::{BoxError, Cause, Detail, FailureType, FallbackFailure, HystrixError};
 use crate::event::{EventCounts, EventType};
 use crate::isolation::adaptive::LimitStart;
+use crate::isolation::priority::Priority;
 use crate::isolation::thread_pool::Rejection;
 use crate::registry::CommandState;
 use crate::retry::{Again, RetryAnswer};
@@ -49,6 +50,8 @@ pub(crate) struct CallOptions {
     pub(crate) timeout_ms: Option<u64>,
     /// Any option is set: the execution checks them (one branch when none is).
     special: bool,
+    /// The call's class under pressure (NORMAL unless set).
+    priority: Priority,
     /// The keyed breaker this call goes through (the command's own when `None`).
     breaker_key: Option<Arc<str>>,
     extras: Option<Box<CallExtras>>,
@@ -76,6 +79,13 @@ impl CallOptions {
     pub(crate) fn with_timeout_ms(mut self, ms: u64) -> Self {
         self.special = true;
         self.timeout_ms = Some(ms);
+        self
+    }
+
+    /// Options of a call of this class.
+    pub(crate) fn with_priority(mut self, priority: Priority) -> Self {
+        self.special |= priority != Priority::Normal;
+        self.priority = priority;
         self
     }
 
@@ -237,13 +247,31 @@ fn admit_blocking<'s, E>(
     props: &HotSnapshot,
     rec: &mut Recorder,
     options: &CallOptions,
-) -> Result<crate::isolation::semaphore::Permit<'s>, HystrixError<E>> {
+) -> Result<ExecutionPermit<'s>, HystrixError<E>> {
     check_breaker(state, props, rec, options)?;
     if !try_permit(state, props, rec) && !wait_blocking(state, props, rec, options) {
         return Err(permit_refused(state, props, rec));
     }
     state.counters.started(rec.attempt_ms, state.running());
-    Ok(state.execution_semaphore.adopt())
+    Ok(ExecutionPermit {
+        state,
+        priority: rec.priority,
+    })
+}
+
+/// A blocking attempt's execution permit: given back (its class counted out, a waiter woken)
+/// when dropped.
+#[must_use = "dropping the permit gives it back at once"]
+struct ExecutionPermit<'s> {
+    state: &'s CommandState,
+    priority: Priority,
+}
+
+impl Drop for ExecutionPermit<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.state.release_permit(self.priority);
+    }
 }
 
 /// A blocking execution's first attempt beyond the adaptive limit waits for a place on this
@@ -258,7 +286,7 @@ fn wait_blocking(
     let Some(until_ms) = limit_wait_until(state, props, rec, options) else {
         return false;
     };
-    match block_on(state.limiter.wait_for_permit(state, until_ms)) {
+    match block_on(state.limiter.wait_for_permit(state, rec.priority, until_ms)) {
         Some(in_flight) => {
             rec.limit_start = Some(LimitStart::new(state.env.clock.now_us(), in_flight));
             true
@@ -297,7 +325,7 @@ pub(crate) fn limit_wait_until(
 /// `CommandState::release_permit`); with adaptive limits, notes the start for the attempt's sample.
 #[inline(always)]
 pub(crate) fn try_permit(state: &CommandState, props: &HotSnapshot, rec: &mut Recorder) -> bool {
-    try_permit_into(state, props, &mut rec.limit_start)
+    try_permit_into(state, props, rec.priority, &mut rec.limit_start)
 }
 
 /// [`try_permit`] for an attempt whose start is kept in `limit_start` (a hedge's own).
@@ -305,26 +333,28 @@ pub(crate) fn try_permit(state: &CommandState, props: &HotSnapshot, rec: &mut Re
 pub(crate) fn try_permit_into(
     state: &CommandState,
     props: &HotSnapshot,
+    priority: Priority,
     limit_start: &mut Option<LimitStart>,
 ) -> bool {
-    if !props.adaptive() {
+    if !props.admission_extras() && priority == Priority::Normal {
         return state.execution_semaphore.try_take(props.semaphore_max);
     }
-    admit_adaptive(state, props, limit_start)
+    admit_with_extras(state, props, priority, limit_start)
 }
 
+/// [`try_permit_into`] with adaptive limits, priority reserves or a class counted apart.
 #[inline(never)]
-fn admit_adaptive(
+fn admit_with_extras(
     state: &CommandState,
     props: &HotSnapshot,
+    priority: Priority,
     limit_start: &mut Option<LimitStart>,
 ) -> bool {
-    match state
-        .execution_semaphore
-        .try_take_counted(props.semaphore_max)
-    {
+    match state.take_permit(props, priority) {
         Some(in_flight) => {
-            *limit_start = Some(LimitStart::new(state.env.clock.now_us(), in_flight));
+            if props.adaptive() {
+                *limit_start = Some(LimitStart::new(state.env.clock.now_us(), in_flight));
+            }
             true
         }
         None => false,
@@ -339,8 +369,31 @@ pub(crate) fn permit_refused<E>(
     props: &HotSnapshot,
     rec: &mut Recorder,
 ) -> HystrixError<E> {
-    let hot = state.properties.hot();
-    let limit = hot.adaptive_limit();
+    let in_flight = state.execution_semaphore.in_use();
+    if props.prioritized() {
+        state.priorities.count(rec.priority, false);
+    }
+    if props.prioritized() && rec.priority != Priority::Critical && in_flight < props.semaphore_max
+    {
+        // The bound had room, but the higher classes' reserves held it.
+        let err = permit_refused_as(state, props, rec);
+        return err.with_detail(Detail::PriorityReserve {
+            priority: rec.priority,
+            bound: props.semaphore_max,
+            in_flight,
+        });
+    }
+    permit_refused_as(state, props, rec)
+}
+
+/// SEMAPHORE_REJECTED, or LIMIT_REJECTED when the adaptive limit is below
+/// `maxConcurrentRequests`.
+fn permit_refused_as<E>(
+    state: &CommandState,
+    props: &HotSnapshot,
+    rec: &mut Recorder,
+) -> HystrixError<E> {
+    let limit = state.properties.hot().adaptive_limit();
     if props.adaptive()
         && limit
             < state
@@ -374,7 +427,7 @@ fn blocking_attempt<C, R>(
     classifier: &C,
     run: R,
     options: &CallOptions,
-    permit: crate::isolation::semaphore::Permit<'_>,
+    permit: ExecutionPermit<'_>,
 ) -> (u64, Decision<R::Output, R::Error>)
 where
     R: BlockingFn,
@@ -400,7 +453,6 @@ where
     drop(timer);
     rec.run_ended(end);
     drop(permit);
-    state.wake_limit_waiter();
 
     // Past the deadline the outcome is TIMEOUT whatever the run returned (SPEC Part A 12). Only
     // the deadline timer cancels the token, so a cancelled token means the deadline passed even
@@ -715,6 +767,7 @@ fn check_special_options<E>(
     if let Some(extras) = options.extras.as_deref() {
         mark_collapsed(state, rec, extras);
     }
+    rec.priority = options.priority;
     if options.breaker_key().is_some() && state.extras.keyed.is_none() {
         return Err(no_keyed_breakers(state));
     }
@@ -1243,6 +1296,8 @@ pub(crate) struct Recorder {
     /// The current attempt was admitted by the adaptive limit: its sample is taken when its
     /// end is decided.
     pub(crate) limit_start: Option<LimitStart>,
+    /// The execution's class under pressure (its permits are counted in it).
+    pub(crate) priority: Priority,
 }
 
 /// Where a retry-enabled execution's attempt loop is.
@@ -1281,6 +1336,7 @@ impl Recorder {
             hedges: 0,
             hedge_max: 0,
             limit_start: None,
+            priority: Priority::Normal,
         }
     }
 

@@ -51,6 +51,7 @@ use crate::config::IsolationStrategy;
 use crate::context::{Carried, RequestContext};
 use crate::error::{BoxError, Cause, Detail, FailureType, HystrixError};
 use crate::event::EventType;
+use crate::isolation::priority::Priority;
 use crate::isolation::thread_pool::{Rejection, ThreadPool};
 use crate::key::CommandKey;
 use crate::registry::CommandState;
@@ -690,7 +691,7 @@ pin_project! {
         idle_timeout_ms: Option<u64>,
         recorder: Recorder,
         // Permits are released by hand (the stream would otherwise borrow from itself).
-        holds_permit: bool,
+        holds_permit: Option<Priority>,
         holds_fallback_permit: bool,
         // The run delivered a value.
         emitted: bool,
@@ -729,7 +730,7 @@ impl<'c, K, S, FB, FS, T, E> ExecutionStream<'c, K, S, FB, FS, T, E> {
             options,
             idle_timeout_ms,
             recorder: Recorder::idle(),
-            holds_permit: false,
+            holds_permit: None,
             holds_fallback_permit: false,
             emitted: false,
             result: None,
@@ -746,7 +747,8 @@ impl<'c, K, S, FB, FS, T, E> ExecutionStream<'c, K, S, FB, FS, T, E> {
     /// records CANCELLED; returns what was recorded (`None` if it had ended or never started).
     fn stop(self: Pin<&mut Self>) -> Option<ExecutionResult> {
         let mut this = self.project();
-        if this.recorder.is_settled() && !*this.holds_permit && !*this.holds_fallback_permit {
+        if this.recorder.is_settled() && this.holds_permit.is_none() && !*this.holds_fallback_permit
+        {
             return None;
         }
         let state: &CommandState = this.state;
@@ -834,7 +836,7 @@ where
                         let started = match isolation {
                             IsolationStrategy::Semaphore => {
                                 take_permit(state, &props, rec).map(|()| {
-                                    *this.holds_permit = true;
+                                    *this.holds_permit = Some(rec.priority);
                                     Running::Here { stream: run }
                                 })
                             }
@@ -957,7 +959,7 @@ where
                     else {
                         unreachable!("matched Fallback above")
                     };
-                    release_permits(state, &mut false, this.holds_fallback_permit);
+                    release_permits(state, &mut None, this.holds_fallback_permit);
                     let response = fallback_done(state, rec, error, end);
                     return finish(state, rec, this.result, state.env.clock.now_ms(), response);
                 }

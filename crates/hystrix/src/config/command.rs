@@ -329,6 +329,20 @@ property_table! {
     /// GRADIENT2 adds to its estimate. Default 4 (as concurrency-limits'). Dynamic.
     execution_isolation_adaptive_gradient2_queue_size: u32 = 4;
         "execution.isolation.adaptive.gradient2.queueSize", Dynamic, Any, no_check;
+    /// `execution.isolation.priority.critical.reservedPercentage` (our extension): the share
+    /// of the admission bound (percent 0-100 of `maxConcurrentRequests`, or of the adaptive
+    /// limit if lower; rounded up to whole places) kept for CRITICAL executions: NORMAL and
+    /// SHEDDABLE executions are refused while they would use its unused part. Applies where a
+    /// semaphore admits (SEMAPHORE isolation, or adaptive limits). Default 0 (no reserve).
+    /// Dynamic. See [`Priority`](crate::Priority).
+    execution_isolation_priority_critical_reserved_percentage: u32 = 0;
+        "execution.isolation.priority.critical.reservedPercentage", Dynamic, Any, percentage;
+    /// `execution.isolation.priority.normal.reservedPercentage` (our extension): the share of
+    /// the admission bound (percent 0-100, rounded up to whole places) kept for NORMAL
+    /// executions against SHEDDABLE ones (CRITICAL ones may use it). With CRITICAL's reserve it
+    /// must not pass 100. Default 0 (no reserve). Dynamic.
+    execution_isolation_priority_normal_reserved_percentage: u32 = 0;
+        "execution.isolation.priority.normal.reservedPercentage", Dynamic, Any, percentage;
 }
 
 fn hedging_max_attempts(v: &u32) -> Result<(), String> {
@@ -456,6 +470,20 @@ impl CommandProperties {
             let value = self.get(name).map(|v| v.to_string()).unwrap_or_default();
             return Err(invalid(name, value, reason));
         }
+        let reserved = self.execution_isolation_priority_critical_reserved_percentage
+            + self.execution_isolation_priority_normal_reserved_percentage;
+        if reserved > 100 {
+            return Err(invalid(
+                "execution.isolation.priority.normal.reservedPercentage",
+                self.execution_isolation_priority_normal_reserved_percentage
+                    .to_string(),
+                format!(
+                    "must not pass 100 with execution.isolation.priority.critical.\
+                     reservedPercentage ({} %): together they are {reserved} %",
+                    self.execution_isolation_priority_critical_reserved_percentage
+                ),
+            ));
+        }
         if self.circuit_breaker_half_open_success_threshold
             > self.circuit_breaker_half_open_permitted_requests
         {
@@ -500,6 +528,9 @@ pub(crate) struct HotCommandProperties {
     adaptive_max_wait_ms: std::sync::atomic::AtomicU64,
     /// `execution.isolation.adaptive.maxQueueSize`.
     adaptive_max_queue: std::sync::atomic::AtomicU32,
+    /// `execution.isolation.priority.critical.reservedPercentage` (high half) and
+    /// `...normal.reservedPercentage` (low half), read together.
+    priority_reserves: std::sync::atomic::AtomicU64,
     /// The algorithm published last (its discriminant + 1; 0 before the first publish).
     adaptive_kind: std::sync::atomic::AtomicU32,
     /// Bumped twice at every publish (odd while publishing): the limiter rebuilds its
@@ -538,6 +569,8 @@ const DRY_RUN: u32 = 1 << 10;
 const REQUEST_LOG_ENABLED: u32 = 1 << 11;
 const HEDGING: u32 = 1 << 12;
 const ADAPTIVE: u32 = 1 << 13;
+/// A priority reserve is set (`execution.isolation.priority.*.reservedPercentage` above 0).
+const PRIORITIES: u32 = 1 << 14;
 
 /// The admission bound: `cap` (`maxConcurrentRequests`), or the adaptive `limit` if adaptive
 /// limits are on and it is lower.
@@ -560,6 +593,11 @@ impl HotCommandProperties {
             | flag(props.request_log_enabled, REQUEST_LOG_ENABLED)
             | flag(props.hedging_max_attempts > 1, HEDGING)
             | flag(props.execution_isolation_adaptive_enabled, ADAPTIVE)
+            | flag(
+                props.execution_isolation_priority_critical_reserved_percentage > 0
+                    || props.execution_isolation_priority_normal_reserved_percentage > 0,
+                PRIORITIES,
+            )
             | flag(props.execution_timeout_enabled, TIMEOUT_ENABLED)
             | flag(
                 props.execution_isolation_thread_interrupt_on_timeout,
@@ -609,6 +647,11 @@ impl HotCommandProperties {
         );
         self.adaptive_max_queue
             .store(props.execution_isolation_adaptive_max_queue_size, Release);
+        self.priority_reserves.store(
+            u64::from(props.execution_isolation_priority_critical_reserved_percentage) << 32
+                | u64::from(props.execution_isolation_priority_normal_reserved_percentage),
+            Release,
+        );
         // Odd while the admission bound is being published (see set_adaptive_limit).
         self.generation
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
@@ -689,6 +732,14 @@ impl HotCommandProperties {
     pub(crate) fn adaptive_max_wait_ms(&self) -> u64 {
         self.adaptive_max_wait_ms
             .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The priority reserves in percent: CRITICAL's and NORMAL's.
+    pub(crate) fn priority_reserves(&self) -> (u32, u32) {
+        let both = self
+            .priority_reserves
+            .load(std::sync::atomic::Ordering::Acquire);
+        ((both >> 32) as u32, both as u32)
     }
 
     /// `execution.isolation.adaptive.maxQueueSize`.
@@ -813,6 +864,16 @@ impl HotSnapshot {
     #[inline]
     pub(crate) fn adaptive(&self) -> bool {
         self.flags & ADAPTIVE != 0
+    }
+    /// A priority reserve is set (`execution.isolation.priority.*.reservedPercentage`).
+    #[inline]
+    pub(crate) fn prioritized(&self) -> bool {
+        self.flags & PRIORITIES != 0
+    }
+    /// Admission needs more than the semaphore's count: adaptive limits or priority reserves.
+    #[inline]
+    pub(crate) fn admission_extras(&self) -> bool {
+        self.flags & (ADAPTIVE | PRIORITIES) != 0
     }
     /// `execution.timeout.enabled`.
     #[inline]

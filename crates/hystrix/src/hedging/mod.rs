@@ -266,7 +266,7 @@ pub(crate) struct Racer<Running: Interrupt> {
     pub(crate) state: Arc<CommandState>,
     /// It holds an execution permit (SEMAPHORE isolation, or any with adaptive limits), given
     /// back when it is dropped.
-    pub(crate) holds_permit: bool,
+    pub(crate) holds_permit: Option<crate::isolation::priority::Priority>,
 }
 
 impl<Running: Interrupt> Drop for Racer<Running> {
@@ -284,8 +284,8 @@ impl<Running: Interrupt> Drop for Racer<Running> {
             }
             drop(running);
         }
-        if std::mem::take(&mut self.holds_permit) {
-            self.state.release_permit();
+        if let Some(priority) = self.holds_permit.take() {
+            self.state.release_permit(priority);
         }
     }
 }

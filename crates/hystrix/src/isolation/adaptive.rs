@@ -21,6 +21,7 @@ use parking_lot::Mutex;
 
 use crate::clock::Sleep;
 use crate::command::run::Interrupt;
+use crate::isolation::priority::Priority;
 use crate::limit::{AdaptiveAlgorithm, Algorithm, LimitAlgorithm, Sample, Windowed};
 use crate::registry::CommandState;
 
@@ -136,16 +137,28 @@ impl Limiter {
         }
     }
 
-    /// A permit was given back while executions wait: the longest waiter tries for it.
+    /// A permit was given back while executions wait: the longest waiter tries for it, or
+    /// every waiter (`all`: under priority reserves the longest may be of a class the place
+    /// is not for).
     #[cold]
-    pub(crate) fn wake_one(&self) {
-        self.released.notify_one();
+    pub(crate) fn wake(&self, all: bool) {
+        if all {
+            self.released.notify_waiters();
+        } else {
+            self.released.notify_one();
+        }
     }
 
-    /// Waits for an execution permit of `state` until `until_ms` on its clock, in the queue of
-    /// waiters if it has room. Returns the number in flight with this one (its permit taken:
-    /// give it back as any), or `None` when the queue was full or the time passed.
-    pub(crate) async fn wait_for_permit(&self, state: &CommandState, until_ms: u64) -> Option<u32> {
+    /// Waits for an execution permit of `state` for a call of `priority` until `until_ms` on
+    /// its clock, in the queue of waiters if it has room. Returns the number in flight with
+    /// this one (its permit taken: give it back as any), or `None` when the queue was full or
+    /// the time passed.
+    pub(crate) async fn wait_for_permit(
+        &self,
+        state: &CommandState,
+        priority: Priority,
+        until_ms: u64,
+    ) -> Option<u32> {
         let hot = state.properties.hot();
         let waiting = &state.limit_waiting;
         // Joins only while there is room: the count never reads above maxQueueSize, not even
@@ -178,8 +191,7 @@ impl Limiter {
             // after the look wakes this waiter.
             released.as_mut().enable();
             raised.as_mut().enable();
-            let limit = hot.load().semaphore_max;
-            if let Some(in_flight) = state.execution_semaphore.try_take_counted(limit) {
+            if let Some(in_flight) = state.take_permit(&hot.load(), priority) {
                 return Some(in_flight);
             }
             let woken = std::future::poll_fn(|cx| {
@@ -191,8 +203,7 @@ impl Limiter {
             .await;
             if !woken {
                 // The time passed: a last look (a release at the same instant counts).
-                let limit = hot.load().semaphore_max;
-                return state.execution_semaphore.try_take_counted(limit);
+                return state.take_permit(&hot.load(), priority);
             }
         }
     }

@@ -59,12 +59,6 @@ impl Semaphore {
         self.in_use.fetch_sub(1, Ordering::SeqCst);
     }
 
-    /// The guard of a permit already taken with [`try_take`](Semaphore::try_take).
-    #[inline]
-    pub(crate) fn adopt(&self) -> Permit<'_> {
-        Permit { semaphore: self }
-    }
-
     /// Counts one more holder without a limit (a gauge of THREAD-isolated runs).
     #[inline]
     pub(crate) fn enter(&self) -> Permit<'_> {

@@ -30,6 +30,7 @@ use rolling::{RollingCounts, View, gcd};
 use crate::command::ExecutionResult;
 use crate::config::CommandProperties;
 use crate::event::{EventCounts, EventType, MULTIPLE_MASK, THROWS_MASK};
+use crate::isolation::priority::PrioritySnapshot;
 use crate::key::CommandKey;
 
 /// The health counters of outcomes taken out of health (see `CommandCounters::stale`).
@@ -319,6 +320,7 @@ impl CommandCounters {
             total_latency: latency(&self.total_latency),
             circuit_open_duration_ms: None,
             adaptive_limit: None,
+            priorities: None,
         }
     }
 
@@ -388,6 +390,8 @@ pub struct CommandMetrics {
     total_latency: LatencyPercentiles,
     circuit_open_duration_ms: Option<u64>,
     adaptive_limit: Option<AdaptiveLimitSnapshot>,
+    /// Boxed: present only while priority reserves are set.
+    priorities: Option<Box<PrioritySnapshot>>,
 }
 
 /// A command's adaptive concurrency limit at one instant (see
@@ -477,6 +481,20 @@ impl CommandMetrics {
     /// the LIMIT_REJECTED counts ([`rolling_count`](Self::rolling_count)).
     pub fn adaptive_limit(&self) -> Option<AdaptiveLimitSnapshot> {
         self.adaptive_limit
+    }
+
+    /// Executions by [`Priority`](crate::Priority) class: admitted, refused and in flight,
+    /// and the places reserved now; `None` while no reserve is set
+    /// (`execution.isolation.priority.critical.reservedPercentage` and
+    /// `execution.isolation.priority.normal.reservedPercentage` both 0, the default).
+    pub fn priorities(&self) -> Option<PrioritySnapshot> {
+        self.priorities.as_deref().copied()
+    }
+
+    /// With the executions by priority class (see [`priorities`](Self::priorities)).
+    pub(crate) fn with_priorities(mut self, priorities: Option<PrioritySnapshot>) -> Self {
+        self.priorities = priorities.map(Box::new);
+        self
     }
 
     /// With the adaptive limit's state (see [`adaptive_limit`](Self::adaptive_limit)).

@@ -34,8 +34,12 @@
 //! backend of C workers whose capacity moves (a steady 2× overload, a drop of C from 40 to 10
 //! and back, a doubling of the service time), with no limit, static limits and each
 //! algorithm; [`limits::study`] runs a whole sweep and checks the issue's goals.
+//!
+//! The priority scenario (issue 24) is in [`priorities`]: the 2× overload with traffic of
+//! three classes, with and without priority reserves.
 
 pub mod limits;
+pub mod priorities;
 
 use std::collections::HashSet;
 use std::fmt;

@@ -308,6 +308,12 @@ fn command(limiting: Limiting) -> CommandBuilder<Classifier<BackendError>> {
             .property("execution.isolation.adaptive.enabled", true)
             .property("execution.isolation.adaptive.algorithm", algorithm.name()),
     };
+    classify_overload(cmd)
+}
+
+/// `cmd` with the scenarios' classifier: a [`BackendError::Overloaded`] answer says overload
+/// (a drop for the adaptive limit), any other error is plainly retryable.
+pub(super) fn classify_overload(cmd: CommandBuilder) -> CommandBuilder<Classifier<BackendError>> {
     cmd.classify_retry(|error: &BackendError| match error {
         BackendError::Overloaded => RetryAnswer::retry().overloaded(),
         _ => RetryAnswer::retry(),
