@@ -516,6 +516,11 @@ impl CommandState {
         props: &crate::config::HotSnapshot,
         priority: Priority,
     ) -> Option<u32> {
+        if !props.prioritized() && priority == Priority::Normal {
+            return self
+                .execution_semaphore
+                .try_take_counted(props.semaphore_max);
+        }
         let priorities = &self.priorities;
         // Counted in its class before it looks, so a lower class never takes its place as
         // free reserve.

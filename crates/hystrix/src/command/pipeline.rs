@@ -369,21 +369,33 @@ pub(crate) fn permit_refused<E>(
     props: &HotSnapshot,
     rec: &mut Recorder,
 ) -> HystrixError<E> {
-    let in_flight = state.execution_semaphore.in_use();
     if props.prioritized() {
-        state.priorities.count(rec.priority, false);
+        return priority_refused(state, props, rec);
     }
-    if props.prioritized() && rec.priority != Priority::Critical && in_flight < props.semaphore_max
-    {
-        // The bound had room, but the higher classes' reserves held it.
-        let err = permit_refused_as(state, props, rec);
-        return err.with_detail(Detail::PriorityReserve {
+    permit_refused_as(state, props, rec)
+}
+
+/// [`permit_refused`] while priority reserves are set: counted in the class, and told apart
+/// when the bound had room but the higher classes' reserves held it.
+#[cold]
+#[inline(never)]
+fn priority_refused<E>(
+    state: &CommandState,
+    props: &HotSnapshot,
+    rec: &mut Recorder,
+) -> HystrixError<E> {
+    state.priorities.count(rec.priority, false);
+    let in_flight = state.execution_semaphore.in_use();
+    let err = permit_refused_as(state, props, rec);
+    if rec.priority != Priority::Critical && in_flight < props.semaphore_max {
+        err.with_detail(Detail::PriorityReserve {
             priority: rec.priority,
             bound: props.semaphore_max,
             in_flight,
-        });
+        })
+    } else {
+        err
     }
-    permit_refused_as(state, props, rec)
 }
 
 /// SEMAPHORE_REJECTED, or LIMIT_REJECTED when the adaptive limit is below
@@ -393,18 +405,18 @@ fn permit_refused_as<E>(
     props: &HotSnapshot,
     rec: &mut Recorder,
 ) -> HystrixError<E> {
-    let limit = state.properties.hot().adaptive_limit();
-    if props.adaptive()
-        && limit
+    if props.adaptive() {
+        let limit = state.properties.hot().adaptive_limit();
+        if limit
             < state
                 .properties
                 .load()
                 .execution_isolation_semaphore_max_concurrent_requests
-    {
-        limit_rejected(state, rec, limit)
-    } else {
-        semaphore_rejected(state, rec, props.semaphore_max)
+        {
+            return limit_rejected(state, rec, limit);
+        }
     }
+    semaphore_rejected(state, rec, props.semaphore_max)
 }
 
 /// Step 3: the adaptive limit refused the execution. Not a health error (the breaker's ticket
