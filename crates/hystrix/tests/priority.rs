@@ -444,3 +444,51 @@ fn the_tower_layer_reads_each_requests_priority() {
     assert_eq!(by_class.critical, class(0, 1, 0));
     assert_eq!(by_class.normal, class(0, 0, 1));
 }
+
+#[test]
+fn a_stream_execution_holds_its_class_while_it_runs() {
+    use futures::StreamExt;
+
+    let test = TestRegistry::new();
+    let cmd = reserved("Streamed", 2, 50, 0)
+        .build_in(test.registry())
+        .unwrap();
+    let run = || {
+        futures::stream::iter([Ok::<u32, DependencyError>(1)])
+            .chain(futures::stream::pending())
+            .boxed()
+    };
+    let mut stream = Box::pin(
+        cmd.run_stream(run())
+            .priority(Priority::Sheddable)
+            .to_observable(),
+    );
+    assert!(matches!(
+        poll_once(std::pin::pin!(stream.next())),
+        Poll::Ready(Some(Ok(1)))
+    ));
+    // 1 of 2 places is CRITICAL's, the other held by the stream: another SHEDDABLE one is
+    // refused at once.
+    let mut refused = Box::pin(
+        cmd.run_stream(run())
+            .priority(Priority::Sheddable)
+            .to_observable(),
+    );
+    let Poll::Ready(Some(Err(err))) = poll_once(std::pin::pin!(refused.next())) else {
+        panic!("refused at once")
+    };
+    assert!(
+        err.to_string().contains("as a SHEDDABLE execution (1 of 2"),
+        "{err}"
+    );
+    assert_eq!(
+        cmd.metrics().priorities().unwrap().sheddable,
+        class(1, 1, 1)
+    );
+    drop(stream);
+    assert_eq!(
+        cmd.metrics().priorities().unwrap().sheddable,
+        class(0, 1, 1)
+    );
+    assert_eq!(cmd.metrics().current_concurrent_execution_count(), 0);
+}

@@ -254,6 +254,14 @@ impl<C, S, FB> StreamExecution<'_, C, S, FB> {
         self
     }
 
+    /// Gives this call a class under pressure (NORMAL by default); see
+    /// [`Execution::priority`](crate::Execution::priority). The class holds its place while
+    /// the stream runs.
+    pub fn priority(mut self, priority: crate::Priority) -> Self {
+        self.options = std::mem::take(&mut self.options).with_priority(priority);
+        self
+    }
+
     /// What to journal if this call is short-circuited; see
     /// [`Execution::journal`](crate::Execution::journal).
     pub fn journal(mut self, description: impl Into<String>) -> Self {
