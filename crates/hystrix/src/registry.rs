@@ -442,6 +442,9 @@ pub(crate) struct CommandState {
     pub(crate) limiter: Box<crate::isolation::adaptive::Limiter>,
     /// Executions waiting for a place under the adaptive limit: every release reads it.
     pub(crate) limit_waiting: AtomicU32,
+    /// Client-side adaptive throttling: the window's counts and the draws' random source
+    /// (boxed: off the hot path).
+    pub(crate) throttle: Box<crate::throttle::Throttle>,
 }
 
 impl CommandState {
@@ -486,6 +489,11 @@ impl CommandState {
                     queued: self.limit_waiting.load(Ordering::Acquire),
                 }
             }))
+            .with_throttle(
+                hot.load()
+                    .throttle()
+                    .then(|| self.throttle.snapshot(hot, self.env.clock.now_ms())),
+            )
     }
 
     /// Executions of this key whose user code runs now: SEMAPHORE permits held or runs on pool
@@ -1061,6 +1069,10 @@ impl Registry {
             hedging: Box::default(),
             limiter: Box::default(),
             limit_waiting: AtomicU32::new(0),
+            throttle: Box::new(crate::throttle::Throttle::new(random_seed_of(
+                self.inner.env.random_seed,
+                &key,
+            ))),
         });
         if state.extras.shared.is_some() {
             self.start_store_rounds(&state);

@@ -329,6 +329,29 @@ property_table! {
     /// GRADIENT2 adds to its estimate. Default 4 (as concurrency-limits'). Dynamic.
     execution_isolation_adaptive_gradient2_queue_size: u32 = 4;
         "execution.isolation.adaptive.gradient2.queueSize", Dynamic, Any, no_check;
+    /// `execution.throttle.enabled` (our extension): client-side adaptive throttling (Google
+    /// SRE book, "Handling Overload"): before it runs, each attempt is refused locally
+    /// (THROTTLED, to the fallback) with probability max(0, (requests − K × accepts) /
+    /// (requests + 1)) over the last `execution.throttle.windowInMilliseconds` (see
+    /// [`throttle`](crate::throttle)). Default false. Dynamic.
+    execution_throttle_enabled: bool = false;
+        "execution.throttle.enabled", Dynamic, Any, no_check;
+    /// `execution.throttle.multiplier` (our extension): K, how many requests per accept the
+    /// backend may receive before attempts are throttled; a finite number of at least 1.0
+    /// (lower throttles sooner). Default 2.0 (Google SRE book, Handling Overload: K = 2).
+    /// Dynamic.
+    execution_throttle_multiplier: f64 = 2.0;
+        "execution.throttle.multiplier", Dynamic, Any, multiplier;
+    /// `execution.throttle.windowInMilliseconds` (our extension): the rolling window of the
+    /// requests and accepts, in ms, at least 1. Default 120000 (the SRE book's two minutes).
+    /// Dynamic: a change starts a new, empty window.
+    execution_throttle_window_in_milliseconds: u64 = 120_000;
+        "execution.throttle.windowInMilliseconds", Dynamic, Any, positive_ms;
+    /// `execution.throttle.numBuckets` (our extension): buckets of the throttling window (the
+    /// bucket filling counts at once); must divide the window evenly; 1 to 1000. Default 20
+    /// (6 s buckets). Dynamic: a change starts a new, empty window.
+    execution_throttle_num_buckets: u32 = 20;
+        "execution.throttle.numBuckets", Dynamic, Any, bucket_count;
 }
 
 fn hedging_max_attempts(v: &u32) -> Result<(), String> {
@@ -386,32 +409,36 @@ impl CommandProperties {
             value,
             reason,
         };
-        if self.metrics_rolling_stats_time_in_milliseconds
-            % u64::from(self.metrics_rolling_stats_num_buckets)
-            != 0
-        {
-            return Err(invalid(
-                "metrics.rollingStats.numBuckets",
-                self.metrics_rolling_stats_num_buckets.to_string(),
-                format!(
-                    "must divide metrics.rollingStats.timeInMilliseconds ({} ms) evenly",
-                    self.metrics_rolling_stats_time_in_milliseconds
-                ),
-            ));
-        }
-        if self.metrics_rolling_percentile_time_in_milliseconds
-            % u64::from(self.metrics_rolling_percentile_num_buckets)
-            != 0
-        {
-            return Err(invalid(
-                "metrics.rollingPercentile.numBuckets",
-                self.metrics_rolling_percentile_num_buckets.to_string(),
-                format!(
-                    "must divide metrics.rollingPercentile.timeInMilliseconds ({} ms) evenly",
-                    self.metrics_rolling_percentile_time_in_milliseconds
-                ),
-            ));
-        }
+        // A window of buckets: the buckets must divide it evenly.
+        let must_divide = |buckets_name: &str, buckets: u32, window_name: &str, window_ms: u64| {
+            if window_ms % u64::from(buckets) == 0 {
+                Ok(())
+            } else {
+                Err(invalid(
+                    buckets_name,
+                    buckets.to_string(),
+                    format!("must divide {window_name} ({window_ms} ms) evenly"),
+                ))
+            }
+        };
+        must_divide(
+            "metrics.rollingStats.numBuckets",
+            self.metrics_rolling_stats_num_buckets,
+            "metrics.rollingStats.timeInMilliseconds",
+            self.metrics_rolling_stats_time_in_milliseconds,
+        )?;
+        must_divide(
+            "metrics.rollingPercentile.numBuckets",
+            self.metrics_rolling_percentile_num_buckets,
+            "metrics.rollingPercentile.timeInMilliseconds",
+            self.metrics_rolling_percentile_time_in_milliseconds,
+        )?;
+        must_divide(
+            "execution.throttle.numBuckets",
+            self.execution_throttle_num_buckets,
+            "execution.throttle.windowInMilliseconds",
+            self.execution_throttle_window_in_milliseconds,
+        )?;
         let window_ms = self.metrics_rolling_stats_time_in_milliseconds;
         let interval_ms = self.metrics_health_snapshot_interval_in_milliseconds;
         if window_ms % interval_ms != 0 || window_ms / interval_ms > u64::from(MAX_BUCKETS) {
@@ -500,6 +527,12 @@ pub(crate) struct HotCommandProperties {
     adaptive_max_wait_ms: std::sync::atomic::AtomicU64,
     /// `execution.isolation.adaptive.maxQueueSize`.
     adaptive_max_queue: std::sync::atomic::AtomicU32,
+    /// `execution.throttle.multiplier` (K), as the bits of its `f64`.
+    throttle_multiplier: std::sync::atomic::AtomicU64,
+    /// `execution.throttle.windowInMilliseconds`.
+    throttle_window_ms: std::sync::atomic::AtomicU64,
+    /// `execution.throttle.numBuckets`.
+    throttle_buckets: std::sync::atomic::AtomicU32,
     /// The algorithm published last (its discriminant + 1; 0 before the first publish).
     adaptive_kind: std::sync::atomic::AtomicU32,
     /// Bumped twice at every publish (odd while publishing): the limiter rebuilds its
@@ -538,6 +571,7 @@ const DRY_RUN: u32 = 1 << 10;
 const REQUEST_LOG_ENABLED: u32 = 1 << 11;
 const HEDGING: u32 = 1 << 12;
 const ADAPTIVE: u32 = 1 << 13;
+const THROTTLE: u32 = 1 << 14;
 
 /// The admission bound: `cap` (`maxConcurrentRequests`), or the adaptive `limit` if adaptive
 /// limits are on and it is lower.
@@ -560,6 +594,7 @@ impl HotCommandProperties {
             | flag(props.request_log_enabled, REQUEST_LOG_ENABLED)
             | flag(props.hedging_max_attempts > 1, HEDGING)
             | flag(props.execution_isolation_adaptive_enabled, ADAPTIVE)
+            | flag(props.execution_throttle_enabled, THROTTLE)
             | flag(props.execution_timeout_enabled, TIMEOUT_ENABLED)
             | flag(
                 props.execution_isolation_thread_interrupt_on_timeout,
@@ -609,6 +644,12 @@ impl HotCommandProperties {
         );
         self.adaptive_max_queue
             .store(props.execution_isolation_adaptive_max_queue_size, Release);
+        self.throttle_multiplier
+            .store(props.execution_throttle_multiplier.to_bits(), Release);
+        self.throttle_window_ms
+            .store(props.execution_throttle_window_in_milliseconds, Release);
+        self.throttle_buckets
+            .store(props.execution_throttle_num_buckets, Release);
         // Odd while the admission bound is being published (see set_adaptive_limit).
         self.generation
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
@@ -695,6 +736,30 @@ impl HotCommandProperties {
     pub(crate) fn adaptive_max_queue(&self) -> u32 {
         self.adaptive_max_queue
             .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// `execution.throttle.enabled`, read apart from a snapshot (where an attempt's end is
+    /// decided).
+    #[inline]
+    pub(crate) fn throttle(&self) -> bool {
+        self.flags.load(std::sync::atomic::Ordering::Acquire) & THROTTLE != 0
+    }
+
+    /// `execution.throttle.multiplier` (K).
+    pub(crate) fn throttle_multiplier(&self) -> f64 {
+        f64::from_bits(
+            self.throttle_multiplier
+                .load(std::sync::atomic::Ordering::Acquire),
+        )
+    }
+
+    /// `execution.throttle.windowInMilliseconds` and `execution.throttle.numBuckets`.
+    pub(crate) fn throttle_window(&self) -> (u64, u32) {
+        use std::sync::atomic::Ordering::Acquire;
+        (
+            self.throttle_window_ms.load(Acquire),
+            self.throttle_buckets.load(Acquire),
+        )
     }
 
     /// How many times the properties were published: a change means they may differ.
@@ -813,6 +878,11 @@ impl HotSnapshot {
     #[inline]
     pub(crate) fn adaptive(&self) -> bool {
         self.flags & ADAPTIVE != 0
+    }
+    /// `execution.throttle.enabled`.
+    #[inline]
+    pub(crate) fn throttle(&self) -> bool {
+        self.flags & THROTTLE != 0
     }
     /// `execution.timeout.enabled`.
     #[inline]
