@@ -5,11 +5,14 @@
 //! cargo run -p hystrix-rs --release --features sim --example sim -- <name>...    # runs those
 //! cargo run -p hystrix-rs --release --features sim --example sim -- all --seed 7
 //! cargo run -p hystrix-rs --release --features sim --example sim -- limit-study [limit-overload|limit-capacity-drop|limit-slowdown]...
+//! cargo run -p hystrix-rs --release --features sim --example sim -- throttle-study
 //! ```
 //!
 //! `limit-study` runs the adaptive limit scenarios' whole sweeps (no limit, static limits,
 //! each algorithm: `hystrix::testing::sim::scenarios::limits`) and prints their Markdown
-//! tables and goals, as in BENCHMARKS.md.
+//! tables and goals, as in BENCHMARKS.md. `throttle-study` runs the adaptive throttling
+//! scenario (`hystrix::testing::sim::scenarios::throttle`: off, K = 2, 1.5, 1.2, 1.1) and
+//! prints its Markdown table.
 //!
 //! The scenarios are `hystrix::testing::sim::scenarios`; one seed gives one table, on any
 //! machine. The measures some scenarios add are printed below it.
@@ -18,7 +21,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use hystrix::testing::sim;
-use hystrix::testing::sim::scenarios::{self, limits};
+use hystrix::testing::sim::scenarios::{self, limits, throttle};
 
 fn usage() -> String {
     let mut out = String::from(
@@ -38,7 +41,9 @@ fn usage() -> String {
     }
     out.push_str(
         "\nlimit-study [scenario]...: the adaptive limit sweeps (limit-overload, \
-         limit-capacity-drop, limit-slowdown; all three by default) as Markdown\n",
+         limit-capacity-drop, limit-slowdown; all three by default) as Markdown\n\
+         throttle-study: the adaptive throttling scenario (off, K = 2, 1.5, 1.2, 1.1) as \
+         Markdown\n",
     );
     out
 }
@@ -106,6 +111,24 @@ fn main() -> ExitCode {
     }
     if names[0] == "limit-study" {
         return limit_study(&names[1..], seed);
+    }
+    if names[0] == "throttle-study" {
+        let started = Instant::now();
+        return match throttle::study(seed) {
+            Ok(reports) => {
+                eprintln!(
+                    "throttle: {} runs in {:.2} s real",
+                    reports.len(),
+                    started.elapsed().as_secs_f64()
+                );
+                println!("{}", throttle::markdown(&reports));
+                ExitCode::SUCCESS
+            }
+            Err(err) => {
+                eprintln!("throttle: {err}");
+                ExitCode::FAILURE
+            }
+        };
     }
     let chosen: Vec<&scenarios::Scenario> = if names.iter().any(|name| name == "all") {
         scenarios::SCENARIOS.iter().collect()

@@ -34,8 +34,13 @@
 //! backend of C workers whose capacity moves (a steady 2× overload, a drop of C from 40 to 10
 //! and back, a doubling of the service time), with no limit, static limits and each
 //! algorithm; [`limits::study`] runs a whole sweep and checks the goals.
+//!
+//! The adaptive throttling scenario (`throttle-*`) is in [`throttle`]: a backend that refuses
+//! calls beyond its capacity at once, offered 3× that capacity, without throttling and with
+//! K = 2 and K = 1.1; [`throttle::study`] runs the three.
 
 pub mod limits;
+pub mod throttle;
 
 use std::collections::HashSet;
 use std::fmt;
