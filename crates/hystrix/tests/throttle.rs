@@ -405,3 +405,102 @@ fn invalid_throttling_properties_are_refused_with_their_name() {
     call(&cmd, Some("503"));
     assert_eq!(snapshot(&cmd).probability, 0.5);
 }
+
+#[test]
+fn a_stream_command_is_throttled_too() {
+    use futures::StreamExt;
+
+    let test = TestRegistry::new();
+    // p = (10 - 1) / 11 at first.
+    let cmd = counted(&test, "Stream", 10, 1, 1.0);
+    let mut throttled = 0;
+    for _ in 0..10 {
+        let mut values = cmd
+            .run_stream(futures::stream::iter([Ok::<u32, DependencyError>(1)]))
+            .fallback_stream(|_| futures::stream::iter([Ok::<u32, DependencyError>(99)]))
+            .to_observable();
+        let got: Vec<u32> =
+            futures::executor::block_on((&mut values).map(Result::unwrap).collect());
+        let events = values.execution_result().unwrap().execution_events();
+        if events.contains(EventType::Throttled) {
+            assert_eq!(got, [99]);
+            assert_eq!(
+                events.to_string(),
+                "FALLBACK_EMIT, FALLBACK_SUCCESS, THROTTLED"
+            );
+            throttled += 1;
+        } else {
+            assert_eq!(got, [1]);
+        }
+    }
+    // Exact with the seed; each execution is one request.
+    assert_eq!(throttled, 9);
+    assert_eq!(snapshot(&cmd).requests, 20);
+    assert_eq!(snapshot(&cmd).accepts, 1 + 10 - throttled);
+}
+
+#[cfg(feature = "tower")]
+#[test]
+fn the_tower_layer_is_throttled_too() {
+    use tower::{Layer, Service, ServiceExt};
+
+    let test = TestRegistry::new();
+    // The key's counts, through a definition whose errors say overload: p = (10 - 1) / 11.
+    counted(&test, "Tower", 10, 1, 1.0);
+    let plain = builder("Tower").build_in(test.registry()).unwrap();
+    let inner = tower::service_fn(|_: u32| async { Ok::<_, hystrix::BoxError>(1u32) });
+    let mut svc = hystrix::tower::HystrixLayer::new(plain.clone()).layer(inner);
+    let mut throttled = 0;
+    for request in 0..10 {
+        match futures::executor::block_on(async { svc.ready().await?.call(request).await }) {
+            Ok(value) => assert_eq!(value, 1),
+            Err(err) => {
+                assert_eq!(err.failure_type(), FailureType::Throttled);
+                throttled += 1;
+            }
+        }
+    }
+    assert_eq!(throttled, 8);
+    assert_eq!(snapshot(&plain).requests, 20);
+}
+
+#[test]
+fn the_properties_come_from_environment_variables_and_files_too() {
+    let test = TestRegistry::new();
+    let properties = test.registry().properties();
+    properties
+        .load_env_from([
+            (
+                "HYSTRIX__command__Sourced__execution__throttle__enabled",
+                "true",
+            ),
+            (
+                "HYSTRIX__command__Sourced__execution__throttle__multiplier",
+                "1.5",
+            ),
+        ])
+        .unwrap();
+    #[cfg(feature = "config-files")]
+    properties
+        .load_text(
+            "app.properties",
+            hystrix::config::FileFormat::Properties,
+            "hystrix.command.Sourced.execution.throttle.windowInMilliseconds=60000\n\
+             hystrix.command.Sourced.execution.throttle.numBuckets=12\n",
+        )
+        .unwrap();
+    let props = properties.command(&hystrix::CommandKey::new("Sourced").unwrap());
+    assert!(props.execution_throttle_enabled);
+    assert_eq!(props.execution_throttle_multiplier, 1.5);
+    #[cfg(feature = "config-files")]
+    assert_eq!(
+        (
+            props.execution_throttle_window_in_milliseconds,
+            props.execution_throttle_num_buckets
+        ),
+        (60_000, 12)
+    );
+    let cmd = throttled(&test, "Sourced", 1.5);
+    call(&cmd, Some("503"));
+    assert_eq!(snapshot(&cmd).probability, 0.5);
+}
