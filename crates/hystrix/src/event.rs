@@ -260,7 +260,8 @@ pub(crate) const THROWS_MASK: u32 = EventType::BadRequest.bit()
 /// The events of one execution: a set in declaration order, plus counts for the events that can
 /// happen many times, as Hystrix's `EventCounts`: `EMIT`, `FALLBACK_EMIT`, `COLLAPSED`, and,
 /// in an execution of several attempts (retry, hedging), `FAILURE`, `TIMEOUT`,
-/// `THREAD_POOL_REJECTED`, `SEMAPHORE_REJECTED`, `RETRY`, `HEDGE` and `HEDGE_CANCELLED` (e.g.
+/// `THREAD_POOL_REJECTED`, `SEMAPHORE_REJECTED`, `RETRY`, `HEDGE`, `HEDGE_CANCELLED`,
+/// `LIMIT_REJECTED` and `THROTTLED` (e.g.
 /// `FAILUREx2, SUCCESS, RETRYx2`).
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct EventCounts {

@@ -204,8 +204,8 @@ property_table! {
     /// [`RetryJitter`](crate::retry::RetryJitter)). Default `NONE`. Dynamic.
     retry_backoff_jitter: crate::retry::RetryJitter = crate::retry::RetryJitter::None;
         "retry.backoff.jitter", Dynamic, Any, no_check;
-    /// `retry.onRejection` (our extension): also retry executions the semaphore or the thread
-    /// pool rejected. Default false. Dynamic.
+    /// `retry.onRejection` (our extension): also retry executions the semaphore, the thread
+    /// pool, the adaptive limit or adaptive throttling refused. Default false. Dynamic.
     retry_on_rejection: bool = false;
         "retry.onRejection", Dynamic, Any, no_check;
     /// `retry.budget.percent` (our extension): retries may be at most this percentage (0 to
