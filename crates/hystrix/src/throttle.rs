@@ -11,7 +11,7 @@
 //!   throttled;
 //! - **accepts**: attempts that ran and that the backend did not reject as overloaded, i.e.
 //!   whose error, if any, the classifier's retry answer does not mark
-//!   [`overloaded`](crate::RetryAnswer::overloaded) (a success, a failure of another kind, a
+//!   [`overloaded`](crate::retry::RetryAnswer::overloaded) (a success, a failure of another kind, a
 //!   timeout, a panic: all accepts).
 //!
 //! Before an attempt runs it is refused locally (THROTTLED) with probability
