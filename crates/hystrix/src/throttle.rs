@@ -29,7 +29,9 @@
 //! not drawn for) and before the execution permit, the adaptive limit and the pool, so a
 //! throttled attempt takes no permit and no place (nothing to give back); its breaker ticket is
 //! given back, as for LIMIT_REJECTED. A hedge is drawn for too, before it asks the breaker; a
-//! throttled hedge is skipped silently (counted as a request, as any throttled attempt).
+//! throttled hedge is skipped silently (counted as a request, as any throttled attempt). An
+//! attempt that lost a hedging race is cancelled before its end is decided: it is counted
+//! neither as a request nor as an accept (the winner is).
 //!
 //! The draws come from a seeded source: each draw seeds a generator from a per-key counter
 //! started from [`RegistryBuilder::random_seed`](crate::RegistryBuilder::random_seed) (mixed

@@ -504,3 +504,67 @@ fn the_properties_come_from_environment_variables_and_files_too() {
     call(&cmd, Some("503"));
     assert_eq!(snapshot(&cmd).probability, 0.5);
 }
+
+#[test]
+fn a_hedge_is_drawn_for_and_a_throttled_one_is_skipped() {
+    let test = TestRegistry::new();
+    let cmd = builder("Hedged")
+        .property("execution.throttle.enabled", true)
+        .property("execution.throttle.multiplier", 1_000.0)
+        .property("hedging.maxAttempts", 2)
+        .property("hedging.delayInMilliseconds", 100)
+        .property("execution.isolation.thread.timeoutInMilliseconds", 10_000)
+        .classify_retry(overload_on_503)
+        .build_in(test.registry())
+        .unwrap();
+    // 5 requests, 4 accepts, then K = 1: p = 1/6 at first.
+    for error in [None, None, None, None, Some("503")] {
+        call(&cmd, error);
+    }
+    set(&test, "Hedged", "execution.throttle.multiplier", 1.0);
+    let clock = Arc::clone(test.registry().clock());
+    let mut events = Vec::new();
+    for _ in 0..6 {
+        let clock = Arc::clone(&clock);
+        let made = Arc::new(AtomicU32::new(0));
+        // The first attempt takes 500 ms, a hedge 50 ms; both answer.
+        let outcome = common::drive(
+            &test,
+            cmd.run_async_retryable(move || {
+                let ms = if made.fetch_add(1, Ordering::Relaxed) == 0 {
+                    500
+                } else {
+                    50
+                };
+                let clock = Arc::clone(&clock);
+                async move {
+                    hystrix::clock::sleep(&clock, Duration::from_millis(ms)).await;
+                    Ok::<u32, DependencyError>(1)
+                }
+            })
+            .execute_async_outcome(),
+        );
+        events.push(outcome.execution_result().execution_events().to_string());
+    }
+    // Exact with the seed: a throttled hedge leaves the first attempt to finish alone; a
+    // throttled first attempt ends the execution (no fallback here).
+    assert_eq!(
+        events,
+        [
+            "SUCCESS",
+            "SUCCESS",
+            "SUCCESS",
+            "SUCCESS, HEDGE, HEDGE_CANCELLED",
+            "SUCCESS, HEDGE, HEDGE_CANCELLED",
+            "FALLBACK_MISSING, THROTTLED",
+        ]
+    );
+    // Requests: a first attempt and its throttled hedge, 2 each (one accept); a won hedge, 1
+    // (an accept; the cancelled loser never ended, so it is not counted); a throttled first
+    // attempt, 1.
+    let counts = snapshot(&cmd);
+    assert_eq!(
+        (counts.requests, counts.accepts),
+        (5 + 3 * 2 + 2 + 1, 4 + 3 + 2)
+    );
+}
