@@ -312,6 +312,41 @@
     }).join(' '));
   }
 
+  // Client-side adaptive throttling (throttleProbability and rollingCountThrottled of our
+  // stream): the probability with which the next attempt is refused locally, and the attempts
+  // it refused per second over the rolling window. Hidden while the command has no throttling
+  // and throttled nothing in the window.
+  function throttleLine(tile) {
+    var line = el('div', 'limit throttle');
+    line.title = 'Adaptive throttling (Google SRE book, Handling Overload): the probability max(0, (requests \u2212 K\u00b7accepts) / (requests + 1)) with which the next attempt is refused locally, and the attempts it refused per second over the rolling window';
+    line.appendChild(document.createTextNode('Throttle p '));
+    var p = el('b', null, '\u2013');
+    p.dataset.field = 'throttleProbability';
+    line.appendChild(p);
+    line.appendChild(document.createTextNode(' \u00b7 throttled '));
+    var rate = el('b', null, '0.0');
+    rate.dataset.field = 'throttledRate';
+    line.appendChild(rate);
+    line.appendChild(document.createTextNode('/s'));
+    line.hidden = true;
+    tile.throttle = line;
+    return line;
+  }
+
+  // Shows the throttling line: `probability` is null when the command has no throttling.
+  function showThrottle(tile, probability, throttled, throttledRate) {
+    var node = tile.node;
+    var on = probability !== null;
+    tile.throttle.hidden = !on && throttled === 0;
+    tile.throttle.classList.toggle('zero', throttled === 0);
+    node.dataset.throttled = String(throttled);
+    node.dataset.throttledRate = oneDecimal(throttledRate);
+    setField(tile, 'throttledRate', oneDecimal(throttledRate));
+    if (on) node.dataset.throttleProbability = probability.toFixed(2);
+    else delete node.dataset.throttleProbability;
+    setField(tile, 'throttleProbability', on ? probability.toFixed(2) : '\u2013');
+  }
+
   function commandTile(kind, name) {
     var tile = newTile(kind, name);
     var health = el('span', 'health');
@@ -376,6 +411,7 @@
     tile.node.appendChild(tile.hedges);
     tile.node.appendChild(limitLine(tile));
     tile.node.appendChild(priorityLine(tile));
+    tile.node.appendChild(throttleLine(tile));
 
     tile.node.appendChild(grid('counters', COMMAND_COUNTERS.map(function (c) {
       return cell(c[0], c[1], c[2], c[1].replace(/ /g, '-'));
@@ -506,6 +542,8 @@
       num(m.adaptiveLimitQueued), num(m.rollingCountLimitRejected),
       ratePerSecond(m.rollingCountLimitRejected, windowMs));
     showPriorities(tile, m);
+    showThrottle(tile, typeof m.throttleProbability === 'number' ? m.throttleProbability : null,
+      num(m.rollingCountThrottled), ratePerSecond(m.rollingCountThrottled, windowMs));
     setField(tile, 'errorPercentage', String(v.errorPercentage));
     setField(tile, 'circuit', circuit[1]);
     tile.forced.textContent = m.propertyValue_circuitBreakerForceClosed === true ? ' [Forced Closed]' : '';

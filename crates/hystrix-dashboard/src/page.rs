@@ -17,8 +17,11 @@
 //! adaptive concurrency limit a line of the limit, its executions in flight, its queue and its
 //! refusals per second (`adaptiveLimit`, `adaptiveLimitInFlight`, `adaptiveLimitQueued`, and
 //! `rollingCountLimitRejected` over the rolling window) with a sparkline of the limit over the
-//! last 60 messages (hidden while the command has no adaptive limit and refused nothing), the
-//! rolling counters by outcome in Hystrix's colours, latency mean and percentiles), per thread
+//! last 60 messages (hidden while the command has no adaptive limit and refused nothing), for a
+//! command with adaptive throttling a line of its throttling probability and the attempts it
+//! throttled per second (`throttleProbability`, and `rollingCountThrottled` over the rolling
+//! window; hidden while the command has no throttling and throttled nothing), the rolling
+//! counters by outcome in Hystrix's colours, latency mean and percentiles), per thread
 //! pool and per collapser, sorted as the Hystrix Dashboard sorts (error then volume by
 //! default).
 //!

@@ -3,7 +3,7 @@
 //!
 //! | metric | type | labels |
 //! |---|---|---|
-//! | `hystrix_command_events_total` | counter (cumulative) | `command`, `group`, `event` (snake_case event type, our extensions included: `ignored`, `would_short_circuit`, `retry`, `retry_budget_exhausted`, `hedge`, `hedge_cancelled`, `limit_rejected`) |
+//! | `hystrix_command_events_total` | counter (cumulative) | `command`, `group`, `event` (snake_case event type, our extensions included: `ignored`, `would_short_circuit`, `retry`, `retry_budget_exhausted`, `hedge`, `hedge_cancelled`, `limit_rejected`, `throttled`) |
 //! | `hystrix_command_latency_execute_seconds` | summary | `command`, `group`, `quantile` |
 //! | `hystrix_command_latency_total_seconds` | summary | `command`, `group`, `quantile` |
 //! | `hystrix_command_concurrent_executions` | gauge | `command`, `group` |
@@ -14,6 +14,9 @@
 //! | `hystrix_command_priority_in_flight` | gauge, executions (commands with a priority reserve) | `command`, `group`, `class` (`critical`, `normal`, `sheddable`) |
 //! | `hystrix_command_priority_admitted_total` | counter (while a reserve is set) | `command`, `group`, `class` |
 //! | `hystrix_command_priority_refused_total` | counter (while a reserve is set) | `command`, `group`, `class` |
+//! | `hystrix_command_throttle_probability` | gauge 0-1 (commands with adaptive throttling on) | `command`, `group` |
+//! | `hystrix_command_throttle_requests` | gauge, attempts in the throttling window (commands with adaptive throttling on) | `command`, `group` |
+//! | `hystrix_command_throttle_accepts` | gauge, attempts in the throttling window (commands with adaptive throttling on) | `command`, `group` |
 //! | `hystrix_circuit_breaker_state` | gauge 0/1 per state | `command`, `group`, `state` |
 //! | `hystrix_circuit_breaker_open_keys` | gauge (commands with a breaker per key) | `command`, `group` |
 //! | `hystrix_thread_pool_{active_threads,queue_size,pool_size,max_pool_size,queue_capacity}` | gauge | `thread_pool` |
@@ -38,6 +41,14 @@
 //! not ended and the executions waiting for a place, read at the scrape; a command without
 //! adaptive limits has no series (not a 0, which would read as "refuses everything"). Its
 //! refusals are the `limit_rejected` events of `hystrix_command_events_total`.
+//!
+//! Client-side adaptive throttling (`execution.throttle.enabled`; Google SRE book, Handling
+//! Overload): `hystrix_command_throttle_probability` is the probability with which the next
+//! attempt is throttled, max(0, (requests − K × accepts) / (requests + 1)), and
+//! `hystrix_command_throttle_requests` / `_accepts` the counts of the throttling window
+//! (`execution.throttle.windowInMilliseconds`, the bucket filling included) it comes from,
+//! read at the scrape; a command without throttling has no series. Its refusals are the
+//! `throttled` events of `hystrix_command_events_total`.
 
 use std::fmt::Write as _;
 
@@ -104,6 +115,31 @@ impl Out {
 
 fn seconds(ms: i64) -> f64 {
     ms as f64 / 1000.0
+}
+
+/// A gauge read from a part `S` of a command's metrics: name, help, value.
+type Gauge<S> = (&'static str, &'static str, fn(&S) -> f64);
+
+/// Writes each of `list`'s gauges for the commands whose metrics have the part (`pick`): a
+/// command without it has no series (not a 0).
+fn gauges<S>(
+    out: &mut Out,
+    commands: &[Command],
+    list: &[Gauge<S>],
+    pick: impl Fn(&hystrix::CommandMetrics) -> Option<S>,
+) {
+    for (name, help, value) in list {
+        out.header(name, "gauge", help);
+        for c in commands {
+            if let Some(part) = pick(&c.metrics) {
+                out.sample(
+                    name,
+                    &[("command", &c.key), ("group", &c.group)],
+                    value(&part),
+                );
+            }
+        }
+    }
 }
 
 struct Command {
@@ -252,37 +288,46 @@ pub(crate) fn render(registry: &Registry) -> String {
         );
     }
 
-    type AdaptiveGauge = fn(&hystrix::AdaptiveLimitSnapshot) -> u32;
-    let adaptive: [(&str, &str, AdaptiveGauge); 3] = [
+    let adaptive: [Gauge<hystrix::AdaptiveLimitSnapshot>; 3] = [
         (
             "hystrix_command_adaptive_limit",
             "Commands with adaptive concurrency limits: the limit in force (executions).",
-            |a| a.limit,
+            |a| f64::from(a.limit),
         ),
         (
             "hystrix_command_adaptive_limit_in_flight",
             "Commands with adaptive concurrency limits: executions admitted by the limit, not \
              yet ended.",
-            |a| a.in_flight,
+            |a| f64::from(a.in_flight),
         ),
         (
             "hystrix_command_adaptive_limit_queue_size",
             "Commands with adaptive concurrency limits: executions waiting for a place.",
-            |a| a.queued,
+            |a| f64::from(a.queued),
         ),
     ];
-    for (name, help, value) in adaptive {
-        out.header(name, "gauge", help);
-        for c in &commands {
-            if let Some(limit) = c.metrics.adaptive_limit() {
-                out.sample(
-                    name,
-                    &[("command", &c.key), ("group", &c.group)],
-                    value(&limit),
-                );
-            }
-        }
-    }
+    gauges(&mut out, &commands, &adaptive, |m| m.adaptive_limit());
+    let throttle: [Gauge<hystrix::ThrottleSnapshot>; 3] = [
+        (
+            "hystrix_command_throttle_probability",
+            "Commands with adaptive throttling: the probability (0-1) with which the next \
+             attempt is refused locally.",
+            |t| t.probability,
+        ),
+        (
+            "hystrix_command_throttle_requests",
+            "Commands with adaptive throttling: attempts that ran or were throttled in the \
+             throttling window.",
+            |t| t.requests as f64,
+        ),
+        (
+            "hystrix_command_throttle_accepts",
+            "Commands with adaptive throttling: attempts in the throttling window that the \
+             backend did not reject as overloaded.",
+            |t| t.accepts as f64,
+        ),
+    ];
+    gauges(&mut out, &commands, &throttle, |m| m.throttle());
 
     type ClassValue = fn(&hystrix::ClassCounts) -> u64;
     let by_class: [(&str, &str, &str, ClassValue); 3] = [

@@ -116,6 +116,9 @@ struct CommandMessage<'a> {
     /// Ours, not Hystrix's: executions the adaptive concurrency limit refused.
     #[serde(rename = "rollingCountLimitRejected")]
     limit_rejected: u64,
+    /// Ours, not Hystrix's: attempts client-side adaptive throttling refused locally.
+    #[serde(rename = "rollingCountThrottled")]
+    throttled: u64,
     #[serde(rename = "currentConcurrentExecutionCount")]
     current_concurrent_execution_count: u32,
     #[serde(rename = "rollingMaxConcurrentExecutionCount")]
@@ -187,6 +190,13 @@ struct CommandMessage<'a> {
         skip_serializing_if = "Option::is_none"
     )]
     adaptive_limit_queued: Option<u32>,
+    /// Ours, only for a command with client-side adaptive throttling on: the probability (0
+    /// to 1) with which its next attempt is throttled.
+    #[serde(
+        rename = "throttleProbability",
+        skip_serializing_if = "Option::is_none"
+    )]
+    throttle_probability: Option<f64>,
     /// Ours, only while a priority reserve is set: executions by class.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     priorities: Option<PriorityFields>,
@@ -393,7 +403,8 @@ fn circuit_status(
 /// running after the hedging delay), `rollingCountHedgeCancelled` (HEDGE_CANCELLED: attempts
 /// that lost the race to another attempt's result and were cancelled) and
 /// `rollingCountLimitRejected` (LIMIT_REJECTED: executions the adaptive concurrency limit
-/// refused), fields the real Hystrix Dashboard ignores, in that order after
+/// refused) and `rollingCountThrottled` (THROTTLED: attempts client-side adaptive throttling
+/// refused locally), fields the real Hystrix Dashboard ignores, in that order after
 /// `rollingCountTimeout`. Each attempt of a retried
 /// execution is one request in `requestCount` (what the dependency saw).
 ///
@@ -428,6 +439,11 @@ fn circuit_status(
 /// permit since the key was created, cumulative) and `priorityCriticalReserved`,
 /// `priorityNormalReserved` (places of the bound reserved now). Without a reserve they are
 /// absent.
+/// A command with client-side adaptive throttling on (`execution.throttle.enabled`) ends with
+/// `throttleProbability`: the probability (a number from 0 to 1) with which its next attempt
+/// is throttled, max(0, (requests − K × accepts) / (requests + 1)) over the throttling window
+/// (Google SRE book, Handling Overload), read when the message is made; absent when
+/// throttling is off. Summed by Turbine it means nothing: read it per host.
 pub fn command_json(registry: &Registry, key: &str) -> Option<String> {
     let metrics = registry.command_metrics(key)?;
     let info = registry.command_info(key)?;
@@ -485,6 +501,7 @@ pub fn command_json(registry: &Registry, key: &str) -> Option<String> {
         hedge: rolling(EventType::Hedge),
         hedge_cancelled: rolling(EventType::HedgeCancelled),
         limit_rejected: rolling(EventType::LimitRejected),
+        throttled: rolling(EventType::Throttled),
         current_concurrent_execution_count: metrics.current_concurrent_execution_count(),
         rolling_max_concurrent_execution_count: metrics.rolling_max_concurrent_execution_count(),
         latency_execute_mean: execution.mean,
@@ -527,6 +544,7 @@ pub fn command_json(registry: &Registry, key: &str) -> Option<String> {
         adaptive_limit_in_flight: adaptive.map(|a| a.in_flight),
         adaptive_limit_queued: adaptive.map(|a| a.queued),
         priorities: metrics.priorities().as_ref().map(PriorityFields::of),
+        throttle_probability: metrics.throttle().map(|t| t.probability),
     }))
 }
 

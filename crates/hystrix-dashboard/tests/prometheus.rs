@@ -300,6 +300,18 @@ fn hedges_and_cancelled_hedges_are_events() {
     );
 }
 
+/// Every series of metric `name` is `command`'s.
+fn assert_only_series_of(metrics: &Exposition, name: &str, command: &str) {
+    assert!(
+        metrics
+            .samples
+            .iter()
+            .filter(|(n, _, _)| n == name)
+            .all(|(_, labels, _)| labels["command"] == command),
+        "{name}"
+    );
+}
+
 #[test]
 fn limit_rejections_are_events_and_the_adaptive_limit_has_gauges() {
     let test = TestRegistry::new();
@@ -328,14 +340,7 @@ fn limit_rejections_are_events_and_the_adaptive_limit_has_gauges() {
     for name in gauges {
         assert_eq!(metrics.types[name], "gauge", "{name}");
         // Only the command with adaptive limits on has series.
-        assert!(
-            metrics
-                .samples
-                .iter()
-                .filter(|(n, _, _)| n == name)
-                .all(|(_, labels, _)| labels["command"] == "Limited"),
-            "{name}"
-        );
+        assert_only_series_of(&metrics, name, "Limited");
     }
 
     // Two in flight of 4, then full with one waiting for a place (a wait of up to 1 s).
@@ -354,6 +359,54 @@ fn limit_rejections_are_events_and_the_adaptive_limit_has_gauges() {
         assert_eq!(off.types[name], "gauge", "{name}: the header stays");
     }
     off.assert_events(limited, &[("limit_rejected", 3.0)]);
+}
+
+#[test]
+fn throttled_attempts_are_events_and_throttling_has_gauges() {
+    let test = TestRegistry::new();
+    common::drive_mixed(&test);
+    let successes = f64::from(common::drive_throttled(&test));
+    let dashboard = Dashboard::builder(test.registry().clone()).build();
+    let throttled = [("command", "Throttled"), ("group", "Shop")];
+    let gauges = [
+        "hystrix_command_throttle_probability",
+        "hystrix_command_throttle_requests",
+        "hystrix_command_throttle_accepts",
+    ];
+    let metrics = parse(&dashboard.render_metrics());
+    metrics.assert_events(
+        throttled,
+        &[
+            ("throttled", 1.0),
+            ("fallback_success", 5.0),
+            ("success", 1.0 + successes),
+            ("failure", 4.0),
+        ],
+    );
+    let (requests, accepts) = (6.0 + successes, 1.0 + successes);
+    let read = |metrics: &Exposition| gauges.map(|name| metrics.value(name, &throttled));
+    assert_eq!(
+        read(&metrics),
+        [(requests - accepts) / (requests + 1.0), requests, accepts]
+    );
+    for name in gauges {
+        assert_eq!(metrics.types[name], "gauge", "{name}");
+        // Only the command with throttling on has series.
+        assert_only_series_of(&metrics, name, "Throttled");
+    }
+    // Turned off: no series, the counter stays.
+    test.registry()
+        .properties()
+        .set(
+            "hystrix.command.Throttled.execution.throttle.enabled",
+            false,
+        )
+        .unwrap();
+    let off = parse(&dashboard.render_metrics());
+    for name in gauges {
+        assert!(off.samples.iter().all(|(n, _, _)| n != name), "{name}");
+    }
+    off.assert_events(throttled, &[("throttled", 1.0)]);
 }
 
 #[test]

@@ -13,7 +13,7 @@ use hystrix_dashboard::stream;
 use serde_json::Value;
 
 /// Hystrix's HystrixCommand keys in its order, each with the JSON type it must have, with our
-/// seven extension counters after `rollingCountTimeout` and our `circuitBreakerStatus` last
+/// eight extension counters after `rollingCountTimeout` and our `circuitBreakerStatus` last
 /// (for a command without a breaker per key or adaptive limits).
 const COMMAND_KEYS: &[(&str, &str)] = &[
     ("type", "string"),
@@ -47,6 +47,7 @@ const COMMAND_KEYS: &[(&str, &str)] = &[
     ("rollingCountHedge", "int"),
     ("rollingCountHedgeCancelled", "int"),
     ("rollingCountLimitRejected", "int"),
+    ("rollingCountThrottled", "int"),
     ("currentConcurrentExecutionCount", "int"),
     ("rollingMaxConcurrentExecutionCount", "int"),
     ("latencyExecute_mean", "int"),
@@ -305,6 +306,7 @@ fn command_message_values_equal_the_snapshot() {
         ("rollingCountHedge", EventType::Hedge),
         ("rollingCountHedgeCancelled", EventType::HedgeCancelled),
         ("rollingCountLimitRejected", EventType::LimitRejected),
+        ("rollingCountThrottled", EventType::Throttled),
     ];
     for (key, event) in counters {
         assert_eq!(msg[key], metrics.rolling_count(event), "{key}");
@@ -411,7 +413,7 @@ fn retries_and_budget_refusals_are_extension_counters() {
     // currentConcurrentExecutionCount.
     assert!(
         json.contains(
-            r#""rollingCountWouldShortCircuit":0,"rollingCountRetry":2,"rollingCountRetryBudgetExhausted":2,"rollingCountHedge":0,"rollingCountHedgeCancelled":0,"rollingCountLimitRejected":0,"currentConcurrentExecutionCount":"#
+            r#""rollingCountWouldShortCircuit":0,"rollingCountRetry":2,"rollingCountRetryBudgetExhausted":2,"rollingCountHedge":0,"rollingCountHedgeCancelled":0,"rollingCountLimitRejected":0,"rollingCountThrottled":0,"currentConcurrentExecutionCount":"#
         ),
         "{json}"
     );
@@ -467,7 +469,7 @@ fn limit_rejections_and_the_adaptive_limit_are_extension_fields() {
     let json = stream::command_json(registry, "Limited").unwrap();
     assert!(
         json.contains(
-            r#""rollingCountHedge":0,"rollingCountHedgeCancelled":0,"rollingCountLimitRejected":3,"currentConcurrentExecutionCount":2,"#
+            r#""rollingCountHedge":0,"rollingCountHedgeCancelled":0,"rollingCountLimitRejected":3,"rollingCountThrottled":0,"currentConcurrentExecutionCount":2,"#
         ),
         "{json}"
     );
@@ -500,6 +502,41 @@ fn limit_rejections_and_the_adaptive_limit_are_extension_fields() {
     let expected: Vec<&str> = COMMAND_KEYS.iter().map(|(k, _)| *k).collect();
     assert_eq!(keys(&msg), expected);
     assert_eq!(msg["rollingCountLimitRejected"], 3);
+}
+
+#[test]
+fn throttled_attempts_and_the_throttle_probability_are_extension_fields() {
+    let test = TestRegistry::new();
+    let registry = test.registry();
+    let successes = common::drive_throttled(&test);
+    test.advance(Duration::from_millis(1_000));
+    let json = stream::command_json(registry, "Throttled").unwrap();
+    let msg = parse(&json);
+    let mut expected: Vec<&str> = COMMAND_KEYS.iter().map(|(k, _)| *k).collect();
+    expected.push("throttleProbability");
+    assert_eq!(keys(&msg), expected);
+    assert_eq!(msg["rollingCountThrottled"], 1);
+    // The throttled one is a request, not an accept.
+    let (requests, accepts) = (6.0 + f64::from(successes), 1.0 + f64::from(successes));
+    assert_eq!(
+        msg["throttleProbability"],
+        (requests - accepts) / (requests + 1.0)
+    );
+    assert!(
+        json.contains(r#""rollingCountLimitRejected":0,"rollingCountThrottled":1,"#),
+        "{json}"
+    );
+    // Turned off: the key is gone (not null).
+    registry
+        .properties()
+        .set(
+            "hystrix.command.Throttled.execution.throttle.enabled",
+            false,
+        )
+        .unwrap();
+    let msg = parse(&stream::command_json(registry, "Throttled").unwrap());
+    assert!(msg.get("throttleProbability").is_none());
+    assert_eq!(msg["rollingCountThrottled"], 1);
 }
 
 #[test]

@@ -328,6 +328,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+// doctest: throttling
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let test = testing::TestRegistry::new();
+    // [README snippet]
+    Ok(())
+}
+
 // doctest: request-context
 use std::net::SocketAddr;
 

@@ -6,11 +6,14 @@
 //! cargo run -p hystrix-rs --release --features sim --example sim -- all --seed 7
 //! cargo run -p hystrix-rs --release --features sim --example sim -- limit-study [limit-overload|limit-capacity-drop|limit-slowdown]...
 //! cargo run -p hystrix-rs --release --features sim --example sim -- priority-study [--seed N]
+//! cargo run -p hystrix-rs --release --features sim --example sim -- throttle-study
 //! ```
 //!
 //! `limit-study` runs the adaptive limit scenarios' whole sweeps (no limit, static limits,
 //! each algorithm: `hystrix::testing::sim::scenarios::limits`) and prints their Markdown
-//! tables and goals, as in BENCHMARKS.md.
+//! tables and goals, as in BENCHMARKS.md. `throttle-study` runs the adaptive throttling
+//! scenario (`hystrix::testing::sim::scenarios::throttle`: off, K = 2, 1.5, 1.2, 1.1) and
+//! prints its Markdown table.
 //!
 //! The scenarios are `hystrix::testing::sim::scenarios`; one seed gives one table, on any
 //! machine. The measures some scenarios add are printed below it.
@@ -19,7 +22,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use hystrix::testing::sim;
-use hystrix::testing::sim::scenarios::{self, limits, priorities};
+use hystrix::testing::sim::scenarios::{self, limits, priorities, throttle};
 
 fn usage() -> String {
     let mut out = String::from(
@@ -41,7 +44,9 @@ fn usage() -> String {
         "\nlimit-study [scenario]...: the adaptive limit sweeps (limit-overload, \
          limit-capacity-drop, limit-slowdown; all three by default) as Markdown\n\
          priority-study: the 2x overload with CRITICAL/NORMAL/SHEDDABLE traffic, with and \
-         without priority reserves, as Markdown\n",
+         without priority reserves, as Markdown\n\
+         throttle-study: the adaptive throttling scenario (off, K = 2, 1.5, 1.2, 1.1) as \
+         Markdown\n",
     );
     out
 }
@@ -83,6 +88,30 @@ fn limit_study(names: &[String], seed: u64) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// Runs a study (its reports, then its Markdown table on stdout; the time on stderr).
+fn print_study<R>(
+    name: &str,
+    study: impl FnOnce() -> Result<Vec<R>, sim::SimError>,
+    markdown: impl FnOnce(&[R]) -> String,
+) -> ExitCode {
+    let started = Instant::now();
+    match study() {
+        Ok(reports) => {
+            eprintln!(
+                "{name}: {} runs in {:.2} s real",
+                reports.len(),
+                started.elapsed().as_secs_f64()
+            );
+            println!("{}", markdown(&reports));
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("{name}: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let mut names = Vec::new();
     let mut seed = scenarios::DEFAULT_SEED;
@@ -110,23 +139,22 @@ fn main() -> ExitCode {
     if names[0] == "limit-study" {
         return limit_study(&names[1..], seed);
     }
-    if names[0] == "priority-study" {
-        let started = Instant::now();
-        return match priorities::study(seed) {
-            Ok(reports) => {
-                eprintln!(
-                    "priority-study: {} runs in {:.2} s real",
-                    reports.len(),
-                    started.elapsed().as_secs_f64()
-                );
-                println!("{}", priorities::markdown(&reports));
-                ExitCode::SUCCESS
-            }
-            Err(err) => {
-                eprintln!("priority-study: {err}");
-                ExitCode::FAILURE
-            }
-        };
+    match names[0].as_str() {
+        "priority-study" => {
+            return print_study(
+                "priority-study",
+                || priorities::study(seed),
+                priorities::markdown,
+            );
+        }
+        "throttle-study" => {
+            return print_study(
+                "throttle-study",
+                || throttle::study(seed),
+                throttle::markdown,
+            );
+        }
+        _ => {}
     }
     let chosen: Vec<&scenarios::Scenario> = if names.iter().any(|name| name == "all") {
         scenarios::SCENARIOS.iter().collect()

@@ -113,6 +113,9 @@ pub enum FailureType {
     RejectedSemaphoreExecution,
     /// The command's adaptive concurrency limit refused the execution (LIMIT_REJECTED).
     RejectedByLimit,
+    /// Client-side adaptive throttling (`execution.throttle.enabled`) refused the attempt
+    /// locally (THROTTLED).
+    Throttled,
     /// A fallback was needed but the fallback semaphore had no free permit.
     RejectedSemaphoreFallback,
     /// The run's error was classified as a bad request: returned as is, no fallback.
@@ -139,6 +142,7 @@ impl FailureType {
             FailureType::RejectedThreadExecution => "REJECTED_THREAD_EXECUTION",
             FailureType::RejectedSemaphoreExecution => "REJECTED_SEMAPHORE_EXECUTION",
             FailureType::RejectedByLimit => "REJECTED_BY_LIMIT",
+            FailureType::Throttled => "THROTTLED",
             FailureType::RejectedSemaphoreFallback => "REJECTED_SEMAPHORE_FALLBACK",
             FailureType::BadRequest => "BAD_REQUEST_EXCEPTION",
             FailureType::Ignored => "IGNORED",
@@ -279,6 +283,8 @@ pub(crate) enum Detail {
         bound: u32,
         in_flight: u32,
     },
+    /// The throttling probability (0 to 1) the attempt was refused with.
+    Throttled(f64),
     ShortCircuit(Option<TripCause>),
     PoolRejected {
         pool: crate::key::ThreadPoolKey,
@@ -414,6 +420,7 @@ impl<E> HystrixError<E> {
             FailureType::ShortCircuit
                 | FailureType::RejectedSemaphoreExecution
                 | FailureType::RejectedByLimit
+                | FailureType::Throttled
                 | FailureType::RejectedThreadExecution
         ) || matches!(
             self.detail,
@@ -421,6 +428,7 @@ impl<E> HystrixError<E> {
                 | Detail::SemaphoreLimit(_)
                 | Detail::AdaptiveLimit(_)
                 | Detail::PriorityReserve { .. }
+                | Detail::Throttled(_)
                 | Detail::PoolRejected { .. }
         )
     }
@@ -483,6 +491,11 @@ impl<E> HystrixError<E> {
                 "was refused as a {priority} execution ({in_flight} of {bound} places in use; \
                  the rest is reserved for higher priorities)"
             ),
+            (Detail::Throttled(probability), _) => format!(
+                "was throttled: refused locally by adaptive throttling, with probability {:.3} \
+                 (the backend rejected too many recent requests as overloaded)",
+                probability
+            ),
             (Detail::PoolRejected { pool, rejection }, _) => {
                 format!("could not be queued for execution on thread pool {pool} ({rejection})")
             }
@@ -529,6 +542,9 @@ impl<E> HystrixError<E> {
                 format!("command.{key}"),
                 "execution.isolation.priority.*.reservedPercentage",
             ),
+            (Detail::Throttled(_), _) => {
+                (format!("command.{key}"), "execution.throttle.multiplier")
+            }
             (Detail::ShortCircuit(_), _) => (
                 format!("command.{key}"),
                 "circuitBreaker.sleepWindowInMilliseconds",

@@ -10,7 +10,7 @@ use crate::key::{CommandKey, GroupKey, ThreadPoolKey};
 /// ([`Ignored`](EventType::Ignored), [`WouldShortCircuit`](EventType::WouldShortCircuit),
 /// [`Retry`](EventType::Retry), [`RetryBudgetExhausted`](EventType::RetryBudgetExhausted),
 /// [`Hedge`](EventType::Hedge), [`HedgeCancelled`](EventType::HedgeCancelled),
-/// [`LimitRejected`](EventType::LimitRejected)).
+/// [`LimitRejected`](EventType::LimitRejected), [`Throttled`](EventType::Throttled)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum EventType {
@@ -77,11 +77,17 @@ pub enum EventType {
     /// waiting `execution.isolation.adaptive.maxWaitInMilliseconds`): the fallback runs. Not
     /// a health error and not a drop for the limit. Terminal for the attempt.
     LimitRejected,
+    /// Client-side adaptive throttling (`execution.throttle.enabled`; Google SRE book,
+    /// "Handling Overload") refused the attempt locally before it ran, with the probability
+    /// max(0, (requests − K × accepts) / (requests + 1)) of its window: the fallback runs. Not
+    /// a health error and not a drop for the adaptive limit; retried like LIMIT_REJECTED
+    /// (`retry.onRejection`). Terminal for the attempt.
+    Throttled,
 }
 
 impl EventType {
     /// Every event type, in declaration order.
-    pub const ALL: [EventType; 26] = [
+    pub const ALL: [EventType; 27] = [
         EventType::Emit,
         EventType::Success,
         EventType::Failure,
@@ -108,6 +114,7 @@ impl EventType {
         EventType::Hedge,
         EventType::HedgeCancelled,
         EventType::LimitRejected,
+        EventType::Throttled,
     ];
 
     /// Number of event types.
@@ -148,6 +155,7 @@ impl EventType {
             EventType::Hedge => "HEDGE",
             EventType::HedgeCancelled => "HEDGE_CANCELLED",
             EventType::LimitRejected => "LIMIT_REJECTED",
+            EventType::Throttled => "THROTTLED",
         }
     }
 
@@ -214,7 +222,7 @@ const REPEATABLE_MASK: u32 = {
 
 /// The events an execution of several attempts can have more than once, by slot in
 /// `EventCounts::repeats`.
-const REPEATABLE: [EventType; 8] = [
+const REPEATABLE: [EventType; 9] = [
     EventType::Failure,
     EventType::Timeout,
     EventType::ThreadPoolRejected,
@@ -223,6 +231,7 @@ const REPEATABLE: [EventType; 8] = [
     EventType::Hedge,
     EventType::HedgeCancelled,
     EventType::LimitRejected,
+    EventType::Throttled,
 ];
 
 /// The slot of a repeatable event in `EventCounts::repeats`.
@@ -236,6 +245,7 @@ const fn repeat_slot(event: EventType) -> Option<usize> {
         EventType::Hedge => Some(5),
         EventType::HedgeCancelled => Some(6),
         EventType::LimitRejected => Some(7),
+        EventType::Throttled => Some(8),
         _ => None,
     }
 }
@@ -250,7 +260,8 @@ pub(crate) const THROWS_MASK: u32 = EventType::BadRequest.bit()
 /// The events of one execution: a set in declaration order, plus counts for the events that can
 /// happen many times, as Hystrix's `EventCounts`: `EMIT`, `FALLBACK_EMIT`, `COLLAPSED`, and,
 /// in an execution of several attempts (retry, hedging), `FAILURE`, `TIMEOUT`,
-/// `THREAD_POOL_REJECTED`, `SEMAPHORE_REJECTED`, `RETRY`, `HEDGE` and `HEDGE_CANCELLED` (e.g.
+/// `THREAD_POOL_REJECTED`, `SEMAPHORE_REJECTED`, `RETRY`, `HEDGE`, `HEDGE_CANCELLED`,
+/// `LIMIT_REJECTED` and `THROTTLED` (e.g.
 /// `FAILUREx2, SUCCESS, RETRYx2`).
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct EventCounts {
@@ -260,7 +271,7 @@ pub struct EventCounts {
     collapsed: u32,
     /// Occurrences beyond the first of the [`REPEATABLE`] events, by slot (at most 255 more:
     /// `retry.maxAttempts` is at most 100).
-    repeats: [u8; 8],
+    repeats: [u8; 9],
 }
 
 impl EventCounts {
@@ -271,7 +282,7 @@ impl EventCounts {
             emits: 0,
             fallback_emits: 0,
             collapsed: 0,
-            repeats: [0; 8],
+            repeats: [0; 9],
         }
     }
 
@@ -564,7 +575,7 @@ mod tests {
         for (i, event) in EventType::ALL.iter().enumerate() {
             assert_eq!(event.index(), i);
         }
-        assert_eq!(EventType::COUNT, 26);
+        assert_eq!(EventType::COUNT, 27);
     }
 
     #[test]

@@ -66,6 +66,9 @@
 //!   `hystrix-dashboard` crate for the Hystrix streams, Prometheus text and the admin routes.
 //! - [`limit`]: adaptive concurrency-limit algorithms ([`limit::Aimd`], [`limit::Vegas`],
 //!   [`limit::Gradient2`]), pure types fed run-time samples.
+//! - [`throttle`]: client-side adaptive throttling (`execution.throttle.*`, Google SRE book,
+//!   "Handling Overload"): attempts refused locally while the backend rejects too many as
+//!   overloaded ([`ThrottleSnapshot`]).
 //! - [`clock`]: the time source; [`testing`]: a registry on a manual clock for your tests.
 
 #![deny(missing_docs)]
@@ -90,6 +93,7 @@ pub mod metrics;
 pub mod registry;
 pub mod retry;
 pub mod testing;
+pub mod throttle;
 #[cfg(feature = "tower")]
 pub mod tower;
 
@@ -114,7 +118,9 @@ pub use event::{EventCounts, EventNotifier, EventType, ExecutionHook};
 pub use isolation::priority::{ClassCounts, Priority, PrioritySnapshot, UnknownPriority};
 pub use isolation::thread_pool::ThreadPoolMetrics;
 pub use key::{CommandKey, GroupKey, ThreadPoolKey};
-pub use metrics::{AdaptiveLimitSnapshot, CommandMetrics, HealthCounts, LatencyPercentiles};
+pub use metrics::{
+    AdaptiveLimitSnapshot, CommandMetrics, HealthCounts, LatencyPercentiles, ThrottleSnapshot,
+};
 pub use registry::{CommandInfo, Registry, RegistryBuilder};
 /// The token a cancellable run receives (tokio-util's `CancellationToken`): cancelled at the
 /// timeout when `execution.isolation.thread.interruptOnTimeout` is true.

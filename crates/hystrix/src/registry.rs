@@ -445,6 +445,9 @@ pub(crate) struct CommandState {
     pub(crate) limit_waiting: AtomicU32,
     /// Executions by priority class (boxed: off the hot path).
     pub(crate) priorities: Box<crate::isolation::priority::Priorities>,
+    /// Client-side adaptive throttling: the window's counts and the draws' random source
+    /// (boxed: off the hot path).
+    pub(crate) throttle: Box<crate::throttle::Throttle>,
 }
 
 impl CommandState {
@@ -496,6 +499,11 @@ impl CommandState {
                     hot.priority_reserves(),
                 )
             }))
+            .with_throttle(
+                hot.load()
+                    .throttle()
+                    .then(|| self.throttle.snapshot(hot, self.env.clock.now_ms())),
+            )
     }
 
     /// Executions of this key whose user code runs now: SEMAPHORE permits held or runs on pool
@@ -1118,6 +1126,10 @@ impl Registry {
             limiter: Box::default(),
             limit_waiting: AtomicU32::new(0),
             priorities: Box::default(),
+            throttle: Box::new(crate::throttle::Throttle::new(random_seed_of(
+                self.inner.env.random_seed,
+                &key,
+            ))),
         });
         if state.extras.shared.is_some() {
             self.start_store_rounds(&state);

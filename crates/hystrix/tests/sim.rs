@@ -1421,3 +1421,64 @@ fn the_priority_study_is_reproducible_and_critical_calls_get_through() {
         assert!(goodput(with) >= 0.95 * goodput(without), "{algorithm}");
     }
 }
+
+// ------------------------------------------------------------------------------------------------
+// Adaptive throttling (Google SRE book, Handling Overload)
+
+use hystrix::testing::sim::scenarios::throttle::{self, Throttling};
+
+/// A throttling run's key numbers in one line: over the settled part (10 s to 30 s) and the
+/// whole run, backend calls per second, load (× capacity), goodput and throttled attempts;
+/// the backend's overloads and the final probability.
+fn throttle_line(throttling: Throttling, report: &Report) -> String {
+    let m = |name: &str| report.measure(name).unwrap();
+    let part = |label: &str, name: &dyn Fn(&str) -> String| {
+        format!(
+            "{label}: calls {:.2}/s, load {:.3}, goodput {:.2}/s, overloads {}, throttled {}",
+            m(&name(throttle::BACKEND_CALLS)),
+            m(&name(throttle::BACKEND_LOAD)),
+            m(&name(throttle::GOODPUT)),
+            m(&name(throttle::OVERLOADS)),
+            m(&name(throttle::THROTTLED)),
+        )
+    };
+    format!(
+        "{} | {} | {} | p {:.4}",
+        throttling.name(),
+        part("settled", &throttle::settled),
+        part("whole", &|what: &str| what.to_string()),
+        m(throttle::PROBABILITY),
+    )
+}
+
+#[test]
+fn the_throttling_scenario_gives_its_recorded_values_for_the_default_seed() {
+    let study = throttle::study(scenarios::DEFAULT_SEED).unwrap();
+    for (_, report) in &study {
+        assert_eq!(
+            report.answered() + report.fallback(),
+            report.offered(),
+            "{}",
+            report.name()
+        );
+    }
+    let got: Vec<String> = study
+        .iter()
+        .map(|(throttling, report)| throttle_line(*throttling, report))
+        .collect();
+    // As BENCHMARKS.md shows them (`--example sim -- throttle-study`). The backend receives
+    // about K × its accepts (successes): 2 × 190.30 = 380.6 for 378.95 received.
+    assert_eq!(
+        got,
+        [
+            "off | settled: calls 595.80/s, load 3.025, goodput 193.90/s, overloads 8058, throttled 0 | whole: calls 593.43/s, load 3.013, goodput 193.33/s, overloads 12003, throttled 0 | p 0.0000",
+            "k-2 | settled: calls 378.95/s, load 1.924, goodput 190.30/s, overloads 3793, throttled 4337 | whole: calls 376.90/s, load 1.913, goodput 189.53/s, overloads 5621, throttled 6496 | p 0.3612",
+            "k-1.5 | settled: calls 275.80/s, load 1.400, goodput 185.50/s, overloads 1825, throttled 6400 | whole: calls 274.17/s, load 1.392, goodput 184.40/s, overloads 2693, throttled 9578 | p 0.5339",
+            "k-1.2 | settled: calls 210.60/s, load 1.069, goodput 176.80/s, overloads 693, throttled 7704 | whole: calls 208.67/s, load 1.059, goodput 175.57/s, overloads 993, throttled 11543 | p 0.6449",
+            "k-1.1 | settled: calls 180.20/s, load 0.915, goodput 167.05/s, overloads 282, throttled 8312 | whole: calls 177.57/s, load 0.901, goodput 165.00/s, overloads 377, throttled 12476 | p 0.6941",
+        ]
+    );
+    // Twice in a row: the same run.
+    let again = throttle::run(Throttling::On(2.0), scenarios::DEFAULT_SEED).unwrap();
+    assert_eq!(again.measures(), study[1].1.measures());
+}

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use hystrix::collapser::{Collapser, CollapserScope};
 use hystrix::config::PropertyValue;
 use hystrix::testing::TestRegistry;
-use hystrix::{Command, FailureType, IsolationStrategy, Outcome};
+use hystrix::{Command, EventType, FailureType, IsolationStrategy, Outcome};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
@@ -549,4 +549,49 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
+}
+
+/// A command `Throttled` (group `Shop`) with adaptive throttling on, every error an overload:
+/// with K = 1 000 (nothing throttled) 1 success and 4 overload errors; then K = 1, a
+/// probability of 4/6, and successes until one call is throttled (answered by the fallback).
+/// Returns the successes before it: the window then holds 6 + that many requests, 1 + that
+/// many accepts.
+pub fn drive_throttled(test: &TestRegistry) -> u32 {
+    let registry = test.registry();
+    let cmd = hystrix::Command::builder("Throttled")
+        .group("Shop")
+        .isolation(hystrix::IsolationStrategy::Semaphore)
+        .property("execution.throttle.enabled", true)
+        .property("execution.throttle.multiplier", 1_000.0)
+        .classify_retry(|_: &std::io::Error| hystrix::retry::RetryAnswer::retry().overloaded())
+        .build_in(registry)
+        .unwrap();
+    let call = |ok: bool| {
+        cmd.run(move || {
+            if ok {
+                Ok(1)
+            } else {
+                Err(std::io::Error::other("503"))
+            }
+        })
+        .fallback(|_| Ok::<_, std::io::Error>(0))
+        .execute_outcome()
+        .execution_result()
+        .execution_events()
+    };
+    for ok in [true, false, false, false, false] {
+        assert!(!call(ok).contains(EventType::Throttled));
+    }
+    registry
+        .properties()
+        .set(
+            "hystrix.command.Throttled.execution.throttle.multiplier",
+            1.0,
+        )
+        .unwrap();
+    let mut successes = 0;
+    while !call(true).contains(EventType::Throttled) {
+        successes += 1;
+    }
+    successes
 }

@@ -24,10 +24,10 @@ use crate::clock::Sleep;
 use crate::command::execution::AsyncFallback;
 use crate::command::pipeline::{
     CallOptions, Decision, FallbackEnd, Recorder, RunEnd, attempt_deadline, attempt_deadline_from,
-    begin_attempts, check_breaker, check_options, decide, fallback_done, fallback_gate,
-    limit_wait_until, panic_message, permit_refused, plan_retry, poll_caught, pool_rejected,
-    retry_answer, retry_budget, try_permit, try_permit_into, warn_if_hedging_ignored,
-    warn_if_retry_ignored,
+    begin_attempts, check_breaker, check_options, check_throttle, decide, fallback_done,
+    fallback_gate, limit_wait_until, panic_message, permit_refused, plan_retry, poll_caught,
+    pool_rejected, retry_answer, retry_budget, try_permit, try_permit_into,
+    warn_if_hedging_ignored, warn_if_retry_ignored,
 };
 use crate::command::run::{Interrupt, RunFn, Start};
 use crate::command::{Classify, Outcome};
@@ -594,7 +594,9 @@ fn start_attempt<X: RunFn, R, FB, FFut, S: Default>(
     fallback: FB,
     may_wait: bool,
 ) -> Result<(), Refused<X, FB, X::Error>> {
-    if let Err(err) = check_breaker(state, props, rec, options) {
+    if let Err(err) =
+        check_breaker(state, props, rec, options).and_then(|()| check_throttle(state, props, rec))
+    {
         return Err(Refused::Error(err, fallback));
     }
     // Under THREAD with adaptive limits, the key's limit applies before the pool.
@@ -1093,6 +1095,16 @@ where
     let site = rec.site(state);
     let breaker = site.breaker();
     if breaker.is_open(&props) {
+        return Err(HedgeSkip::Now);
+    }
+    // Throttling draws for a hedge too (before the breaker, so no ticket to give back): a
+    // throttled hedge is skipped, counted as a request.
+    if props.throttle()
+        && state
+            .throttle
+            .admit(state.properties.hot(), now_ms)
+            .is_err()
+    {
         return Err(HedgeSkip::Now);
     }
     let ticket = match breaker.attempt(site, &props, now_ms) {

@@ -103,6 +103,12 @@ impl ExecutionResult {
         self.is_response_semaphore_rejected() || self.is_response_thread_pool_rejected()
     }
 
+    /// THROTTLED: adaptive throttling (`execution.throttle.enabled`) refused an attempt
+    /// locally.
+    pub fn is_response_throttled(&self) -> bool {
+        self.events.contains(EventType::Throttled)
+    }
+
     /// RESPONSE_FROM_CACHE: the response came from the request cache.
     pub fn is_response_from_cache(&self) -> bool {
         self.events.contains(EventType::ResponseFromCache)

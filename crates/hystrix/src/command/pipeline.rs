@@ -2,6 +2,8 @@
 //!
 //! 1. the circuit breaker allows the execution, or it is SHORT_CIRCUITED;
 //! 2. the deadline is fixed (start + timeout), so time waiting in a pool queue counts;
+//!    with `execution.throttle.enabled`, client-side adaptive throttling may refuse it
+//!    (THROTTLED), before it takes a permit or a place (see [`throttle`](crate::throttle));
 //! 3. isolation admits it: an execution permit (SEMAPHORE) or a pool slot (THREAD), or it is
 //!    SEMAPHORE_REJECTED / THREAD_POOL_REJECTED;
 //! 4. the run executes, raced against the deadline, panics caught;
@@ -240,7 +242,7 @@ where
 }
 
 /// Steps 1 and 3 of an attempt of a blocking execution on the calling thread: the breaker,
-/// then an execution permit; or why it was refused.
+/// throttling, then an execution permit; or why it was refused.
 #[inline(always)]
 fn admit_blocking<'s, E>(
     state: &'s CommandState,
@@ -249,6 +251,7 @@ fn admit_blocking<'s, E>(
     options: &CallOptions,
 ) -> Result<ExecutionPermit<'s>, HystrixError<E>> {
     check_breaker(state, props, rec, options)?;
+    check_throttle(state, props, rec)?;
     if !try_permit(state, props, rec) && !wait_blocking(state, props, rec, options) {
         return Err(permit_refused(state, props, rec));
     }
@@ -606,7 +609,8 @@ where
         FailureType::CommandException | FailureType::Timeout => true,
         FailureType::RejectedSemaphoreExecution
         | FailureType::RejectedThreadExecution
-        | FailureType::RejectedByLimit => props.retry_on_rejection,
+        | FailureType::RejectedByLimit
+        | FailureType::Throttled => props.retry_on_rejection,
         _ => false,
     };
     if !retryable {
@@ -909,6 +913,37 @@ fn journal_short_circuit(
     site.emit(BreakerEventKind::Journalled(entry));
 }
 
+/// Client-side adaptive throttling, after the breaker and before any permit or place (see
+/// [`throttle`](crate::throttle)): with `execution.throttle.enabled` off, one branch on the
+/// snapshot.
+#[inline(always)]
+pub(crate) fn check_throttle<E>(
+    state: &CommandState,
+    props: &HotSnapshot,
+    rec: &mut Recorder,
+) -> Result<(), HystrixError<E>> {
+    if props.throttle() {
+        throttle_attempt(state, rec)
+    } else {
+        Ok(())
+    }
+}
+
+/// The throttling draw of an attempt: THROTTLED, not a health error (the breaker's ticket is
+/// given back) and not a drop for the adaptive limit; the attempt held no permit yet.
+#[inline(never)]
+fn throttle_attempt<E>(state: &CommandState, rec: &mut Recorder) -> Result<(), HystrixError<E>> {
+    let Err(throttled) = state.throttle.admit(state.properties.hot(), rec.attempt_ms) else {
+        return Ok(());
+    };
+    rec.event(state, EventType::Throttled);
+    rec.settle_release(state);
+    Err(
+        HystrixError::new(FailureType::Throttled, state.key.clone(), Cause::None)
+            .with_detail(Detail::Throttled(throttled.0)),
+    )
+}
+
 /// Step 3, SEMAPHORE: no permit was free.
 pub(crate) fn semaphore_rejected<E>(
     state: &CommandState,
@@ -1003,8 +1038,8 @@ pub(crate) fn decide<T, E, C: Classify<E> + ?Sized>(
     now_ms: u64,
 ) -> Decision<T, E> {
     let key = || state.key.clone();
-    if rec.limit_start.is_some() {
-        limit_sample(state, rec, classifier, &ended);
+    if rec.limit_start.is_some() || state.properties.hot().throttle() {
+        end_samples(state, rec, classifier, &ended, now_ms);
     }
     match ended {
         RunEnd::Returned(Ok(value)) => {
@@ -1070,20 +1105,19 @@ pub(crate) fn decide<T, E, C: Classify<E> + ?Sized>(
     }
 }
 
-/// An attempt the adaptive limit admitted ended: its run time, and whether it was a drop (it
-/// timed out, or its error says overload), go to the limit.
+/// An attempt ended at `now_ms`: if the adaptive limit admitted it, its run time and whether it
+/// was a drop (it timed out, or its error says overload) go to the limit; with throttling on,
+/// it counts as a request, and as an accept unless its error says overload (a timeout is not
+/// a rejection by the backend).
 #[inline(never)]
-fn limit_sample<T, E, C: Classify<E> + ?Sized>(
+fn end_samples<T, E, C: Classify<E> + ?Sized>(
     state: &CommandState,
     rec: &mut Recorder,
     classifier: &C,
     ended: &RunEnd<T, E>,
+    now_ms: u64,
 ) {
-    let Some(start) = rec.limit_start.take() else {
-        return;
-    };
-    let dropped = match ended {
-        RunEnd::TimedOut => true,
+    let overloaded = match ended {
         RunEnd::Returned(Err(error)) => {
             match catch_unwind(AssertUnwindSafe(|| classifier.retry(error))) {
                 Ok(answer) => answer.is_overload(),
@@ -1093,9 +1127,16 @@ fn limit_sample<T, E, C: Classify<E> + ?Sized>(
                 }
             }
         }
-        RunEnd::Returned(Ok(_)) | RunEnd::Panicked(_) => false,
+        RunEnd::TimedOut | RunEnd::Returned(Ok(_)) | RunEnd::Panicked(_) => false,
     };
-    state.limiter.on_sample(state, start, dropped);
+    if let Some(start) = rec.limit_start.take() {
+        let dropped = overloaded || matches!(ended, RunEnd::TimedOut);
+        state.limiter.on_sample(state, start, dropped);
+    }
+    let hot = state.properties.hot();
+    if hot.throttle() {
+        state.throttle.ran(hot, now_ms, overloaded);
+    }
 }
 
 /// Step 6, first half: whether the fallback may run; if so its permit is taken (release it with

@@ -42,7 +42,8 @@ use crate::command::execution::NoFallback;
 use crate::command::future::{StateRef, release_permits};
 use crate::command::pipeline::{
     CallOptions, Decision, FallbackEnd, FallbackStart, Recorder, RunEnd, caught, check_breaker,
-    check_options, decide, fallback_done, pool_rejected, start_fallback, take_permit, timeout_ms,
+    check_options, check_throttle, decide, fallback_done, pool_rejected, start_fallback,
+    take_permit, timeout_ms,
 };
 use crate::command::run::sealed::Sealed;
 use crate::command::run::{AbortOnDrop, Ran, Start, spawn_on_pool};
@@ -833,7 +834,9 @@ where
                         let now = rec.start_ms;
                         return finish(state, rec, this.result, now, Err(err));
                     }
-                    if let Err(err) = check_breaker(state, &props, rec, this.options) {
+                    if let Err(err) = check_breaker(state, &props, rec, this.options)
+                        .and_then(|()| check_throttle(state, &props, rec))
+                    {
                         (err, fallback)
                     } else {
                         let timeout_ms = timeout_ms(&props, this.options);

@@ -204,8 +204,8 @@ property_table! {
     /// [`RetryJitter`](crate::retry::RetryJitter)). Default `NONE`. Dynamic.
     retry_backoff_jitter: crate::retry::RetryJitter = crate::retry::RetryJitter::None;
         "retry.backoff.jitter", Dynamic, Any, no_check;
-    /// `retry.onRejection` (our extension): also retry executions the semaphore or the thread
-    /// pool rejected. Default false. Dynamic.
+    /// `retry.onRejection` (our extension): also retry executions the semaphore, the thread
+    /// pool, the adaptive limit or adaptive throttling refused. Default false. Dynamic.
     retry_on_rejection: bool = false;
         "retry.onRejection", Dynamic, Any, no_check;
     /// `retry.budget.percent` (our extension): retries may be at most this percentage (0 to
@@ -343,6 +343,29 @@ property_table! {
     /// must not pass 100. Default 0 (no reserve). Dynamic.
     execution_isolation_priority_normal_reserved_percentage: u32 = 0;
         "execution.isolation.priority.normal.reservedPercentage", Dynamic, Any, percentage;
+    /// `execution.throttle.enabled` (our extension): client-side adaptive throttling (Google
+    /// SRE book, "Handling Overload"): before it runs, each attempt is refused locally
+    /// (THROTTLED, to the fallback) with probability max(0, (requests − K × accepts) /
+    /// (requests + 1)) over the last `execution.throttle.windowInMilliseconds` (see
+    /// [`throttle`](crate::throttle)). Default false. Dynamic.
+    execution_throttle_enabled: bool = false;
+        "execution.throttle.enabled", Dynamic, Any, no_check;
+    /// `execution.throttle.multiplier` (our extension): K, how many requests per accept the
+    /// backend may receive before attempts are throttled; a finite number of at least 1.0
+    /// (lower throttles sooner). Default 2.0 (Google SRE book, Handling Overload: K = 2).
+    /// Dynamic.
+    execution_throttle_multiplier: f64 = 2.0;
+        "execution.throttle.multiplier", Dynamic, Any, multiplier;
+    /// `execution.throttle.windowInMilliseconds` (our extension): the rolling window of the
+    /// requests and accepts, in ms, at least 1. Default 120000 (the SRE book's two minutes).
+    /// Dynamic: a change starts a new, empty window.
+    execution_throttle_window_in_milliseconds: u64 = 120_000;
+        "execution.throttle.windowInMilliseconds", Dynamic, Any, positive_ms;
+    /// `execution.throttle.numBuckets` (our extension): buckets of the throttling window (the
+    /// bucket filling counts at once); must divide the window evenly; 1 to 1000. Default 20
+    /// (6 s buckets). Dynamic: a change starts a new, empty window.
+    execution_throttle_num_buckets: u32 = 20;
+        "execution.throttle.numBuckets", Dynamic, Any, bucket_count;
 }
 
 fn hedging_max_attempts(v: &u32) -> Result<(), String> {
@@ -400,32 +423,36 @@ impl CommandProperties {
             value,
             reason,
         };
-        if self.metrics_rolling_stats_time_in_milliseconds
-            % u64::from(self.metrics_rolling_stats_num_buckets)
-            != 0
-        {
-            return Err(invalid(
-                "metrics.rollingStats.numBuckets",
-                self.metrics_rolling_stats_num_buckets.to_string(),
-                format!(
-                    "must divide metrics.rollingStats.timeInMilliseconds ({} ms) evenly",
-                    self.metrics_rolling_stats_time_in_milliseconds
-                ),
-            ));
-        }
-        if self.metrics_rolling_percentile_time_in_milliseconds
-            % u64::from(self.metrics_rolling_percentile_num_buckets)
-            != 0
-        {
-            return Err(invalid(
-                "metrics.rollingPercentile.numBuckets",
-                self.metrics_rolling_percentile_num_buckets.to_string(),
-                format!(
-                    "must divide metrics.rollingPercentile.timeInMilliseconds ({} ms) evenly",
-                    self.metrics_rolling_percentile_time_in_milliseconds
-                ),
-            ));
-        }
+        // A window of buckets: the buckets must divide it evenly.
+        let must_divide = |buckets_name: &str, buckets: u32, window_name: &str, window_ms: u64| {
+            if window_ms % u64::from(buckets) == 0 {
+                Ok(())
+            } else {
+                Err(invalid(
+                    buckets_name,
+                    buckets.to_string(),
+                    format!("must divide {window_name} ({window_ms} ms) evenly"),
+                ))
+            }
+        };
+        must_divide(
+            "metrics.rollingStats.numBuckets",
+            self.metrics_rolling_stats_num_buckets,
+            "metrics.rollingStats.timeInMilliseconds",
+            self.metrics_rolling_stats_time_in_milliseconds,
+        )?;
+        must_divide(
+            "metrics.rollingPercentile.numBuckets",
+            self.metrics_rolling_percentile_num_buckets,
+            "metrics.rollingPercentile.timeInMilliseconds",
+            self.metrics_rolling_percentile_time_in_milliseconds,
+        )?;
+        must_divide(
+            "execution.throttle.numBuckets",
+            self.execution_throttle_num_buckets,
+            "execution.throttle.windowInMilliseconds",
+            self.execution_throttle_window_in_milliseconds,
+        )?;
         let window_ms = self.metrics_rolling_stats_time_in_milliseconds;
         let interval_ms = self.metrics_health_snapshot_interval_in_milliseconds;
         if window_ms % interval_ms != 0 || window_ms / interval_ms > u64::from(MAX_BUCKETS) {
@@ -531,6 +558,12 @@ pub(crate) struct HotCommandProperties {
     /// `execution.isolation.priority.critical.reservedPercentage` (high half) and
     /// `...normal.reservedPercentage` (low half), read together.
     priority_reserves: std::sync::atomic::AtomicU64,
+    /// `execution.throttle.multiplier` (K), as the bits of its `f64`.
+    throttle_multiplier: std::sync::atomic::AtomicU64,
+    /// `execution.throttle.windowInMilliseconds`.
+    throttle_window_ms: std::sync::atomic::AtomicU64,
+    /// `execution.throttle.numBuckets`.
+    throttle_buckets: std::sync::atomic::AtomicU32,
     /// The algorithm published last (its discriminant + 1; 0 before the first publish).
     adaptive_kind: std::sync::atomic::AtomicU32,
     /// Bumped twice at every publish (odd while publishing): the limiter rebuilds its
@@ -571,6 +604,8 @@ const HEDGING: u32 = 1 << 12;
 const ADAPTIVE: u32 = 1 << 13;
 /// A priority reserve is set (`execution.isolation.priority.*.reservedPercentage` above 0).
 const PRIORITIES: u32 = 1 << 14;
+/// `execution.throttle.enabled`.
+const THROTTLE: u32 = 1 << 15;
 
 /// The admission bound: `cap` (`maxConcurrentRequests`), or the adaptive `limit` if adaptive
 /// limits are on and it is lower.
@@ -598,6 +633,7 @@ impl HotCommandProperties {
                     || props.execution_isolation_priority_normal_reserved_percentage > 0,
                 PRIORITIES,
             )
+            | flag(props.execution_throttle_enabled, THROTTLE)
             | flag(props.execution_timeout_enabled, TIMEOUT_ENABLED)
             | flag(
                 props.execution_isolation_thread_interrupt_on_timeout,
@@ -652,6 +688,12 @@ impl HotCommandProperties {
                 | u64::from(props.execution_isolation_priority_normal_reserved_percentage),
             Release,
         );
+        self.throttle_multiplier
+            .store(props.execution_throttle_multiplier.to_bits(), Release);
+        self.throttle_window_ms
+            .store(props.execution_throttle_window_in_milliseconds, Release);
+        self.throttle_buckets
+            .store(props.execution_throttle_num_buckets, Release);
         // Odd while the admission bound is being published (see set_adaptive_limit).
         self.generation
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
@@ -746,6 +788,30 @@ impl HotCommandProperties {
     pub(crate) fn adaptive_max_queue(&self) -> u32 {
         self.adaptive_max_queue
             .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// `execution.throttle.enabled`, read apart from a snapshot (where an attempt's end is
+    /// decided).
+    #[inline]
+    pub(crate) fn throttle(&self) -> bool {
+        self.flags.load(std::sync::atomic::Ordering::Acquire) & THROTTLE != 0
+    }
+
+    /// `execution.throttle.multiplier` (K).
+    pub(crate) fn throttle_multiplier(&self) -> f64 {
+        f64::from_bits(
+            self.throttle_multiplier
+                .load(std::sync::atomic::Ordering::Acquire),
+        )
+    }
+
+    /// `execution.throttle.windowInMilliseconds` and `execution.throttle.numBuckets`.
+    pub(crate) fn throttle_window(&self) -> (u64, u32) {
+        use std::sync::atomic::Ordering::Acquire;
+        (
+            self.throttle_window_ms.load(Acquire),
+            self.throttle_buckets.load(Acquire),
+        )
     }
 
     /// How many times the properties were published: a change means they may differ.
@@ -874,6 +940,11 @@ impl HotSnapshot {
     #[inline]
     pub(crate) fn admission_extras(&self) -> bool {
         self.flags & (ADAPTIVE | PRIORITIES) != 0
+    }
+    /// `execution.throttle.enabled`.
+    #[inline]
+    pub(crate) fn throttle(&self) -> bool {
+        self.flags & THROTTLE != 0
     }
     /// `execution.timeout.enabled`.
     #[inline]

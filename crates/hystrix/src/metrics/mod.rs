@@ -321,6 +321,7 @@ impl CommandCounters {
             circuit_open_duration_ms: None,
             adaptive_limit: None,
             priorities: None,
+            throttle: None,
         }
     }
 
@@ -392,6 +393,7 @@ pub struct CommandMetrics {
     adaptive_limit: Option<AdaptiveLimitSnapshot>,
     /// Boxed: present only while priority reserves are set.
     priorities: Option<Box<PrioritySnapshot>>,
+    throttle: Option<ThrottleSnapshot>,
 }
 
 /// A command's adaptive concurrency limit at one instant (see
@@ -410,6 +412,25 @@ pub struct AdaptiveLimitSnapshot {
     /// Executions waiting for a place (at most `execution.isolation.adaptive.maxQueueSize`).
     pub queued: u32,
 }
+
+/// A command's client-side adaptive throttling at one instant (see
+/// [`CommandMetrics::throttle`] and [`throttle`](crate::throttle)): the counts of its window
+/// (`execution.throttle.windowInMilliseconds`, the bucket filling included) and the
+/// probability they give.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ThrottleSnapshot {
+    /// Attempts in the window that ran or were throttled.
+    pub requests: u64,
+    /// Attempts in the window that ran and that the backend did not reject as overloaded.
+    pub accepts: u64,
+    /// The probability (0.0 to 1.0) with which the next attempt is throttled:
+    /// max(0, (requests − K × accepts) / (requests + 1)), K being
+    /// `execution.throttle.multiplier` (Google SRE book, Handling Overload: K = 2).
+    pub probability: f64,
+}
+
+/// The probability is never NaN (K is validated finite and at least 1).
+impl Eq for ThrottleSnapshot {}
 
 impl std::fmt::Debug for CommandMetrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -444,6 +465,7 @@ impl std::fmt::Debug for CommandMetrics {
             .field("total_latency", &self.total_latency)
             .field("circuit_open_duration_ms", &self.circuit_open_duration_ms)
             .field("adaptive_limit", &self.adaptive_limit)
+            .field("throttle", &self.throttle)
             .finish()
     }
 }
@@ -494,6 +516,19 @@ impl CommandMetrics {
     /// With the executions by priority class (see [`priorities`](Self::priorities)).
     pub(crate) fn with_priorities(mut self, priorities: Option<PrioritySnapshot>) -> Self {
         self.priorities = priorities.map(Box::new);
+        self
+    }
+
+    /// Client-side adaptive throttling's requests, accepts and probability over its window,
+    /// while `execution.throttle.enabled` is true (`None` otherwise). Its refusals are the
+    /// THROTTLED counts ([`rolling_count`](Self::rolling_count)).
+    pub fn throttle(&self) -> Option<ThrottleSnapshot> {
+        self.throttle
+    }
+
+    /// With the throttling state (see [`throttle`](Self::throttle)).
+    pub(crate) fn with_throttle(mut self, throttle: Option<ThrottleSnapshot>) -> Self {
+        self.throttle = throttle;
         self
     }
 

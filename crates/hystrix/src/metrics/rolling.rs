@@ -207,6 +207,13 @@ impl View {
         epoch < current && epoch >= current.saturating_sub(self.buckets)
     }
 
+    /// The fine buckets of this window's last buckets at `now_ms`, the one filling included
+    /// (so a burst counts at once): its completed buckets but the oldest, and the filling one.
+    pub(crate) fn recent(&self, now_ms: u64) -> std::ops::Range<u64> {
+        let current = self.epoch(now_ms);
+        current.saturating_sub(self.buckets - 1) * self.group..(current + 1) * self.group
+    }
+
     /// The fine buckets of this window's completed buckets at `now_ms`, from its bucket
     /// `from` on.
     pub(crate) fn completed(&self, now_ms: u64, from: u64) -> std::ops::Range<u64> {

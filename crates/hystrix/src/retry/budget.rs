@@ -69,8 +69,7 @@ impl RetryBudget {
         percent: u32,
         min_per_second: u32,
     ) -> RetryBudgetCounts {
-        let current = self.view.epoch(now_ms);
-        let window = current.saturating_sub(u64::from(BUCKETS) - 1)..current + 1;
+        let window = self.view.recent(now_ms);
         let sum = |index: usize| {
             self.counts.sum_by(window.clone(), |counters, tag| {
                 u64::from(counters[index].get(tag))

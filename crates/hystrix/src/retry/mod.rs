@@ -14,8 +14,8 @@
 //! is fixed when the execution starts and bounds attempts and delays together; the fallback
 //! runs once, after the last attempt.
 //!
-//! **What is retried**: FAILURE and TIMEOUT; rejections (semaphore, pool) only with
-//! `retry.onRejection`. Never SHORT_CIRCUITED (the breaker says the fault is not transient),
+//! **What is retried**: FAILURE and TIMEOUT; rejections (semaphore, pool, adaptive limit,
+//! adaptive throttling) only with `retry.onRejection`. Never SHORT_CIRCUITED (the breaker says the fault is not transient),
 //! BAD_REQUEST or IGNORED, nor an error whose [`RetryAnswer`] says no, nor anything once the
 //! breaker is open, unless the error asked for a minimum delay (e.g. `Retry-After`) that fits
 //! in the remaining deadline. A delay that does not fit in the remaining deadline abandons at

@@ -37,9 +37,14 @@
 //!
 //! The priority scenario (issue 24) is in [`priorities`]: the 2× overload with traffic of
 //! three classes, with and without priority reserves.
+//!
+//! The adaptive throttling scenario (`throttle-*`) is in [`throttle`]: a backend that refuses
+//! calls beyond its capacity at once, offered 3× that capacity, without throttling and with
+//! K = 2, 1.5, 1.2 and 1.1; [`throttle::study`] runs them.
 
 pub mod limits;
 pub mod priorities;
+pub mod throttle;
 
 use std::collections::HashSet;
 use std::fmt;
