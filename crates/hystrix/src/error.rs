@@ -538,9 +538,14 @@ impl<E> HystrixError<E> {
                 format!("command.{key}"),
                 "execution.isolation.adaptive.maxWaitInMilliseconds",
             ),
-            (Detail::PriorityReserve { .. }, _) => (
+            (Detail::PriorityReserve { priority, .. }, _) => (
                 format!("command.{key}"),
-                "execution.isolation.priority.*.reservedPercentage",
+                match priority {
+                    crate::Priority::Sheddable => {
+                        "execution.isolation.priority.{critical,normal}.reservedPercentage"
+                    }
+                    _ => "execution.isolation.priority.critical.reservedPercentage",
+                },
             ),
             (Detail::Throttled(_), _) => {
                 (format!("command.{key}"), "execution.throttle.multiplier")

@@ -31,7 +31,7 @@ use crate::config::{
 };
 use crate::error::ConfigError;
 use crate::event::{EventCounts, EventNotifier, EventType, ExecutionHook};
-use crate::isolation::priority::Priority;
+use crate::isolation::priority::{Held, Priority};
 use crate::isolation::semaphore::Semaphore;
 use crate::isolation::thread_pool::{Rejection, ThreadPool, ThreadPoolMetrics};
 use crate::key::{CollapserKey, CommandKey, GroupKey, ThreadPoolKey};
@@ -492,12 +492,11 @@ impl CommandState {
                     queued: self.limit_waiting.load(Ordering::Acquire),
                 }
             }))
-            .with_priorities(hot.load().prioritized().then(|| {
-                self.priorities.snapshot(
-                    self.execution_semaphore.in_use(),
-                    hot.load().semaphore_max,
-                    hot.priority_reserves(),
-                )
+            // Not for a THREAD key without adaptive limits: its pool admits, reserves apply
+            // nowhere.
+            .with_priorities(hot.load().reserves_apply().then(|| {
+                self.priorities
+                    .snapshot(hot.load().semaphore_max, hot.priority_reserves())
             }))
             .with_throttle(
                 hot.load()
@@ -515,55 +514,45 @@ impl CommandState {
             .max(self.pool_running.in_use())
     }
 
-    /// Takes an execution permit for a call of `priority` with adaptive limits or priority
-    /// reserves (or a class counted apart): under `props.semaphore_max`, less the unused
-    /// reserves of the classes above `priority`. Returns how many permits are held with this
-    /// one, or `None` when refused. Give it back with [`release_permit`](Self::release_permit).
+    /// Takes an execution permit for a call of `priority` under `props.semaphore_max` (the
+    /// cap, or the adaptive limit if lower), less, while priority reserves are set, the unused
+    /// reserves of the classes above `priority` (the call is then counted in its class).
+    /// Returns how many permits are held with this one and how it holds its permit, or `None`
+    /// when refused. Give it back with [`release_permit`](Self::release_permit).
     pub(crate) fn take_permit(
         &self,
         props: &crate::config::HotSnapshot,
         priority: Priority,
-    ) -> Option<u32> {
-        if !props.prioritized() && priority == Priority::Normal {
+    ) -> Option<(u32, Held)> {
+        if !props.prioritized() {
             return self
                 .execution_semaphore
-                .try_take_counted(props.semaphore_max);
+                .try_take_counted(props.semaphore_max)
+                .map(|in_flight| (in_flight, Held::Plain));
         }
-        let priorities = &self.priorities;
-        // Counted in its class before it looks, so a lower class never takes its place as
-        // free reserve.
-        priorities.enter(priority);
-        let bound = if props.prioritized() {
-            // As if admitted: the total counts this call, as its class count does.
-            let in_flight = priorities.in_flight(self.execution_semaphore.in_use() + 1);
-            crate::isolation::priority::class_bound(
-                priority,
-                props.semaphore_max,
-                self.properties.hot().priority_reserves(),
-                in_flight,
-            )
-        } else {
-            props.semaphore_max
-        };
-        let taken = self.execution_semaphore.try_take_counted(bound);
-        if taken.is_none() {
-            priorities.leave(priority);
-        } else if props.prioritized() {
-            // A refusal is counted once the execution is refused (it may wait for a place).
-            priorities.count(priority, true);
-        }
-        taken
+        let admitted = self.priorities.admit(
+            priority,
+            props.semaphore_max,
+            self.properties.hot().priority_reserves(),
+            || self.execution_semaphore.in_use(),
+        );
+        // A refusal is counted once the execution is refused (it may wait for a place).
+        let in_flight = admitted?;
+        self.priorities.count(priority, true);
+        // Counted in its class first: the semaphore only follows.
+        self.execution_semaphore.enter_counted();
+        Some((in_flight, Held::Counted(priority)))
     }
 
-    /// Gives back an execution permit of a call of `priority` taken with `try_take` or
-    /// [`take_permit`](Self::take_permit) (or by a wait for a place), and wakes a waiter under
-    /// the adaptive limit, if any.
+    /// Gives back an execution permit taken as `held` (by `try_take`,
+    /// [`take_permit`](Self::take_permit) or a wait for a place), and wakes a waiter under the
+    /// adaptive limit, if any. A class count goes first, so the total never reads low.
     #[inline(always)]
-    pub(crate) fn release_permit(&self, priority: Priority) {
-        self.execution_semaphore.give_back();
-        if priority != Priority::Normal {
+    pub(crate) fn release_permit(&self, held: Held) {
+        if let Held::Counted(priority) = held {
             self.priorities.leave(priority);
         }
+        self.execution_semaphore.give_back();
         self.wake_limit_waiter();
     }
 

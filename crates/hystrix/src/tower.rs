@@ -171,6 +171,8 @@ impl<Src, FB, Rt> HystrixLayer<Src, FB, Rt> {
     /// under the command's priority reserves
     /// (`execution.isolation.priority.*.reservedPercentage`) SHEDDABLE calls are refused first
     /// and CRITICAL calls last. Call it before [`cache_key`](HystrixLayer::cache_key).
+    /// `priority_fn` runs in `Service::call`, on the caller's task: a panic in it reaches the
+    /// caller (nothing is taken before it runs).
     ///
     /// ```
     /// use hystrix::tower::HystrixLayer;

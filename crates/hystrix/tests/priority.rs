@@ -126,8 +126,8 @@ fn lower_classes_are_refused_first_and_leave_the_higher_reserves_free() {
         why,
         "SEMAPHORE_REJECTED, FALLBACK_MISSING | command Shares was refused as a SHEDDABLE \
          execution (5 of 10 places in use; the rest is reserved for higher priorities) and no \
-         fallback available (tune hystrix.command.Shares.execution.isolation.priority.*.\
-         reservedPercentage or add a fallback)"
+         fallback available (tune hystrix.command.Shares.execution.isolation.priority.\
+         {critical,normal}.reservedPercentage or add a fallback)"
     );
     // NORMAL leaves CRITICAL's 3 free: 2 more.
     pending.extend(admit(&test, &cmd, Priority::Normal, 2));
@@ -491,4 +491,47 @@ fn a_stream_execution_holds_its_class_while_it_runs() {
         class(0, 1, 1)
     );
     assert_eq!(cmd.metrics().current_concurrent_execution_count(), 0);
+}
+
+#[test]
+fn a_reserve_never_shuts_the_lower_classes_out_of_a_limit_of_one() {
+    let test = TestRegistry::new();
+    // An adaptive limit down to 1 place: 10 % of it rounds up to that place, which would
+    // leave NORMAL nothing, and with no NORMAL samples the limit could never grow again.
+    let cmd = reserved("Tiny", 100, 10, 0)
+        .property("execution.isolation.adaptive.enabled", true)
+        .property("execution.isolation.adaptive.algorithm", "AIMD")
+        .property("execution.isolation.adaptive.initialLimit", 1)
+        .property("execution.isolation.adaptive.windowSize", 1)
+        .build_in(test.registry())
+        .unwrap();
+    for _ in 0..3 {
+        let value = cmd
+            .run(common::slow(&test, 10, 5))
+            .priority(Priority::Normal)
+            .execute()
+            .unwrap();
+        assert_eq!(value, 5);
+    }
+    assert_eq!(cmd.metrics().priorities().unwrap().normal, class(0, 3, 0));
+    // At 1 place nothing was reserved; AIMD grew the limit by one per sample while one in
+    // flight was at least half of it: 1, 2, 3.
+    assert_eq!(cmd.metrics().adaptive_limit().unwrap().limit, 3);
+    assert_eq!(cmd.metrics().priorities().unwrap().critical_reserved, 1);
+}
+
+#[test]
+fn a_thread_pool_alone_ignores_reserves_and_reports_no_classes() {
+    let test = TestRegistry::new();
+    let cmd = reserved("Pooled", 10, 30, 20)
+        .isolation(hystrix::IsolationStrategy::Thread)
+        .build_in(test.registry())
+        .unwrap();
+    let value = cmd
+        .run(|| Ok::<_, DependencyError>(3))
+        .priority(Priority::Sheddable)
+        .execute()
+        .unwrap();
+    assert_eq!(value, 3);
+    assert!(cmd.metrics().priorities().is_none());
 }

@@ -36,7 +36,7 @@ use crate::error::HystrixError;
 use crate::event::EventType;
 use crate::hedging::{AttemptTicket, Race, RaceSlot, Racer, Racing};
 use crate::isolation::adaptive::LimitStart;
-use crate::isolation::priority::Priority;
+use crate::isolation::priority::{Held, Priority};
 use crate::registry::CommandState;
 use crate::retry::{Again, RetryAnswer};
 
@@ -106,12 +106,15 @@ enum Paused<R, FB, E> {
     Queued(Waiting<R, FB>),
 }
 
+/// A place found by a wait: the number in flight with it, and how its permit is held.
+type Admitted = (u32, Held);
+
 /// A first attempt waiting for a place under the adaptive limit: its run and fallback, and the
 /// wait, which ends with the number in flight once it has a permit, or `None`.
 struct Waiting<R, FB> {
     run: R,
     fallback: FB,
-    wait: Pin<Box<dyn Future<Output = Option<u32>> + Send>>,
+    wait: Pin<Box<dyn Future<Output = Option<Admitted>> + Send>>,
 }
 
 /// The delay before another attempt, with what the execution goes on with: the fallback, and
@@ -154,7 +157,7 @@ pin_project! {
         options: CallOptions,
         recorder: Recorder,
         // Permits are released by hand (the future would otherwise borrow from itself).
-        holds_permit: Option<Priority>,
+        holds_permit: Option<Held>,
         holds_fallback_permit: bool,
     }
 
@@ -210,11 +213,11 @@ pub type ExecuteAsyncOutcome<'c, K, R, FB> = ExecutionFuture<
 #[inline(always)]
 pub(crate) fn release_permits(
     state: &CommandState,
-    permit: &mut Option<Priority>,
+    permit: &mut Option<Held>,
     fallback_permit: &mut bool,
 ) {
-    if let Some(priority) = permit.take() {
-        state.release_permit(priority);
+    if let Some(held) = permit.take() {
+        state.release_permit(held);
     }
     if std::mem::take(fallback_permit) {
         state.fallback_semaphore.give_back();
@@ -588,7 +591,7 @@ fn start_attempt<X: RunFn, R, FB, FFut, S: Default>(
     rec: &mut Recorder,
     options: &CallOptions,
     isolation: IsolationStrategy,
-    holds_permit: &mut Option<Priority>,
+    holds_permit: &mut Option<Held>,
     run: X,
     phase: Pin<&mut Phase<R, FB, X::Running, FFut, X::Error, S>>,
     fallback: FB,
@@ -611,7 +614,7 @@ fn start_attempt<X: RunFn, R, FB, FFut, S: Default>(
             }
             return Err(Refused::Error(permit_refused(state, props, rec), fallback));
         }
-        *holds_permit = Some(rec.priority);
+        *holds_permit = Some(rec.held);
     }
     launch_attempt(
         state,
@@ -673,7 +676,7 @@ fn poll_queued<R: RunFn, FB, FFut, S: Default>(
     state: &Arc<CommandState>,
     rec: &mut Recorder,
     options: &CallOptions,
-    holds_permit: &mut Option<Priority>,
+    holds_permit: &mut Option<Held>,
     mut phase: Pin<&mut Phase<R, FB, R::Running, FFut, R::Error, S>>,
     cx: &mut Context<'_>,
 ) -> Queued<R::Error, FB> {
@@ -693,10 +696,11 @@ fn poll_queued<R: RunFn, FB, FFut, S: Default>(
         unreachable!("matched Queued above")
     };
     let props = state.properties.hot().load();
-    let Some(in_flight) = got else {
+    let Some((in_flight, held)) = got else {
         return Queued::Refused(permit_refused(state, &props, rec), fallback);
     };
-    *holds_permit = Some(rec.priority);
+    rec.held = held;
+    *holds_permit = Some(held);
     rec.limit_start = Some(LimitStart::new(state.env.clock.now_us(), in_flight));
     let isolation = rec.isolation();
     match launch_attempt(
@@ -726,7 +730,7 @@ fn launch_attempt<X: RunFn, R, FB, FFut, S: Default>(
     rec: &mut Recorder,
     options: &CallOptions,
     isolation: IsolationStrategy,
-    holds_permit: &mut Option<Priority>,
+    holds_permit: &mut Option<Held>,
     run: X,
     mut phase: Pin<&mut Phase<R, FB, X::Running, FFut, X::Error, S>>,
     fallback: FB,
@@ -818,7 +822,7 @@ fn poll_race<K, A, R, FB, Running, FFut, T, E, S>(
     options: &CallOptions,
     again: &mut A,
     mut phase: Pin<&mut Phase<R, FB, Running, FFut, E, S>>,
-    holds_permit: &mut Option<Priority>,
+    holds_permit: &mut Option<Held>,
     cx: &mut Context<'_>,
 ) -> RaceStep<T, E>
 where
@@ -1136,10 +1140,12 @@ where
     };
     // Under THREAD with adaptive limits, the key's limit applies before the pool.
     if isolation == IsolationStrategy::Semaphore || props.adaptive() {
-        if !try_permit_into(state, &props, rec.priority, &mut racer.attempt.limit_start) {
+        let Some(held) =
+            try_permit_into(state, &props, rec.priority, &mut racer.attempt.limit_start)
+        else {
             return Err(HedgeSkip::Now);
-        }
-        racer.holds_permit = Some(rec.priority);
+        };
+        racer.holds_permit = Some(held);
     }
     match isolation {
         IsolationStrategy::Semaphore => {}

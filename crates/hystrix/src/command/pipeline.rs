@@ -38,7 +38,7 @@ use crate::context::{RequestContext, RequestLogEntry};
 use crate::error::{BoxError, Cause, Detail, FailureType, FallbackFailure, HystrixError};
 use crate::event::{EventCounts, EventType};
 use crate::isolation::adaptive::LimitStart;
-use crate::isolation::priority::Priority;
+use crate::isolation::priority::{Held, Priority};
 use crate::isolation::thread_pool::Rejection;
 use crate::registry::CommandState;
 use crate::retry::{Again, RetryAnswer};
@@ -258,7 +258,7 @@ fn admit_blocking<'s, E>(
     state.counters.started(rec.attempt_ms, state.running());
     Ok(ExecutionPermit {
         state,
-        priority: rec.priority,
+        held: rec.held,
     })
 }
 
@@ -267,13 +267,13 @@ fn admit_blocking<'s, E>(
 #[must_use = "dropping the permit gives it back at once"]
 struct ExecutionPermit<'s> {
     state: &'s CommandState,
-    priority: Priority,
+    held: Held,
 }
 
 impl Drop for ExecutionPermit<'_> {
     #[inline(always)]
     fn drop(&mut self) {
-        self.state.release_permit(self.priority);
+        self.state.release_permit(self.held);
     }
 }
 
@@ -290,8 +290,9 @@ fn wait_blocking(
         return false;
     };
     match block_on(state.limiter.wait_for_permit(state, rec.priority, until_ms)) {
-        Some(in_flight) => {
+        Some((in_flight, held)) => {
             rec.limit_start = Some(LimitStart::new(state.env.clock.now_us(), in_flight));
+            rec.held = held;
             true
         }
         None => false,
@@ -325,43 +326,50 @@ pub(crate) fn limit_wait_until(
 
 /// Step 3 under a semaphore (SEMAPHORE isolation, or any with adaptive limits): takes an
 /// execution permit if one is free under `props.semaphore_max` (give it back with
-/// `CommandState::release_permit`); with adaptive limits, notes the start for the attempt's sample.
+/// `CommandState::release_permit(rec.held)`); with adaptive limits, notes the start for the
+/// attempt's sample.
 #[inline(always)]
 pub(crate) fn try_permit(state: &CommandState, props: &HotSnapshot, rec: &mut Recorder) -> bool {
-    try_permit_into(state, props, rec.priority, &mut rec.limit_start)
+    match try_permit_into(state, props, rec.priority, &mut rec.limit_start) {
+        Some(held) => {
+            rec.held = held;
+            true
+        }
+        None => false,
+    }
 }
 
-/// [`try_permit`] for an attempt whose start is kept in `limit_start` (a hedge's own).
+/// [`try_permit`] for an attempt whose start is kept in `limit_start` (a hedge's own): how it
+/// holds its permit, or `None` when refused.
 #[inline(always)]
 pub(crate) fn try_permit_into(
     state: &CommandState,
     props: &HotSnapshot,
     priority: Priority,
     limit_start: &mut Option<LimitStart>,
-) -> bool {
-    if !props.admission_extras() && priority == Priority::Normal {
-        return state.execution_semaphore.try_take(props.semaphore_max);
+) -> Option<Held> {
+    if !props.admission_extras() {
+        return state
+            .execution_semaphore
+            .try_take(props.semaphore_max)
+            .then_some(Held::Plain);
     }
     admit_with_extras(state, props, priority, limit_start)
 }
 
-/// [`try_permit_into`] with adaptive limits, priority reserves or a class counted apart.
+/// [`try_permit_into`] with adaptive limits or priority reserves.
 #[inline(never)]
 fn admit_with_extras(
     state: &CommandState,
     props: &HotSnapshot,
     priority: Priority,
     limit_start: &mut Option<LimitStart>,
-) -> bool {
-    match state.take_permit(props, priority) {
-        Some(in_flight) => {
-            if props.adaptive() {
-                *limit_start = Some(LimitStart::new(state.env.clock.now_us(), in_flight));
-            }
-            true
-        }
-        None => false,
+) -> Option<Held> {
+    let (in_flight, held) = state.take_permit(props, priority)?;
+    if props.adaptive() {
+        *limit_start = Some(LimitStart::new(state.env.clock.now_us(), in_flight));
     }
+    Some(held)
 }
 
 /// Step 3 refused by the semaphore: SEMAPHORE_REJECTED, or LIMIT_REJECTED when the adaptive
@@ -1349,8 +1357,11 @@ pub(crate) struct Recorder {
     /// The current attempt was admitted by the adaptive limit: its sample is taken when its
     /// end is decided.
     pub(crate) limit_start: Option<LimitStart>,
-    /// The execution's class under pressure (its permits are counted in it).
+    /// The execution's class under pressure (its permits are counted in it while reserves
+    /// are set).
     pub(crate) priority: Priority,
+    /// How the current attempt holds its execution permit, once it took one.
+    pub(crate) held: Held,
 }
 
 /// Where a retry-enabled execution's attempt loop is.
@@ -1390,6 +1401,7 @@ impl Recorder {
             hedge_max: 0,
             limit_start: None,
             priority: Priority::Normal,
+            held: Held::Plain,
         }
     }
 

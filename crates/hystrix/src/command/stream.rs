@@ -52,7 +52,7 @@ use crate::config::IsolationStrategy;
 use crate::context::{Carried, RequestContext};
 use crate::error::{BoxError, Cause, Detail, FailureType, HystrixError};
 use crate::event::EventType;
-use crate::isolation::priority::Priority;
+use crate::isolation::priority::Held;
 use crate::isolation::thread_pool::{Rejection, ThreadPool};
 use crate::key::CommandKey;
 use crate::registry::CommandState;
@@ -700,7 +700,7 @@ pin_project! {
         idle_timeout_ms: Option<u64>,
         recorder: Recorder,
         // Permits are released by hand (the stream would otherwise borrow from itself).
-        holds_permit: Option<Priority>,
+        holds_permit: Option<Held>,
         holds_fallback_permit: bool,
         // The run delivered a value.
         emitted: bool,
@@ -847,7 +847,7 @@ where
                         let started = match isolation {
                             IsolationStrategy::Semaphore => {
                                 take_permit(state, &props, rec).map(|()| {
-                                    *this.holds_permit = Some(rec.priority);
+                                    *this.holds_permit = Some(rec.held);
                                     Running::Here { stream: run }
                                 })
                             }

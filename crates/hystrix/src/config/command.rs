@@ -936,6 +936,13 @@ impl HotSnapshot {
     pub(crate) fn prioritized(&self) -> bool {
         self.flags & PRIORITIES != 0
     }
+    /// Priority reserves are set and apply: a semaphore admits (SEMAPHORE isolation or unset,
+    /// or adaptive limits).
+    #[inline]
+    pub(crate) fn reserves_apply(&self) -> bool {
+        self.prioritized()
+            && (self.adaptive() || self.isolation() != Some(IsolationStrategy::Thread))
+    }
     /// Admission needs more than the semaphore's count: adaptive limits or priority reserves.
     #[inline]
     pub(crate) fn admission_extras(&self) -> bool {

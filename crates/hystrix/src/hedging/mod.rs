@@ -266,7 +266,7 @@ pub(crate) struct Racer<Running: Interrupt> {
     pub(crate) state: Arc<CommandState>,
     /// It holds an execution permit (SEMAPHORE isolation, or any with adaptive limits), given
     /// back when it is dropped.
-    pub(crate) holds_permit: Option<crate::isolation::priority::Priority>,
+    pub(crate) holds_permit: Option<crate::isolation::priority::Held>,
 }
 
 impl<Running: Interrupt> Drop for Racer<Running> {
@@ -284,8 +284,8 @@ impl<Running: Interrupt> Drop for Racer<Running> {
             }
             drop(running);
         }
-        if let Some(priority) = self.holds_permit.take() {
-            self.state.release_permit(priority);
+        if let Some(held) = self.holds_permit.take() {
+            self.state.release_permit(held);
         }
     }
 }

@@ -21,7 +21,7 @@ use parking_lot::Mutex;
 
 use crate::clock::Sleep;
 use crate::command::run::Interrupt;
-use crate::isolation::priority::Priority;
+use crate::isolation::priority::{Held, Priority};
 use crate::limit::{AdaptiveAlgorithm, Algorithm, LimitAlgorithm, Sample, Windowed};
 use crate::registry::CommandState;
 
@@ -158,7 +158,7 @@ impl Limiter {
         state: &CommandState,
         priority: Priority,
         until_ms: u64,
-    ) -> Option<u32> {
+    ) -> Option<(u32, Held)> {
         let hot = state.properties.hot();
         let waiting = &state.limit_waiting;
         // Joins only while there is room: the count never reads above maxQueueSize, not even
@@ -191,8 +191,8 @@ impl Limiter {
             // after the look wakes this waiter.
             released.as_mut().enable();
             raised.as_mut().enable();
-            if let Some(in_flight) = state.take_permit(&hot.load(), priority) {
-                return Some(in_flight);
+            if let Some(taken) = state.take_permit(&hot.load(), priority) {
+                return Some(taken);
             }
             let woken = std::future::poll_fn(|cx| {
                 if released.as_mut().poll(cx).is_ready() || raised.as_mut().poll(cx).is_ready() {

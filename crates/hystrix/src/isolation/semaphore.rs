@@ -66,6 +66,14 @@ impl Semaphore {
         Permit { semaphore: self }
     }
 
+    /// Counts one more holder without a limit, for a holder that gives it back with
+    /// [`give_back`](Semaphore::give_back) itself (admitted by another count: priority
+    /// reserves).
+    #[inline]
+    pub(crate) fn enter_counted(&self) -> u32 {
+        self.in_use.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
     /// Permits currently held (a refused attempt may show for an instant).
     pub(crate) fn in_use(&self) -> u32 {
         self.in_use.load(Ordering::Acquire)
