@@ -16,7 +16,7 @@
 //! | `hystrix_command_priority_refused_total` | counter (while a reserve is set) | `command`, `group`, `class` |
 //! | `hystrix_command_throttle_probability` | gauge 0-1 (commands with adaptive throttling on) | `command`, `group` |
 //! | `hystrix_command_throttle_requests` | gauge, attempts in the throttling window (commands with adaptive throttling on) | `command`, `group` |
-//! | `hystrix_command_throttle_accepts` | gauge, attempts in the throttling window (commands with adaptive throttling on) | `command`, `group` |
+//! | `hystrix_command_throttle_accepts` | gauge, attempts in the throttling window the backend did not refuse as overloaded (commands with adaptive throttling on) | `command`, `group` |
 //! | `hystrix_circuit_breaker_state` | gauge 0/1 per state | `command`, `group`, `state` |
 //! | `hystrix_circuit_breaker_open_keys` | gauge (commands with a breaker per key) | `command`, `group` |
 //! | `hystrix_thread_pool_{active_threads,queue_size,pool_size,max_pool_size,queue_capacity}` | gauge | `thread_pool` |

@@ -111,7 +111,8 @@ pub enum FailureType {
     RejectedThreadExecution,
     /// The execution semaphore had no free permit.
     RejectedSemaphoreExecution,
-    /// The command's adaptive concurrency limit refused the execution (LIMIT_REJECTED).
+    /// The command's adaptive concurrency limit, or a priority reserve, refused the execution
+    /// (LIMIT_REJECTED).
     RejectedByLimit,
     /// Client-side adaptive throttling (`execution.throttle.enabled`) refused the attempt
     /// locally (THROTTLED).
@@ -548,7 +549,12 @@ impl<E> HystrixError<E> {
                 },
             ),
             (Detail::Throttled(_), _) => {
-                (format!("command.{key}"), "execution.throttle.multiplier")
+                // K matters only once some attempts are accepted: with none, p = r / (r + 1).
+                (
+                    format!("command.{key}"),
+                    "execution.throttle.multiplier (it matters once the backend accepts some \
+                     requests again)",
+                )
             }
             (Detail::ShortCircuit(_), _) => (
                 format!("command.{key}"),

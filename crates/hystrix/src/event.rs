@@ -74,8 +74,10 @@ pub enum EventType {
     /// failure, not a cancellation of the execution.
     HedgeCancelled,
     /// The command's adaptive concurrency limit refused the execution (at once, or after
-    /// waiting `execution.isolation.adaptive.maxWaitInMilliseconds`): the fallback runs. Not
-    /// a health error and not a drop for the limit. Terminal for the attempt.
+    /// waiting `execution.isolation.adaptive.maxWaitInMilliseconds`), or a priority reserve
+    /// did (the bound had room, kept for higher classes: see [`Priority`](crate::Priority)):
+    /// the fallback runs. Not a health error and not a drop for the limit. Terminal for the
+    /// attempt.
     LimitRejected,
     /// Client-side adaptive throttling (`execution.throttle.enabled`; Google SRE book,
     /// "Handling Overload") refused the attempt locally before it ran, with the probability

@@ -1321,8 +1321,10 @@ impl RegistryBuilder {
         self
     }
 
-    /// The seed of the registry's random draws (retry jitter), for runs that must repeat
-    /// exactly; each command key derives its own sequence from it and its key. Default: a
+    /// The seed of the registry's random draws (retry jitter, adaptive throttling's draws),
+    /// for runs that must repeat exactly; each command key derives its own sequences from it
+    /// and its key (so two registries whose seeds differ may still share a key's sequence:
+    /// the seed is mixed with the key, not a different stream per seed). Default: a
     /// random seed per registry, so instances of a service do not draw in step.
     /// [`TestRegistry`](crate::testing::TestRegistry) uses 0.
     pub fn random_seed(mut self, seed: u64) -> Self {

@@ -124,7 +124,7 @@ fn lower_classes_are_refused_first_and_leave_the_higher_reserves_free() {
     let why = refused(&test, &cmd, Priority::Sheddable);
     assert_eq!(
         why,
-        "SEMAPHORE_REJECTED, FALLBACK_MISSING | command Shares was refused as a SHEDDABLE \
+        "FALLBACK_MISSING, LIMIT_REJECTED | command Shares was refused as a SHEDDABLE \
          execution (5 of 10 places in use; the rest is reserved for higher priorities) and no \
          fallback available (tune hystrix.command.Shares.execution.isolation.priority.\
          {critical,normal}.reservedPercentage or add a fallback)"
@@ -149,9 +149,12 @@ fn lower_classes_are_refused_first_and_leave_the_higher_reserves_free() {
         (by_class.critical_reserved, by_class.normal_reserved),
         (3, 2)
     );
+    // Refused by a reserve: LIMIT_REJECTED (not a health error); at the full bound:
+    // SEMAPHORE_REJECTED, as without priorities.
+    assert_eq!(cmd.metrics().cumulative_count(EventType::LimitRejected), 3);
     assert_eq!(
         cmd.metrics().cumulative_count(EventType::SemaphoreRejected),
-        4
+        1
     );
     // Every class gives its places back.
     finish_all(&test, pending);
@@ -534,4 +537,34 @@ fn a_thread_pool_alone_ignores_reserves_and_reports_no_classes() {
         .unwrap();
     assert_eq!(value, 3);
     assert!(cmd.metrics().priorities().is_none());
+}
+
+#[test]
+fn refusals_by_a_reserve_never_open_the_breaker_on_the_class_it_is_for() {
+    let test = TestRegistry::new();
+    let cmd = reserved("Guarded", 10, 30, 0)
+        .build_in(test.registry())
+        .unwrap();
+    // 7 NORMAL in flight fill what CRITICAL's 3 places leave: 20 more NORMAL are refused.
+    let pending = admit(&test, &cmd, Priority::Normal, 7);
+    for _ in 0..20 {
+        let outcome = cmd
+            .run(|| Ok::<_, DependencyError>(1))
+            .fallback(|_| Ok::<_, DependencyError>(0))
+            .execute_outcome();
+        assert_eq!(
+            outcome.execution_result().execution_events().to_string(),
+            "FALLBACK_SUCCESS, LIMIT_REJECTED"
+        );
+    }
+    test.clock().advance(Duration::from_millis(500));
+    assert_eq!(cmd.metrics().health_counts().error_count, 0);
+    // The breaker stays closed: CRITICAL gets its place.
+    let paid = cmd
+        .run(|| Ok::<_, DependencyError>(9))
+        .priority(Priority::Critical)
+        .execute()
+        .unwrap();
+    assert_eq!(paid, 9);
+    finish_all(&test, pending);
 }

@@ -397,15 +397,17 @@ fn priority_refused<E>(
 ) -> HystrixError<E> {
     state.priorities.count(rec.priority, false);
     let in_flight = state.execution_semaphore.in_use();
-    let err = permit_refused_as(state, props, rec);
     if rec.priority != Priority::Critical && in_flight < props.semaphore_max {
-        err.with_detail(Detail::PriorityReserve {
+        // The bound had room, but it is reserved for the classes above: a limit's refusal
+        // (LIMIT_REJECTED), not a health error, so that refusing the lower classes never
+        // opens the breaker on the class the reserve is for.
+        limit_rejected(state, rec, props.semaphore_max).with_detail(Detail::PriorityReserve {
             priority: rec.priority,
             bound: props.semaphore_max,
             in_flight,
         })
     } else {
-        err
+        permit_refused_as(state, props, rec)
     }
 }
 
