@@ -66,12 +66,11 @@ impl Semaphore {
         Permit { semaphore: self }
     }
 
-    /// Counts one more holder without a limit, for a holder that gives it back with
-    /// [`give_back`](Semaphore::give_back) itself (admitted by another count: priority
-    /// reserves).
+    /// Counts one more holder without a limit, for a holder admitted by another count
+    /// (priority reserves) that gives it back with [`give_back`](Semaphore::give_back).
     #[inline]
-    pub(crate) fn enter_counted(&self) -> u32 {
-        self.in_use.fetch_add(1, Ordering::SeqCst) + 1
+    pub(crate) fn enter_counted(&self) {
+        self.in_use.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Permits currently held (a refused attempt may show for an instant).
