@@ -10,7 +10,8 @@ use crate::key::{CommandKey, GroupKey, ThreadPoolKey};
 /// ([`Ignored`](EventType::Ignored), [`WouldShortCircuit`](EventType::WouldShortCircuit),
 /// [`Retry`](EventType::Retry), [`RetryBudgetExhausted`](EventType::RetryBudgetExhausted),
 /// [`Hedge`](EventType::Hedge), [`HedgeCancelled`](EventType::HedgeCancelled),
-/// [`LimitRejected`](EventType::LimitRejected), [`Throttled`](EventType::Throttled)).
+/// [`LimitRejected`](EventType::LimitRejected), [`Throttled`](EventType::Throttled),
+/// [`SlowCall`](EventType::SlowCall)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum EventType {
@@ -85,11 +86,18 @@ pub enum EventType {
     /// a health error and not a drop for the adaptive limit; retried like LIMIT_REJECTED
     /// (`retry.onRejection`). Terminal for the attempt.
     Throttled,
+    /// An attempt took longer than `circuitBreaker.slowCall.durationThresholdInMilliseconds`
+    /// (resilience4j's slow call), whatever its outcome: from its admission by the breaker to
+    /// its end, in ms (counted per attempt, beside the attempt's outcome). Health counts it as
+    /// a slow call; with `circuitBreaker.slowCall.countInFlight`, an attempt still running past
+    /// the threshold is a slow request for health at once, and its end does not count in health
+    /// again (its events are counted when it ends, as any). Not terminal.
+    SlowCall,
 }
 
 impl EventType {
     /// Every event type, in declaration order.
-    pub const ALL: [EventType; 27] = [
+    pub const ALL: [EventType; 28] = [
         EventType::Emit,
         EventType::Success,
         EventType::Failure,
@@ -117,6 +125,7 @@ impl EventType {
         EventType::HedgeCancelled,
         EventType::LimitRejected,
         EventType::Throttled,
+        EventType::SlowCall,
     ];
 
     /// Number of event types.
@@ -158,6 +167,7 @@ impl EventType {
             EventType::HedgeCancelled => "HEDGE_CANCELLED",
             EventType::LimitRejected => "LIMIT_REJECTED",
             EventType::Throttled => "THROTTLED",
+            EventType::SlowCall => "SLOW_CALL",
         }
     }
 
@@ -224,7 +234,7 @@ const REPEATABLE_MASK: u32 = {
 
 /// The events an execution of several attempts can have more than once, by slot in
 /// `EventCounts::repeats`.
-const REPEATABLE: [EventType; 9] = [
+const REPEATABLE: [EventType; 10] = [
     EventType::Failure,
     EventType::Timeout,
     EventType::ThreadPoolRejected,
@@ -234,6 +244,7 @@ const REPEATABLE: [EventType; 9] = [
     EventType::HedgeCancelled,
     EventType::LimitRejected,
     EventType::Throttled,
+    EventType::SlowCall,
 ];
 
 /// The slot of a repeatable event in `EventCounts::repeats`.
@@ -248,6 +259,7 @@ const fn repeat_slot(event: EventType) -> Option<usize> {
         EventType::HedgeCancelled => Some(6),
         EventType::LimitRejected => Some(7),
         EventType::Throttled => Some(8),
+        EventType::SlowCall => Some(9),
         _ => None,
     }
 }
@@ -263,7 +275,7 @@ pub(crate) const THROWS_MASK: u32 = EventType::BadRequest.bit()
 /// happen many times, as Hystrix's `EventCounts`: `EMIT`, `FALLBACK_EMIT`, `COLLAPSED`, and,
 /// in an execution of several attempts (retry, hedging), `FAILURE`, `TIMEOUT`,
 /// `THREAD_POOL_REJECTED`, `SEMAPHORE_REJECTED`, `RETRY`, `HEDGE`, `HEDGE_CANCELLED`,
-/// `LIMIT_REJECTED` and `THROTTLED` (e.g.
+/// `LIMIT_REJECTED`, `THROTTLED` and `SLOW_CALL` (e.g.
 /// `FAILUREx2, SUCCESS, RETRYx2`).
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct EventCounts {
@@ -273,7 +285,7 @@ pub struct EventCounts {
     collapsed: u32,
     /// Occurrences beyond the first of the [`REPEATABLE`] events, by slot (at most 255 more:
     /// `retry.maxAttempts` is at most 100).
-    repeats: [u8; 9],
+    repeats: [u8; 10],
 }
 
 impl EventCounts {
@@ -284,7 +296,7 @@ impl EventCounts {
             emits: 0,
             fallback_emits: 0,
             collapsed: 0,
-            repeats: [0; 9],
+            repeats: [0; 10],
         }
     }
 
@@ -577,7 +589,7 @@ mod tests {
         for (i, event) in EventType::ALL.iter().enumerate() {
             assert_eq!(event.index(), i);
         }
-        assert_eq!(EventType::COUNT, 27);
+        assert_eq!(EventType::COUNT, 28);
     }
 
     #[test]

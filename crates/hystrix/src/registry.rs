@@ -19,8 +19,8 @@ use crate::circuit::journal::{Journal, JournalEvent};
 use crate::circuit::store::StateStore;
 use crate::circuit::{
     BreakerEventKind, BreakerExtras, BreakerSpec, CircuitBreaker, CircuitBreakerEvent,
-    CircuitBreakerHandle, CircuitBreakerListener, KeyedBreakers, ProbeState, SharedLink, Site,
-    StateStoreStatus, Status, StoreEnv,
+    CircuitBreakerHandle, CircuitBreakerListener, KeyedBreakers, MAX_KEYED_COUNT_WINDOW,
+    ProbeState, SharedLink, Site, StateStoreStatus, Status, StoreEnv, Window, WindowType,
 };
 use crate::clock::{Clock, SystemClock};
 use crate::collapser::CollapserCounters;
@@ -69,6 +69,46 @@ pub(crate) struct Env {
     retry_budgets: Mutex<HashMap<String, Arc<crate::retry::budget::RetryBudget>>>,
     /// The seed of the random draws (retry jitter); each command key derives its own.
     random_seed: u64,
+}
+
+/// Refuses a window the breaker extras cannot keep: COUNT and CONSECUTIVE with a shared state
+/// store (its payload carries a time window's counts only), and a COUNT window too large for
+/// keyed breakers (each keeps one, within 512 bytes when idle).
+fn check_window(
+    key: &CommandKey,
+    props: &CommandProperties,
+    spec: &BreakerSpec,
+) -> Result<(), ConfigError> {
+    let kind = props.circuit_breaker_window_type;
+    let refuse = |name: &str, value: String, reason: String| {
+        Err(ConfigError::InvalidValue {
+            name: format!("hystrix.command.{key}.{name}"),
+            value,
+            reason,
+        })
+    };
+    if spec.shared && kind != WindowType::Time {
+        return refuse(
+            "circuitBreaker.window.type",
+            kind.to_string(),
+            "a shared state store carries a TIME window's counts only (requests and errors per \
+             round); COUNT and CONSECUTIVE windows cannot be shared across instances"
+                .into(),
+        );
+    }
+    let size = props.circuit_breaker_window_size;
+    if spec.keyed.is_some() && kind == WindowType::Count && size > MAX_KEYED_COUNT_WINDOW {
+        return refuse(
+            "circuitBreaker.window.size",
+            size.to_string(),
+            format!(
+                "must be at most {MAX_KEYED_COUNT_WINDOW} with keyed breakers: each keeps its \
+                 own window of one byte per call, and an idle keyed breaker stays within 512 \
+                 bytes"
+            ),
+        );
+    }
+    Ok(())
 }
 
 /// The seed of `key`'s random draws: the registry's seed mixed with the key's name (FNV-1a),
@@ -965,12 +1005,16 @@ impl Registry {
         self.inner.env.shutdown();
     }
 
-    /// Approximate bytes a command key's state takes now: its metrics windows and the latency
-    /// counters allocated so far (they grow with the spread of latencies seen, up to a bound).
-    /// `None` if the key has no state here.
+    /// Approximate bytes a command key's state takes now: its metrics windows, the latency
+    /// counters allocated so far (they grow with the spread of latencies seen, up to a bound)
+    /// and the breaker's own window. `None` if the key has no state here.
     pub fn command_state_bytes(&self, key: &str) -> Option<usize> {
         let state = self.inner.commands.lock().get(key).cloned()?;
-        Some(std::mem::size_of::<CommandState>() + state.counters.memory_bytes())
+        Some(
+            std::mem::size_of::<CommandState>()
+                + state.counters.memory_bytes()
+                + state.extras.memory_bytes(),
+        )
     }
 
     /// Drops a command key's state (breaker, semaphores, metrics, live properties) so memory
@@ -1153,7 +1197,10 @@ impl Registry {
                 });
             }
         };
+        check_window(key, props, &spec)?;
         Ok(BreakerExtras {
+            window: Window::new(props, false),
+            in_flight: OnceLock::new(),
             backoff: spec.backoff,
             probe: spec.probe.map(ProbeState::new),
             journal: spec.journal.map(|config| Arc::new(Journal::new(config))),

@@ -51,6 +51,7 @@ fn health(total_requests: u64, error_count: u64, error_percentage: u32) -> Healt
         total_requests,
         error_count,
         error_percentage,
+        ..HealthCounts::default()
     }
 }
 

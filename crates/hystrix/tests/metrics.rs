@@ -298,7 +298,8 @@ fn memory_per_command_key_stays_small_and_bounded() {
     }
     let worst = test.registry().command_state_bytes("Memory").unwrap();
     eprintln!("bytes per command key: fresh {fresh}, typical {typical}, worst {worst}");
-    assert!(fresh < 24 * 1024, "fresh {fresh}");
+    // 24.3 KiB since issue 25 (the SLOW_CALL counters, 256 B, and the breaker window).
+    assert!(fresh < 25 * 1024, "fresh {fresh}");
     // Execution and total latency are equal here (no queue, no fallback): they are recorded
     // once, in one window. Its first segment: 256 counters of 8 bytes.
     assert_eq!(typical - fresh, 256 * 8);

@@ -23,11 +23,10 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::CircuitBreaker;
+use super::{CircuitBreaker, Site, Window};
 use crate::clock::Clock;
 use crate::config::CommandProperties;
 use crate::keyed::KeyedMap;
-use crate::metrics::health_ring::HealthRing;
 use crate::registry::CommandState;
 
 /// The breaker key of a command's overflow breaker (see
@@ -43,15 +42,16 @@ pub const OVERFLOW_BREAKER_KEY: &str = "(overflow)";
 pub(crate) struct KeyedBreaker {
     pub(crate) key: Arc<str>,
     pub(crate) breaker: CircuitBreaker,
-    pub(crate) health: HealthRing,
+    /// Its own window, of the command's `circuitBreaker.window.type`.
+    pub(crate) window: Window,
 }
 
 impl KeyedBreaker {
-    fn new(key: Arc<str>, bucket_ms: u64, buckets: u32) -> Self {
+    fn new(key: Arc<str>, props: &CommandProperties) -> Self {
         KeyedBreaker {
             key,
             breaker: CircuitBreaker::default(),
-            health: HealthRing::new(bucket_ms, buckets),
+            window: Window::new(props, true),
         }
     }
 
@@ -69,7 +69,9 @@ impl KeyedBreaker {
             return None;
         }
         let props = state.properties.load();
-        super::trips(&self.health.health(now_ms), &props)
+        let health = Site::keyed(state, self).health(now_ms);
+        super::window::trip_reason(props.circuit_breaker_window_type, &health, &props)
+            .is_some()
             .then(|| now_ms.saturating_add(hot.sleep_window_ms()))
     }
 }
@@ -83,13 +85,12 @@ pub(crate) struct KeyedBreakers {
     overflowing: AtomicBool,
     /// As defined: at most this many keys, evicted after this many idle ms.
     pub(crate) limits: (NonZeroUsize, Option<u64>),
-    bucket_ms: u64,
-    buckets: u32,
 }
 
 impl KeyedBreakers {
-    /// At most `max_keys` breakers, those unused for longer than `idle_ms` evicted; health
-    /// windows as the command's (`metrics.rollingStats.timeInMilliseconds` in buckets of
+    /// At most `max_keys` breakers, those unused for longer than `idle_ms` evicted; windows
+    /// as the command's (`circuitBreaker.window.*`; a TIME window of
+    /// `metrics.rollingStats.timeInMilliseconds` in buckets of
     /// `metrics.healthSnapshot.intervalInMilliseconds`).
     pub(crate) fn new(
         max_keys: NonZeroUsize,
@@ -97,23 +98,11 @@ impl KeyedBreakers {
         clock: Arc<dyn Clock>,
         props: &CommandProperties,
     ) -> Self {
-        let bucket_ms = props
-            .metrics_health_snapshot_interval_in_milliseconds
-            .max(1);
-        let buckets = u32::try_from(props.metrics_rolling_stats_time_in_milliseconds / bucket_ms)
-            .unwrap_or(u32::MAX)
-            .max(1);
         KeyedBreakers {
             map: KeyedMap::new(max_keys, idle_ms, clock),
-            overflow: Arc::new(KeyedBreaker::new(
-                Arc::from(OVERFLOW_BREAKER_KEY),
-                bucket_ms,
-                buckets,
-            )),
+            overflow: Arc::new(KeyedBreaker::new(Arc::from(OVERFLOW_BREAKER_KEY), props)),
             overflowing: AtomicBool::new(false),
             limits: (max_keys, idle_ms),
-            bucket_ms,
-            buckets,
         }
     }
 
@@ -129,10 +118,11 @@ impl KeyedBreakers {
             key,
             |shared_key| {
                 made = true;
+                // The window's properties are fixed: the current ones are the first ones.
+                let props = state.properties.load();
                 Ok::<_, std::convert::Infallible>(Arc::new(KeyedBreaker::new(
                     Arc::clone(shared_key),
-                    self.bucket_ms,
-                    self.buckets,
+                    &props,
                 )))
             },
             |keyed| keyed.held_until_ms(state, state.env.clock.now_ms()),

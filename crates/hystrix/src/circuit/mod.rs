@@ -20,12 +20,14 @@
 
 mod backoff;
 mod event;
+mod in_flight;
 pub mod journal;
 mod keyed;
 mod probe;
 mod shared;
 mod state;
 pub mod store;
+mod window;
 
 use std::fmt;
 use std::sync::Arc;
@@ -39,14 +41,17 @@ pub use event::{BreakerEventKind, CircuitBreakerEvent, CircuitBreakerListener};
 pub use probe::HealthProbe;
 pub use shared::StateStoreStatus;
 pub use state::Status;
+pub use window::WindowType;
+pub(crate) use window::{CallOutcome, MAX_COUNT_WINDOW, MAX_KEYED_COUNT_WINDOW, Window};
 
+pub(crate) use in_flight::{Added, Tracked};
 pub use keyed::OVERFLOW_BREAKER_KEY;
 pub(crate) use keyed::{KeyedBreaker, KeyedBreakers};
 pub(crate) use probe::ProbeState;
 pub(crate) use shared::{SharedLink, StoreEnv, run_rounds};
 use state::{State, TrialSuccess, Word};
 
-use crate::config::{CommandProperties, HotCommandProperties, HotSnapshot};
+use crate::config::{HotCommandProperties, HotSnapshot};
 use crate::error::TripCause;
 use crate::metrics::HealthCounts;
 use crate::registry::CommandState;
@@ -172,6 +177,16 @@ impl BreakerSpec {
 }
 
 impl BreakerExtras {
+    /// Bytes the extras take (the window and the attempts tracked in flight; the probe,
+    /// journal and keyed breakers aside).
+    pub(crate) fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.window.heap_bytes()
+            + self.in_flight.get().map_or(0, |in_flight| {
+                std::mem::size_of::<in_flight::InFlight>() + in_flight.heap_bytes()
+            })
+    }
+
     /// What the key's first definition asked for, in words (empty: none).
     pub(crate) fn shape(&self) -> String {
         shape(
@@ -206,6 +221,11 @@ pub(crate) struct BreakerExtras {
     pub(crate) journal: Option<Arc<journal::Journal>>,
     pub(crate) shared: Option<SharedLink>,
     pub(crate) keyed: Option<KeyedBreakers>,
+    /// The command's own breaker's window (`circuitBreaker.window.type`).
+    pub(crate) window: Window,
+    /// Its attempts running, by start interval (made when slow calls are first counted in
+    /// flight).
+    pub(crate) in_flight: std::sync::OnceLock<Box<in_flight::InFlight>>,
 }
 
 impl fmt::Debug for BreakerExtras {
@@ -216,6 +236,7 @@ impl fmt::Debug for BreakerExtras {
             .field("journal", &self.journal.is_some())
             .field("shared", &self.shared.is_some())
             .field("keyed", &self.keyed.is_some())
+            .field("window", &self.window)
             .finish()
     }
 }
@@ -258,18 +279,55 @@ impl<'a> Site<'a> {
         }
     }
 
-    fn health(&self, now_ms: u64) -> HealthCounts {
+    /// The breaker's window.
+    #[inline]
+    pub(crate) fn window(&self) -> &'a Window {
         match self.keyed {
-            Some(keyed) => keyed.health.health(now_ms),
-            None => self.command.counters.health(now_ms),
+            Some(keyed) => &keyed.window,
+            None => &self.command.extras.window,
+        }
+    }
+
+    /// The counts the breaker decides on now.
+    pub(crate) fn health(&self, now_ms: u64) -> HealthCounts {
+        match self.window() {
+            Window::Counters => self.command.counters.health(now_ms),
+            Window::Ring(ring) => ring.health(now_ms),
+            Window::Count(count) => count.health(),
+            Window::Consecutive(run) => {
+                let run = u64::from(run.get());
+                HealthCounts::new(run, run)
+            }
         }
     }
 
     fn restart_health(&self, now_ms: u64) {
-        match self.keyed {
-            Some(keyed) => keyed.health.restart(now_ms),
-            None => self.command.counters.restart_health(now_ms),
+        if self.keyed.is_none() {
+            // The command's counters: its health counts (the metrics' view) restart too.
+            self.command.counters.restart_health(now_ms);
         }
+        match self.window() {
+            Window::Counters => {}
+            Window::Ring(ring) => ring.restart(now_ms),
+            Window::Count(count) => count.restart(),
+            Window::Consecutive(run) => run.restart(),
+        }
+    }
+
+    /// The attempts of the command's own breaker running now, by start interval, while slow
+    /// calls are counted in flight (made at the first use).
+    #[inline]
+    pub(crate) fn in_flight(&self) -> Option<&'a in_flight::InFlight> {
+        if self.keyed.is_some() || !self.command.properties.hot().slow_in_flight() {
+            return None;
+        }
+        let interval_ms = self.command.health_interval_ms;
+        Some(
+            self.command
+                .extras
+                .in_flight
+                .get_or_init(|| Box::new(in_flight::InFlight::new(interval_ms))),
+        )
     }
 
     /// The extras that apply: the command's own breaker has them all; a keyed breaker only the
@@ -484,21 +542,122 @@ impl CircuitBreaker {
         if word.status != Status::Closed {
             return;
         }
-        let health = site.health(now_ms);
-        let props = site.command.properties.load();
-        if !trips(&health, &props) {
-            return;
+        // Attempts running past the slow-call threshold are slow requests from now on.
+        let sampled = self.count_slow_in_flight(site, now_ms);
+        let mut health = site.health(now_ms);
+        if sampled > 0 && matches!(site.window(), Window::Counters) {
+            // Counted in the health bucket filling, which this check does not read.
+            health = HealthCounts::with_slow_calls(
+                health.total_requests + sampled,
+                health.error_count,
+                health.slow_call_count + sampled,
+            );
         }
+        self.trip_if(site, word.generation, &health, now_ms);
+    }
+
+    /// Trips CLOSED (in `generation`) → OPEN if `health` says so.
+    fn trip_if(&self, site: Site<'_>, generation: u32, health: &HealthCounts, now_ms: u64) {
+        let props = site.command.properties.load();
+        let kind = props.circuit_breaker_window_type;
+        let Some(reason) = window::trip_reason(kind, health, &props) else {
+            return;
+        };
+        let mut message = reason.message;
         let last = FailureKind::from_u8(self.last_failure.load(Ordering::Relaxed));
-        let cause = TripCause::Message(trip_message(&health, &props, last).into());
+        if let (true, Some(last)) = (reason.on_errors, last.name()) {
+            message.push_str("; last failure: ");
+            message.push_str(last);
+        }
         self.open(
             site,
-            OpenFrom::Closed(word.generation),
+            OpenFrom::Closed(generation),
             OpenTrigger::Health,
-            cause,
+            TripCause::Message(message.into()),
             0,
             now_ms,
         );
+    }
+
+    /// Counts the command's attempts running past the slow-call threshold as slow (when slow
+    /// calls are counted in flight); returns how many.
+    fn count_slow_in_flight(&self, site: Site<'_>, now_ms: u64) -> u64 {
+        let Some(in_flight) = site.in_flight() else {
+            return 0;
+        };
+        let threshold_ms = site.command.properties.hot().slow_call_ms();
+        let slow = in_flight.count_slow(now_ms, threshold_ms);
+        self.add_slow_in_flight(site, slow, now_ms);
+        slow
+    }
+
+    /// `count` attempts still running were counted slow: the window holds them as slow
+    /// requests (their ends will not count in it again).
+    #[cold]
+    pub(crate) fn add_slow_in_flight(&self, site: Site<'_>, count: u64, now_ms: u64) {
+        if count == 0 {
+            return;
+        }
+        let count32 = u32::try_from(count).unwrap_or(u32::MAX);
+        match site.window() {
+            Window::Counters => site.command.counters.count_slow_in_flight(now_ms, count32),
+            // Keyed breakers do not count in flight.
+            Window::Ring(_) => {}
+            Window::Count(window) => {
+                let slow = CallOutcome {
+                    error: false,
+                    slow: true,
+                };
+                for _ in 0..count.min(u64::from(MAX_COUNT_WINDOW)) {
+                    window.record(slow);
+                }
+            }
+            Window::Consecutive(run) => {
+                run.add(count32);
+            }
+        }
+    }
+
+    /// An attempt admitted with `ticket` in `generation` (`None`: the breaker took no part)
+    /// ended with `outcome` (`kind`: its failure's kind, if it failed). The breaker's own window
+    /// counts it unless the command's counters do (a command's TIME window) or it is of an
+    /// older generation; a per-call window (COUNT, CONSECUTIVE) then trips at once if it says
+    /// so and the attempt was admitted while CLOSED.
+    #[cold]
+    pub(crate) fn on_outcome(
+        &self,
+        site: Site<'_>,
+        ticket: Ticket,
+        generation: Option<u32>,
+        outcome: CallOutcome,
+        kind: FailureKind,
+        now_ms: u64,
+    ) {
+        if generation.is_some_and(|generation| generation != self.generation()) {
+            return;
+        }
+        let health = match site.window() {
+            Window::Counters => return,
+            Window::Ring(ring) => {
+                ring.record(now_ms, outcome.error, outcome.slow);
+                return;
+            }
+            Window::Count(window) => window.record(outcome),
+            Window::Consecutive(run) => {
+                let run = u64::from(run.record(outcome));
+                HealthCounts::new(run, run)
+            }
+        };
+        let Ticket::Closed(generation) = ticket else {
+            return;
+        };
+        if !(outcome.error || outcome.slow) {
+            return;
+        }
+        if kind != FailureKind::None {
+            self.last_failure.store(kind as u8, Ordering::Relaxed);
+        }
+        self.trip_if(site, generation, &health, now_ms);
     }
 
     /// Opens the breaker from `from` (if it is still there), for the backoff's duration or
@@ -822,33 +981,6 @@ impl CircuitBreaker {
     pub(crate) fn trip_cause(&self) -> Option<TripCause> {
         self.trip_cause.load().as_deref().cloned()
     }
-}
-
-/// Hystrix's trip rule: at least `circuitBreaker.requestVolumeThreshold` requests in the health
-/// window, and at least `circuitBreaker.errorThresholdPercentage` of them errors.
-pub(crate) fn trips(health: &HealthCounts, props: &CommandProperties) -> bool {
-    health.total_requests >= u64::from(props.circuit_breaker_request_volume_threshold)
-        && health.error_percentage >= props.circuit_breaker_error_threshold_percentage
-}
-
-fn trip_message(
-    health: &HealthCounts,
-    props: &crate::config::CommandProperties,
-    last: FailureKind,
-) -> String {
-    let mut message = format!(
-        "{}% of {} requests failed in the last {} ms (circuitBreaker.errorThresholdPercentage \
-         {}%)",
-        health.error_percentage,
-        health.total_requests,
-        props.metrics_rolling_stats_time_in_milliseconds,
-        props.circuit_breaker_error_threshold_percentage
-    );
-    if let Some(last) = last.name() {
-        message.push_str("; last failure: ");
-        message.push_str(last);
-    }
-    message
 }
 
 /// A command key's circuit breaker, or one of its keyed breakers, to look at and to override by

@@ -27,7 +27,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::circuit::journal::JournalEntry;
 use crate::circuit::{
-    Admission, BreakerEventKind, FailureKind, KeyedBreaker, Site, Status, Ticket,
+    Added, Admission, BreakerEventKind, CallOutcome, FailureKind, KeyedBreaker, Site, Status,
+    Ticket, Tracked,
 };
 use crate::clock::{Clock, Sleep, TimerId};
 use crate::command::execution::BlockingFallback;
@@ -854,9 +855,32 @@ pub(crate) fn check_breaker<E>(
         Admission::Allowed(ticket) => {
             rec.ticket = ticket;
             rec.generation = ticket.generation();
+            if props.slow_in_flight() && rec.keyed().is_none() {
+                track_in_flight(state, rec, ticket);
+            }
             Ok(())
         }
         Admission::Denied(cause) => short_circuit(state, props, rec, options, cause),
+    }
+}
+
+/// Tracks an attempt admitted by the command's own breaker while CLOSED (or while it takes no
+/// part) as running, so that it counts as slow once it runs past the slow-call threshold.
+#[cold]
+fn track_in_flight(state: &CommandState, rec: &mut Recorder, ticket: Ticket) {
+    if matches!(ticket, Ticket::Trial(_)) {
+        return;
+    }
+    let site = Site::command(state);
+    let Some(in_flight) = site.in_flight() else {
+        return;
+    };
+    let threshold_ms = state.properties.hot().slow_call_ms();
+    if let Added::Tracked(tracked, flushed) = in_flight.add(rec.attempt_ms, threshold_ms) {
+        rec.in_flight = Some(tracked);
+        state
+            .breaker
+            .add_slow_in_flight(site, flushed, rec.attempt_ms);
     }
 }
 
@@ -1364,6 +1388,11 @@ pub(crate) struct Recorder {
     pub(crate) priority: Priority,
     /// How the current attempt holds its execution permit, once it took one.
     pub(crate) held: Held,
+    /// The current attempt is tracked as running, for slow calls counted in flight.
+    pub(crate) in_flight: Option<Tracked>,
+    /// The attempt that just ended was counted slow while running: its health outcome was
+    /// counted then, not again.
+    counted_in_flight: bool,
 }
 
 /// Where a retry-enabled execution's attempt loop is.
@@ -1404,6 +1433,8 @@ impl Recorder {
             limit_start: None,
             priority: Priority::Normal,
             held: Held::Plain,
+            in_flight: None,
+            counted_in_flight: false,
         }
     }
 
@@ -1488,6 +1519,7 @@ impl Recorder {
         std::mem::swap(&mut self.generation, &mut other.generation);
         std::mem::swap(&mut self.attempt_ms, &mut other.attempt_ms);
         std::mem::swap(&mut self.limit_start, &mut other.limit_start);
+        std::mem::swap(&mut self.in_flight, &mut other.in_flight);
     }
 
     /// The keyed breaker the execution went through, if it named one.
@@ -1539,19 +1571,72 @@ impl Recorder {
         Site::of(state, self.keyed().map(|keyed| &**keyed))
     }
 
-    /// A keyed breaker keeps its own health window: an outcome of the current generation
-    /// counts there.
+    /// Whether the attempt's end has more to tell than its ticket: a keyed breaker's window,
+    /// slow calls, a per-call window, or its place among the attempts running.
     #[inline]
-    fn count_keyed(&self, now_ms: u64, error: bool) {
-        if let Some(keyed) = self.keyed() {
-            count_in(keyed, self.generation, now_ms, error);
+    fn has_outcome_extras(&self, state: &CommandState) -> bool {
+        self.keyed.is_some()
+            || self.in_flight.is_some()
+            || state.properties.hot().breaker_window_extras()
+    }
+
+    /// The attempt ended at `now_ms` (`kind`: its failure's kind, `FailureKind::None` for a
+    /// success): slower than `circuitBreaker.slowCall.durationThresholdInMilliseconds` it is a
+    /// SLOW_CALL; the breaker's own window counts it (a keyed breaker's, a COUNT or a
+    /// CONSECUTIVE window; a command's TIME window counts its events), unless it was counted
+    /// slow while running.
+    #[cold]
+    fn count_outcome(&mut self, state: &CommandState, kind: FailureKind, now_ms: u64) {
+        let slow_ms = state.properties.hot().slow_call_ms();
+        let slow = slow_ms > 0 && now_ms.saturating_sub(self.attempt_ms) > slow_ms;
+        if slow {
+            self.event(state, EventType::SlowCall);
         }
+        if self.forget_in_flight(state) {
+            self.counted_in_flight = true;
+            return;
+        }
+        let outcome = CallOutcome {
+            error: kind != FailureKind::None,
+            slow,
+        };
+        let site = self.site(state);
+        site.breaker()
+            .on_outcome(site, self.ticket, self.generation, outcome, kind, now_ms);
+    }
+
+    /// The attempt is no longer running: out of the attempts tracked. Returns whether it was
+    /// counted slow while running.
+    #[inline]
+    fn forget_in_flight(&mut self, state: &CommandState) -> bool {
+        match self.in_flight.take() {
+            Some(tracked) => state
+                .extras
+                .in_flight
+                .get()
+                .is_some_and(|in_flight| in_flight.remove(tracked)),
+            None => false,
+        }
+    }
+
+    /// Whether the health outcome of the attempt that just ended counts in the command's
+    /// health window now: it went through the command's own breaker, in its current
+    /// generation, and was not counted slow while running. Asked once per attempt.
+    fn counts_in_health(&mut self, state: &CommandState) -> bool {
+        let counted_before = std::mem::take(&mut self.counted_in_flight);
+        self.keyed().is_none()
+            && !counted_before
+            && self
+                .generation
+                .is_none_or(|generation| state.breaker.generation() == generation)
     }
 
     /// Tells the breaker the execution succeeded (or ended in an ignored error).
     #[inline]
     pub(crate) fn settle_success(&mut self, state: &CommandState, now_ms: u64) {
-        self.count_keyed(now_ms, false);
+        if self.has_outcome_extras(state) {
+            self.count_outcome(state, FailureKind::None, now_ms);
+        }
         let ticket = std::mem::take(&mut self.ticket);
         if ticket != Ticket::None {
             let site = self.site(state);
@@ -1562,7 +1647,9 @@ impl Recorder {
     /// Tells the breaker the execution failed (error, panic, timeout or bulkhead rejection).
     #[inline]
     pub(crate) fn settle_failure(&mut self, state: &CommandState, kind: FailureKind, now_ms: u64) {
-        self.count_keyed(now_ms, true);
+        if self.has_outcome_extras(state) {
+            self.count_outcome(state, kind, now_ms);
+        }
         let ticket = std::mem::take(&mut self.ticket);
         let site = self.site(state);
         site.breaker().on_failure(site, ticket, kind, now_ms);
@@ -1576,7 +1663,7 @@ impl Recorder {
         min_open: Option<std::time::Duration>,
         now_ms: u64,
     ) {
-        self.count_keyed(now_ms, true);
+        self.count_outcome(state, FailureKind::TripNow, now_ms);
         let ticket = std::mem::take(&mut self.ticket);
         let site = self.site(state);
         let min_open_ms = min_open.map_or(0, crate::config::ceil_millis);
@@ -1605,6 +1692,9 @@ impl Recorder {
     /// Tells the breaker the execution said nothing of the dependency's health.
     #[inline]
     pub(crate) fn settle_release(&mut self, state: &CommandState) {
+        if self.in_flight.is_some() {
+            self.forget_in_flight(state);
+        }
         let ticket = std::mem::take(&mut self.ticket);
         if ticket != Ticket::None {
             self.site(state).breaker().release(ticket);
@@ -1772,10 +1862,7 @@ impl Recorder {
     /// each attempt is a request for health when it happens.
     pub(crate) fn count_attempt(&mut self, state: &CommandState, now_ms: u64) {
         let fresh = self.events.less(&self.retry().counted);
-        let current = self.keyed().is_none()
-            && self
-                .generation
-                .is_none_or(|generation| state.breaker.generation() == generation);
+        let current = self.counts_in_health(state);
         state.counters.record_attempt(now_ms, &fresh, current);
         let events = self.events;
         self.retried_mut().counted = events;
@@ -1806,10 +1893,7 @@ impl Recorder {
             }
             // Each breaker judges the calls it admitted: an execution through a keyed breaker
             // counts in that breaker's health window, not in the command's.
-            let current = self.keyed().is_none()
-                && self
-                    .generation
-                    .is_none_or(|generation| state.breaker.generation() == generation);
+            let current = self.counts_in_health(state);
             // Earlier attempts of a retried execution were counted as they ended.
             let less;
             let uncounted = match &self.retried {
@@ -1875,15 +1959,6 @@ impl Recorder {
         }
         self.event(state, EventType::Cancelled);
         Some(self.report(state, now_ms))
-    }
-}
-
-/// Counts an outcome in a keyed breaker's health window, if admitted in its current
-/// generation (or while it took no part).
-#[cold]
-fn count_in(keyed: &KeyedBreaker, generation: Option<u32>, now_ms: u64, error: bool) {
-    if generation.is_none_or(|generation| keyed.breaker.generation() == generation) {
-        keyed.health.record(now_ms, error);
     }
 }
 

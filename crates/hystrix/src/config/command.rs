@@ -33,6 +33,24 @@ pub(crate) fn bucket_count(v: &u32) -> Result<(), String> {
     }
 }
 
+fn positive_percentage(v: &u32) -> Result<(), String> {
+    match *v {
+        1..=100 => Ok(()),
+        _ => Err("must be a percentage from 1 to 100".into()),
+    }
+}
+
+fn count_window_size(v: &u32) -> Result<(), String> {
+    match *v {
+        0 => Err("must be at least 1".into()),
+        1..=crate::circuit::MAX_COUNT_WINDOW => Ok(()),
+        _ => Err(format!(
+            "must be at most {} (the window takes a byte per call)",
+            crate::circuit::MAX_COUNT_WINDOW
+        )),
+    }
+}
+
 fn timeout_ms(v: &u64) -> Result<(), String> {
     if *v >= 1 {
         Ok(())
@@ -133,6 +151,46 @@ property_table! {
     /// trials needed to close. Default 1, at least 1 and at most `permittedRequests`. Dynamic.
     circuit_breaker_half_open_success_threshold: u32 = 1;
         "circuitBreaker.halfOpen.successThreshold", Dynamic, Any, at_least_one;
+    /// `circuitBreaker.slowCall.durationThresholdInMilliseconds` (our extension, resilience4j's
+    /// `slowCallDurationThreshold`): an attempt that takes longer than this many ms, from its
+    /// admission by the breaker to its end and whatever its outcome, is a SLOW_CALL; the
+    /// breaker trips on their percentage as on errors. 0 turns slow calls off. Default 0.
+    /// Dynamic.
+    circuit_breaker_slow_call_duration_threshold_in_milliseconds: u64 = 0;
+        "circuitBreaker.slowCall.durationThresholdInMilliseconds", Dynamic, Any, no_check;
+    /// `circuitBreaker.slowCall.rateThresholdPercentage` (our extension, resilience4j's
+    /// `slowCallRateThreshold`): the breaker trips when the percentage (1-100) of slow calls
+    /// in its window is at least this (with the window's volume, as for errors). Default 100
+    /// (resilience4j's). Dynamic.
+    circuit_breaker_slow_call_rate_threshold_percentage: u32 = 100;
+        "circuitBreaker.slowCall.rateThresholdPercentage", Dynamic, Any, positive_percentage;
+    /// `circuitBreaker.slowCall.countInFlight` (our extension): an attempt still running past
+    /// the slow-call threshold counts as a slow request at the breaker's next health check (at
+    /// most one health interval later, no timer per call), not only when it ends, which may be
+    /// at its timeout or never; its end then does not count in the window again. Applies to a
+    /// command's own breaker, for thresholds up to 62 health intervals (31 s by default);
+    /// keyed breakers and longer thresholds count a slow call at its end. Default true.
+    /// Dynamic.
+    circuit_breaker_slow_call_count_in_flight: bool = true;
+        "circuitBreaker.slowCall.countInFlight", Dynamic, Any, no_check;
+    /// `circuitBreaker.window.type` (our extension): what the breaker trips on, `TIME`
+    /// (Hystrix's rolling window), `COUNT` (the last `window.size` calls) or `CONSECUTIVE`
+    /// (failures in a row); see [`WindowType`](crate::circuit::WindowType). Default `TIME`.
+    /// Fixed. COUNT and CONSECUTIVE are refused with a shared state store (its payload carries
+    /// a time window's counts only).
+    circuit_breaker_window_type: crate::circuit::WindowType = crate::circuit::WindowType::Time;
+        "circuitBreaker.window.type", Fixed, Any, no_check;
+    /// `circuitBreaker.window.size` (our extension, resilience4j's `slidingWindowSize`): the
+    /// calls a COUNT window holds, 1 to 65535 (at most 200 with keyed breakers, which keep
+    /// one each). Default 100. Fixed.
+    circuit_breaker_window_size: u32 = 100;
+        "circuitBreaker.window.size", Fixed, Any, count_window_size;
+    /// `circuitBreaker.window.consecutiveFailures` (our extension, gobreaker's
+    /// `ConsecutiveFailures`): a CONSECUTIVE window trips at the end of this many failures in
+    /// a row, at least 1 (gobreaker's default rule trips on more than 5: set 6 to match).
+    /// Default 5. Dynamic.
+    circuit_breaker_window_consecutive_failures: u32 = 5;
+        "circuitBreaker.window.consecutiveFailures", Dynamic, Any, at_least_one;
     /// `metrics.rollingStats.timeInMilliseconds`: length of the rolling counter window (and of
     /// the health window) in ms. Default 10000. Fixed once the key is in use.
     metrics_rolling_stats_time_in_milliseconds: u64 = 10_000;
@@ -564,6 +622,8 @@ pub(crate) struct HotCommandProperties {
     throttle_window_ms: std::sync::atomic::AtomicU64,
     /// `execution.throttle.numBuckets`.
     throttle_buckets: std::sync::atomic::AtomicU32,
+    /// `circuitBreaker.slowCall.durationThresholdInMilliseconds` (0: off).
+    slow_call_ms: std::sync::atomic::AtomicU64,
     /// The algorithm published last (its discriminant + 1; 0 before the first publish).
     adaptive_kind: std::sync::atomic::AtomicU32,
     /// Bumped twice at every publish (odd while publishing): the limiter rebuilds its
@@ -606,6 +666,13 @@ const ADAPTIVE: u32 = 1 << 13;
 const PRIORITIES: u32 = 1 << 14;
 /// `execution.throttle.enabled`.
 const THROTTLE: u32 = 1 << 15;
+/// Slow calls are on (`circuitBreaker.slowCall.durationThresholdInMilliseconds` above 0).
+const SLOW_CALLS: u32 = 1 << 16;
+/// The breaker's window is checked per call (`circuitBreaker.window.type` COUNT or
+/// CONSECUTIVE).
+const PER_CALL_WINDOW: u32 = 1 << 17;
+/// `circuitBreaker.slowCall.countInFlight`, while slow calls are on.
+const SLOW_IN_FLIGHT: u32 = 1 << 18;
 
 /// The admission bound: `cap` (`maxConcurrentRequests`), or the adaptive `limit` if adaptive
 /// limits are on and it is lower.
@@ -621,6 +688,7 @@ impl HotCommandProperties {
     pub(crate) fn publish(&self, props: &CommandProperties) {
         use std::sync::atomic::Ordering::Release;
         let flag = |on: bool, bit: u32| if on { bit } else { 0 };
+        let slow_calls = props.circuit_breaker_slow_call_duration_threshold_in_milliseconds > 0;
         let flags = flag(props.circuit_breaker_enabled, BREAKER_ENABLED)
             | flag(props.circuit_breaker_force_open, FORCE_OPEN)
             | flag(props.circuit_breaker_force_closed, FORCE_CLOSED)
@@ -634,6 +702,15 @@ impl HotCommandProperties {
                 PRIORITIES,
             )
             | flag(props.execution_throttle_enabled, THROTTLE)
+            | flag(slow_calls, SLOW_CALLS)
+            | flag(
+                slow_calls && props.circuit_breaker_slow_call_count_in_flight,
+                SLOW_IN_FLIGHT,
+            )
+            | flag(
+                props.circuit_breaker_window_type != crate::circuit::WindowType::Time,
+                PER_CALL_WINDOW,
+            )
             | flag(props.execution_timeout_enabled, TIMEOUT_ENABLED)
             | flag(
                 props.execution_isolation_thread_interrupt_on_timeout,
@@ -694,6 +771,10 @@ impl HotCommandProperties {
             .store(props.execution_throttle_window_in_milliseconds, Release);
         self.throttle_buckets
             .store(props.execution_throttle_num_buckets, Release);
+        self.slow_call_ms.store(
+            props.circuit_breaker_slow_call_duration_threshold_in_milliseconds,
+            Release,
+        );
         // Odd while the admission bound is being published (see set_adaptive_limit).
         self.generation
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
@@ -812,6 +893,26 @@ impl HotCommandProperties {
             self.throttle_window_ms.load(Acquire),
             self.throttle_buckets.load(Acquire),
         )
+    }
+
+    /// Whether an attempt's end has more to tell the breaker than its ticket: slow calls are
+    /// on, or the window is checked per call.
+    #[inline]
+    pub(crate) fn breaker_window_extras(&self) -> bool {
+        self.flags.load(std::sync::atomic::Ordering::Acquire) & (SLOW_CALLS | PER_CALL_WINDOW) != 0
+    }
+
+    /// `circuitBreaker.slowCall.durationThresholdInMilliseconds` (0: slow calls off).
+    #[inline]
+    pub(crate) fn slow_call_ms(&self) -> u64 {
+        self.slow_call_ms.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Attempts still running past the slow-call threshold count as slow
+    /// (`circuitBreaker.slowCall.countInFlight`, slow calls on).
+    #[inline]
+    pub(crate) fn slow_in_flight(&self) -> bool {
+        self.flags.load(std::sync::atomic::Ordering::Acquire) & SLOW_IN_FLIGHT != 0
     }
 
     /// How many times the properties were published: a change means they may differ.
@@ -952,6 +1053,12 @@ impl HotSnapshot {
     #[inline]
     pub(crate) fn throttle(&self) -> bool {
         self.flags & THROTTLE != 0
+    }
+    /// Attempts still running past the slow-call threshold count as slow
+    /// (`circuitBreaker.slowCall.countInFlight`, slow calls on).
+    #[inline]
+    pub(crate) fn slow_in_flight(&self) -> bool {
+        self.flags & SLOW_IN_FLIGHT != 0
     }
     /// `execution.timeout.enabled`.
     #[inline]

@@ -1,24 +1,35 @@
 //! The health window of a keyed breaker in one word per bucket, so that 100 000 of them fit in
-//! tens of MB: requests and errors of each health bucket packed into an `AtomicU64` with the
-//! bucket's tag (SPEC Part A 35).
+//! tens of MB: requests, errors and slow calls of each health bucket packed into an `AtomicU64`
+//! with the bucket's tag (SPEC Part A 35).
 //!
-//! Layout of a slot: tag (16 bits, the bucket's epoch modulo 2^16) | requests (24 bits) |
-//! errors (24 bits). Counts saturate at 2^24 - 1 (16.7 million per bucket and key). The window
-//! is read as a command's (SPEC Part A 14): the completed buckets, since the last restart.
+//! Layout of a slot: tag (16 bits, the bucket's epoch modulo 2^16) | requests (16 bits) |
+//! errors (16 bits) | slow calls (16 bits). Counts saturate at 65 535 per bucket and key
+//! (131 070 calls a second per key with the default 500 ms buckets). The window is read as a
+//! command's (SPEC Part A 14): the completed buckets, since the last restart.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::HealthCounts;
 use super::rolling::Divisor;
 
-const COUNT_MAX: u64 = (1 << 24) - 1;
+const COUNT_MAX: u64 = (1 << 16) - 1;
 
-fn pack(tag: u64, requests: u64, errors: u64) -> u64 {
-    (tag & 0xFFFF) << 48 | requests.min(COUNT_MAX) << 24 | errors.min(COUNT_MAX)
+fn pack(tag: u64, [requests, errors, slow]: [u64; 3]) -> u64 {
+    (tag & 0xFFFF) << 48
+        | requests.min(COUNT_MAX) << 32
+        | errors.min(COUNT_MAX) << 16
+        | slow.min(COUNT_MAX)
 }
 
-fn unpack(word: u64) -> (u64, u64, u64) {
-    (word >> 48, (word >> 24) & COUNT_MAX, word & COUNT_MAX)
+fn unpack(word: u64) -> (u64, [u64; 3]) {
+    (
+        word >> 48,
+        [
+            (word >> 32) & COUNT_MAX,
+            (word >> 16) & COUNT_MAX,
+            word & COUNT_MAX,
+        ],
+    )
 }
 
 /// Requests and errors per health bucket, over a window of `buckets` buckets: a ring of
@@ -39,25 +50,26 @@ impl HealthRing {
         HealthRing {
             bucket_ms: Divisor::new(bucket_ms.max(1)),
             slots: (0..len)
-                .map(|_| AtomicU64::new(pack(u64::MAX, 0, 0)))
+                .map(|_| AtomicU64::new(pack(u64::MAX, [0; 3])))
                 .collect(),
             from: AtomicU64::new(0),
         }
     }
 
-    /// Counts one request at `now_ms`, an error if `error`.
+    /// Counts one request at `now_ms`, an error if `error`, a slow call if `slow`.
     #[inline]
-    pub(crate) fn record(&self, now_ms: u64, error: bool) {
+    pub(crate) fn record(&self, now_ms: u64, error: bool, slow: bool) {
         let epoch = self.bucket_ms.divide(now_ms);
         let slot = self.slot(epoch);
         let tag = epoch & 0xFFFF;
         let mut current = slot.load(Ordering::Relaxed);
         loop {
-            let (seen, requests, errors) = unpack(current);
+            let (seen, [requests, errors, slows]) = unpack(current);
+            let (error, slow) = (u64::from(error), u64::from(slow));
             let next = if seen == tag {
-                pack(tag, requests + 1, errors + u64::from(error))
+                pack(tag, [requests + 1, errors + error, slows + slow])
             } else {
-                pack(tag, 1, u64::from(error))
+                pack(tag, [1, error, slow])
             };
             match slot.compare_exchange_weak(current, next, Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(_) => return,
@@ -73,15 +85,17 @@ impl HealthRing {
         let first = current
             .saturating_sub(buckets)
             .max(self.from.load(Ordering::Acquire));
-        let (mut total, mut errors) = (0, 0);
+        let mut sums = [0; 3];
         for epoch in first.min(current)..current {
-            let (tag, requests, failed) = unpack(self.slot(epoch).load(Ordering::Relaxed));
+            let (tag, counts) = unpack(self.slot(epoch).load(Ordering::Relaxed));
             if tag == epoch & 0xFFFF {
-                total += requests;
-                errors += failed;
+                for (sum, count) in sums.iter_mut().zip(counts) {
+                    *sum += count;
+                }
             }
         }
-        HealthCounts::new(total, errors)
+        let [total, errors, slow] = sums;
+        HealthCounts::with_slow_calls(total, errors, slow)
     }
 
     #[inline]
@@ -92,12 +106,12 @@ impl HealthRing {
     /// Restarts the window from zero at `now_ms` (the breaker closed).
     pub(crate) fn restart(&self, now_ms: u64) {
         let epoch = self.bucket_ms.divide(now_ms);
-        self.slot(epoch).store(pack(epoch, 0, 0), Ordering::Relaxed);
+        self.slot(epoch)
+            .store(pack(epoch, [0; 3]), Ordering::Relaxed);
         self.from.store(epoch, Ordering::Release);
     }
 
     /// Bytes on the heap.
-    #[cfg(test)]
     pub(crate) fn heap_bytes(&self) -> usize {
         std::mem::size_of_val(&*self.slots)
     }
@@ -111,12 +125,12 @@ mod tests {
     fn only_completed_buckets_of_the_window_count() {
         // 4 buckets of 100 ms.
         let ring = HealthRing::new(100, 4);
-        ring.record(0, false);
-        ring.record(50, true);
-        ring.record(150, true);
+        ring.record(0, false, false);
+        ring.record(50, true, true);
+        ring.record(150, true, false);
         assert_eq!(ring.health(99).total_requests, 0, "bucket 0 still filling");
         let health = ring.health(200);
-        assert_eq!((health.total_requests, health.error_count), (3, 2));
+        assert_eq!(health, HealthCounts::with_slow_calls(3, 2, 1));
         assert_eq!(health.error_percentage, 66);
         // At 500 ms bucket 0 has left the window (buckets 1-4 are the window).
         let health = ring.health(500);
@@ -127,9 +141,9 @@ mod tests {
     #[test]
     fn a_slot_reused_for_a_later_bucket_starts_from_zero() {
         let ring = HealthRing::new(100, 2);
-        ring.record(10, true);
+        ring.record(10, true, false);
         // Ring of 3 slots: bucket 3 takes bucket 0's slot.
-        ring.record(310, false);
+        ring.record(310, false, false);
         let health = ring.health(400);
         assert_eq!((health.total_requests, health.error_count), (1, 0));
     }
@@ -137,10 +151,10 @@ mod tests {
     #[test]
     fn restart_drops_what_came_before() {
         let ring = HealthRing::new(100, 4);
-        ring.record(10, true);
-        ring.record(120, true);
+        ring.record(10, true, false);
+        ring.record(120, true, false);
         ring.restart(130);
-        ring.record(140, false);
+        ring.record(140, false, false);
         let health = ring.health(200);
         assert_eq!((health.total_requests, health.error_count), (1, 0));
     }

@@ -36,6 +36,10 @@ use crate::key::CommandKey;
 /// The health counters of outcomes taken out of health (see `CommandCounters::stale`).
 const TOTAL: usize = 0;
 const ERRORS: usize = 1;
+/// The slow-call adjustments of health (see `CommandCounters::slow`): slow calls taken out of
+/// health, and attempts counted slow while still running.
+const SLOW: usize = 0;
+const SAMPLED: usize = 1;
 
 /// Events that count as a request in health; the error ones count as errors too (SPEC §2.3,
 /// with IGNORED as a success, Part A 23).
@@ -54,13 +58,20 @@ pub(crate) struct CommandCounters {
     rolling: View,
     /// The health window over `events`.
     health: View,
-    /// Health outcomes of executions admitted before the breaker's latest transition: they
-    /// count in `events` but not in health (SPEC Part A 15), so health subtracts them.
+    /// Health outcomes of executions admitted before the breaker's latest transition, or
+    /// counted slow while still running: they count in `events` but not in health (SPEC Part
+    /// A 15), so health subtracts them.
     stale: RollingCounts<2>,
+    /// With slow calls: the slow calls of those outcomes (SLOW, subtracted), and the attempts
+    /// counted slow while running (SAMPLED, added as slow requests). Made at first use.
+    slow: std::sync::OnceLock<Box<RollingCounts<2>>>,
+    /// The fine bucket size and the buckets kept, to make `slow`.
+    fine: (u64, u64),
     /// Health counts start at this health bucket (moved when the breaker closes).
     health_from: AtomicU64,
-    /// What that bucket held (requests, errors) when health restarted: not counted.
-    health_baseline: [AtomicU64; 2],
+    /// What that bucket held (requests, errors, slow calls) when health restarted: not
+    /// counted.
+    health_baseline: [AtomicU64; 3],
     /// Execution latencies of executions whose total latency differed.
     execution_latency: RollingLatency,
     /// Total latencies of executions whose execution latency differed (or had none).
@@ -70,29 +81,50 @@ pub(crate) struct CommandCounters {
     same_latency: RollingLatency,
 }
 
-/// The breaker's view: requests and errors over the health window (SPEC §2.3).
+/// The breaker's view: requests, errors and slow calls over its window (SPEC §2.3; see
+/// [`WindowType`](crate::circuit::WindowType) for the windows other than Hystrix's TIME).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct HealthCounts {
-    /// Requests: SUCCESS, FAILURE, TIMEOUT, THREAD_POOL_REJECTED, SEMAPHORE_REJECTED and IGNORED.
+    /// Requests: SUCCESS, FAILURE, TIMEOUT, THREAD_POOL_REJECTED, SEMAPHORE_REJECTED and IGNORED
+    /// (each attempt once), and the attempts counted slow while still running (see
+    /// `circuitBreaker.slowCall.countInFlight`). Under a CONSECUTIVE window: the failures in
+    /// a row.
     pub total_requests: u64,
-    /// Errors: FAILURE, TIMEOUT, THREAD_POOL_REJECTED, SEMAPHORE_REJECTED.
+    /// Errors: FAILURE, TIMEOUT, THREAD_POOL_REJECTED, SEMAPHORE_REJECTED. Under a CONSECUTIVE
+    /// window: the failures in a row.
     pub error_count: u64,
     /// `error_count * 100 / total_requests`, truncated (1 of 3 is 33); 0 with no requests.
     pub error_percentage: u32,
+    /// Slow calls: requests that took longer than
+    /// `circuitBreaker.slowCall.durationThresholdInMilliseconds` (0 while slow calls are off).
+    pub slow_call_count: u64,
+    /// `slow_call_count * 100 / total_requests`, truncated; 0 with no requests.
+    pub slow_call_percentage: u32,
+}
+
+/// `part * 100 / whole`, truncated (as Hystrix's HealthCounts: 1 of 3 is 33); 0 of nothing.
+fn percent(part: u64, whole: u64) -> u32 {
+    (part.saturating_mul(100))
+        .checked_div(whole)
+        .map_or(0, |percent| percent.min(100) as u32)
 }
 
 impl HealthCounts {
     /// Counts of `total_requests` requests, `error_count` of them errors; the percentage is
     /// computed as Hystrix's (integer, rounded down; 0 with no requests).
     pub fn new(total_requests: u64, error_count: u64) -> Self {
-        // Integer percent rounded down, as Hystrix's HealthCounts (1 of 3 is 33).
-        let error_percentage = (error_count * 100)
-            .checked_div(total_requests)
-            .map_or(0, |percent| percent as u32);
+        Self::with_slow_calls(total_requests, error_count, 0)
+    }
+
+    /// Counts of `total_requests` requests, `error_count` of them errors and
+    /// `slow_call_count` of them slow; both percentages as [`new`](Self::new)'s.
+    pub fn with_slow_calls(total_requests: u64, error_count: u64, slow_call_count: u64) -> Self {
         HealthCounts {
             total_requests,
             error_count,
-            error_percentage,
+            error_percentage: percent(error_count, total_requests),
+            slow_call_count,
+            slow_call_percentage: percent(slow_call_count, total_requests),
         }
     }
 }
@@ -115,8 +147,10 @@ impl CommandCounters {
             rolling,
             health,
             stale: RollingCounts::new(fine_ms, kept),
+            slow: std::sync::OnceLock::new(),
+            fine: (fine_ms, kept),
             health_from: AtomicU64::new(0),
-            health_baseline: [AtomicU64::new(0), AtomicU64::new(0)],
+            health_baseline: [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)],
             execution_latency: RollingLatency::new(
                 latency_ms / u64::from(latency_buckets),
                 latency_buckets,
@@ -189,6 +223,10 @@ impl CommandCounters {
             if bits & HEALTH_ERROR != 0 {
                 self.stale.add(now_ms, ERRORS, 1);
             }
+            if bits & EventType::SlowCall.bit() != 0 {
+                self.slow_adjust()
+                    .add(now_ms, SLOW, events.count(EventType::SlowCall));
+            }
         }
     }
 
@@ -229,17 +267,35 @@ impl CommandCounters {
     /// last restart.
     pub(crate) fn health(&self, now_ms: u64) -> HealthCounts {
         let from = self.health_from.load(Ordering::Acquire);
-        let (mut total, mut errors) = self.health_in(self.health.completed(now_ms, from));
+        let mut counts = self.health_in(self.health.completed(now_ms, from));
         // The restart bucket is in the window: what it held at the restart does not count.
         if self.health.is_completed(now_ms, from) {
-            total = total.saturating_sub(self.health_baseline[TOTAL].load(Ordering::Relaxed));
-            errors = errors.saturating_sub(self.health_baseline[ERRORS].load(Ordering::Relaxed));
+            for (count, baseline) in counts.iter_mut().zip(&self.health_baseline) {
+                *count = count.saturating_sub(baseline.load(Ordering::Relaxed));
+            }
         }
-        HealthCounts::new(total, errors)
+        let [total, errors, slow] = counts;
+        HealthCounts::with_slow_calls(total, errors, slow.min(total))
     }
 
-    /// (requests, errors) of the health events in the fine buckets `range`, less the stale.
-    fn health_in(&self, range: std::ops::Range<u64>) -> (u64, u64) {
+    /// Counts `count` attempts still running past the slow-call threshold at `now_ms` as slow
+    /// requests for health (their ends will not count in health again).
+    #[cold]
+    pub(crate) fn count_slow_in_flight(&self, now_ms: u64, count: u32) {
+        self.slow_adjust().add(now_ms, SAMPLED, count);
+    }
+
+    /// The slow-call adjustments, made at first use.
+    #[cold]
+    fn slow_adjust(&self) -> &RollingCounts<2> {
+        let (fine_ms, kept) = self.fine;
+        self.slow
+            .get_or_init(|| Box::new(RollingCounts::new(fine_ms, kept)))
+    }
+
+    /// [requests, errors, slow calls] of the health events in the fine buckets `range`, with
+    /// the attempts counted slow while running, less the outcomes taken out of health.
+    fn health_in(&self, range: std::ops::Range<u64>) -> [u64; 3] {
         let sum = |mask: u32| {
             self.events.sum_by(range.clone(), |counters, tag| {
                 let mut bits = mask;
@@ -252,25 +308,38 @@ impl CommandCounters {
                 sum
             })
         };
-        let stale = |index: usize| {
-            self.stale.sum_by(range.clone(), |counters, tag| {
+        let in_ring = |ring: &RollingCounts<2>, index: usize| {
+            ring.sum_by(range.clone(), |counters, tag| {
                 u64::from(counters[index].get(tag))
             })
         };
         let errors = sum(HEALTH_ERROR);
         let total = errors + sum(HEALTH_OK);
-        (
-            total.saturating_sub(stale(TOTAL)),
-            errors.saturating_sub(stale(ERRORS)),
-        )
+        let stale = [in_ring(&self.stale, TOTAL), in_ring(&self.stale, ERRORS)];
+        let slow = sum(EventType::SlowCall.bit());
+        let Some(slow_adjust) = self.slow.get() else {
+            return [
+                total.saturating_sub(stale[TOTAL]),
+                errors.saturating_sub(stale[ERRORS]),
+                slow,
+            ];
+        };
+        let sampled = in_ring(slow_adjust, SAMPLED);
+        let slow = slow + sampled;
+        [
+            (total + sampled).saturating_sub(stale[TOTAL]),
+            errors.saturating_sub(stale[ERRORS]),
+            slow.saturating_sub(in_ring(slow_adjust, SLOW)),
+        ]
     }
 
     /// Restarts the health window from zero at `now_ms` (the breaker closed): the health
     /// bucket filling counts from now on.
     pub(crate) fn restart_health(&self, now_ms: u64) {
-        let (total, errors) = self.health_in(self.events.filling(&self.health, now_ms));
-        self.health_baseline[TOTAL].store(total, Ordering::Relaxed);
-        self.health_baseline[ERRORS].store(errors, Ordering::Relaxed);
+        let counts = self.health_in(self.events.filling(&self.health, now_ms));
+        for (baseline, count) in self.health_baseline.iter().zip(counts) {
+            baseline.store(count, Ordering::Relaxed);
+        }
         self.health_from
             .store(self.health.epoch(now_ms), Ordering::Release);
     }
@@ -330,6 +399,9 @@ impl CommandCounters {
         std::mem::size_of::<Self>()
             + self.events.heap_bytes()
             + self.stale.heap_bytes()
+            + self.slow.get().map_or(0, |slow| {
+                std::mem::size_of::<RollingCounts<2>>() + slow.heap_bytes()
+            })
             + self.execution_latency.heap_bytes()
             + self.total_latency.heap_bytes()
             + self.same_latency.heap_bytes()

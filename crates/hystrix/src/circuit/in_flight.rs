@@ -1,0 +1,257 @@
+//! Attempts still running, by start time, so that those running past the slow-call threshold
+//! count as slow before they end (`circuitBreaker.slowCall.countInFlight`), without a timer per
+//! call.
+//!
+//! A ring of [`SLOTS`] words, one per health interval of start time: the interval's epoch (32
+//! bits), whether it was counted (1 bit) and how many of its attempts are still running (31
+//! bits). An attempt adds itself to its start interval's word when admitted and takes itself
+//! out when it ends; the breaker's health check, once per interval, marks every interval whose
+//! attempts have all run past the threshold and counts those still running as slow. An attempt
+//! that ends in a marked interval was counted: its end does not count again. Every step is one
+//! compare-and-swap on one word.
+//!
+//! A slot is reused for a later interval only once its attempts were counted (or none is left);
+//! an attempt that finds its slot still holding uncounted attempts too young to count is not
+//! tracked (it counts as slow at its end, as without this feature). So thresholds of up to
+//! `SLOTS - 2` intervals are tracked.
+
+#[cfg(hystrix_loom)]
+use loom::sync::atomic::{AtomicU64, Ordering};
+#[cfg(not(hystrix_loom))]
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Slots in the ring: start intervals tracked at once.
+pub(crate) const SLOTS: usize = 64;
+
+const COUNTED: u64 = 1 << 31;
+const RUNNING: u64 = COUNTED - 1;
+
+fn pack(epoch: u32, counted: bool, running: u64) -> u64 {
+    u64::from(epoch) << 32 | if counted { COUNTED } else { 0 } | running.min(RUNNING)
+}
+
+fn unpack(word: u64) -> (u32, bool, u64) {
+    ((word >> 32) as u32, word & COUNTED != 0, word & RUNNING)
+}
+
+/// Where an attempt was added (its start interval's epoch), to take it out at its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Tracked(u32);
+
+/// What adding an attempt did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Added {
+    /// Tracked; reusing its slot counted this many older attempts as slow (0 mostly).
+    Tracked(Tracked, u64),
+    /// Not tracked (its slot holds younger uncounted attempts, or a later interval).
+    Untracked,
+}
+
+/// Attempts running, by start interval.
+#[derive(Debug)]
+pub(crate) struct InFlight {
+    interval_ms: u64,
+    slots: Box<[AtomicU64]>,
+}
+
+impl InFlight {
+    /// A ring of start intervals of `interval_ms` (the health interval).
+    pub(crate) fn new(interval_ms: u64) -> Self {
+        InFlight {
+            interval_ms: interval_ms.max(1),
+            // Epoch u32::MAX, none running: never an interval in use.
+            slots: (0..SLOTS)
+                .map(|_| AtomicU64::new(pack(u32::MAX, true, 0)))
+                .collect(),
+        }
+    }
+
+    fn epoch(&self, ms: u64) -> u64 {
+        ms / self.interval_ms
+    }
+
+    fn slot(&self, epoch: u64) -> &AtomicU64 {
+        &self.slots[(epoch % SLOTS as u64) as usize]
+    }
+
+    /// Whether every attempt of start interval `epoch` has run longer than `threshold_ms` at
+    /// `now_ms`: the latest of them started at the interval's last ms.
+    fn all_past(&self, epoch: u64, threshold_ms: u64, now_ms: u64) -> bool {
+        let last_start = (epoch + 1) * self.interval_ms - 1;
+        now_ms.saturating_sub(last_start) > threshold_ms
+    }
+
+    /// The full epoch of a slot's 32-bit epoch, seen at epoch `now` (slots hold recent ones).
+    fn full_epoch(now: u64, epoch: u32) -> u64 {
+        now.saturating_sub(u64::from((now as u32).wrapping_sub(epoch)))
+    }
+
+    /// Adds an attempt admitted at `start_ms`, the slow-call threshold being `threshold_ms`.
+    pub(crate) fn add(&self, start_ms: u64, threshold_ms: u64) -> Added {
+        let epoch = self.epoch(start_ms);
+        let tag = epoch as u32;
+        let slot = self.slot(epoch);
+        let mut current = slot.load(Ordering::Acquire);
+        loop {
+            let (seen, counted, running) = unpack(current);
+            let (next, flushed) = if seen == tag {
+                if counted {
+                    return Added::Untracked;
+                }
+                (pack(tag, false, running + 1), 0)
+            } else {
+                let seen_epoch = Self::full_epoch(epoch, seen);
+                if seen_epoch > epoch {
+                    return Added::Untracked; // a later interval: this clock read is stale
+                }
+                if counted || running == 0 {
+                    (pack(tag, false, 1), 0)
+                } else if self.all_past(seen_epoch, threshold_ms, start_ms) {
+                    // Its attempts are slow by now: counted here, the slot is ours.
+                    (pack(tag, false, 1), running)
+                } else {
+                    return Added::Untracked;
+                }
+            };
+            match slot.compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Added::Tracked(Tracked(tag), flushed),
+                Err(seen) => current = seen,
+            }
+        }
+    }
+
+    /// Takes out an attempt that ended; returns whether it was counted as slow already.
+    pub(crate) fn remove(&self, tracked: Tracked) -> bool {
+        let Tracked(tag) = tracked;
+        let slot = &self.slots[(u64::from(tag) % SLOTS as u64) as usize];
+        let mut current = slot.load(Ordering::Acquire);
+        loop {
+            let (seen, counted, running) = unpack(current);
+            if seen != tag {
+                // Reused: only once its attempts were counted.
+                return true;
+            }
+            let next = pack(tag, counted, running.saturating_sub(1));
+            match slot.compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return counted,
+                Err(seen) => current = seen,
+            }
+        }
+    }
+
+    /// Marks the intervals whose attempts have all run longer than `threshold_ms` at `now_ms`
+    /// as counted; returns how many of their attempts are still running (now slow).
+    pub(crate) fn count_slow(&self, now_ms: u64, threshold_ms: u64) -> u64 {
+        let now = self.epoch(now_ms);
+        let mut slow = 0;
+        for slot in self.slots.iter() {
+            let mut current = slot.load(Ordering::Acquire);
+            loop {
+                let (seen, counted, running) = unpack(current);
+                let epoch = Self::full_epoch(now, seen);
+                if counted
+                    || running == 0
+                    || epoch > now
+                    || !self.all_past(epoch, threshold_ms, now_ms)
+                {
+                    break;
+                }
+                match slot.compare_exchange_weak(
+                    current,
+                    pack(seen, true, running),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => {
+                        slow += running;
+                        break;
+                    }
+                    Err(seen) => current = seen,
+                }
+            }
+        }
+        slow
+    }
+
+    /// Bytes on the heap.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.slots)
+    }
+}
+
+#[cfg(all(test, not(hystrix_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attempts_past_the_threshold_count_once() {
+        // Intervals of 100 ms, threshold 250 ms.
+        let in_flight = InFlight::new(100);
+        let Added::Tracked(first, 0) = in_flight.add(10, 250) else {
+            panic!("tracked");
+        };
+        let Added::Tracked(second, 0) = in_flight.add(99, 250) else {
+            panic!("tracked");
+        };
+        let Added::Tracked(late, 0) = in_flight.add(150, 250) else {
+            panic!("tracked");
+        };
+        // The attempt that started at 99 ms has run 250 ms at 349: not longer yet.
+        assert_eq!(in_flight.count_slow(349, 250), 0);
+        assert!(!in_flight.remove(second), "ended before it was counted");
+        assert_eq!(
+            in_flight.count_slow(350, 250),
+            1,
+            "the one started at 10 ms"
+        );
+        assert_eq!(in_flight.count_slow(350, 250), 0, "counted once");
+        assert!(in_flight.remove(first), "its end does not count again");
+        assert_eq!(
+            in_flight.count_slow(450, 250),
+            1,
+            "the one started at 150 ms"
+        );
+        assert!(in_flight.remove(late));
+    }
+
+    #[test]
+    fn a_slot_is_reused_only_once_its_attempts_can_be_counted() {
+        let in_flight = InFlight::new(100);
+        let Added::Tracked(old, 0) = in_flight.add(0, 10_000) else {
+            panic!("tracked");
+        };
+        // 64 intervals later the same slot: its attempt has run 6.4 s, not past 10 s.
+        assert_eq!(in_flight.add(6_400, 10_000), Added::Untracked);
+        // With a threshold of 5 s it is slow: the slot is reused and the old attempt counted.
+        let Added::Tracked(_, 1) = in_flight.add(6_400, 5_000) else {
+            panic!("reused");
+        };
+        assert!(in_flight.remove(old), "counted at the reuse");
+    }
+}
+
+#[cfg(all(test, hystrix_loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    /// An attempt ends while the health check counts its interval: it is counted exactly once,
+    /// either by the check (and its end says so) or by its end (the check finds none running).
+    #[test]
+    fn an_attempt_ending_during_the_count_is_counted_once() {
+        loom::model(|| {
+            let in_flight = Arc::new(InFlight::new(100));
+            let Added::Tracked(tracked, 0) = in_flight.add(0, 50) else {
+                panic!("tracked");
+            };
+            let ender = {
+                let in_flight = Arc::clone(&in_flight);
+                thread::spawn(move || in_flight.remove(tracked))
+            };
+            let counted_by_check = in_flight.count_slow(200, 50);
+            let counted_before_end = ender.join().unwrap();
+            assert_eq!(counted_by_check == 1, counted_before_end);
+        });
+    }
+}
