@@ -335,6 +335,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+// doctest: breaker-windows
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let test = testing::TestRegistry::new();
+    // [README snippet]
+    Ok(())
+}
+
 // doctest: request-context
 use std::net::SocketAddr;
 

@@ -234,7 +234,10 @@ fn a_counted_hung_call_ends_without_counting_again() {
     // first check after that (here at 999 ms, the 500-999 ms interval's), in that bucket.
     advance_to(&test, 999);
     assert_eq!(cmd.circuit_breaker().status(), Status::Closed);
-    assert_eq!(cmd.circuit_breaker().health_counts(), HealthCounts::new(0, 0));
+    assert_eq!(
+        cmd.circuit_breaker().health_counts(),
+        HealthCounts::new(0, 0)
+    );
     // In the window once that bucket completed.
     advance_to(&test, 1_000);
     assert_eq!(

@@ -5,7 +5,12 @@
 //! - **CLOSED**: executions run. Health is checked once per health bucket (500 ms by default):
 //!   with at least `circuitBreaker.requestVolumeThreshold` (20) requests and an error percentage
 //!   at or over `circuitBreaker.errorThresholdPercentage` (50) in the completed health buckets of
-//!   the window, it trips to OPEN.
+//!   the window, it trips to OPEN. With slow calls on
+//!   (`circuitBreaker.slowCall.durationThresholdInMilliseconds`), a slow-call percentage at or
+//!   over `circuitBreaker.slowCall.rateThresholdPercentage` trips it too; attempts still
+//!   running past the threshold count as slow at the check (`circuitBreaker.slowCall.
+//!   countInFlight`). Other windows ([`WindowType`]): the last N calls (`COUNT`) or failures in
+//!   a row (`CONSECUTIVE`), checked at each failed or slow call's end, tripping at once.
 //! - **OPEN**: executions are short-circuited; strictly after `sleepWindowInMilliseconds` (5000)
 //!   the next attempt moves it to HALF_OPEN.
 //! - **HALF_OPEN**: up to `circuitBreaker.halfOpen.permittedRequests` (1) trial executions are
@@ -1125,13 +1130,16 @@ impl CircuitBreakerHandle {
         self.site().breaker().reset(self.site(), self.now());
     }
 
-    /// Why it opened last: the error percentage and the last failure's kind, a failed trial, a
-    /// trip-now error, the shared state store, or a forced open.
+    /// Why it opened last: the error or slow-call percentage (with the last failure's kind),
+    /// failures in a row, a failed trial, a trip-now error, the shared state store, or a forced
+    /// open.
     pub fn trip_cause(&self) -> Option<TripCause> {
         self.site().breaker().trip_cause()
     }
 
-    /// The health counts it decides on now.
+    /// The counts it decides on now: over a TIME window the completed health buckets (attempts
+    /// counted slow while running included), over a COUNT window its last calls, over a
+    /// CONSECUTIVE window the failures in a row (as both requests and errors).
     pub fn health_counts(&self) -> HealthCounts {
         self.site().health(self.now())
     }

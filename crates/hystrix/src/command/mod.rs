@@ -767,7 +767,9 @@ impl<C> CommandBuilder<C> {
 
     /// Takes part in the registry's shared state store (SPEC Part A 28; see
     /// [`RegistryBuilder::state_store`](crate::RegistryBuilder::state_store)). Off by default;
-    /// building fails with [`ConfigError::InvalidValue`] if the registry has no store.
+    /// building fails with [`ConfigError::InvalidValue`] if the registry has no store, and if
+    /// `circuitBreaker.window.type` is `COUNT` or `CONSECUTIVE` (the store's payload carries a
+    /// TIME window's counts only).
     pub fn shared_state(mut self, shared: bool) -> Self {
         self.breaker.shared = shared;
         self
@@ -783,7 +785,9 @@ impl<C> CommandBuilder<C> {
     /// keyed breakers are not journalled).
     ///
     /// Memory is bounded: at most `max_keys` breakers are kept (an idle one takes under 512
-    /// bytes), plus one overflow breaker. An evicted key starts CLOSED again, so a sick key is
+    /// bytes), plus one overflow breaker. Each keyed breaker keeps its own window of the
+    /// command's `circuitBreaker.window.type`; building fails with
+    /// [`ConfigError::InvalidValue`] for a COUNT `circuitBreaker.window.size` over 200. An evicted key starts CLOSED again, so a sick key is
     /// never forgotten early:
     ///
     /// - An OPEN or HALF_OPEN breaker is never evicted before its open period (the sleep
