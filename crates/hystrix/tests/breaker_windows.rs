@@ -515,3 +515,44 @@ fn the_builder_refuses_what_a_window_cannot_keep() {
         assert!(text.contains(name) && text.contains(reason), "{text}");
     }
 }
+
+/// Found by the breaker model (tests/breaker_model.rs): attempts admitted before a close and
+/// still running are counted as slow requests in the new generation's window at the first
+/// health check after they run past the threshold, and trip the breaker just closed. Only the
+/// outcomes of the current generation count, and a close empties the window.
+#[test]
+#[ignore = "bug: the in-flight tracker counts attempts of older generations after a close"]
+fn hung_calls_admitted_before_a_close_do_not_count_after_it() {
+    let test = TestRegistry::new();
+    let cmd = with(
+        &test,
+        "HungAcrossClose",
+        &[
+            ("circuitBreaker.requestVolumeThreshold", 4.into()),
+            ("execution.timeout.enabled", false.into()),
+            (
+                "circuitBreaker.slowCall.durationThresholdInMilliseconds",
+                100.into(),
+            ),
+            ("circuitBreaker.slowCall.rateThresholdPercentage", 50.into()),
+        ],
+    );
+    let hung: Vec<_> = (0..4).map(|_| hang(&cmd)).collect();
+    // A close (by hand here; a trial's success closes the same way) starts a new generation
+    // with an empty window.
+    cmd.circuit_breaker().force_close();
+    // Started in 0-499 ms, they have all run past 100 ms from 600 ms on.
+    advance_to(&test, 600);
+    assert_eq!(
+        cmd.circuit_breaker().health_counts(),
+        HealthCounts::new(0, 0)
+    );
+    assert_eq!(cmd.circuit_breaker().status(), Status::Closed);
+    advance_to(&test, 1_000);
+    assert_eq!(
+        cmd.circuit_breaker().health_counts(),
+        HealthCounts::new(0, 0)
+    );
+    assert_eq!(cmd.circuit_breaker().status(), Status::Closed);
+    drop(hung);
+}
