@@ -43,14 +43,6 @@ const PERMITS: usize = 4;
 /// keeps 64 start intervals, and reuses a slot (counting what it still holds) only after that.
 const TRACKED_CLOCK_LIMIT_MS: u64 = 64 * HEALTH_INTERVAL_MS - 1;
 
-/// What the library does today, against the spec ("only outcomes of the current breaker
-/// generation count"; a close empties the window): a call admitted before the latest transition
-/// that is still running when the breaker is CLOSED again is counted as a slow request in the
-/// new generation's window at the next health check. See
-/// `breaker_windows::hung_calls_admitted_before_a_close_do_not_count_after_it` (ignored until
-/// fixed); set this to `false` once it is.
-const OLDER_GENERATIONS_COUNT_IN_FLIGHT: bool = true;
-
 /// `circuitBreaker.window.type`, with its size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Window {
@@ -217,6 +209,8 @@ struct Model {
     in_a_row: u64,
     /// The calls in flight, in the test's order.
     running: Vec<Running>,
+    /// The health interval of the latest close, if any.
+    closed_in: Option<u64>,
     force_open: bool,
     force_closed: bool,
 }
@@ -236,6 +230,7 @@ impl Model {
             last_calls: VecDeque::new(),
             in_a_row: 0,
             running: Vec::new(),
+            closed_in: None,
             force_open: false,
             force_closed: false,
         }
@@ -253,8 +248,18 @@ impl Model {
         self.next_generation(Status::Open);
     }
 
-    /// A close empties the window.
-    fn close(&mut self) {
+    /// A close at `now` empties the window. The calls still running that started in this
+    /// health interval or before are no longer counted in flight (they are of an older
+    /// generation, or started after the close in its interval, too close to tell apart: those
+    /// count at their end).
+    fn close(&mut self, now: u64) {
+        let interval = now / HEALTH_INTERVAL_MS;
+        for call in &mut self.running {
+            if call.tracked && call.start / HEALTH_INTERVAL_MS <= interval {
+                call.counted = true;
+            }
+        }
+        self.closed_in = Some(interval);
         self.next_generation(Status::Closed);
         self.health.clear();
         self.last_calls.clear();
@@ -340,8 +345,7 @@ impl Model {
             if call.tracked && !call.counted && now.saturating_sub(last_start) > self.setup.slow_ms
             {
                 self.running[i].counted = true;
-                sampled +=
-                    u64::from(OLDER_GENERATIONS_COUNT_IN_FLIGHT || self.is_current(call.ticket));
+                sampled += 1;
             }
         }
         for _ in 0..sampled {
@@ -352,8 +356,8 @@ impl Model {
 
     /// The health check, at most once per health bucket. It checks every kind of window: a
     /// COUNT or CONSECUTIVE window can hold a tripping count that no call's end checked (the
-    /// calls of a forced close, a fast success that completes the volume, slow calls counted in
-    /// flight).
+    /// calls of a forced close, slow calls counted in flight, a threshold lowered at run
+    /// time).
     fn refresh(&mut self, now: u64) {
         if now < self.next_check {
             return;
@@ -414,7 +418,12 @@ impl Model {
         self.running.push(Running {
             ticket,
             start: now,
-            tracked: self.setup.tracks_in_flight() && !matches!(ticket, Ticket::Trial(_)),
+            // Not in the interval of the latest close (the tracker forgot that interval).
+            tracked: self.setup.tracks_in_flight()
+                && !matches!(ticket, Ticket::Trial(_))
+                && self
+                    .closed_in
+                    .is_none_or(|interval| now / HEALTH_INTERVAL_MS > interval),
             counted: false,
         });
     }
@@ -431,15 +440,15 @@ impl Model {
 
     /// A call admitted with `ticket` ended at `now` in a health outcome (`error` or not). The
     /// window counts it unless it was counted while running or is of an older generation; a
-    /// COUNT or CONSECUTIVE window then trips at once on a failed or slow call admitted while
-    /// CLOSED; and a trial's outcome moves the half-open state.
+    /// COUNT window then trips at once on any call, a CONSECUTIVE window on a failed or slow
+    /// call, admitted while CLOSED; and a trial's outcome moves the half-open state.
     fn outcome(&mut self, ticket: Ticket, error: bool, slow: bool, counted: bool, now: u64) {
         if !counted && self.is_current(ticket) {
             self.count(now, error, slow);
             let per_call = self.setup.window != Window::Time;
             if per_call
                 && matches!(ticket, Ticket::Closed(_))
-                && (error || slow)
+                && (error || slow || matches!(self.setup.window, Window::Count(_)))
                 && self.trips(self.counts(now))
             {
                 self.open(now);
@@ -453,7 +462,7 @@ impl Model {
         } else {
             self.successes += 1;
             if self.successes >= SUCCESS_THRESHOLD {
-                self.close();
+                self.close(now);
             }
         }
     }
@@ -640,11 +649,11 @@ impl<'a> Harness<'a> {
             }
             Op::ManualClose => {
                 breaker.force_close();
-                self.model.close();
+                self.model.close(now);
             }
             Op::Reset => {
                 breaker.reset();
-                self.model.close();
+                self.model.close(now);
             }
         }
         self.check(op)

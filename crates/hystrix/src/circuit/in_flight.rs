@@ -173,6 +173,40 @@ impl InFlight {
         slow
     }
 
+    /// The breaker closed at `now_ms`: the attempts running that started in this interval or
+    /// before are no longer counted (they are of an older generation, whose outcomes stay out
+    /// of the new window), and this interval's slot tracks no more attempts (those started
+    /// after the close in it count as slow at their end).
+    pub(crate) fn forget_started_by(&self, now_ms: u64) {
+        let now = self.epoch(now_ms);
+        for slot in self.slots.iter() {
+            let mut current = slot.load(Ordering::Acquire);
+            loop {
+                let (seen, counted, running) = unpack(current);
+                if counted || Self::full_epoch(now, seen) > now {
+                    break;
+                }
+                match slot.compare_exchange_weak(
+                    current,
+                    pack(seen, true, running),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => break,
+                    Err(seen) => current = seen,
+                }
+            }
+        }
+        // This interval's slot, whatever it held (older attempts, counted now, then count at
+        // their end as stale): no attempt is added to it any more.
+        let tag = now as u32;
+        let _ = self
+            .slot(now)
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |word| {
+                (unpack(word).0 != tag).then(|| pack(tag, true, 0))
+            });
+    }
+
     /// Bytes on the heap.
     pub(crate) fn heap_bytes(&self) -> usize {
         std::mem::size_of_val(&*self.slots)
@@ -212,6 +246,27 @@ mod tests {
             "the one started at 150 ms"
         );
         assert!(in_flight.remove(late));
+    }
+
+    #[test]
+    fn a_close_forgets_the_attempts_started_by_then() {
+        let in_flight = InFlight::new(100);
+        let Added::Tracked(before, 0) = in_flight.add(50, 100) else {
+            panic!("tracked");
+        };
+        in_flight.forget_started_by(120);
+        // Started in the close's interval, after it: not tracked (counts at its end).
+        assert_eq!(in_flight.add(130, 100), Added::Untracked);
+        let Added::Tracked(after, 0) = in_flight.add(200, 100) else {
+            panic!("tracked");
+        };
+        // Only the attempt started after the close's interval is counted.
+        assert_eq!(in_flight.count_slow(1_000, 100), 1);
+        assert!(
+            in_flight.remove(before),
+            "left out of the window: its end does not count"
+        );
+        assert!(in_flight.remove(after));
     }
 
     #[test]

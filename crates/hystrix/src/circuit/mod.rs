@@ -310,6 +310,10 @@ impl<'a> Site<'a> {
         if self.keyed.is_none() {
             // The command's counters: its health counts (the metrics' view) restart too.
             self.command.counters.restart_health(now_ms);
+            // Attempts of older generations still running stay out of the new window.
+            if let Some(in_flight) = self.in_flight() {
+                in_flight.forget_started_by(now_ms);
+            }
         }
         match self.window() {
             Window::Counters => {}
@@ -656,7 +660,9 @@ impl CircuitBreaker {
         let Ticket::Closed(generation) = ticket else {
             return;
         };
-        if !(outcome.error || outcome.slow) {
+        // A COUNT window can tip on a success too (the one that completes the volume); a
+        // CONSECUTIVE run only on a failure or slow call.
+        if !(outcome.error || outcome.slow) && matches!(site.window(), Window::Consecutive(_)) {
             return;
         }
         if kind != FailureKind::None {
