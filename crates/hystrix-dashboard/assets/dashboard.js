@@ -347,6 +347,57 @@
     setField(tile, 'throttleProbability', on ? probability.toFixed(2) : '\u2013');
   }
 
+  // Slow calls (slowCallPercentage, the two propertyValue_circuitBreakerSlowCall* thresholds
+  // and rollingCountSlowCall of our stream): the slow calls' percentage of the breaker's
+  // requests, the percentage at which it trips, the duration over which a call is slow, and
+  // the slow attempts per second over the rolling window. Hidden while the command has slow
+  // calls off and had none in the window.
+  function slowCallLine(tile) {
+    var line = el('div', 'limit slow-calls');
+    line.title = 'Slow calls: the percentage of the breaker\'s requests slower than the threshold (the breaker trips when it reaches the rate threshold), and slow attempts per second over the rolling window';
+    var value = function (text, field) {
+      line.appendChild(document.createTextNode(text));
+      var b = el('b', null, '\u2013');
+      b.dataset.field = field;
+      line.appendChild(b);
+    };
+    value('Slow ', 'slowCallPercentage');
+    value(' % (trips at ', 'slowCallRateThreshold');
+    value(' %, over ', 'slowCallDurationThreshold');
+    value(' ms) \u00b7 ', 'slowCallRate');
+    line.appendChild(document.createTextNode('/s'));
+    line.hidden = true;
+    tile.slowCalls = line;
+    return line;
+  }
+
+  // Shows the slow-call line from message `m`, whose numbers Turbine sums over `hosts`.
+  function showSlowCalls(tile, m, hosts, windowMs) {
+    var node = tile.node;
+    var on = typeof m.slowCallPercentage === 'number';
+    var slow = num(m.rollingCountSlowCall);
+    var rate = ratePerSecond(slow, windowMs);
+    tile.slowCalls.hidden = !on && slow === 0;
+    tile.slowCalls.classList.toggle('zero', slow === 0);
+    node.dataset.slowCalls = String(slow);
+    node.dataset.slowCallRate = oneDecimal(rate);
+    setField(tile, 'slowCallRate', oneDecimal(rate));
+    [['slowCallPercentage', m.slowCallPercentage],
+      ['slowCallRateThreshold', m.propertyValue_circuitBreakerSlowCallRateThresholdPercentage],
+      ['slowCallDurationThreshold', m.propertyValue_circuitBreakerSlowCallDurationThresholdInMilliseconds]]
+      .forEach(function (pair) {
+        var text = on ? String(Math.floor(num(pair[1]) / hosts)) : '\u2013';
+        if (on) node.dataset[pair[0]] = text;
+        else delete node.dataset[pair[0]];
+        setField(tile, pair[0], text);
+      });
+    if (typeof m.propertyValue_circuitBreakerWindowType === 'string') {
+      node.dataset.windowType = m.propertyValue_circuitBreakerWindowType;
+    } else {
+      delete node.dataset.windowType;
+    }
+  }
+
   function commandTile(kind, name) {
     var tile = newTile(kind, name);
     var health = el('span', 'health');
@@ -412,6 +463,7 @@
     tile.node.appendChild(limitLine(tile));
     tile.node.appendChild(priorityLine(tile));
     tile.node.appendChild(throttleLine(tile));
+    tile.node.appendChild(slowCallLine(tile));
 
     tile.node.appendChild(grid('counters', COMMAND_COUNTERS.map(function (c) {
       return cell(c[0], c[1], c[2], c[1].replace(/ /g, '-'));
@@ -544,6 +596,7 @@
     showPriorities(tile, m);
     showThrottle(tile, typeof m.throttleProbability === 'number' ? m.throttleProbability : null,
       num(m.rollingCountThrottled), ratePerSecond(m.rollingCountThrottled, windowMs));
+    showSlowCalls(tile, m, hosts, windowMs);
     setField(tile, 'errorPercentage', String(v.errorPercentage));
     setField(tile, 'circuit', circuit[1]);
     tile.forced.textContent = m.propertyValue_circuitBreakerForceClosed === true ? ' [Forced Closed]' : '';
