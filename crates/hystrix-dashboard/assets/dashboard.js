@@ -312,25 +312,31 @@
     }).join(' '));
   }
 
+  // A hidden line of labelled values ending in '/s': each part is [text before, field,
+  // initial value].
+  function valuesLine(className, title, parts) {
+    var line = el('div', className);
+    line.title = title;
+    parts.forEach(function (part) {
+      line.appendChild(document.createTextNode(part[0]));
+      var value = el('b', null, part[2]);
+      value.dataset.field = part[1];
+      line.appendChild(value);
+    });
+    line.appendChild(document.createTextNode('/s'));
+    line.hidden = true;
+    return line;
+  }
+
   // Client-side adaptive throttling (throttleProbability and rollingCountThrottled of our
   // stream): the probability with which the next attempt is refused locally, and the attempts
   // it refused per second over the rolling window. Hidden while the command has no throttling
   // and throttled nothing in the window.
   function throttleLine(tile) {
-    var line = el('div', 'limit throttle');
-    line.title = 'Adaptive throttling (Google SRE book, Handling Overload): the probability max(0, (requests \u2212 K\u00b7accepts) / (requests + 1)) with which the next attempt is refused locally, and the attempts it refused per second over the rolling window';
-    line.appendChild(document.createTextNode('Throttle p '));
-    var p = el('b', null, '\u2013');
-    p.dataset.field = 'throttleProbability';
-    line.appendChild(p);
-    line.appendChild(document.createTextNode(' \u00b7 throttled '));
-    var rate = el('b', null, '0.0');
-    rate.dataset.field = 'throttledRate';
-    line.appendChild(rate);
-    line.appendChild(document.createTextNode('/s'));
-    line.hidden = true;
-    tile.throttle = line;
-    return line;
+    tile.throttle = valuesLine('limit throttle',
+      'Adaptive throttling (Google SRE book, Handling Overload): the probability max(0, (requests \u2212 K\u00b7accepts) / (requests + 1)) with which the next attempt is refused locally, and the attempts it refused per second over the rolling window',
+      [['Throttle p ', 'throttleProbability', '\u2013'], [' \u00b7 throttled ', 'throttledRate', '0.0']]);
+    return tile.throttle;
   }
 
   // Shows the throttling line: `probability` is null when the command has no throttling.
@@ -353,22 +359,11 @@
   // the slow attempts per second over the rolling window. Hidden while the command has slow
   // calls off and had none in the window.
   function slowCallLine(tile) {
-    var line = el('div', 'limit slow-calls');
-    line.title = 'Slow calls: the percentage of the breaker\'s requests slower than the threshold (the breaker trips when it reaches the rate threshold), and slow attempts per second over the rolling window';
-    var value = function (text, field) {
-      line.appendChild(document.createTextNode(text));
-      var b = el('b', null, '\u2013');
-      b.dataset.field = field;
-      line.appendChild(b);
-    };
-    value('Slow ', 'slowCallPercentage');
-    value(' % (trips at ', 'slowCallRateThreshold');
-    value(' %, over ', 'slowCallDurationThreshold');
-    value(' ms) \u00b7 ', 'slowCallRate');
-    line.appendChild(document.createTextNode('/s'));
-    line.hidden = true;
-    tile.slowCalls = line;
-    return line;
+    tile.slowCalls = valuesLine('limit slow-calls',
+      'Slow calls: the percentage of the breaker\'s requests slower than the threshold (the breaker trips when it reaches the rate threshold), and slow attempts per second over the rolling window',
+      [['Slow ', 'slowCallPercentage', '\u2013'], [' % (trips at ', 'slowCallRateThreshold', '\u2013'],
+        [' %, over ', 'slowCallDurationThreshold', '\u2013'], [' ms) \u00b7 ', 'slowCallRate', '0.0']]);
+    return tile.slowCalls;
   }
 
   // Shows the slow-call line from message `m`, whose numbers Turbine sums over `hosts`.
