@@ -312,25 +312,31 @@
     }).join(' '));
   }
 
+  // A hidden line of labelled values ending in '/s': each part is [text before, field,
+  // initial value].
+  function valuesLine(className, title, parts) {
+    var line = el('div', className);
+    line.title = title;
+    parts.forEach(function (part) {
+      line.appendChild(document.createTextNode(part[0]));
+      var value = el('b', null, part[2]);
+      value.dataset.field = part[1];
+      line.appendChild(value);
+    });
+    line.appendChild(document.createTextNode('/s'));
+    line.hidden = true;
+    return line;
+  }
+
   // Client-side adaptive throttling (throttleProbability and rollingCountThrottled of our
   // stream): the probability with which the next attempt is refused locally, and the attempts
   // it refused per second over the rolling window. Hidden while the command has no throttling
   // and throttled nothing in the window.
   function throttleLine(tile) {
-    var line = el('div', 'limit throttle');
-    line.title = 'Adaptive throttling (Google SRE book, Handling Overload): the probability max(0, (requests \u2212 K\u00b7accepts) / (requests + 1)) with which the next attempt is refused locally, and the attempts it refused per second over the rolling window';
-    line.appendChild(document.createTextNode('Throttle p '));
-    var p = el('b', null, '\u2013');
-    p.dataset.field = 'throttleProbability';
-    line.appendChild(p);
-    line.appendChild(document.createTextNode(' \u00b7 throttled '));
-    var rate = el('b', null, '0.0');
-    rate.dataset.field = 'throttledRate';
-    line.appendChild(rate);
-    line.appendChild(document.createTextNode('/s'));
-    line.hidden = true;
-    tile.throttle = line;
-    return line;
+    tile.throttle = valuesLine('limit throttle',
+      'Adaptive throttling (Google SRE book, Handling Overload): the probability max(0, (requests \u2212 K\u00b7accepts) / (requests + 1)) with which the next attempt is refused locally, and the attempts it refused per second over the rolling window',
+      [['Throttle p ', 'throttleProbability', '\u2013'], [' \u00b7 throttled ', 'throttledRate', '0.0']]);
+    return tile.throttle;
   }
 
   // Shows the throttling line: `probability` is null when the command has no throttling.
@@ -345,6 +351,46 @@
     if (on) node.dataset.throttleProbability = probability.toFixed(2);
     else delete node.dataset.throttleProbability;
     setField(tile, 'throttleProbability', on ? probability.toFixed(2) : '\u2013');
+  }
+
+  // Slow calls (slowCallPercentage, the two propertyValue_circuitBreakerSlowCall* thresholds
+  // and rollingCountSlowCall of our stream): the slow calls' percentage of the breaker's
+  // requests, the percentage at which it trips, the duration over which a call is slow, and
+  // the slow attempts per second over the rolling window. Hidden while the command has slow
+  // calls off and had none in the window.
+  function slowCallLine(tile) {
+    tile.slowCalls = valuesLine('limit slow-calls',
+      'Slow calls: the percentage of the breaker\'s requests slower than the threshold (the breaker trips when it reaches the rate threshold), and slow attempts per second over the rolling window',
+      [['Slow ', 'slowCallPercentage', '\u2013'], [' % (trips at ', 'slowCallRateThreshold', '\u2013'],
+        [' %, over ', 'slowCallDurationThreshold', '\u2013'], [' ms) \u00b7 ', 'slowCallRate', '0.0']]);
+    return tile.slowCalls;
+  }
+
+  // Shows the slow-call line from message `m`, whose numbers Turbine sums over `hosts`.
+  function showSlowCalls(tile, m, hosts, windowMs) {
+    var node = tile.node;
+    var on = typeof m.slowCallPercentage === 'number';
+    var slow = num(m.rollingCountSlowCall);
+    var rate = ratePerSecond(slow, windowMs);
+    tile.slowCalls.hidden = !on && slow === 0;
+    tile.slowCalls.classList.toggle('zero', slow === 0);
+    node.dataset.slowCalls = String(slow);
+    node.dataset.slowCallRate = oneDecimal(rate);
+    setField(tile, 'slowCallRate', oneDecimal(rate));
+    [['slowCallPercentage', m.slowCallPercentage],
+      ['slowCallRateThreshold', m.propertyValue_circuitBreakerSlowCallRateThresholdPercentage],
+      ['slowCallDurationThreshold', m.propertyValue_circuitBreakerSlowCallDurationThresholdInMilliseconds]]
+      .forEach(function (pair) {
+        var text = on ? String(Math.floor(num(pair[1]) / hosts)) : '\u2013';
+        if (on) node.dataset[pair[0]] = text;
+        else delete node.dataset[pair[0]];
+        setField(tile, pair[0], text);
+      });
+    if (typeof m.propertyValue_circuitBreakerWindowType === 'string') {
+      node.dataset.windowType = m.propertyValue_circuitBreakerWindowType;
+    } else {
+      delete node.dataset.windowType;
+    }
   }
 
   function commandTile(kind, name) {
@@ -412,6 +458,7 @@
     tile.node.appendChild(limitLine(tile));
     tile.node.appendChild(priorityLine(tile));
     tile.node.appendChild(throttleLine(tile));
+    tile.node.appendChild(slowCallLine(tile));
 
     tile.node.appendChild(grid('counters', COMMAND_COUNTERS.map(function (c) {
       return cell(c[0], c[1], c[2], c[1].replace(/ /g, '-'));
@@ -544,6 +591,7 @@
     showPriorities(tile, m);
     showThrottle(tile, typeof m.throttleProbability === 'number' ? m.throttleProbability : null,
       num(m.rollingCountThrottled), ratePerSecond(m.rollingCountThrottled, windowMs));
+    showSlowCalls(tile, m, hosts, windowMs);
     setField(tile, 'errorPercentage', String(v.errorPercentage));
     setField(tile, 'circuit', circuit[1]);
     tile.forced.textContent = m.propertyValue_circuitBreakerForceClosed === true ? ' [Forced Closed]' : '';

@@ -20,7 +20,12 @@
 //! last 60 messages (hidden while the command has no adaptive limit and refused nothing), for a
 //! command with adaptive throttling a line of its throttling probability and the attempts it
 //! throttled per second (`throttleProbability`, and `rollingCountThrottled` over the rolling
-//! window; hidden while the command has no throttling and throttled nothing), the rolling
+//! window; hidden while the command has no throttling and throttled nothing), for a command
+//! with slow calls on a line of the slow calls' percentage of its breaker's requests, the
+//! percentage at which the breaker trips, the duration over which a call is slow and the slow
+//! attempts per second (`slowCallPercentage`, the two
+//! `propertyValue_circuitBreakerSlowCall*` thresholds, and `rollingCountSlowCall` over the
+//! rolling window; hidden while slow calls are off and none was slow), the rolling
 //! counters by outcome in Hystrix's colours, latency mean and percentiles), per thread
 //! pool and per collapser, sorted as the Hystrix Dashboard sorts (error then volume by
 //! default).

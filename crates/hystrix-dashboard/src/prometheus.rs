@@ -3,11 +3,12 @@
 //!
 //! | metric | type | labels |
 //! |---|---|---|
-//! | `hystrix_command_events_total` | counter (cumulative) | `command`, `group`, `event` (snake_case event type, our extensions included: `ignored`, `would_short_circuit`, `retry`, `retry_budget_exhausted`, `hedge`, `hedge_cancelled`, `limit_rejected`, `throttled`) |
+//! | `hystrix_command_events_total` | counter (cumulative) | `command`, `group`, `event` (snake_case event type, our extensions included: `ignored`, `would_short_circuit`, `retry`, `retry_budget_exhausted`, `hedge`, `hedge_cancelled`, `limit_rejected`, `throttled`, `slow_call`) |
 //! | `hystrix_command_latency_execute_seconds` | summary | `command`, `group`, `quantile` |
 //! | `hystrix_command_latency_total_seconds` | summary | `command`, `group`, `quantile` |
 //! | `hystrix_command_concurrent_executions` | gauge | `command`, `group` |
 //! | `hystrix_command_error_ratio` | gauge 0-1 (rolling health window) | `command`, `group` |
+//! | `hystrix_command_slow_call_ratio` | gauge 0-1 (rolling health window; commands with slow calls on) | `command`, `group` |
 //! | `hystrix_command_adaptive_limit` | gauge, executions (commands with adaptive limits on) | `command`, `group` |
 //! | `hystrix_command_adaptive_limit_in_flight` | gauge, executions (commands with adaptive limits on) | `command`, `group` |
 //! | `hystrix_command_adaptive_limit_queue_size` | gauge, executions (commands with adaptive limits on) | `command`, `group` |
@@ -49,6 +50,13 @@
 //! (`execution.throttle.windowInMilliseconds`, the bucket filling included) it comes from,
 //! read at the scrape; a command without throttling has no series. Its refusals are the
 //! `throttled` events of `hystrix_command_events_total`.
+//!
+//! Slow calls (`circuitBreaker.slowCall.durationThresholdInMilliseconds` above 0; resilience4j's
+//! slow-call rate): `hystrix_command_slow_call_ratio` is the slow calls among the requests of
+//! the health window that `hystrix_command_error_ratio` reads (0 with no requests), the rate
+//! the breaker compares with `circuitBreaker.slowCall.rateThresholdPercentage`; a command with
+//! slow calls off has no series. Each slow attempt is a `slow_call` event of
+//! `hystrix_command_events_total`, beside its outcome's event.
 
 use std::fmt::Write as _;
 
@@ -120,18 +128,18 @@ fn seconds(ms: i64) -> f64 {
 /// A gauge read from a part `S` of a command's metrics: name, help, value.
 type Gauge<S> = (&'static str, &'static str, fn(&S) -> f64);
 
-/// Writes each of `list`'s gauges for the commands whose metrics have the part (`pick`): a
-/// command without it has no series (not a 0).
+/// Writes each of `list`'s gauges for the commands that have the part (`pick`): a command
+/// without it has no series (not a 0).
 fn gauges<S>(
     out: &mut Out,
     commands: &[Command],
     list: &[Gauge<S>],
-    pick: impl Fn(&hystrix::CommandMetrics) -> Option<S>,
+    pick: impl Fn(&Command) -> Option<S>,
 ) {
     for (name, help, value) in list {
         out.header(name, "gauge", help);
         for c in commands {
-            if let Some(part) = pick(&c.metrics) {
+            if let Some(part) = pick(c) {
                 out.sample(
                     name,
                     &[("command", &c.key), ("group", &c.group)],
@@ -152,6 +160,17 @@ struct Command {
     health: hystrix::HealthCounts,
     /// With a breaker per key: how many are open.
     open_keys: Option<usize>,
+    /// Whether slow calls are on (a slow-call threshold above 0).
+    slow_calls: bool,
+}
+
+/// `part / whole`, 0 of nothing.
+fn ratio(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
 }
 
 /// Renders the registry as Prometheus text.
@@ -192,6 +211,7 @@ pub(crate) fn render(registry: &Registry) -> String {
                 open_keys: registry
                     .open_breaker_keys(key.as_str())
                     .map(|keys| keys.len()),
+                slow_calls: props.circuit_breaker_slow_call_duration_threshold_in_milliseconds > 0,
             })
         })
         .collect();
@@ -275,18 +295,22 @@ pub(crate) fn render(registry: &Registry) -> String {
          a breaker per key, over the rolling window of all keys.",
     );
     for c in &commands {
-        let health = c.health;
-        let ratio = if health.total_requests == 0 {
-            0.0
-        } else {
-            health.error_count as f64 / health.total_requests as f64
-        };
         out.sample(
             "hystrix_command_error_ratio",
             &[("command", &c.key), ("group", &c.group)],
-            ratio,
+            ratio(c.health.error_count, c.health.total_requests),
         );
     }
+    let slow_calls: [Gauge<hystrix::HealthCounts>; 1] = [(
+        "hystrix_command_slow_call_ratio",
+        "Commands with slow calls: slow calls / requests over the breaker's rolling health \
+         window (0 with no requests); with a breaker per key, over the rolling window of all \
+         keys.",
+        |h| ratio(h.slow_call_count, h.total_requests),
+    )];
+    gauges(&mut out, &commands, &slow_calls, |c| {
+        c.slow_calls.then_some(c.health)
+    });
 
     let adaptive: [Gauge<hystrix::AdaptiveLimitSnapshot>; 3] = [
         (
@@ -306,7 +330,9 @@ pub(crate) fn render(registry: &Registry) -> String {
             |a| f64::from(a.queued),
         ),
     ];
-    gauges(&mut out, &commands, &adaptive, |m| m.adaptive_limit());
+    gauges(&mut out, &commands, &adaptive, |c| {
+        c.metrics.adaptive_limit()
+    });
     let throttle: [Gauge<hystrix::ThrottleSnapshot>; 3] = [
         (
             "hystrix_command_throttle_probability",
@@ -327,7 +353,7 @@ pub(crate) fn render(registry: &Registry) -> String {
             |t| t.accepts as f64,
         ),
     ];
-    gauges(&mut out, &commands, &throttle, |m| m.throttle());
+    gauges(&mut out, &commands, &throttle, |c| c.metrics.throttle());
 
     type ClassValue = fn(&hystrix::ClassCounts) -> u64;
     let by_class: [(&str, &str, &str, ClassValue); 3] = [

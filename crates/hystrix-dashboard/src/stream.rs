@@ -7,6 +7,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use hystrix::circuit::WindowType;
 use hystrix::collapser::CollapserEvent;
 use hystrix::config::CommandProperties;
 use hystrix::{
@@ -119,6 +120,9 @@ struct CommandMessage<'a> {
     /// Ours, not Hystrix's: attempts client-side adaptive throttling refused locally.
     #[serde(rename = "rollingCountThrottled")]
     throttled: u64,
+    /// Ours, not Hystrix's: attempts slower than the slow-call threshold.
+    #[serde(rename = "rollingCountSlowCall")]
+    slow_call: u64,
     #[serde(rename = "currentConcurrentExecutionCount")]
     current_concurrent_execution_count: u32,
     #[serde(rename = "rollingMaxConcurrentExecutionCount")]
@@ -200,6 +204,43 @@ struct CommandMessage<'a> {
     /// Ours, only while a priority reserve is set: executions by class.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     priorities: Option<PriorityFields>,
+    /// Ours, only while slow calls are on: the breaker's slow-call health and thresholds.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    slow_calls: Option<SlowCallFields>,
+    /// Ours, only for a breaker whose window is not Hystrix's TIME window: `"COUNT"` or
+    /// `"CONSECUTIVE"`.
+    #[serde(
+        rename = "propertyValue_circuitBreakerWindowType",
+        skip_serializing_if = "Option::is_none"
+    )]
+    circuit_breaker_window_type: Option<&'static str>,
+}
+
+/// A command's slow-call health and thresholds (see [`command_json`]).
+#[derive(serde::Serialize)]
+struct SlowCallFields {
+    #[serde(rename = "slowCallCount")]
+    count: u64,
+    #[serde(rename = "slowCallPercentage")]
+    percentage: u32,
+    #[serde(rename = "propertyValue_circuitBreakerSlowCallDurationThresholdInMilliseconds")]
+    duration_threshold_in_milliseconds: u64,
+    #[serde(rename = "propertyValue_circuitBreakerSlowCallRateThresholdPercentage")]
+    rate_threshold_percentage: u32,
+}
+
+impl SlowCallFields {
+    /// The fields of a command whose health is `health`, or `None` while its slow calls are
+    /// off (`circuitBreaker.slowCall.durationThresholdInMilliseconds` 0).
+    fn of(props: &CommandProperties, health: &hystrix::HealthCounts) -> Option<Self> {
+        let threshold = props.circuit_breaker_slow_call_duration_threshold_in_milliseconds;
+        (threshold > 0).then_some(SlowCallFields {
+            count: health.slow_call_count,
+            percentage: health.slow_call_percentage,
+            duration_threshold_in_milliseconds: threshold,
+            rate_threshold_percentage: props.circuit_breaker_slow_call_rate_threshold_percentage,
+        })
+    }
 }
 
 /// A command's executions by priority class (see [`command_json`]).
@@ -340,8 +381,9 @@ pub(crate) fn isolation_of(props: &CommandProperties, info: &CommandInfo) -> Iso
     }
 }
 
-/// Health counts from the rolling counts (SPEC §2.3's events): for a command with a breaker per
-/// key, whose executions count in their keys' health windows, not in the command's.
+/// Health counts from the rolling counts (SPEC §2.3's events, and SLOW_CALL for the slow
+/// calls): for a command with a breaker per key, whose executions count in their keys' health
+/// windows, not in the command's.
 pub(crate) fn rolling_health(metrics: &hystrix::CommandMetrics) -> hystrix::HealthCounts {
     let sum =
         |events: &[EventType]| -> u64 { events.iter().map(|e| metrics.rolling_count(*e)).sum() };
@@ -352,7 +394,8 @@ pub(crate) fn rolling_health(metrics: &hystrix::CommandMetrics) -> hystrix::Heal
         EventType::SemaphoreRejected,
     ]);
     let requests = errors + sum(&[EventType::Success, EventType::Ignored]);
-    hystrix::HealthCounts::new(requests, errors)
+    let slow = sum(&[EventType::SlowCall]).min(requests);
+    hystrix::HealthCounts::with_slow_calls(requests, errors, slow)
 }
 
 /// What `circuitBreakerStatus` says of command `key`, whose own breaker is `own`: `"CLOSED"`
@@ -403,8 +446,10 @@ fn circuit_status(
 /// running after the hedging delay), `rollingCountHedgeCancelled` (HEDGE_CANCELLED: attempts
 /// that lost the race to another attempt's result and were cancelled) and
 /// `rollingCountLimitRejected` (LIMIT_REJECTED: executions the adaptive concurrency limit
-/// refused) and `rollingCountThrottled` (THROTTLED: attempts client-side adaptive throttling
-/// refused locally), fields the real Hystrix Dashboard ignores, in that order after
+/// refused), `rollingCountThrottled` (THROTTLED: attempts client-side adaptive throttling
+/// refused locally) and `rollingCountSlowCall` (SLOW_CALL: attempts that took longer than
+/// `circuitBreaker.slowCall.durationThresholdInMilliseconds`, whatever their outcome, so also
+/// counted under it), fields the real Hystrix Dashboard ignores, in that order after
 /// `rollingCountTimeout`. Each attempt of a retried
 /// execution is one request in `requestCount` (what the dependency saw).
 ///
@@ -444,6 +489,22 @@ fn circuit_status(
 /// is throttled, max(0, (requests − K × accepts) / (requests + 1)) over the throttling window
 /// (Google SRE book, Handling Overload), read when the message is made; absent when
 /// throttling is off. Summed by Turbine it means nothing: read it per host.
+///
+/// A command with slow calls on (`circuitBreaker.slowCall.durationThresholdInMilliseconds`
+/// above 0) then has `slowCallCount` and `slowCallPercentage`, the slow calls among the
+/// requests of `requestCount` and their percentage (integer, rounded down as
+/// `errorPercentage`; the breaker trips when it reaches the rate threshold), then
+/// `propertyValue_circuitBreakerSlowCallDurationThresholdInMilliseconds` and
+/// `propertyValue_circuitBreakerSlowCallRateThresholdPercentage`, the two properties; absent
+/// when slow calls are off. As Hystrix's `errorPercentage` and `propertyValue_*` numbers, Turbine
+/// sums them across hosts: divide by `reportingHosts`.
+///
+/// A command whose breaker decides on another window than Hystrix's rolling TIME window
+/// (`circuitBreaker.window.type` COUNT or CONSECUTIVE) ends with
+/// `propertyValue_circuitBreakerWindowType`, `"COUNT"` or `"CONSECUTIVE"`; absent for TIME.
+/// The health fields (`requestCount`, `errorCount`, `errorPercentage`, and the slow-call ones)
+/// are still the rolling health window's counts: the breaker's own window is read with
+/// [`CircuitBreakerHandle::health_counts`].
 pub fn command_json(registry: &Registry, key: &str) -> Option<String> {
     let metrics = registry.command_metrics(key)?;
     let info = registry.command_info(key)?;
@@ -502,6 +563,7 @@ pub fn command_json(registry: &Registry, key: &str) -> Option<String> {
         hedge_cancelled: rolling(EventType::HedgeCancelled),
         limit_rejected: rolling(EventType::LimitRejected),
         throttled: rolling(EventType::Throttled),
+        slow_call: rolling(EventType::SlowCall),
         current_concurrent_execution_count: metrics.current_concurrent_execution_count(),
         rolling_max_concurrent_execution_count: metrics.rolling_max_concurrent_execution_count(),
         latency_execute_mean: execution.mean,
@@ -545,6 +607,9 @@ pub fn command_json(registry: &Registry, key: &str) -> Option<String> {
         adaptive_limit_queued: adaptive.map(|a| a.queued),
         priorities: metrics.priorities().as_ref().map(PriorityFields::of),
         throttle_probability: metrics.throttle().map(|t| t.probability),
+        slow_calls: SlowCallFields::of(&props, &health),
+        circuit_breaker_window_type: (props.circuit_breaker_window_type != WindowType::Time)
+            .then(|| props.circuit_breaker_window_type.name()),
     }))
 }
 

@@ -77,3 +77,46 @@ fn a_command_without_keyed_breakers_has_no_open_keys_field() {
         .render_metrics();
     assert!(!text.contains("hystrix_circuit_breaker_open_keys{"));
 }
+
+#[test]
+fn slow_calls_over_all_keys_are_shown() {
+    let test = TestRegistry::new();
+    let cmd = Command::builder("SlowPerHost")
+        .group("Hosts")
+        .isolation(IsolationStrategy::Semaphore)
+        .breaker_per_key(NonZeroUsize::new(100).unwrap(), None)
+        .property(
+            "circuitBreaker.slowCall.durationThresholdInMilliseconds",
+            100,
+        )
+        .build_in(test.registry())
+        .unwrap();
+    // 3 calls on one key, 1 on another; the slow ones: 150 ms on each key.
+    for (host, ms) in [
+        ("a.example", 150),
+        ("a.example", 10),
+        ("a.example", 10),
+        ("b.example", 150),
+    ] {
+        let clock = test.clone();
+        cmd.run(move || {
+            clock.advance(std::time::Duration::from_millis(ms));
+            Ok::<_, Boom>(1)
+        })
+        .breaker_key(host)
+        .execute()
+        .unwrap();
+    }
+    test.advance(std::time::Duration::from_millis(1000));
+    let message: Value =
+        serde_json::from_str(&command_json(test.registry(), "SlowPerHost").unwrap()).unwrap();
+    assert_eq!(message["requestCount"], 4);
+    assert_eq!(message["rollingCountSlowCall"], 2);
+    assert_eq!(message["slowCallCount"], 2);
+    assert_eq!(message["slowCallPercentage"], 50);
+    let text = Dashboard::builder(test.registry().clone())
+        .build()
+        .render_metrics();
+    let line = "hystrix_command_slow_call_ratio{command=\"SlowPerHost\",group=\"Hosts\"} 0.5";
+    assert!(text.lines().any(|l| l == line), "no `{line}` in\n{text}");
+}

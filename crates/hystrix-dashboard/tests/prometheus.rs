@@ -164,6 +164,8 @@ fn metrics_parse_and_equal_the_snapshot() {
             ("hedge", 0.0),
             ("hedge_cancelled", 0.0),
             ("limit_rejected", 0.0),
+            ("throttled", 0.0),
+            ("slow_call", 0.0),
         ],
     );
     for event in EventType::ALL {
@@ -407,6 +409,48 @@ fn throttled_attempts_are_events_and_throttling_has_gauges() {
         assert!(off.samples.iter().all(|(n, _, _)| n != name), "{name}");
     }
     off.assert_events(throttled, &[("throttled", 1.0)]);
+}
+
+#[test]
+fn slow_calls_are_events_and_the_slow_call_ratio_a_gauge() {
+    let test = TestRegistry::new();
+    common::drive_mixed(&test);
+    common::drive_slow(&test, "Slow", &[]);
+    let dashboard = Dashboard::builder(test.registry().clone()).build();
+    let slow = [("command", "Slow"), ("group", "Shop")];
+    let metrics = parse(&dashboard.render_metrics());
+    // Each slow attempt is counted beside its outcome.
+    metrics.assert_events(
+        slow,
+        &[
+            ("slow_call", 2.0),
+            ("success", 3.0),
+            ("failure", 1.0),
+            ("fallback_success", 1.0),
+        ],
+    );
+    let name = "hystrix_command_slow_call_ratio";
+    assert_eq!(metrics.types[name], "gauge");
+    // 2 slow of 4 requests, over the window the error ratio reads (1 of 4).
+    assert_eq!(metrics.value(name, &slow), 0.5);
+    assert_eq!(metrics.value("hystrix_command_error_ratio", &slow), 0.25);
+    // Only the command with slow calls on has a series.
+    assert_only_series_of(&metrics, name, "Slow");
+    // Turned off: no series, the counter stays.
+    test.registry()
+        .properties()
+        .set(
+            "hystrix.command.Slow.circuitBreaker.slowCall.durationThresholdInMilliseconds",
+            0,
+        )
+        .unwrap();
+    let off = parse(&dashboard.render_metrics());
+    assert!(off.samples.iter().all(|(n, _, _)| n != name));
+    assert!(
+        off.types.contains_key(name),
+        "the header stays, as the others'"
+    );
+    off.assert_events(slow, &[("slow_call", 2.0)]);
 }
 
 #[test]

@@ -13,7 +13,7 @@ use hystrix_dashboard::stream;
 use serde_json::Value;
 
 /// Hystrix's HystrixCommand keys in its order, each with the JSON type it must have, with our
-/// eight extension counters after `rollingCountTimeout` and our `circuitBreakerStatus` last
+/// nine extension counters after `rollingCountTimeout` and our `circuitBreakerStatus` last
 /// (for a command without a breaker per key or adaptive limits).
 const COMMAND_KEYS: &[(&str, &str)] = &[
     ("type", "string"),
@@ -48,6 +48,7 @@ const COMMAND_KEYS: &[(&str, &str)] = &[
     ("rollingCountHedgeCancelled", "int"),
     ("rollingCountLimitRejected", "int"),
     ("rollingCountThrottled", "int"),
+    ("rollingCountSlowCall", "int"),
     ("currentConcurrentExecutionCount", "int"),
     ("rollingMaxConcurrentExecutionCount", "int"),
     ("latencyExecute_mean", "int"),
@@ -307,6 +308,7 @@ fn command_message_values_equal_the_snapshot() {
         ("rollingCountHedgeCancelled", EventType::HedgeCancelled),
         ("rollingCountLimitRejected", EventType::LimitRejected),
         ("rollingCountThrottled", EventType::Throttled),
+        ("rollingCountSlowCall", EventType::SlowCall),
     ];
     for (key, event) in counters {
         assert_eq!(msg[key], metrics.rolling_count(event), "{key}");
@@ -413,7 +415,7 @@ fn retries_and_budget_refusals_are_extension_counters() {
     // currentConcurrentExecutionCount.
     assert!(
         json.contains(
-            r#""rollingCountWouldShortCircuit":0,"rollingCountRetry":2,"rollingCountRetryBudgetExhausted":2,"rollingCountHedge":0,"rollingCountHedgeCancelled":0,"rollingCountLimitRejected":0,"rollingCountThrottled":0,"currentConcurrentExecutionCount":"#
+            r#""rollingCountWouldShortCircuit":0,"rollingCountRetry":2,"rollingCountRetryBudgetExhausted":2,"rollingCountHedge":0,"rollingCountHedgeCancelled":0,"rollingCountLimitRejected":0,"rollingCountThrottled":0,"rollingCountSlowCall":0,"currentConcurrentExecutionCount":"#
         ),
         "{json}"
     );
@@ -469,7 +471,7 @@ fn limit_rejections_and_the_adaptive_limit_are_extension_fields() {
     let json = stream::command_json(registry, "Limited").unwrap();
     assert!(
         json.contains(
-            r#""rollingCountHedge":0,"rollingCountHedgeCancelled":0,"rollingCountLimitRejected":3,"rollingCountThrottled":0,"currentConcurrentExecutionCount":2,"#
+            r#""rollingCountHedge":0,"rollingCountHedgeCancelled":0,"rollingCountLimitRejected":3,"rollingCountThrottled":0,"rollingCountSlowCall":0,"currentConcurrentExecutionCount":2,"#
         ),
         "{json}"
     );
@@ -537,6 +539,121 @@ fn throttled_attempts_and_the_throttle_probability_are_extension_fields() {
     let msg = parse(&stream::command_json(registry, "Throttled").unwrap());
     assert!(msg.get("throttleProbability").is_none());
     assert_eq!(msg["rollingCountThrottled"], 1);
+}
+
+/// The slow-call keys, in order, that a command with slow calls on ends with.
+const SLOW_CALL_KEYS: [&str; 4] = [
+    "slowCallCount",
+    "slowCallPercentage",
+    "propertyValue_circuitBreakerSlowCallDurationThresholdInMilliseconds",
+    "propertyValue_circuitBreakerSlowCallRateThresholdPercentage",
+];
+
+#[test]
+fn slow_calls_and_the_slow_call_health_are_extension_fields() {
+    let test = TestRegistry::new();
+    let registry = test.registry();
+    common::drive_slow(&test, "Slow", &[]);
+    let json = stream::command_json(registry, "Slow").unwrap();
+    let msg = parse(&json);
+    let mut expected: Vec<&str> = COMMAND_KEYS.iter().map(|(k, _)| *k).collect();
+    expected.extend(SLOW_CALL_KEYS);
+    assert_eq!(keys(&msg), expected);
+    for key in SLOW_CALL_KEYS {
+        assert!(is_int(&msg[key]), "{key}");
+    }
+    // 4 requests, 1 an error, 2 slow (one of them the error): 25 % and 50 %.
+    for (key, value) in [
+        ("rollingCountSlowCall", 2),
+        ("rollingCountSuccess", 3),
+        ("rollingCountFailure", 1),
+        ("rollingCountFallbackSuccess", 1),
+        ("requestCount", 4),
+        ("errorCount", 1),
+        ("errorPercentage", 25),
+        ("slowCallCount", 2),
+        ("slowCallPercentage", 50),
+    ] {
+        assert_eq!(msg[key], value, "{key}");
+    }
+    let health = registry.command_metrics("Slow").unwrap().health_counts();
+    assert_eq!(health, hystrix::HealthCounts::with_slow_calls(4, 1, 2));
+    // The wire form: the counter after the throttled one, the slow-call health and its two
+    // properties last.
+    assert!(
+        json.contains(r#""rollingCountThrottled":0,"rollingCountSlowCall":2,"currentConcurrentExecutionCount":0,"#),
+        "{json}"
+    );
+    assert!(
+        json.ends_with(
+            r#""circuitBreakerStatus":"CLOSED","slowCallCount":2,"slowCallPercentage":50,"propertyValue_circuitBreakerSlowCallDurationThresholdInMilliseconds":100,"propertyValue_circuitBreakerSlowCallRateThresholdPercentage":50}"#
+        ),
+        "{json}"
+    );
+    // The properties are read live.
+    registry
+        .properties()
+        .set(
+            "hystrix.command.Slow.circuitBreaker.slowCall.rateThresholdPercentage",
+            80,
+        )
+        .unwrap();
+    let msg = parse(&stream::command_json(registry, "Slow").unwrap());
+    assert_eq!(
+        msg["propertyValue_circuitBreakerSlowCallRateThresholdPercentage"],
+        80
+    );
+    // Turned off: the four keys are gone (not null), the counter stays.
+    registry
+        .properties()
+        .set(
+            "hystrix.command.Slow.circuitBreaker.slowCall.durationThresholdInMilliseconds",
+            0,
+        )
+        .unwrap();
+    let msg = parse(&stream::command_json(registry, "Slow").unwrap());
+    let expected: Vec<&str> = COMMAND_KEYS.iter().map(|(k, _)| *k).collect();
+    assert_eq!(keys(&msg), expected);
+    assert_eq!(msg["rollingCountSlowCall"], 2);
+}
+
+#[test]
+fn a_breaker_window_other_than_time_is_a_property_field() {
+    let test = TestRegistry::new();
+    let registry = test.registry();
+    for (key, window) in [("Counted", "COUNT"), ("Consecutive", "CONSECUTIVE")] {
+        common::drive_slow(&test, key, &[("circuitBreaker.window.type", window.into())]);
+        let json = stream::command_json(registry, key).unwrap();
+        let msg = parse(&json);
+        let mut expected: Vec<&str> = COMMAND_KEYS.iter().map(|(k, _)| *k).collect();
+        expected.extend(SLOW_CALL_KEYS);
+        expected.push("propertyValue_circuitBreakerWindowType");
+        assert_eq!(keys(&msg), expected, "{key}");
+        assert!(
+            json.ends_with(&format!(
+                r#""propertyValue_circuitBreakerSlowCallRateThresholdPercentage":50,"propertyValue_circuitBreakerWindowType":"{window}"}}"#
+            )),
+            "{json}"
+        );
+        // The health fields stay the rolling health window's.
+        assert_eq!(
+            [
+                &msg["requestCount"],
+                &msg["slowCallCount"],
+                &msg["rollingCountSlowCall"]
+            ],
+            [4, 2, 2],
+            "{key}"
+        );
+    }
+    // TIME, the default, has no field (the Mixed command's keys are Hystrix's and ours).
+    common::drive_slow(
+        &test,
+        "Timed",
+        &[("circuitBreaker.window.type", "TIME".into())],
+    );
+    let msg = parse(&stream::command_json(registry, "Timed").unwrap());
+    assert!(msg.get("propertyValue_circuitBreakerWindowType").is_none());
 }
 
 #[test]

@@ -312,3 +312,40 @@ fn limit_rejections_are_counted_per_event_without_a_latency_sample() {
         Some("[0.012]")
     );
 }
+
+#[test]
+fn slow_calls_are_counted_beside_their_outcome() {
+    let recorder = DebuggingRecorder::new();
+    let (clock, registry) = notified_registry();
+    let cmd = builder("Slow")
+        .property(
+            "circuitBreaker.slowCall.durationThresholdInMilliseconds",
+            100,
+        )
+        .build_in(&registry)
+        .unwrap();
+    let run = |ms: u64, ok: bool| {
+        let clock = clock.clone();
+        move || {
+            clock.advance_ms(ms);
+            if ok {
+                Ok::<u32, DependencyError>(1)
+            } else {
+                Err(DependencyError("down"))
+            }
+        }
+    };
+    metrics::with_local_recorder(&recorder, || {
+        cmd.run(run(150, true)).execute().unwrap();
+        cmd.run(run(100, true)).execute().unwrap();
+        cmd.run(run(101, false)).execute().unwrap_err();
+    });
+    let seen = snapshot(&recorder);
+    for (event, expected) in [("slow_call", "2"), ("success", "2"), ("failure", "1")] {
+        assert_eq!(
+            event_count(&seen, "Slow", event),
+            expected,
+            "{event}: {seen:?}"
+        );
+    }
+}

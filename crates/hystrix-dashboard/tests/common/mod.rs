@@ -595,3 +595,46 @@ pub fn drive_throttled(test: &TestRegistry) -> u32 {
     }
     successes
 }
+
+/// Command `key` (group "Shop", SEMAPHORE) with slow calls over 100 ms and a slow-call rate
+/// threshold of 50 %, and `extra` properties, driven on the test clock to: a success of 10 ms,
+/// a success of 150 ms (SUCCESS, SLOW_CALL), a failure of 200 ms answered by the fallback
+/// (FAILURE, SLOW_CALL, FALLBACK_SUCCESS), a success of exactly 100 ms (not slow); then the
+/// clock moves 1 s so the buckets are complete. Health: 4 requests, 1 error (25 %), 2 slow
+/// calls (50 %), below the volume threshold of 20: the breaker stays closed.
+pub fn drive_slow(test: &TestRegistry, key: &str, extra: &[(&str, PropertyValue)]) -> Command {
+    let mut builder = Command::builder(key)
+        .group("Shop")
+        .isolation(IsolationStrategy::Semaphore)
+        .property(
+            "circuitBreaker.slowCall.durationThresholdInMilliseconds",
+            100,
+        )
+        .property("circuitBreaker.slowCall.rateThresholdPercentage", 50);
+    for (name, value) in extra {
+        builder = builder.property(name, value.clone());
+    }
+    let cmd = builder.build_in(test.registry()).unwrap();
+    for (ms, ok, events) in [
+        (10, true, "SUCCESS"),
+        (150, true, "SUCCESS, SLOW_CALL"),
+        (200, false, "FAILURE, FALLBACK_SUCCESS, SLOW_CALL"),
+        (100, true, "SUCCESS"),
+    ] {
+        let clock = test.clone();
+        let outcome = cmd
+            .run(move || {
+                clock.advance(Duration::from_millis(ms));
+                if ok { Ok(1) } else { Err(Boom) }
+            })
+            .fallback(|_| Ok::<_, Boom>(0))
+            .execute_outcome();
+        assert_eq!(
+            outcome.execution_result().execution_events().to_string(),
+            events,
+            "{ms} ms"
+        );
+    }
+    test.advance(Duration::from_millis(1_000));
+    cmd
+}

@@ -5,7 +5,7 @@
 //!
 //! | metric | kind | labels |
 //! |---|---|---|
-//! | `hystrix_command_events_total` | counter | `command`, `group`, `event` (snake_case event name, e.g. `short_circuited`, `retry`, `retry_budget_exhausted`, `hedge`, `hedge_cancelled`, `limit_rejected`, `throttled`) |
+//! | `hystrix_command_events_total` | counter | `command`, `group`, `event` (snake_case event name, e.g. `short_circuited`, `retry`, `retry_budget_exhausted`, `hedge`, `hedge_cancelled`, `limit_rejected`, `throttled`, `slow_call`) |
 //! | `hystrix_command_latency_execute_seconds` | histogram | `command`, `group` (executions whose run started) |
 //! | `hystrix_circuit_breaker_transitions_total` | counter | `command`, `group`, `from`, `to` (`closed`, `open`, `half_open`) |
 //!
@@ -14,12 +14,15 @@
 //! execution adds 1 to `hedge` per attempt started beside a slow one and 1 to `hedge_cancelled`
 //! per attempt that lost the race; an execution the adaptive concurrency limit refused adds 1
 //! to `limit_rejected` (and its fallback's event) and no latency sample (no user code ran); an
-//! attempt adaptive throttling refused adds 1 to `throttled`, likewise.
+//! attempt adaptive throttling refused adds 1 to `throttled`, likewise; an attempt slower than
+//! `circuitBreaker.slowCall.durationThresholdInMilliseconds` adds 1 to `slow_call` beside its
+//! outcome's event (`success` or `failure`, ...).
 //!
 //! The facade has no gauges: the adaptive limit, its executions in flight and its queue, the
-//! throttling probability (as the concurrent executions) are read from the registry's
-//! snapshots, e.g. the dashboard crate's `/metrics` (`hystrix_command_adaptive_limit*`,
-//! `hystrix_command_throttle_*`).
+//! throttling probability, the slow-call rate (as the concurrent executions) are read from the
+//! registry's snapshots, e.g. the dashboard crate's `/metrics`
+//! (`hystrix_command_adaptive_limit*`, `hystrix_command_throttle_*`,
+//! `hystrix_command_slow_call_ratio`).
 //!
 //! `group` is the command's group key. `from` is the state the facade last saw the breaker
 //! enter (a breaker starts `closed`). The manual override counts as the transition it makes:
