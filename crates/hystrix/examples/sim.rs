@@ -7,13 +7,16 @@
 //! cargo run -p hystrix-rs --release --features sim --example sim -- limit-study [limit-overload|limit-capacity-drop|limit-slowdown]...
 //! cargo run -p hystrix-rs --release --features sim --example sim -- priority-study [--seed N]
 //! cargo run -p hystrix-rs --release --features sim --example sim -- throttle-study
+//! cargo run -p hystrix-rs --release --features sim --example sim -- slow-call-study
 //! ```
 //!
 //! `limit-study` runs the adaptive limit scenarios' whole sweeps (no limit, static limits,
 //! each algorithm: `hystrix::testing::sim::scenarios::limits`) and prints their Markdown
 //! tables and goals, as in BENCHMARKS.md. `throttle-study` runs the adaptive throttling
 //! scenario (`hystrix::testing::sim::scenarios::throttle`: off, K = 2, 1.5, 1.2, 1.1) and
-//! prints its Markdown table.
+//! prints its Markdown table. `slow-call-study` runs the hang-to-OPEN study
+//! (`hystrix::testing::sim::scenarios::slow_calls`: a dependency that starts hanging, slow
+//! calls counted in flight or not) and prints its Markdown table and conclusion.
 //!
 //! The scenarios are `hystrix::testing::sim::scenarios`; one seed gives one table, on any
 //! machine. The measures some scenarios add are printed below it.
@@ -22,7 +25,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use hystrix::testing::sim;
-use hystrix::testing::sim::scenarios::{self, limits, priorities, throttle};
+use hystrix::testing::sim::scenarios::{self, limits, priorities, slow_calls, throttle};
 
 fn usage() -> String {
     let mut out = String::from(
@@ -46,7 +49,9 @@ fn usage() -> String {
          priority-study: the 2x overload with CRITICAL/NORMAL/SHEDDABLE traffic, with and \
          without priority reserves, as Markdown\n\
          throttle-study: the adaptive throttling scenario (off, K = 2, 1.5, 1.2, 1.1) as \
-         Markdown\n",
+         Markdown\n\
+         slow-call-study: a dependency that starts hanging, time to OPEN with slow calls \
+         counted in flight and without, as Markdown\n",
     );
     out
 }
@@ -152,6 +157,13 @@ fn main() -> ExitCode {
                 "throttle-study",
                 || throttle::study(seed),
                 throttle::markdown,
+            );
+        }
+        "slow-call-study" => {
+            return print_study(
+                "slow-call-study",
+                || slow_calls::study(seed),
+                slow_calls::markdown,
             );
         }
         _ => {}

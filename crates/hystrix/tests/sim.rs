@@ -1482,3 +1482,58 @@ fn the_throttling_scenario_gives_its_recorded_values_for_the_default_seed() {
     let again = throttle::run(Throttling::On(2.0), scenarios::DEFAULT_SEED).unwrap();
     assert_eq!(again.measures(), study[1].1.measures());
 }
+
+// ------------------------------------------------------------------------------------------------
+// Hang to OPEN, slow calls counted in flight or not (issue 25)
+
+use hystrix::testing::sim::scenarios::slow_calls::{self, TripKind};
+
+/// The hang-to-OPEN study for the default seed, as BENCHMARKS.md shows it
+/// (`--example sim -- slow-call-study`), and where counting slow calls in flight gains.
+#[test]
+fn the_slow_call_study_gives_its_recorded_times_to_open() {
+    let trips = slow_calls::study(scenarios::DEFAULT_SEED).unwrap();
+    let table = slow_calls::markdown(&trips);
+    let rows: Vec<&str> = table.lines().take(18).collect();
+    assert_eq!(
+        rows,
+        [
+            "| configuration | bulkhead full after | countInFlight | hang → OPEN (ms) | tripped by | waited on the hung dependency before OPEN | rejected by the bulkhead before OPEN |",
+            "|---|---|---|---:|---|---:|---:|",
+            "| SEMAPHORE 200, T = 2 s, TIME | never (T first) | on | 5500 | slow calls | 275 | 0 |",
+            "| SEMAPHORE 200, T = 2 s, TIME | never (T first) | off | 6500 | error % (last: TIMEOUT) | 325 | 0 |",
+            "| SEMAPHORE 200, T = 5 s, TIME | 4000 ms | on | 6500 | slow calls | 275 | 50 |",
+            "| SEMAPHORE 200, T = 5 s, TIME | 4000 ms | off | 7500 | error % (last: TIMEOUT) | 325 | 50 |",
+            "| SEMAPHORE 200, T = 10 s, TIME | 4000 ms | on | 9500 | error % (last: SEMAPHORE_REJECTED) | 200 | 275 |",
+            "| SEMAPHORE 200, T = 10 s, TIME | 4000 ms | off | 7500 | error % (last: SEMAPHORE_REJECTED) | 200 | 175 |",
+            "| SEMAPHORE 1000, T = 10 s, TIME | never (T first) | on | 5500 | slow calls | 275 | 0 |",
+            "| SEMAPHORE 1000, T = 10 s, TIME | never (T first) | off | 10500 | error % (last: TIMEOUT) | 525 | 0 |",
+            "| SEMAPHORE 10, T = 5 s, TIME | 200 ms | on | 5500 | error % (last: SEMAPHORE_REJECTED) | 20 | 255 |",
+            "| SEMAPHORE 10, T = 5 s, TIME | 200 ms | off | 5500 | error % (last: SEMAPHORE_REJECTED) | 20 | 255 |",
+            "| SEMAPHORE 200, T = 2 s, COUNT 100 | never (T first) | on | 1500 | slow calls | 75 | 0 |",
+            "| SEMAPHORE 200, T = 2 s, COUNT 100 | never (T first) | off | 2980 | error % (last: TIMEOUT) | 149 | 0 |",
+            "| SEMAPHORE 200, T = 5 s, COUNT 100 | 4000 ms | on | 1500 | slow calls | 75 | 0 |",
+            "| SEMAPHORE 200, T = 5 s, COUNT 100 | 4000 ms | off | 4980 | error % (last: SEMAPHORE_REJECTED) | 200 | 49 |",
+            "| SEMAPHORE 200, T = 10 s, COUNT 100 | 4000 ms | on | 1500 | slow calls | 75 | 0 |",
+            "| SEMAPHORE 200, T = 10 s, COUNT 100 | 4000 ms | off | 4980 | error % (last: SEMAPHORE_REJECTED) | 200 | 49 |",
+        ]
+    );
+    assert!(table.ends_with(slow_calls::CONCLUSION));
+    // Where the bulkhead does not fill before the timeout, counting in flight opens sooner on
+    // slow calls; a bulkhead that fills at once trips on its rejections either way.
+    for pair in trips.chunks(2) {
+        let [on, off] = pair else { unreachable!() };
+        assert!(on.count_in_flight && !off.count_in_flight);
+        let (on_ms, off_ms) = (on.open_after_ms.unwrap(), off.open_after_ms.unwrap());
+        if on.case.fills_after_ms().is_none() {
+            assert_eq!(on.kind, Some(TripKind::SlowCalls), "{}", on.case.name());
+            assert!(on_ms < off_ms, "{}", on.case.name());
+        }
+        if on.case.permits == 10 {
+            assert_eq!(on_ms, off_ms);
+        }
+    }
+    // The same run twice.
+    let again = slow_calls::run(slow_calls::CASES[0], true, scenarios::DEFAULT_SEED).unwrap();
+    assert_eq!(again, trips[0]);
+}

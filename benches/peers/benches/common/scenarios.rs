@@ -143,6 +143,18 @@ mod ours {
             .expect("a valid command")
     }
 
+    /// A with a richer breaker (issue 25): as [`closed`], with what `with` adds (a window
+    /// kind, slow calls).
+    pub fn closed_with(
+        registry: &Registry,
+        key: &str,
+        with: fn(hystrix::CommandBuilder) -> hystrix::CommandBuilder,
+    ) -> Command {
+        with(base(key).timeout_enabled(false))
+            .build_in(registry)
+            .expect("a valid command")
+    }
+
     /// E: breaker (defaults) + semaphore 10 + timeout 1 s; the fallback is given per call.
     pub fn full(registry: &Registry, key: &str) -> Command {
         base(key)
@@ -388,6 +400,8 @@ pub fn all() -> Vec<Scenario> {
     all.extend(full_command());
     all.extend(scaling());
     all.extend(window());
+    // Appended after every other row: `instructions run INDEX` keeps the indices above.
+    all.extend(breaker_windows());
     all
 }
 
@@ -1073,4 +1087,46 @@ fn window() -> Vec<Scenario> {
         }
     }
     all
+}
+
+/// A with each richer breaker of issue 25 (a closed success, sync `execute`, SEMAPHORE, timeout
+/// off), to compare with A's `ours: execute` row: the TIME window with slow calls on (a
+/// threshold of 1 h, so no call is slow) counted in flight (the default) or not, a COUNT window
+/// of the last 100 calls, a CONSECUTIVE window (the default 5 in a row).
+fn breaker_windows() -> Vec<Scenario> {
+    type With = fn(hystrix::CommandBuilder) -> hystrix::CommandBuilder;
+    fn slow(b: hystrix::CommandBuilder) -> hystrix::CommandBuilder {
+        b.property(
+            "circuitBreaker.slowCall.durationThresholdInMilliseconds",
+            3_600_000u32,
+        )
+        .property("circuitBreaker.slowCall.rateThresholdPercentage", 50u32)
+    }
+    let rows: [(&str, &str, With); 4] = [
+        (
+            "ours: execute, TIME window + slow calls (1 h threshold, counted in flight)",
+            "ASlow",
+            slow,
+        ),
+        (
+            "ours: execute, TIME window + slow calls (1 h threshold, countInFlight false)",
+            "ASlowEnded",
+            |b| slow(b).property("circuitBreaker.slowCall.countInFlight", false),
+        ),
+        ("ours: execute, COUNT window (100 calls)", "ACount", |b| {
+            b.property("circuitBreaker.window.type", "COUNT")
+                .property("circuitBreaker.window.size", 100u32)
+        }),
+        ("ours: execute, CONSECUTIVE window", "AConsecutive", |b| {
+            b.property("circuitBreaker.window.type", "CONSECUTIVE")
+        }),
+    ];
+    rows.into_iter()
+        .map(|(name, key, with)| {
+            Scenario::new(A, name, move || {
+                let cmd = ours::closed_with(registry(), key, with);
+                sync_runner(move || cmd.run(ok).execute())
+            })
+        })
+        .collect()
 }

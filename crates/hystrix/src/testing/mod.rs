@@ -108,12 +108,19 @@ impl Default for TestRegistry {
 impl TestRegistry {
     /// A new registry whose clock starts at 0 ms.
     pub fn new() -> Self {
+        TestRegistry::with_builder(|builder, _| builder)
+    }
+
+    /// As [`new`](TestRegistry::new), the registry built by `configure` from a builder with the
+    /// manual clock (also given) and random seed 0 set, e.g. to add a breaker listener that
+    /// reads the clock.
+    pub(crate) fn with_builder(
+        configure: impl FnOnce(crate::RegistryBuilder, &ManualClock) -> crate::RegistryBuilder,
+    ) -> Self {
         let clock = ManualClock::new();
+        let builder = Registry::builder().clock(clock.clone()).random_seed(0);
         TestRegistry {
-            registry: Registry::builder()
-                .clock(clock.clone())
-                .random_seed(0)
-                .build(),
+            registry: configure(builder, &clock).build(),
             clock,
             pending_wait: DEFAULT_PENDING_WAIT,
         }

@@ -41,9 +41,14 @@
 //! The adaptive throttling scenario (`throttle-*`) is in [`throttle`]: a backend that refuses
 //! calls beyond its capacity at once, offered 3× that capacity, without throttling and with
 //! K = 2, 1.5, 1.2 and 1.1; [`throttle::study`] runs them.
+//!
+//! The hang-to-OPEN study (issue 25) is in [`slow_calls`]: a dependency that starts hanging
+//! under steady load, with slow calls counted while still in flight and without;
+//! [`slow_calls::study`] runs it.
 
 pub mod limits;
 pub mod priorities;
+pub mod slow_calls;
 pub mod throttle;
 
 use std::collections::HashSet;
