@@ -178,8 +178,31 @@ struct Running {
     start: u64,
     /// Watched while running, to count as slow before it ends (not trials).
     tracked: bool,
-    /// Counted as slow while running: its end counts in no window.
-    counted: bool,
+    /// What its start interval is to the window.
+    mark: Mark,
+}
+
+/// What a tracked call's start interval is to the window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mark {
+    /// Not counted while running.
+    Open,
+    /// Counted as a slow call while running: under TIME a slow call running until it ends,
+    /// then the request it was; under COUNT and CONSECUTIVE its end counts no more.
+    Sampled,
+    /// Left out by a close (admitted before it): its end counts as any.
+    Forgotten,
+}
+
+/// One entry of a TIME window, in its health bucket.
+#[derive(Debug, Clone, Copy)]
+enum Entry {
+    /// A request ended (an error or not, slow or not).
+    Ended { error: bool, slow: bool },
+    /// A call was counted slow while running.
+    Sampled,
+    /// A call counted slow while running ended.
+    SampledEnded,
 }
 
 /// Requests, errors and slow calls in a window.
@@ -188,6 +211,8 @@ struct Counts {
     total: u64,
     errors: u64,
     slow: u64,
+    /// Slow calls still running (in `slow`, not in `total`).
+    running: u64,
 }
 
 /// The reference model: the breaker's rules written plainly, one call at a time.
@@ -201,8 +226,8 @@ struct Model {
     opened_at: u64,
     trial_admitted: u64,
     next_check: u64,
-    /// TIME: health outcomes since the last restart: (health bucket, error, slow).
-    health: Vec<(u64, bool, bool)>,
+    /// TIME: health entries since the last restart, by health bucket.
+    health: Vec<(u64, Entry)>,
     /// COUNT: the last calls' (error, slow), oldest first.
     last_calls: VecDeque<(bool, bool)>,
     /// CONSECUTIVE: failures or slow calls in a row.
@@ -255,8 +280,11 @@ impl Model {
     fn close(&mut self, now: u64) {
         let interval = now / HEALTH_INTERVAL_MS;
         for call in &mut self.running {
-            if call.tracked && call.start / HEALTH_INTERVAL_MS <= interval {
-                call.counted = true;
+            if call.tracked
+                && call.mark == Mark::Open
+                && call.start / HEALTH_INTERVAL_MS <= interval
+            {
+                call.mark = Mark::Forgotten;
             }
         }
         self.closed_in = Some(interval);
@@ -284,11 +312,19 @@ impl Model {
             Window::Time => {
                 let current = now / HEALTH_INTERVAL_MS;
                 let first = current.saturating_sub(HEALTH_BUCKETS);
-                for &(bucket, error, slow) in &self.health {
+                let (mut sampled, mut ended) = (0u64, 0u64);
+                for &(bucket, entry) in &self.health {
                     if bucket >= first && bucket < current {
-                        add(error, slow);
+                        match entry {
+                            Entry::Ended { error, slow } => add(error, slow),
+                            Entry::Sampled => sampled += 1,
+                            Entry::SampledEnded => ended += 1,
+                        }
                     }
                 }
+                let running: u64 = sampled.saturating_sub(ended);
+                counts.running = running;
+                counts.slow += running;
             }
             Window::Count(_) => {
                 for &(error, slow) in &self.last_calls {
@@ -300,6 +336,7 @@ impl Model {
                     total: self.in_a_row,
                     errors: self.in_a_row,
                     slow: 0,
+                    running: 0,
                 };
             }
         }
@@ -313,16 +350,20 @@ impl Model {
             Window::Count(size) => VOLUME.min(size),
             Window::Time => VOLUME,
         };
-        let percent = |part: u64| part * 100 / counts.total;
-        counts.total >= volume
-            && (percent(counts.errors) >= ERROR_PERCENT
-                || (self.setup.slow_ms > 0 && percent(counts.slow) >= self.setup.slow_percent))
+        // Slow calls running are requests of the slow-call percentage only.
+        let slow_requests = counts.total + counts.running;
+        (counts.total >= volume && counts.errors * 100 / counts.total.max(1) >= ERROR_PERCENT)
+            || (self.setup.slow_ms > 0
+                && slow_requests >= volume
+                && counts.slow * 100 / slow_requests.max(1) >= self.setup.slow_percent)
     }
 
     /// Counts one outcome in the window at `now`.
     fn count(&mut self, now: u64, error: bool, slow: bool) {
         match self.setup.window {
-            Window::Time => self.health.push((now / HEALTH_INTERVAL_MS, error, slow)),
+            Window::Time => self
+                .health
+                .push((now / HEALTH_INTERVAL_MS, Entry::Ended { error, slow })),
             Window::Count(size) => {
                 self.last_calls.push_back((error, slow));
                 if self.last_calls.len() as u64 > size {
@@ -342,14 +383,19 @@ impl Model {
         for i in 0..self.running.len() {
             let call = self.running[i];
             let last_start = (call.start / HEALTH_INTERVAL_MS + 1) * HEALTH_INTERVAL_MS - 1;
-            if call.tracked && !call.counted && now.saturating_sub(last_start) > self.setup.slow_ms
+            if call.tracked
+                && call.mark == Mark::Open
+                && now.saturating_sub(last_start) > self.setup.slow_ms
             {
-                self.running[i].counted = true;
+                self.running[i].mark = Mark::Sampled;
                 sampled += 1;
             }
         }
         for _ in 0..sampled {
-            self.count(now, false, true);
+            match self.setup.window {
+                Window::Time => self.health.push((now / HEALTH_INTERVAL_MS, Entry::Sampled)),
+                _ => self.count(now, false, true),
+            }
         }
         sampled
     }
@@ -370,7 +416,7 @@ impl Model {
         let mut counts = self.counts(now);
         if self.setup.window == Window::Time {
             // Counted in the health bucket filling, which the window does not hold yet.
-            counts.total += sampled;
+            counts.running += sampled;
             counts.slow += sampled;
         }
         if self.trips(counts) {
@@ -424,7 +470,7 @@ impl Model {
                 && self
                     .closed_in
                     .is_none_or(|interval| now / HEALTH_INTERVAL_MS > interval),
-            counted: false,
+            mark: Mark::Open,
         });
     }
 
@@ -439,11 +485,18 @@ impl Model {
     }
 
     /// A call admitted with `ticket` ended at `now` in a health outcome (`error` or not). The
-    /// window counts it unless it was counted while running or is of an older generation; a
-    /// COUNT window then trips at once on any call, a CONSECUTIVE window on a failed or slow
-    /// call, admitted while CLOSED; and a trial's outcome moves the half-open state.
-    fn outcome(&mut self, ticket: Ticket, error: bool, slow: bool, counted: bool, now: u64) {
-        if !counted && self.is_current(ticket) {
+    /// window counts it unless it is of an older generation or was counted while running by a
+    /// COUNT or CONSECUTIVE window (a TIME window then counts it as the request it was, no
+    /// longer as a slow call running); a COUNT window then trips at once on any call, a
+    /// CONSECUTIVE window on a failed or slow call, admitted while CLOSED; and a trial's
+    /// outcome moves the half-open state.
+    fn outcome(&mut self, ticket: Ticket, error: bool, slow: bool, mark: Mark, now: u64) {
+        let sampled = mark == Mark::Sampled;
+        if sampled && self.setup.window == Window::Time && self.is_current(ticket) {
+            self.health
+                .push((now / HEALTH_INTERVAL_MS, Entry::SampledEnded));
+            self.count(now, error, slow);
+        } else if !sampled && self.is_current(ticket) {
             self.count(now, error, slow);
             let per_call = self.setup.window != Window::Time;
             if per_call
@@ -472,10 +525,8 @@ impl Model {
         let call = self.running.remove(index);
         let slow = self.setup.slow_ms > 0 && now - call.start > self.setup.slow_ms;
         match end {
-            End::Success | End::Ignored => {
-                self.outcome(call.ticket, false, slow, call.counted, now)
-            }
-            End::Failure => self.outcome(call.ticket, true, slow, call.counted, now),
+            End::Success | End::Ignored => self.outcome(call.ticket, false, slow, call.mark, now),
+            End::Failure => self.outcome(call.ticket, true, slow, call.mark, now),
             // Says nothing of the dependency: not even slow.
             End::BadRequest => {
                 self.released(call.ticket);
@@ -558,7 +609,7 @@ impl<'a> Harness<'a> {
                 if err.failure_type() == FailureType::RejectedSemaphoreExecution =>
             {
                 prop_assert_eq!(self.in_flight.len(), PERMITS, "rejected with free permits");
-                self.model.outcome(ticket, true, false, false, now);
+                self.model.outcome(ticket, true, false, Mark::Open, now);
                 self.tally.semaphore_rejected += 1;
                 Ok(false)
             }

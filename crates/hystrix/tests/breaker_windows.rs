@@ -197,8 +197,8 @@ fn hung_calls_trip_the_breaker_before_they_end() {
     assert_eq!(counted.circuit_breaker().status(), Status::Open);
     assert_eq!(
         cause(&counted),
-        "slow calls: 100% of 4 requests took longer than 100 ms in the last 10000 ms \
-         (circuitBreaker.slowCall.rateThresholdPercentage 50%)"
+        "slow calls: 100% of 4 requests took longer than 100 ms in the last 10000 ms, 4 of \
+         them still running (circuitBreaker.slowCall.rateThresholdPercentage 50%)"
     );
     // Without counting in flight, nothing ended: nothing counted.
     advance_to(&test, 60_000);
@@ -212,7 +212,7 @@ fn hung_calls_trip_the_breaker_before_they_end() {
 }
 
 #[test]
-fn a_counted_hung_call_ends_without_counting_again() {
+fn a_hung_call_is_a_slow_call_running_then_the_request_it_was() {
     let test = TestRegistry::new();
     let cmd = with(
         &test,
@@ -238,13 +238,20 @@ fn a_counted_hung_call_ends_without_counting_again() {
         cmd.circuit_breaker().health_counts(),
         HealthCounts::new(0, 0)
     );
-    // In the window once that bucket completed.
+    // In the window once that bucket completed: a slow call running, not yet a request (so
+    // it never lowers the error percentage).
     advance_to(&test, 1_000);
+    let running_slow = HealthCounts::new(0, 0).with_slow_in_flight(1);
+    assert_eq!(cmd.circuit_breaker().health_counts(), running_slow);
     assert_eq!(
-        cmd.circuit_breaker().health_counts(),
-        HealthCounts::with_slow_calls(1, 0, 1)
+        (
+            running_slow.slow_call_count,
+            running_slow.slow_call_percentage
+        ),
+        (1, 100)
     );
-    // It times out at 3000 ms: a TIMEOUT and a SLOW_CALL event, but no second request.
+    // It times out at 3000 ms: a TIMEOUT and a SLOW_CALL event; from the end of its bucket on
+    // it is the request it was, a failed and slow one, counted once.
     advance_to(&test, 3_000);
     let Poll::Ready(outcome) = poll_once(running.as_mut()) else {
         panic!("timed out");
@@ -254,7 +261,7 @@ fn a_counted_hung_call_ends_without_counting_again() {
     advance_to(&test, 3_500);
     assert_eq!(
         cmd.circuit_breaker().health_counts(),
-        HealthCounts::with_slow_calls(1, 0, 1)
+        HealthCounts::with_slow_calls(1, 1, 1)
     );
     assert_eq!(cmd.metrics().cumulative_count(EventType::SlowCall), 1);
     assert_eq!(cmd.metrics().cumulative_count(EventType::Timeout), 1);
@@ -581,4 +588,89 @@ fn a_success_that_completes_the_volume_trips_a_count_window_at_once() {
         "75% of the last 4 calls failed (circuitBreaker.errorThresholdPercentage 50%); last \
          failure: FAILURE"
     );
+}
+
+/// Found by a new user's trial: counting hung calls as slow while running must never hide
+/// their timeouts from the error rate. Every 50 ms one call hangs until its 1000 ms timeout
+/// and one succeeds: the breaker opens on the errors at the same time whether slow calls are
+/// off, on, or on and counted in flight (a slow call running is a request of the slow-call
+/// rate only; once it times out it is a failed request).
+#[test]
+fn counting_slow_calls_in_flight_never_hides_timeouts_from_the_error_rate() {
+    let opened_at = |slow_ms: u64, in_flight: bool| {
+        let test = TestRegistry::new();
+        let cmd = with(
+            &test,
+            "HidesNothing",
+            &[
+                (
+                    "execution.isolation.semaphore.maxConcurrentRequests",
+                    1_000.into(),
+                ),
+                ("circuitBreaker.errorThresholdPercentage", 40.into()),
+                (
+                    "circuitBreaker.slowCall.durationThresholdInMilliseconds",
+                    slow_ms.into(),
+                ),
+                ("circuitBreaker.slowCall.countInFlight", in_flight.into()),
+            ],
+        );
+        let mut hung = Vec::new();
+        for step in 0..100u64 {
+            advance_to(&test, step * 50);
+            hung.retain_mut(|call: &mut Pending<'_>| poll_once(call.as_mut()).is_pending());
+            if cmd.circuit_breaker().status() == Status::Open {
+                return Some((test.clock().now_ms(), cause(&cmd)));
+            }
+            hung.push(hang(&cmd));
+            cmd.run(ok).execute().unwrap();
+        }
+        None
+    };
+    let off = opened_at(0, false).unwrap();
+    assert_eq!(off.0, 3_000);
+    assert!(off.1.starts_with("40% of 100 requests failed"), "{}", off.1);
+    assert_eq!(opened_at(100, false).unwrap(), off);
+    assert_eq!(opened_at(100, true).unwrap(), off);
+}
+
+/// Found by a new user's trial: a stream command is judged on the time to its first value
+/// (as its timeout), so a healthy long-lived feed is not a slow call.
+#[test]
+fn a_stream_is_slow_only_if_its_first_value_is() {
+    use futures::StreamExt;
+    let test = TestRegistry::new();
+    let cmd = with(
+        &test,
+        "Feed",
+        &[(
+            "circuitBreaker.slowCall.durationThresholdInMilliseconds",
+            100.into(),
+        )],
+    );
+    // Values every `gap_ms`, three of them.
+    let feed = |gap_ms: u64| {
+        let test = test.clone();
+        futures::stream::unfold(0u32, move |n| {
+            let test = test.clone();
+            async move {
+                if n == 3 {
+                    return None;
+                }
+                test.advance(Duration::from_millis(gap_ms));
+                Some((Ok::<u32, DependencyError>(n), n + 1))
+            }
+        })
+        .boxed()
+    };
+    for (gap_ms, slow) in [(80, 0), (101, 1)] {
+        let values: Vec<_> =
+            futures::executor::block_on(cmd.run_stream(feed(gap_ms)).to_observable().collect());
+        assert_eq!(values.len(), 3);
+        assert_eq!(
+            cmd.metrics().cumulative_count(EventType::SlowCall),
+            slow,
+            "values every {gap_ms} ms"
+        );
+    }
 }

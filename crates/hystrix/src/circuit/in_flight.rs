@@ -3,17 +3,17 @@
 //! call.
 //!
 //! A ring of [`SLOTS`] words, one per health interval of start time: the interval's epoch (32
-//! bits), whether it was counted (1 bit) and how many of its attempts are still running (31
-//! bits). An attempt adds itself to its start interval's word when admitted and takes itself
-//! out when it ends; the breaker's health check, once per interval, marks every interval whose
-//! attempts have all run past the threshold and counts those still running as slow. An attempt
-//! that ends in a marked interval was counted: its end does not count again. Every step is one
-//! compare-and-swap on one word.
+//! bits), its state (2 bits) and how many of its attempts are still running (30 bits). An
+//! attempt adds itself to its start interval's word when admitted and takes itself out when it
+//! ends, learning the interval's state: the breaker's health check, once per interval, marks
+//! every interval whose attempts have all run past the threshold *sampled* and counts those
+//! still running as slow; a close marks the intervals started by then *forgotten* (their
+//! attempts are of an older generation). Every step is one compare-and-swap on one word.
 //!
-//! A slot is reused for a later interval only once its attempts were counted (or none is left);
-//! an attempt that finds its slot still holding uncounted attempts too young to count is not
-//! tracked (it counts as slow at its end, as without this feature). So thresholds of up to
-//! `SLOTS - 2` intervals are tracked.
+//! A slot is reused for a later interval only once none of its attempts runs, or they were
+//! sampled (or are sampled by the reuse, being past the threshold); an attempt that finds its
+//! slot still holding younger or forgotten attempts is not tracked (it counts as slow at its
+//! end, as without this feature). So thresholds of up to `SLOTS - 2` intervals are tracked.
 
 #[cfg(hystrix_loom)]
 use loom::sync::atomic::{AtomicU64, Ordering};
@@ -23,15 +23,39 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Slots in the ring: start intervals tracked at once.
 pub(crate) const SLOTS: usize = 64;
 
-const COUNTED: u64 = 1 << 31;
-const RUNNING: u64 = COUNTED - 1;
+const SAMPLED: u64 = 1 << 31;
+const FORGOTTEN: u64 = 1 << 30;
+const RUNNING: u64 = FORGOTTEN - 1;
 
-fn pack(epoch: u32, counted: bool, running: u64) -> u64 {
-    u64::from(epoch) << 32 | if counted { COUNTED } else { 0 } | running.min(RUNNING)
+/// What an interval's attempts are to the breaker's window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mark {
+    /// Not counted yet.
+    Open,
+    /// Counted as slow requests while running.
+    Sampled,
+    /// Left out by a close (they were admitted before it).
+    Forgotten,
 }
 
-fn unpack(word: u64) -> (u32, bool, u64) {
-    ((word >> 32) as u32, word & COUNTED != 0, word & RUNNING)
+fn pack(epoch: u32, mark: Mark, running: u64) -> u64 {
+    let mark = match mark {
+        Mark::Open => 0,
+        Mark::Sampled => SAMPLED,
+        Mark::Forgotten => FORGOTTEN,
+    };
+    u64::from(epoch) << 32 | mark | running.min(RUNNING)
+}
+
+fn unpack(word: u64) -> (u32, Mark, u64) {
+    let mark = if word & SAMPLED != 0 {
+        Mark::Sampled
+    } else if word & FORGOTTEN != 0 {
+        Mark::Forgotten
+    } else {
+        Mark::Open
+    };
+    ((word >> 32) as u32, mark, word & RUNNING)
 }
 
 /// Where an attempt was added (its start interval's epoch), to take it out at its end.
@@ -43,8 +67,22 @@ pub(crate) struct Tracked(u32);
 pub(crate) enum Added {
     /// Tracked; reusing its slot counted this many older attempts as slow (0 mostly).
     Tracked(Tracked, u64),
-    /// Not tracked (its slot holds younger uncounted attempts, or a later interval).
+    /// Not tracked (its slot holds younger uncounted attempts, forgotten ones, or a later
+    /// interval).
     Untracked,
+}
+
+/// Where an attempt is for slow calls, beyond its start.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum SlowTrack {
+    /// Nothing: it is judged at its end.
+    #[default]
+    None,
+    /// Tracked as running, for slow calls counted in flight.
+    Running(Tracked),
+    /// A stream's first value came: judged on the time to it, `judged_ms` (saturating), and
+    /// what its start interval was to the window then.
+    FirstValue { judged_ms: u32, mark: Mark },
 }
 
 /// Attempts running, by start interval.
@@ -61,7 +99,7 @@ impl InFlight {
             interval_ms: interval_ms.max(1),
             // Epoch u32::MAX, none running: never an interval in use.
             slots: (0..SLOTS)
-                .map(|_| AtomicU64::new(pack(u32::MAX, true, 0)))
+                .map(|_| AtomicU64::new(pack(u32::MAX, Mark::Sampled, 0)))
                 .collect(),
         }
     }
@@ -86,125 +124,101 @@ impl InFlight {
         now.saturating_sub(u64::from((now as u32).wrapping_sub(epoch)))
     }
 
+    /// Applies `change` to `slot` until it succeeds or declines; returns what it returned.
+    fn update<T>(slot: &AtomicU64, mut change: impl FnMut(u64) -> Option<(u64, T)>) -> Option<T> {
+        let mut current = slot.load(Ordering::Acquire);
+        loop {
+            let (next, answer) = change(current)?;
+            match slot.compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Some(answer),
+                Err(seen) => current = seen,
+            }
+        }
+    }
+
     /// Adds an attempt admitted at `start_ms`, the slow-call threshold being `threshold_ms`.
     pub(crate) fn add(&self, start_ms: u64, threshold_ms: u64) -> Added {
         let epoch = self.epoch(start_ms);
         let tag = epoch as u32;
-        let slot = self.slot(epoch);
-        let mut current = slot.load(Ordering::Acquire);
-        loop {
-            let (seen, counted, running) = unpack(current);
-            let (next, flushed) = if seen == tag {
-                if counted {
-                    return Added::Untracked;
-                }
-                (pack(tag, false, running + 1), 0)
-            } else {
-                let seen_epoch = Self::full_epoch(epoch, seen);
-                if seen_epoch > epoch {
-                    return Added::Untracked; // a later interval: this clock read is stale
-                }
-                if counted || running == 0 {
-                    (pack(tag, false, 1), 0)
-                } else if self.all_past(seen_epoch, threshold_ms, start_ms) {
-                    // Its attempts are slow by now: counted here, the slot is ours.
-                    (pack(tag, false, 1), running)
-                } else {
-                    return Added::Untracked;
-                }
-            };
-            match slot.compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return Added::Tracked(Tracked(tag), flushed),
-                Err(seen) => current = seen,
+        Self::update(self.slot(epoch), |word| {
+            let (seen, mark, running) = unpack(word);
+            if seen == tag {
+                // Ours; once marked, it takes no more.
+                return (mark == Mark::Open).then(|| (pack(tag, Mark::Open, running + 1), 0));
             }
-        }
+            let seen_epoch = Self::full_epoch(epoch, seen);
+            if seen_epoch > epoch {
+                return None; // a later interval: this clock read is stale
+            }
+            match mark {
+                _ if running == 0 => Some((pack(tag, Mark::Open, 1), 0)),
+                // Its attempts learn at their end that they were counted.
+                Mark::Sampled => Some((pack(tag, Mark::Open, 1), 0)),
+                // Its attempts must learn they were left out: the slot waits for them.
+                Mark::Forgotten => None,
+                // Slow by now: counted here, the slot is ours.
+                Mark::Open if self.all_past(seen_epoch, threshold_ms, start_ms) => {
+                    Some((pack(tag, Mark::Open, 1), running))
+                }
+                Mark::Open => None,
+            }
+        })
+        .map_or(Added::Untracked, |flushed| {
+            Added::Tracked(Tracked(tag), flushed)
+        })
     }
 
-    /// Takes out an attempt that ended; returns whether it was counted as slow already.
-    pub(crate) fn remove(&self, tracked: Tracked) -> bool {
+    /// Takes out an attempt that ended; returns what its interval was to the window.
+    pub(crate) fn remove(&self, tracked: Tracked) -> Mark {
         let Tracked(tag) = tracked;
         let slot = &self.slots[(u64::from(tag) % SLOTS as u64) as usize];
-        let mut current = slot.load(Ordering::Acquire);
-        loop {
-            let (seen, counted, running) = unpack(current);
-            if seen != tag {
-                // Reused: only once its attempts were counted.
-                return true;
-            }
-            let next = pack(tag, counted, running.saturating_sub(1));
-            match slot.compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return counted,
-                Err(seen) => current = seen,
-            }
-        }
+        Self::update(slot, |word| {
+            let (seen, mark, running) = unpack(word);
+            // Reused: only once its attempts were sampled.
+            (seen == tag).then(|| (pack(tag, mark, running.saturating_sub(1)), mark))
+        })
+        .unwrap_or(Mark::Sampled)
     }
 
     /// Marks the intervals whose attempts have all run longer than `threshold_ms` at `now_ms`
-    /// as counted; returns how many of their attempts are still running (now slow).
+    /// as sampled; returns how many of their attempts are still running (now slow).
     pub(crate) fn count_slow(&self, now_ms: u64, threshold_ms: u64) -> u64 {
         let now = self.epoch(now_ms);
         let mut slow = 0;
         for slot in self.slots.iter() {
-            let mut current = slot.load(Ordering::Acquire);
-            loop {
-                let (seen, counted, running) = unpack(current);
+            slow += Self::update(slot, |word| {
+                let (seen, mark, running) = unpack(word);
                 let epoch = Self::full_epoch(now, seen);
-                if counted
-                    || running == 0
-                    || epoch > now
-                    || !self.all_past(epoch, threshold_ms, now_ms)
-                {
-                    break;
-                }
-                match slot.compare_exchange_weak(
-                    current,
-                    pack(seen, true, running),
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) => {
-                        slow += running;
-                        break;
-                    }
-                    Err(seen) => current = seen,
-                }
-            }
+                (mark == Mark::Open
+                    && running > 0
+                    && epoch <= now
+                    && self.all_past(epoch, threshold_ms, now_ms))
+                .then(|| (pack(seen, Mark::Sampled, running), running))
+            })
+            .unwrap_or(0);
         }
         slow
     }
 
     /// The breaker closed at `now_ms`: the attempts running that started in this interval or
-    /// before are no longer counted (they are of an older generation, whose outcomes stay out
-    /// of the new window), and this interval's slot tracks no more attempts (those started
-    /// after the close in it count as slow at their end).
+    /// before are left out of the new window (they are of an older generation), and this
+    /// interval's slot tracks no more attempts (those started after the close in it count as
+    /// slow at their end).
     pub(crate) fn forget_started_by(&self, now_ms: u64) {
         let now = self.epoch(now_ms);
         for slot in self.slots.iter() {
-            let mut current = slot.load(Ordering::Acquire);
-            loop {
-                let (seen, counted, running) = unpack(current);
-                if counted || Self::full_epoch(now, seen) > now {
-                    break;
-                }
-                match slot.compare_exchange_weak(
-                    current,
-                    pack(seen, true, running),
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) => break,
-                    Err(seen) => current = seen,
-                }
-            }
-        }
-        // This interval's slot, whatever it held (older attempts, counted now, then count at
-        // their end as stale): no attempt is added to it any more.
-        let tag = now as u32;
-        let _ = self
-            .slot(now)
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |word| {
-                (unpack(word).0 != tag).then(|| pack(tag, true, 0))
+            Self::update(slot, |word| {
+                let (seen, mark, running) = unpack(word);
+                (mark == Mark::Open && Self::full_epoch(now, seen) <= now)
+                    .then(|| (pack(seen, Mark::Forgotten, running), ()))
             });
+        }
+        let tag = now as u32;
+        Self::update(self.slot(now), |word| {
+            let (seen, mark, running) = unpack(word);
+            (seen != tag && (running == 0 || mark == Mark::Sampled))
+                .then(|| (pack(tag, Mark::Forgotten, 0), ()))
+        });
     }
 
     /// Bytes on the heap.
@@ -232,20 +246,24 @@ mod tests {
         };
         // The attempt that started at 99 ms has run 250 ms at 349: not longer yet.
         assert_eq!(in_flight.count_slow(349, 250), 0);
-        assert!(!in_flight.remove(second), "ended before it was counted");
+        assert_eq!(
+            in_flight.remove(second),
+            Mark::Open,
+            "ended before it was counted"
+        );
         assert_eq!(
             in_flight.count_slow(350, 250),
             1,
             "the one started at 10 ms"
         );
         assert_eq!(in_flight.count_slow(350, 250), 0, "counted once");
-        assert!(in_flight.remove(first), "its end does not count again");
+        assert_eq!(in_flight.remove(first), Mark::Sampled, "its end knows");
         assert_eq!(
             in_flight.count_slow(450, 250),
             1,
             "the one started at 150 ms"
         );
-        assert!(in_flight.remove(late));
+        assert_eq!(in_flight.remove(late), Mark::Sampled);
     }
 
     #[test]
@@ -262,11 +280,8 @@ mod tests {
         };
         // Only the attempt started after the close's interval is counted.
         assert_eq!(in_flight.count_slow(1_000, 100), 1);
-        assert!(
-            in_flight.remove(before),
-            "left out of the window: its end does not count"
-        );
-        assert!(in_flight.remove(after));
+        assert_eq!(in_flight.remove(before), Mark::Forgotten);
+        assert_eq!(in_flight.remove(after), Mark::Sampled);
     }
 
     #[test]
@@ -281,7 +296,7 @@ mod tests {
         let Added::Tracked(_, 1) = in_flight.add(6_400, 5_000) else {
             panic!("reused");
         };
-        assert!(in_flight.remove(old), "counted at the reuse");
+        assert_eq!(in_flight.remove(old), Mark::Sampled, "counted at the reuse");
     }
 }
 
@@ -305,8 +320,8 @@ mod loom_tests {
                 thread::spawn(move || in_flight.remove(tracked))
             };
             let counted_by_check = in_flight.count_slow(200, 50);
-            let counted_before_end = ender.join().unwrap();
-            assert_eq!(counted_by_check == 1, counted_before_end);
+            let seen_at_end = ender.join().unwrap();
+            assert_eq!(counted_by_check == 1, seen_at_end == Mark::Sampled);
         });
     }
 }

@@ -49,7 +49,7 @@ pub use state::Status;
 pub use window::WindowType;
 pub(crate) use window::{CallOutcome, MAX_COUNT_WINDOW, MAX_KEYED_COUNT_WINDOW, Window};
 
-pub(crate) use in_flight::{Added, Tracked};
+pub(crate) use in_flight::{Added, Mark, SlowTrack, Tracked};
 pub use keyed::OVERFLOW_BREAKER_KEY;
 pub(crate) use keyed::{KeyedBreaker, KeyedBreakers};
 pub(crate) use probe::ProbeState;
@@ -556,17 +556,21 @@ impl CircuitBreaker {
         let mut health = site.health(now_ms);
         if sampled > 0 && matches!(site.window(), Window::Counters) {
             // Counted in the health bucket filling, which this check does not read.
-            health = HealthCounts::with_slow_calls(
-                health.total_requests + sampled,
-                health.error_count,
-                health.slow_call_count + sampled,
-            );
+            health = health.with_slow_in_flight(sampled);
         }
-        self.trip_if(site, word.generation, &health, now_ms);
+        self.trip_if(site, word.generation, &health, true, now_ms);
     }
 
     /// Trips CLOSED (in `generation`) → OPEN if `health` says so.
-    fn trip_if(&self, site: Site<'_>, generation: u32, health: &HealthCounts, now_ms: u64) {
+    /// With `name_failure`, a trip on failures names the latest failure's kind.
+    fn trip_if(
+        &self,
+        site: Site<'_>,
+        generation: u32,
+        health: &HealthCounts,
+        name_failure: bool,
+        now_ms: u64,
+    ) {
         let props = site.command.properties.load();
         let kind = props.circuit_breaker_window_type;
         let Some(reason) = window::trip_reason(kind, health, &props) else {
@@ -574,7 +578,7 @@ impl CircuitBreaker {
         };
         let mut message = reason.message;
         let last = FailureKind::from_u8(self.last_failure.load(Ordering::Relaxed));
-        if let (true, Some(last)) = (reason.on_errors, last.name()) {
+        if let (true, Some(last)) = (reason.on_errors && name_failure, last.name()) {
             message.push_str("; last failure: ");
             message.push_str(last);
         }
@@ -668,7 +672,9 @@ impl CircuitBreaker {
         if kind != FailureKind::None {
             self.last_failure.store(kind as u8, Ordering::Relaxed);
         }
-        self.trip_if(site, generation, &health, now_ms);
+        // A CONSECUTIVE run tipped by a slow success: no failure to name.
+        let name_failure = outcome.error || !matches!(site.window(), Window::Consecutive(_));
+        self.trip_if(site, generation, &health, name_failure, now_ms);
     }
 
     /// Opens the breaker from `from` (if it is still there), for the backoff's duration or
@@ -1143,9 +1149,11 @@ impl CircuitBreakerHandle {
         self.site().breaker().trip_cause()
     }
 
-    /// The counts it decides on now: over a TIME window the completed health buckets (attempts
-    /// counted slow while running included), over a COUNT window its last calls, over a
-    /// CONSECUTIVE window the failures in a row (as both requests and errors).
+    /// The counts it decides on now: over a TIME window the completed health buckets (the
+    /// attempts a health check counted slow while running are in the bucket filling then, so
+    /// they show here once it completed; the check itself counted them at once), over a COUNT
+    /// window its last calls, over a CONSECUTIVE window the failures in a row (as both
+    /// requests and errors).
     pub fn health_counts(&self) -> HealthCounts {
         self.site().health(self.now())
     }

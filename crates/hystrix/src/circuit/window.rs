@@ -264,7 +264,7 @@ pub(crate) fn trip_reason(
     health: &HealthCounts,
     props: &CommandProperties,
 ) -> Option<TripReason> {
-    let (requests, over) = match kind {
+    let (volume, requests, over): (u32, fn(u64) -> String, String) = match kind {
         WindowType::Consecutive => {
             let needed = props.circuit_breaker_window_consecutive_failures;
             return (health.error_count >= u64::from(needed)).then(|| TripReason {
@@ -279,48 +279,54 @@ pub(crate) fn trip_reason(
         WindowType::Count => {
             let size = props.circuit_breaker_window_size;
             let volume = props.circuit_breaker_request_volume_threshold.min(size);
-            if health.total_requests < u64::from(volume) {
-                return None;
-            }
             (
-                format!("the last {} calls", health.total_requests),
+                volume,
+                |requests: u64| format!("the last {requests} calls"),
                 String::new(),
             )
         }
-        WindowType::Time => {
-            if health.total_requests < u64::from(props.circuit_breaker_request_volume_threshold) {
-                return None;
-            }
-            (
-                format!("{} requests", health.total_requests),
-                format!(
-                    " in the last {} ms",
-                    props.metrics_rolling_stats_time_in_milliseconds
-                ),
-            )
-        }
+        WindowType::Time => (
+            props.circuit_breaker_request_volume_threshold,
+            |requests: u64| format!("{requests} requests"),
+            format!(
+                " in the last {} ms",
+                props.metrics_rolling_stats_time_in_milliseconds
+            ),
+        ),
     };
+    let volume = u64::from(volume);
     let error_limit = props.circuit_breaker_error_threshold_percentage;
-    if health.error_percentage >= error_limit {
+    if health.total_requests >= volume && health.error_percentage >= error_limit {
         return Some(TripReason {
             message: format!(
-                "{}% of {requests} failed{over} (circuitBreaker.errorThresholdPercentage \
+                "{}% of {} failed{over} (circuitBreaker.errorThresholdPercentage \
                  {error_limit}%)",
-                health.error_percentage
+                health.error_percentage,
+                requests(health.total_requests)
             ),
             on_errors: true,
         });
     }
     let slow_ms = props.circuit_breaker_slow_call_duration_threshold_in_milliseconds;
     let slow_limit = props.circuit_breaker_slow_call_rate_threshold_percentage;
-    (slow_ms > 0 && health.slow_call_percentage >= slow_limit).then(|| TripReason {
-        message: format!(
-            "slow calls: {}% of {requests} took longer than {slow_ms} ms{over} \
-             (circuitBreaker.slowCall.rateThresholdPercentage {slow_limit}%)",
-            health.slow_call_percentage
-        ),
-        on_errors: false,
-    })
+    let slow_requests = health.slow_call_requests();
+    (slow_ms > 0 && slow_requests >= volume && health.slow_call_percentage >= slow_limit).then(
+        || {
+            let running = match health.slow_calls_in_flight {
+                0 => String::new(),
+                n => format!(", {n} of them still running"),
+            };
+            TripReason {
+                message: format!(
+                    "slow calls: {}% of {} took longer than {slow_ms} ms{over}{running} \
+                     (circuitBreaker.slowCall.rateThresholdPercentage {slow_limit}%)",
+                    health.slow_call_percentage,
+                    requests(slow_requests)
+                ),
+                on_errors: false,
+            }
+        },
+    )
 }
 
 /// Why a window trips its breaker.

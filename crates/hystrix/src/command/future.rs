@@ -1130,7 +1130,7 @@ where
             generation: ticket.generation(),
             attempt_ms: now_ms,
             limit_start: None,
-            in_flight: None,
+            slow_track: Default::default(),
         },
         deadline_ms,
         timeout_ms,

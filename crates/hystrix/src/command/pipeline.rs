@@ -27,8 +27,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::circuit::journal::JournalEntry;
 use crate::circuit::{
-    Added, Admission, BreakerEventKind, CallOutcome, FailureKind, KeyedBreaker, Site, Status,
-    Ticket, Tracked,
+    Added, Admission, BreakerEventKind, CallOutcome, FailureKind, KeyedBreaker, Mark, Site,
+    SlowTrack, Status, Ticket, Tracked, Window,
 };
 use crate::clock::{Clock, Sleep, TimerId};
 use crate::command::execution::BlockingFallback;
@@ -877,11 +877,22 @@ fn track_in_flight(state: &CommandState, rec: &mut Recorder, ticket: Ticket) {
     };
     let threshold_ms = state.properties.hot().slow_call_ms();
     if let Added::Tracked(tracked, flushed) = in_flight.add(rec.attempt_ms, threshold_ms) {
-        rec.in_flight = Some(tracked);
+        rec.slow_track = SlowTrack::Running(tracked);
         state
             .breaker
             .add_slow_in_flight(site, flushed, rec.attempt_ms);
     }
+}
+
+/// Takes a tracked attempt out of the attempts running; returns what its start interval was
+/// to the window.
+#[cold]
+fn remove_tracked(state: &CommandState, tracked: Tracked) -> Mark {
+    state
+        .extras
+        .in_flight
+        .get()
+        .map_or(Mark::Open, |in_flight| in_flight.remove(tracked))
 }
 
 /// Step 1 through the keyed breaker of `key`.
@@ -1388,11 +1399,9 @@ pub(crate) struct Recorder {
     pub(crate) priority: Priority,
     /// How the current attempt holds its execution permit, once it took one.
     pub(crate) held: Held,
-    /// The current attempt is tracked as running, for slow calls counted in flight.
-    pub(crate) in_flight: Option<Tracked>,
-    /// The attempt that just ended was counted slow while running: its health outcome was
-    /// counted then, not again.
-    counted_in_flight: bool,
+    /// The current attempt's slow-call state: tracked as running, or judged at its first
+    /// value (a stream).
+    pub(crate) slow_track: SlowTrack,
 }
 
 /// Where a retry-enabled execution's attempt loop is.
@@ -1433,8 +1442,7 @@ impl Recorder {
             limit_start: None,
             priority: Priority::Normal,
             held: Held::Plain,
-            in_flight: None,
-            counted_in_flight: false,
+            slow_track: SlowTrack::None,
         }
     }
 
@@ -1519,7 +1527,7 @@ impl Recorder {
         std::mem::swap(&mut self.generation, &mut other.generation);
         std::mem::swap(&mut self.attempt_ms, &mut other.attempt_ms);
         std::mem::swap(&mut self.limit_start, &mut other.limit_start);
-        std::mem::swap(&mut self.in_flight, &mut other.in_flight);
+        std::mem::swap(&mut self.slow_track, &mut other.slow_track);
     }
 
     /// The keyed breaker the execution went through, if it named one.
@@ -1575,25 +1583,38 @@ impl Recorder {
     /// slow calls, a per-call window, or its place among the attempts running.
     #[inline]
     fn has_outcome_extras(&self, state: &CommandState) -> bool {
-        self.keyed.is_some()
-            || self.in_flight.is_some()
-            || state.properties.hot().breaker_window_extras()
+        // An attempt tracked while slow calls were turned off is taken out at its report.
+        self.keyed.is_some() || state.properties.hot().breaker_window_extras()
     }
 
     /// The attempt ended at `now_ms` (`kind`: its failure's kind, `FailureKind::None` for a
     /// success): slower than `circuitBreaker.slowCall.durationThresholdInMilliseconds` it is a
     /// SLOW_CALL; the breaker's own window counts it (a keyed breaker's, a COUNT or a
-    /// CONSECUTIVE window; a command's TIME window counts its events), unless it was counted
-    /// slow while running.
+    /// CONSECUTIVE window; a command's TIME window counts its events). Counted slow while
+    /// running, it is no longer a slow call running in a TIME window (its events make it the
+    /// request it was), and a COUNT or CONSECUTIVE window, which took it then, does not take
+    /// it again.
     #[cold]
     fn count_outcome(&mut self, state: &CommandState, kind: FailureKind, now_ms: u64) {
+        // A stream is judged on the time to its first value, as its timeout.
+        let ran_ms = now_ms.saturating_sub(self.attempt_ms);
+        let (ran_ms, mark) = match std::mem::take(&mut self.slow_track) {
+            SlowTrack::FirstValue { judged_ms, mark } => (u64::from(judged_ms), mark),
+            SlowTrack::Running(tracked) => (ran_ms, remove_tracked(state, tracked)),
+            SlowTrack::None => (ran_ms, Mark::Open),
+        };
         let slow_ms = state.properties.hot().slow_call_ms();
-        let slow = slow_ms > 0 && now_ms.saturating_sub(self.attempt_ms) > slow_ms;
+        let slow = slow_ms > 0 && ran_ms > slow_ms;
         if slow {
             self.event(state, EventType::SlowCall);
         }
-        if self.forget_in_flight(state) {
-            self.counted_in_flight = true;
+        if mark == Mark::Sampled {
+            let current = self
+                .generation
+                .is_none_or(|generation| state.breaker.generation() == generation);
+            if current && matches!(state.extras.window, Window::Counters) {
+                state.counters.slow_in_flight_ended(now_ms);
+            }
             return;
         }
         let outcome = CallOutcome {
@@ -1605,27 +1626,29 @@ impl Recorder {
             .on_outcome(site, self.ticket, self.generation, outcome, kind, now_ms);
     }
 
-    /// The attempt is no longer running: out of the attempts tracked. Returns whether it was
-    /// counted slow while running.
+    /// A stream's first value came at `now_ms`: its attempt is judged slow or not on the time
+    /// to it (as the stream's timeout), and is no longer a call running for slow calls counted
+    /// in flight.
     #[inline]
-    fn forget_in_flight(&mut self, state: &CommandState) -> bool {
-        match self.in_flight.take() {
-            Some(tracked) => state
-                .extras
-                .in_flight
-                .get()
-                .is_some_and(|in_flight| in_flight.remove(tracked)),
-            None => false,
-        }
+    pub(crate) fn first_value(&mut self, state: &CommandState, now_ms: u64) {
+        let mark = match self.slow_track {
+            SlowTrack::FirstValue { .. } => return,
+            SlowTrack::Running(tracked) => remove_tracked(state, tracked),
+            SlowTrack::None if self.has_outcome_extras(state) => Mark::Open,
+            SlowTrack::None => return,
+        };
+        let judged_ms = now_ms.saturating_sub(self.attempt_ms);
+        self.slow_track = SlowTrack::FirstValue {
+            judged_ms: u32::try_from(judged_ms).unwrap_or(u32::MAX),
+            mark,
+        };
     }
 
     /// Whether the health outcome of the attempt that just ended counts in the command's
     /// health window now: it went through the command's own breaker, in its current
-    /// generation, and was not counted slow while running. Asked once per attempt.
-    fn counts_in_health(&mut self, state: &CommandState) -> bool {
-        let counted_before = std::mem::take(&mut self.counted_in_flight);
+    /// generation.
+    fn counts_in_health(&self, state: &CommandState) -> bool {
         self.keyed().is_none()
-            && !counted_before
             && self
                 .generation
                 .is_none_or(|generation| state.breaker.generation() == generation)
@@ -1692,8 +1715,8 @@ impl Recorder {
     /// Tells the breaker the execution said nothing of the dependency's health.
     #[inline]
     pub(crate) fn settle_release(&mut self, state: &CommandState) {
-        if self.in_flight.is_some() {
-            self.forget_in_flight(state);
+        if let SlowTrack::Running(tracked) = std::mem::take(&mut self.slow_track) {
+            remove_tracked(state, tracked);
         }
         let ticket = std::mem::take(&mut self.ticket);
         if ticket != Ticket::None {

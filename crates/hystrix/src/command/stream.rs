@@ -913,6 +913,9 @@ where
                         }
                         Some(Step::Ran(Ok(Ok(value)))) => {
                             rec.event(state, EventType::Emit);
+                            if !*this.emitted {
+                                rec.first_value(state, now);
+                            }
                             *this.emitted = true;
                             // The first value ends the timeout (SPEC §3.6); an idle timeout is
                             // armed when the run is next found pending.

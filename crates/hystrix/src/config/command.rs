@@ -153,9 +153,10 @@ property_table! {
         "circuitBreaker.halfOpen.successThreshold", Dynamic, Any, at_least_one;
     /// `circuitBreaker.slowCall.durationThresholdInMilliseconds` (our extension, resilience4j's
     /// `slowCallDurationThreshold`): an attempt that takes longer than this many ms, from its
-    /// admission by the breaker to its end and whatever its outcome, is a SLOW_CALL; the
-    /// breaker trips on their percentage as on errors. 0 turns slow calls off. Default 0.
-    /// Dynamic.
+    /// admission by the breaker to its end (a stream's: to its first value) and whatever its
+    /// outcome, is a SLOW_CALL; the breaker trips on their percentage as on errors. An attempt
+    /// its caller dropped (CANCELLED) is not judged. 0 turns slow calls off; any other value
+    /// is accepted. Default 0. Dynamic.
     circuit_breaker_slow_call_duration_threshold_in_milliseconds: u64 = 0;
         "circuitBreaker.slowCall.durationThresholdInMilliseconds", Dynamic, Any, no_check;
     /// `circuitBreaker.slowCall.rateThresholdPercentage` (our extension, resilience4j's
@@ -164,13 +165,16 @@ property_table! {
     /// (resilience4j's). Dynamic.
     circuit_breaker_slow_call_rate_threshold_percentage: u32 = 100;
         "circuitBreaker.slowCall.rateThresholdPercentage", Dynamic, Any, positive_percentage;
-    /// `circuitBreaker.slowCall.countInFlight` (our extension): an attempt still running past
-    /// the slow-call threshold counts as a slow request at the breaker's next health check (at
-    /// most one health interval later, no timer per call), not only when it ends, which may be
-    /// at its timeout or never; its end then does not count in the window again. Applies to a
-    /// command's own breaker, for thresholds up to 62 health intervals (31 s by default);
-    /// keyed breakers and longer thresholds count a slow call at its end. Default true.
-    /// Dynamic.
+    /// `circuitBreaker.slowCall.countInFlight` (our extension): attempts still running past
+    /// the slow-call threshold count as slow calls at the breaker's health check (the first
+    /// after every attempt of their start's health interval ran past it: within the threshold
+    /// and two health intervals of their start; no timer per call), not only when they end,
+    /// which may be at a timeout or never. Under a TIME window such an attempt is a request of
+    /// the slow-call percentage only (never of the error percentage) until it ends, then the
+    /// request it was, its error counted if it failed; a COUNT window takes it as a slow call
+    /// then and not again, a CONSECUTIVE run counts it then. Applies to a command's own
+    /// breaker; keyed breakers count a slow call at its end, and so do some attempts under
+    /// thresholds over 62 health intervals (31 s by default). Default true. Dynamic.
     circuit_breaker_slow_call_count_in_flight: bool = true;
         "circuitBreaker.slowCall.countInFlight", Dynamic, Any, no_check;
     /// `circuitBreaker.window.type` (our extension): what the breaker trips on, `TIME`

@@ -179,8 +179,8 @@ pub(crate) struct AttemptTicket {
     pub(crate) attempt_ms: u64,
     /// Its admission by the adaptive limit, for its sample.
     pub(crate) limit_start: Option<crate::isolation::adaptive::LimitStart>,
-    /// Its place among the attempts running (hedges are not tracked: `None`).
-    pub(crate) in_flight: Option<crate::circuit::Tracked>,
+    /// Its slow-call state (hedges are not tracked as running: none at first).
+    pub(crate) slow_track: crate::circuit::SlowTrack,
 }
 
 /// Where a hedgeable execution keeps the race of its current round (empty until the round's

@@ -37,9 +37,10 @@ use crate::key::CommandKey;
 const TOTAL: usize = 0;
 const ERRORS: usize = 1;
 /// The slow-call adjustments of health (see `CommandCounters::slow`): slow calls taken out of
-/// health, and attempts counted slow while still running.
+/// health, attempts counted slow while still running, and the ends of those.
 const SLOW: usize = 0;
 const SAMPLED: usize = 1;
+const ENDED: usize = 2;
 
 /// Events that count as a request in health; the error ones count as errors too (SPEC §2.3,
 /// with IGNORED as a success, Part A 23).
@@ -62,16 +63,17 @@ pub(crate) struct CommandCounters {
     /// counted slow while still running: they count in `events` but not in health (SPEC Part
     /// A 15), so health subtracts them.
     stale: RollingCounts<2>,
-    /// With slow calls: the slow calls of those outcomes (SLOW, subtracted), and the attempts
-    /// counted slow while running (SAMPLED, added as slow requests). Made at first use.
-    slow: std::sync::OnceLock<Box<RollingCounts<2>>>,
+    /// With slow calls: the slow calls of those outcomes (SLOW, subtracted), the attempts
+    /// counted slow while running (SAMPLED) and the ends of those (ENDED): SAMPLED less ENDED
+    /// are slow calls still running. Made at first use.
+    slow: std::sync::OnceLock<Box<RollingCounts<3>>>,
     /// The fine bucket size and the buckets kept, to make `slow`.
     fine: (u64, u64),
     /// Health counts start at this health bucket (moved when the breaker closes).
     health_from: AtomicU64,
-    /// What that bucket held (requests, errors, slow calls) when health restarted: not
-    /// counted.
-    health_baseline: [AtomicU64; 3],
+    /// What that bucket held (requests, errors, slow calls, slow calls counted while running,
+    /// and ends of those) when health restarted: not counted.
+    health_baseline: [AtomicU64; 5],
     /// Execution latencies of executions whose total latency differed.
     execution_latency: RollingLatency,
     /// Total latencies of executions whose execution latency differed (or had none).
@@ -86,9 +88,9 @@ pub(crate) struct CommandCounters {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct HealthCounts {
     /// Requests: SUCCESS, FAILURE, TIMEOUT, THREAD_POOL_REJECTED, SEMAPHORE_REJECTED and IGNORED
-    /// (each attempt once), and the attempts counted slow while still running (see
-    /// `circuitBreaker.slowCall.countInFlight`). Under a CONSECUTIVE window: the failures in
-    /// a row.
+    /// (each attempt once, when it ended). Under a COUNT window, the calls it holds (an
+    /// attempt counted slow while running among them); under a CONSECUTIVE window, the
+    /// failures in a row.
     pub total_requests: u64,
     /// Errors: FAILURE, TIMEOUT, THREAD_POOL_REJECTED, SEMAPHORE_REJECTED. Under a CONSECUTIVE
     /// window: the failures in a row.
@@ -96,10 +98,18 @@ pub struct HealthCounts {
     /// `error_count * 100 / total_requests`, truncated (1 of 3 is 33); 0 with no requests.
     pub error_percentage: u32,
     /// Slow calls: requests that took longer than
-    /// `circuitBreaker.slowCall.durationThresholdInMilliseconds` (0 while slow calls are off).
+    /// `circuitBreaker.slowCall.durationThresholdInMilliseconds` (none is counted while slow
+    /// calls are off; those counted before stay in the window until they leave it), and the
+    /// attempts still running past it ([`slow_calls_in_flight`](Self::slow_calls_in_flight)).
     pub slow_call_count: u64,
-    /// `slow_call_count * 100 / total_requests`, truncated; 0 with no requests.
+    /// `slow_call_count * 100 / (total_requests + slow_calls_in_flight)`, truncated; 0 with
+    /// no requests.
     pub slow_call_percentage: u32,
+    /// Attempts counted slow while still running (`circuitBreaker.slowCall.countInFlight`,
+    /// TIME window): in `slow_call_count` and in the slow-call percentage's requests, not in
+    /// `total_requests` (so they never lower the error percentage); once one ends it is the
+    /// request it was, with its error if it failed.
+    pub slow_calls_in_flight: u64,
 }
 
 /// `part * 100 / whole`, truncated (as Hystrix's HealthCounts: 1 of 3 is 33); 0 of nothing.
@@ -125,7 +135,30 @@ impl HealthCounts {
             error_percentage: percent(error_count, total_requests),
             slow_call_count,
             slow_call_percentage: percent(slow_call_count, total_requests),
+            slow_calls_in_flight: 0,
         }
+    }
+
+    /// These counts with `running` more slow calls still running (in the slow calls and the
+    /// slow-call percentage's requests, not in `total_requests`).
+    pub fn with_slow_in_flight(self, running: u64) -> Self {
+        let slow_call_count = self.slow_call_count + running;
+        let slow_calls_in_flight = self.slow_calls_in_flight + running;
+        HealthCounts {
+            slow_call_count,
+            slow_call_percentage: percent(
+                slow_call_count,
+                self.total_requests + slow_calls_in_flight,
+            ),
+            slow_calls_in_flight,
+            ..self
+        }
+    }
+
+    /// The requests the slow-call percentage is of: the ended ones and the slow calls still
+    /// running.
+    pub fn slow_call_requests(&self) -> u64 {
+        self.total_requests + self.slow_calls_in_flight
     }
 }
 
@@ -150,7 +183,7 @@ impl CommandCounters {
             slow: std::sync::OnceLock::new(),
             fine: (fine_ms, kept),
             health_from: AtomicU64::new(0),
-            health_baseline: [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)],
+            health_baseline: std::array::from_fn(|_| AtomicU64::new(0)),
             execution_latency: RollingLatency::new(
                 latency_ms / u64::from(latency_buckets),
                 latency_buckets,
@@ -274,28 +307,36 @@ impl CommandCounters {
                 *count = count.saturating_sub(baseline.load(Ordering::Relaxed));
             }
         }
-        let [total, errors, slow] = counts;
+        let [total, errors, slow, sampled, ended] = counts;
         HealthCounts::with_slow_calls(total, errors, slow.min(total))
+            .with_slow_in_flight(sampled.saturating_sub(ended))
     }
 
     /// Counts `count` attempts still running past the slow-call threshold at `now_ms` as slow
-    /// requests for health (their ends will not count in health again).
+    /// calls for health, until they end.
     #[cold]
     pub(crate) fn count_slow_in_flight(&self, now_ms: u64, count: u32) {
         self.slow_adjust().add(now_ms, SAMPLED, count);
     }
 
+    /// An attempt counted slow while running ended at `now_ms`: from now on it counts as the
+    /// request it was (with its events), no longer as a slow call running.
+    #[cold]
+    pub(crate) fn slow_in_flight_ended(&self, now_ms: u64) {
+        self.slow_adjust().add(now_ms, ENDED, 1);
+    }
+
     /// The slow-call adjustments, made at first use.
     #[cold]
-    fn slow_adjust(&self) -> &RollingCounts<2> {
+    fn slow_adjust(&self) -> &RollingCounts<3> {
         let (fine_ms, kept) = self.fine;
         self.slow
             .get_or_init(|| Box::new(RollingCounts::new(fine_ms, kept)))
     }
 
-    /// [requests, errors, slow calls] of the health events in the fine buckets `range`, with
-    /// the attempts counted slow while running, less the outcomes taken out of health.
-    fn health_in(&self, range: std::ops::Range<u64>) -> [u64; 3] {
+    /// [requests, errors, slow calls, slow calls counted while running, ends of those] of the
+    /// health events in the fine buckets `range`, less the outcomes taken out of health.
+    fn health_in(&self, range: std::ops::Range<u64>) -> [u64; 5] {
         let sum = |mask: u32| {
             self.events.sum_by(range.clone(), |counters, tag| {
                 let mut bits = mask;
@@ -308,28 +349,33 @@ impl CommandCounters {
                 sum
             })
         };
-        let in_ring = |ring: &RollingCounts<2>, index: usize| {
-            ring.sum_by(range.clone(), |counters, tag| {
-                u64::from(counters[index].get(tag))
-            })
-        };
         let errors = sum(HEALTH_ERROR);
         let total = errors + sum(HEALTH_OK);
-        let stale = [in_ring(&self.stale, TOTAL), in_ring(&self.stale, ERRORS)];
+        let in_range = |counters: &[crate::metrics::rolling::EpochCounter], index: usize, tag| {
+            u64::from(counters[index].get(tag))
+        };
+        let stale = |index: usize| {
+            self.stale.sum_by(range.clone(), |counters, tag| {
+                in_range(counters, index, tag)
+            })
+        };
+        let total = total.saturating_sub(stale(TOTAL));
+        let errors = errors.saturating_sub(stale(ERRORS));
         let slow = sum(EventType::SlowCall.bit());
         let Some(slow_adjust) = self.slow.get() else {
-            return [
-                total.saturating_sub(stale[TOTAL]),
-                errors.saturating_sub(stale[ERRORS]),
-                slow,
-            ];
+            return [total, errors, slow, 0, 0];
         };
-        let sampled = in_ring(slow_adjust, SAMPLED);
-        let slow = slow + sampled;
+        let adjusted = |index: usize| {
+            slow_adjust.sum_by(range.clone(), |counters, tag| {
+                in_range(counters, index, tag)
+            })
+        };
         [
-            (total + sampled).saturating_sub(stale[TOTAL]),
-            errors.saturating_sub(stale[ERRORS]),
-            slow.saturating_sub(in_ring(slow_adjust, SLOW)),
+            total,
+            errors,
+            slow.saturating_sub(adjusted(SLOW)),
+            adjusted(SAMPLED),
+            adjusted(ENDED),
         ]
     }
 

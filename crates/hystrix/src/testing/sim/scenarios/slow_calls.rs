@@ -337,11 +337,10 @@ rejections open it at 4.98 s without, so the gain stops at 3.48 s. With the TIME
 of successes before the hang) the hung calls must outnumber the successes still in it: OPEN
 comes 5.5 s after the hang whatever T, against about 5.5 s + T/2 without, a gain of about T/2
 (1 s at T = 2 s, 5 s at T = 10 s with 1 000 permits), less once the bulkhead fills (T = 5 s:
-1 s). A small bulkhead (10 permits) fills at once: its rejections open the breaker at the same
-time either way. Counting in flight can even open it later (200 permits, T = 10 s, TIME: 9.5 s
-against 7.5 s): the hung calls counted slow join the window as requests that are not errors
-(their timeouts are not counted again), so they dilute the rejections' error percentage while
-staying below the slow-call rate.
+1 s; T = 10 s: none, the rejections open it at 7.5 s either way). A small bulkhead (10
+permits) fills at once: its rejections open the breaker at the same time either way. It never
+opens later: a call counted slow while running is a request of the slow-call rate only, so it
+never dilutes the error percentage, and its timeout counts as an error when it ends.
 ";
 
 /// Per case, the gain of counting in flight (OPEN that much sooner, that many fewer calls
