@@ -664,9 +664,12 @@ impl CircuitBreaker {
         let Ticket::Closed(generation) = ticket else {
             return;
         };
-        // A COUNT window can tip on a success too (the one that completes the volume); a
-        // CONSECUTIVE run only on a failure or slow call.
-        if !(outcome.error || outcome.slow) && matches!(site.window(), Window::Consecutive(_)) {
+        // A COUNT window can tip on a success too (the one that completes the volume), if it
+        // holds failures or slow calls; a CONSECUTIVE run only on a failure or slow call.
+        if !(outcome.error || outcome.slow)
+            && (matches!(site.window(), Window::Consecutive(_))
+                || health.error_count + health.slow_call_count == 0)
+        {
             return;
         }
         if kind != FailureKind::None {
