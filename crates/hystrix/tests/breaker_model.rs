@@ -234,8 +234,6 @@ struct Model {
     in_a_row: u64,
     /// The calls in flight, in the test's order.
     running: Vec<Running>,
-    /// The health interval of the latest close, if any.
-    closed_in: Option<u64>,
     force_open: bool,
     force_closed: bool,
 }
@@ -255,7 +253,6 @@ impl Model {
             last_calls: VecDeque::new(),
             in_a_row: 0,
             running: Vec::new(),
-            closed_in: None,
             force_open: false,
             force_closed: false,
         }
@@ -273,10 +270,8 @@ impl Model {
         self.next_generation(Status::Open);
     }
 
-    /// A close at `now` empties the window. The calls still running that started in this
-    /// health interval or before are no longer counted in flight (they are of an older
-    /// generation, or started after the close in its interval, too close to tell apart: those
-    /// count at their end).
+    /// A close at `now` empties the window. The calls still running that were admitted before
+    /// it are no longer counted in flight (they are of an older generation).
     fn close(&mut self, now: u64) {
         let interval = now / HEALTH_INTERVAL_MS;
         for call in &mut self.running {
@@ -287,7 +282,6 @@ impl Model {
                 call.mark = Mark::Forgotten;
             }
         }
-        self.closed_in = Some(interval);
         self.next_generation(Status::Closed);
         self.health.clear();
         self.last_calls.clear();
@@ -464,12 +458,7 @@ impl Model {
         self.running.push(Running {
             ticket,
             start: now,
-            // Not in the interval of the latest close (the tracker forgot that interval).
-            tracked: self.setup.tracks_in_flight()
-                && !matches!(ticket, Ticket::Trial(_))
-                && self
-                    .closed_in
-                    .is_none_or(|interval| now / HEALTH_INTERVAL_MS > interval),
+            tracked: self.setup.tracks_in_flight() && !matches!(ticket, Ticket::Trial(_)),
             mark: Mark::Open,
         });
     }

@@ -674,3 +674,38 @@ fn a_stream_is_slow_only_if_its_first_value_is() {
         );
     }
 }
+
+/// Found by a new user's trial: calls that start after a close, in the health interval of the
+/// close, are counted slow while running like any (those admitted before it are not).
+#[test]
+fn hung_calls_started_just_after_a_close_reopen_the_breaker() {
+    let test = TestRegistry::new();
+    let cmd = with(
+        &test,
+        "HangsAfterClose",
+        &[
+            ("circuitBreaker.requestVolumeThreshold", 2.into()),
+            ("execution.timeout.enabled", false.into()),
+            (
+                "circuitBreaker.slowCall.durationThresholdInMilliseconds",
+                100.into(),
+            ),
+        ],
+    );
+    // Admitted before the close, in its interval: left out.
+    let before = hang(&cmd);
+    advance_to(&test, 5_100);
+    cmd.circuit_breaker().force_close();
+    advance_to(&test, 5_101);
+    let after: Vec<_> = (0..2).map(|_| hang(&cmd)).collect();
+    // Started in 5000-5499 ms: all past 100 ms from 5600 ms on; the check of the 5500-5999
+    // interval at 5999 counts the two started after the close, not the one before.
+    advance_to(&test, 5_999);
+    assert_eq!(cmd.circuit_breaker().status(), Status::Open);
+    assert_eq!(
+        cause(&cmd),
+        "slow calls: 100% of 2 requests took longer than 100 ms in the last 10000 ms, 2 of them \
+         still running (circuitBreaker.slowCall.rateThresholdPercentage 100%)"
+    );
+    drop((before, after));
+}

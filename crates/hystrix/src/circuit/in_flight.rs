@@ -2,13 +2,16 @@
 //! count as slow before they end (`circuitBreaker.slowCall.countInFlight`), without a timer per
 //! call.
 //!
-//! A ring of [`SLOTS`] words, one per health interval of start time: the interval's epoch (32
-//! bits), its state (2 bits) and how many of its attempts are still running (30 bits). An
+//! A ring of [`SLOTS`] words, one per health interval of start time: the interval's epoch (24
+//! bits) and era (8 bits), its state (2 bits) and how many of its attempts are still running
+//! (30 bits). An
 //! attempt adds itself to its start interval's word when admitted and takes itself out when it
 //! ends, learning the interval's state: the breaker's health check, once per interval, marks
 //! every interval whose attempts have all run past the threshold *sampled* and counts those
 //! still running as slow; a close marks the intervals started by then *forgotten* (their
-//! attempts are of an older generation). Every step is one compare-and-swap on one word.
+//! attempts are of an older generation), and starts a new era of the interval it happens in,
+//! so that the attempts started after it in that interval are tracked apart. Every step is
+//! one compare-and-swap on one word.
 //!
 //! A slot is reused for a later interval only once none of its attempts runs, or they were
 //! sampled (or are sampled by the reuse, being past the threshold); an attempt that finds its
@@ -47,6 +50,27 @@ fn pack(epoch: u32, mark: Mark, running: u64) -> u64 {
     u64::from(epoch) << 32 | mark | running.min(RUNNING)
 }
 
+/// The low 24 bits of an epoch: a slot's tag is this, shifted left, and the era's 8 bits (the
+/// closes in the interval, modulo 256). With the default 500 ms intervals the epoch bits wrap
+/// every 97 days; a slot holds a recent interval.
+const EPOCH_MASK: u32 = (1 << 24) - 1;
+const ERA_BITS: u32 = 8;
+
+/// The tag of `epoch` in `era`.
+fn tag_of(epoch: u64, era: u32) -> u32 {
+    (epoch as u32 & EPOCH_MASK) << ERA_BITS | era & 0xFF
+}
+
+/// The epoch bits of a tag.
+fn epoch_bits(tag: u32) -> u32 {
+    tag >> ERA_BITS
+}
+
+/// The tag of the next era of a tag's interval.
+fn next_era(tag: u32) -> u32 {
+    tag_of(u64::from(epoch_bits(tag)), (tag & 0xFF) + 1)
+}
+
 fn unpack(word: u64) -> (u32, Mark, u64) {
     let mark = if word & SAMPLED != 0 {
         Mark::Sampled
@@ -58,7 +82,8 @@ fn unpack(word: u64) -> (u32, Mark, u64) {
     ((word >> 32) as u32, mark, word & RUNNING)
 }
 
-/// Where an attempt was added (its start interval's epoch), to take it out at its end.
+/// Where an attempt was added (its start interval's tag: epoch and era), to take it out at its
+/// end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Tracked(u32);
 
@@ -119,9 +144,10 @@ impl InFlight {
         now_ms.saturating_sub(last_start) > threshold_ms
     }
 
-    /// The full epoch of a slot's 32-bit epoch, seen at epoch `now` (slots hold recent ones).
-    fn full_epoch(now: u64, epoch: u32) -> u64 {
-        now.saturating_sub(u64::from((now as u32).wrapping_sub(epoch)))
+    /// The full epoch of a slot's tag, seen at epoch `now` (slots hold recent ones).
+    fn full_epoch(now: u64, tag: u32) -> u64 {
+        let behind = (now as u32 & EPOCH_MASK).wrapping_sub(epoch_bits(tag)) & EPOCH_MASK;
+        now.saturating_sub(u64::from(behind))
     }
 
     /// Applies `change` to `slot` until it succeeds or declines; returns what it returned.
@@ -139,13 +165,15 @@ impl InFlight {
     /// Adds an attempt admitted at `start_ms`, the slow-call threshold being `threshold_ms`.
     pub(crate) fn add(&self, start_ms: u64, threshold_ms: u64) -> Added {
         let epoch = self.epoch(start_ms);
-        let tag = epoch as u32;
+        let mut tag = tag_of(epoch, 0);
         Self::update(self.slot(epoch), |word| {
             let (seen, mark, running) = unpack(word);
-            if seen == tag {
-                // Ours; once marked, it takes no more.
+            if epoch_bits(seen) == epoch_bits(tag) {
+                // Ours, in its current era; once marked, it takes no more.
+                tag = seen;
                 return (mark == Mark::Open).then(|| (pack(tag, Mark::Open, running + 1), 0));
             }
+            tag = tag_of(epoch, 0);
             let seen_epoch = Self::full_epoch(epoch, seen);
             if seen_epoch > epoch {
                 return None; // a later interval: this clock read is stale
@@ -171,13 +199,21 @@ impl InFlight {
     /// Takes out an attempt that ended; returns what its interval was to the window.
     pub(crate) fn remove(&self, tracked: Tracked) -> Mark {
         let Tracked(tag) = tracked;
-        let slot = &self.slots[(u64::from(tag) % SLOTS as u64) as usize];
+        let slot = &self.slots[(u64::from(epoch_bits(tag)) % SLOTS as u64) as usize];
+        let mut gone = Mark::Sampled;
         Self::update(slot, |word| {
             let (seen, mark, running) = unpack(word);
-            // Reused: only once its attempts were sampled.
-            (seen == tag).then(|| (pack(tag, mark, running.saturating_sub(1)), mark))
+            if seen != tag {
+                // A new era of its interval began at a close: it was forgotten. Another
+                // interval: the slot was reused, only once its attempts were sampled.
+                if epoch_bits(seen) == epoch_bits(tag) {
+                    gone = Mark::Forgotten;
+                }
+                return None;
+            }
+            Some((pack(tag, mark, running.saturating_sub(1)), mark))
         })
-        .unwrap_or(Mark::Sampled)
+        .unwrap_or(gone)
     }
 
     /// Marks the intervals whose attempts have all run longer than `threshold_ms` at `now_ms`
@@ -202,8 +238,7 @@ impl InFlight {
 
     /// The breaker closed at `now_ms`: the attempts running that started in this interval or
     /// before are left out of the new window (they are of an older generation), and this
-    /// interval's slot tracks no more attempts (those started after the close in it count as
-    /// slow at their end).
+    /// interval's slot starts a new era, for the attempts that start after the close in it.
     pub(crate) fn forget_started_by(&self, now_ms: u64) {
         let now = self.epoch(now_ms);
         for slot in self.slots.iter() {
@@ -213,11 +248,10 @@ impl InFlight {
                     .then(|| (pack(seen, Mark::Forgotten, running), ()))
             });
         }
-        let tag = now as u32;
         Self::update(self.slot(now), |word| {
-            let (seen, mark, running) = unpack(word);
-            (seen != tag && (running == 0 || mark == Mark::Sampled))
-                .then(|| (pack(tag, Mark::Forgotten, 0), ()))
+            let (seen, _, _) = unpack(word);
+            (epoch_bits(seen) == epoch_bits(tag_of(now, 0)))
+                .then(|| (pack(next_era(seen), Mark::Open, 0), ()))
         });
     }
 
@@ -273,15 +307,39 @@ mod tests {
             panic!("tracked");
         };
         in_flight.forget_started_by(120);
-        // Started in the close's interval, after it: not tracked (counts at its end).
-        assert_eq!(in_flight.add(130, 100), Added::Untracked);
+        // Started in the close's interval, after it: tracked in the interval's new era.
+        let Added::Tracked(same_interval, 0) = in_flight.add(130, 100) else {
+            panic!("tracked");
+        };
         let Added::Tracked(after, 0) = in_flight.add(200, 100) else {
             panic!("tracked");
         };
-        // Only the attempt started after the close's interval is counted.
-        assert_eq!(in_flight.count_slow(1_000, 100), 1);
+        // The attempts started after the close are counted, the one before is not.
+        assert_eq!(in_flight.count_slow(1_000, 100), 2);
         assert_eq!(in_flight.remove(before), Mark::Forgotten);
+        assert_eq!(in_flight.remove(same_interval), Mark::Sampled);
         assert_eq!(in_flight.remove(after), Mark::Sampled);
+    }
+
+    #[test]
+    fn each_close_in_an_interval_starts_a_new_era() {
+        let in_flight = InFlight::new(100);
+        let Added::Tracked(first, 0) = in_flight.add(10, 100) else {
+            panic!("tracked");
+        };
+        in_flight.forget_started_by(20);
+        let Added::Tracked(second, 0) = in_flight.add(30, 100) else {
+            panic!("tracked");
+        };
+        in_flight.forget_started_by(40);
+        let Added::Tracked(third, 0) = in_flight.add(50, 100) else {
+            panic!("tracked");
+        };
+        // Only the attempt of the latest era counts; the others were left out at a close.
+        assert_eq!(in_flight.count_slow(1_000, 100), 1);
+        assert_eq!(in_flight.remove(first), Mark::Forgotten);
+        assert_eq!(in_flight.remove(second), Mark::Forgotten);
+        assert_eq!(in_flight.remove(third), Mark::Sampled);
     }
 
     #[test]

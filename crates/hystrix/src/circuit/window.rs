@@ -11,7 +11,10 @@
 //! Both per-call windows are lock-free and O(1) per call: a COUNT window is a ring of one byte
 //! per call and its totals in one word; a CONSECUTIVE window one counter.
 
+#[cfg(hystrix_loom)]
+use loom::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::fmt;
+#[cfg(not(hystrix_loom))]
 use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 
 use crate::config::{CommandProperties, PropertyType, PropertyValue};
@@ -30,7 +33,8 @@ pub enum WindowType {
     #[default]
     Time,
     /// `COUNT` (resilience4j's `COUNT_BASED`): the percentages over the last
-    /// `circuitBreaker.window.size` calls, checked at each call's end; trips with at least
+    /// `circuitBreaker.window.size` calls, checked at the end of each call while the window
+    /// holds failures or slow calls (and at each health check); trips with at least
     /// min(`requestVolumeThreshold`, `window.size`) calls in it.
     Count,
     /// `CONSECUTIVE` (gobreaker's default rule): trips at the end of the
@@ -397,46 +401,53 @@ mod tests {
 
 #[cfg(all(test, hystrix_loom))]
 mod loom_tests {
-    //! The COUNT window with loom's atomics would need its own build of the type; the model
-    //! below checks the same algorithm (ring slot swap, then a biased packed add) on loom's.
     use loom::sync::Arc;
-    use loom::sync::atomic::{AtomicU8, AtomicU64, Ordering};
     use loom::thread;
 
-    use super::{BIAS, BIASED_ZERO, ERROR, FIELD_BITS, FIELD_MASK, PRESENT, weight};
+    use super::*;
 
-    /// Two calls lap a ring of one slot while a third reads: the totals never read outside
-    /// [0, 1] in any field, and end exactly at the last outcome written.
+    /// Two calls lap a COUNT window of one slot while a third thread reads: the packed totals
+    /// never borrow from one field into the next (each field stays within one of its true
+    /// value), and end exactly at the outcome last written.
     #[test]
     fn racing_calls_never_borrow_across_fields() {
         loom::model(|| {
-            let slot = Arc::new(AtomicU8::new(0));
-            let totals = Arc::new(AtomicU64::new(BIASED_ZERO));
-            let writers: Vec<_> = [PRESENT | ERROR, PRESENT]
+            let window = Arc::new(CountWindow::new(1));
+            let outcomes = [
+                CallOutcome {
+                    error: true,
+                    slow: false,
+                },
+                CallOutcome {
+                    error: false,
+                    slow: true,
+                },
+            ];
+            let writers: Vec<_> = outcomes
                 .into_iter()
                 .map(|outcome| {
-                    let (slot, totals) = (Arc::clone(&slot), Arc::clone(&totals));
+                    let window = Arc::clone(&window);
                     thread::spawn(move || {
-                        let replaced = slot.swap(outcome, Ordering::AcqRel);
-                        let delta = weight(outcome).wrapping_sub(weight(replaced));
-                        totals.fetch_add(delta, Ordering::AcqRel);
+                        window.record(outcome);
                     })
                 })
                 .collect();
-            let seen = totals.load(Ordering::Acquire);
+            let seen = window.totals.load(Ordering::Acquire);
             for shift in [0, FIELD_BITS, 2 * FIELD_BITS] {
                 let field = (seen >> shift) & FIELD_MASK;
-                // Transiently one below or above: never a borrow into the next field.
                 assert!(field + 1 >= BIAS && field <= BIAS + 2, "field {field}");
             }
             for writer in writers {
                 writer.join().unwrap();
             }
-            let last = slot.load(Ordering::Acquire);
+            let last = window.outcomes[0].load(Ordering::Acquire);
             assert_eq!(
-                totals.load(Ordering::Acquire),
+                window.totals.load(Ordering::Acquire),
                 BIASED_ZERO.wrapping_add(weight(last))
             );
+            let health = window.health();
+            assert_eq!(health.total_requests, 1);
+            assert_eq!(health.error_count + health.slow_call_count, 1);
         });
     }
 }

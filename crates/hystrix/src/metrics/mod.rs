@@ -106,9 +106,11 @@ pub struct HealthCounts {
     /// no requests.
     pub slow_call_percentage: u32,
     /// Attempts counted slow while still running (`circuitBreaker.slowCall.countInFlight`,
-    /// TIME window): in `slow_call_count` and in the slow-call percentage's requests, not in
-    /// `total_requests` (so they never lower the error percentage); once one ends it is the
-    /// request it was, with its error if it failed.
+    /// TIME window) that have not become requests: in `slow_call_count` and in the slow-call
+    /// percentage's requests, not in `total_requests` (so they never lower the error
+    /// percentage). One that ends in the same breaker generation becomes the request it was,
+    /// with its error if it failed; one dropped by its caller, or ending after the breaker
+    /// moved on, stays counted here until it leaves the window.
     pub slow_calls_in_flight: u64,
 }
 
