@@ -876,6 +876,10 @@ fn track_in_flight(state: &CommandState, rec: &mut Recorder, ticket: Ticket) {
         return;
     };
     let threshold_ms = state.properties.hot().slow_call_ms();
+    // An earlier attempt still tracked (slow calls were turned off before it ended) leaves.
+    if let SlowTrack::Running(earlier) = std::mem::take(&mut rec.slow_track) {
+        in_flight.remove(earlier);
+    }
     if let Added::Tracked(tracked, flushed) = in_flight.add(rec.attempt_ms, threshold_ms) {
         rec.slow_track = SlowTrack::Running(tracked);
         state
