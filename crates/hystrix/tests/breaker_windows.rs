@@ -709,3 +709,64 @@ fn hung_calls_started_just_after_a_close_reopen_the_breaker() {
     );
     drop((before, after));
 }
+
+/// An attempt tracked in flight that ends after slow calls were turned off, and is retried
+/// once they are on again, leaves the tracker: no phantom slow call is counted later.
+#[test]
+fn an_attempt_ended_while_slow_calls_were_off_leaves_no_phantom() {
+    let test = TestRegistry::new();
+    let cmd = builder("Phantom")
+        .property("retry.maxAttempts", 2)
+        .property("execution.isolation.thread.timeoutInMilliseconds", 10_000)
+        .property(
+            "circuitBreaker.slowCall.durationThresholdInMilliseconds",
+            100,
+        )
+        .build_in(test.registry())
+        .unwrap();
+    let set_slow = |ms: u64| {
+        test.registry()
+            .properties()
+            .set(
+                "hystrix.command.Phantom.circuitBreaker.slowCall.durationThresholdInMilliseconds",
+                ms,
+            )
+            .unwrap();
+    };
+    let mut attempts = 0;
+    let make = move || {
+        attempts += 1;
+        let first = attempts == 1;
+        async move {
+            if first {
+                std::future::pending::<()>().await;
+            }
+            Ok::<u32, DependencyError>(7)
+        }
+    };
+    let mut execution = Box::pin(cmd.run_async_retryable(make).execute_async_outcome());
+    assert!(
+        poll_once(execution.as_mut()).is_pending(),
+        "the first attempt hangs"
+    );
+    set_slow(0);
+    // The first attempt's timeout: 10 s / 2 attempts; then a 100 ms delay.
+    advance_to(&test, 5_000);
+    assert!(
+        poll_once(execution.as_mut()).is_pending(),
+        "waiting to retry"
+    );
+    set_slow(100);
+    advance_to(&test, 5_100);
+    let Poll::Ready(outcome) = poll_once(execution.as_mut()) else {
+        panic!("the second attempt answers");
+    };
+    assert_eq!(*outcome.response().as_ref().unwrap(), 7);
+    advance_to(&test, 6_000);
+    assert_eq!(cmd.circuit_breaker().status(), Status::Closed);
+    advance_to(&test, 7_000);
+    assert_eq!(
+        cmd.circuit_breaker().health_counts().slow_calls_in_flight,
+        0
+    );
+}

@@ -1888,6 +1888,10 @@ impl Recorder {
     /// Counts the events of the attempt that just failed (and its RETRY) in the metrics now:
     /// each attempt is a request for health when it happens.
     pub(crate) fn count_attempt(&mut self, state: &CommandState, now_ms: u64) {
+        // Still tracked if slow calls were turned off before it ended: it leaves now.
+        if let SlowTrack::Running(tracked) = std::mem::take(&mut self.slow_track) {
+            remove_tracked(state, tracked);
+        }
         let fresh = self.events.less(&self.retry().counted);
         let current = self.counts_in_health(state);
         state.counters.record_attempt(now_ms, &fresh, current);
