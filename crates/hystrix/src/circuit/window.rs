@@ -60,6 +60,7 @@ impl fmt::Display for WindowType {
     }
 }
 
+/// Also accepts resilience4j's words, `TIME_BASED` and `COUNT_BASED`, for teams migrating.
 impl PropertyType for WindowType {
     fn parse(value: &PropertyValue) -> Result<Self, String> {
         const EXPECTED: &str = "expected TIME, COUNT or CONSECUTIVE";
@@ -67,8 +68,8 @@ impl PropertyType for WindowType {
             return Err(EXPECTED.into());
         };
         match word.trim().to_ascii_uppercase().as_str() {
-            "TIME" => Ok(WindowType::Time),
-            "COUNT" => Ok(WindowType::Count),
+            "TIME" | "TIME_BASED" => Ok(WindowType::Time),
+            "COUNT" | "COUNT_BASED" => Ok(WindowType::Count),
             "CONSECUTIVE" => Ok(WindowType::Consecutive),
             _ => Err(EXPECTED.into()),
         }
@@ -396,6 +397,11 @@ mod tests {
             assert_eq!(WindowType::parse(&word), Ok(kind));
         }
         assert!(WindowType::parse(&PropertyValue::Str("SLIDING".into())).is_err());
+        // resilience4j's words.
+        let count_based = PropertyValue::Str("COUNT_BASED".into());
+        assert_eq!(WindowType::parse(&count_based), Ok(WindowType::Count));
+        let time_based = PropertyValue::Str("time_based".into());
+        assert_eq!(WindowType::parse(&time_based), Ok(WindowType::Time));
     }
 }
 
