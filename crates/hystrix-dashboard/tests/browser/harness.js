@@ -320,11 +320,17 @@ async function readOurTile(page, kind, name) {
     const shortRate = tile.querySelector('.short-circuit-rate');
     const line = (selector) => {
       const node = tile.querySelector(selector);
-      return node ? {
+      if (!node) return null;
+      const inner = tile.getBoundingClientRect();
+      const box = node.getBoundingClientRect();
+      return {
         text: node.textContent.replace(/\s+/g, ' ').trim(),
         shown: node.offsetParent !== null,
         dimmed: node.classList.contains('zero'),
-      } : null;
+        // Shown whole: neither wider than its box (nowrap) nor past the tile's padding edge.
+        fits: node.offsetParent === null || (node.scrollWidth <= node.clientWidth
+          && box.right <= inner.right - parseFloat(style.borderRightWidth)),
+      };
     };
     return {
       data: { ...tile.dataset },
@@ -362,6 +368,7 @@ function checkRatesLine(what, want, got, line, keys, text) {
     text: text(...rates),
     shown: true,
     dimmed: keys.every((key) => want[key] === 0),
+    fits: true,
   });
   keys.forEach((key, i) => {
     check(`${what}: ${key} per second`, [got.data[`${key}Rate`], got.shown[`${key}Rate`]], [rates[i], rates[i]]);
@@ -417,6 +424,7 @@ function checkSlowCallLine(what, want, got) {
     text: `Slow ${s.percentage} % (trips at ${s.rateThresholdPercentage} %, over ${s.durationThresholdMs} ms) \u00b7 ${rate}/s`,
     shown: true,
     dimmed: want.slowCall === 0,
+    fits: true,
   });
   const values = [s.percentage, s.rateThresholdPercentage, s.durationThresholdMs].map(String);
   check(`${what}: slow-call percentage and thresholds`, keys.map((key) => got.data[key]), values);
