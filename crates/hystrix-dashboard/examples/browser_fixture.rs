@@ -9,7 +9,9 @@
 //! hedges (HEDGE) and hedged attempts cancelled (HEDGE_CANCELLED) with their rates, the
 //! executions the adaptive concurrency limit refused (LIMIT_REJECTED) with their rate, the
 //! adaptive limit, its executions in flight and its queue (null for a command without one),
-//! the latencies and the circuit (closed, open or half-open);
+//! the slow calls (SLOW_CALL) with their rate, the slow-call thresholds and the slow calls'
+//! percentage (null for a command with slow calls off), the latencies and the circuit
+//! (closed, open or half-open);
 //! the thread pool's and the collapser's numbers. Then it serves until its standard input
 //! closes (the harness holds it open, so the fixture ends with the harness).
 //!
@@ -156,6 +158,12 @@ struct CommandPlan {
     limit_rejected_rate: f64,
     /// The adaptive limit while the browsers look; `None` (null) without adaptive limits.
     adaptive: Option<AdaptivePlan>,
+    /// SLOW_CALL: attempts slower than the slow-call threshold.
+    slow_call: u64,
+    /// slow calls per second over the window.
+    slow_call_rate: f64,
+    /// The slow-call health and thresholds; `None` (null) while slow calls are off.
+    slow_calls: Option<SlowCallPlan>,
     latency: Latency,
     /// "closed", "open" or "half-open".
     circuit: &'static str,
@@ -185,8 +193,24 @@ impl CommandPlan {
         self.hedge_rate = per_second(self.hedge);
         self.hedge_cancelled_rate = per_second(self.hedge_cancelled);
         self.limit_rejected_rate = per_second(self.limit_rejected);
+        self.slow_call_rate = per_second(self.slow_call);
+        if let Some(slow) = &mut self.slow_calls {
+            slow.percentage = (self.slow_call * 100)
+                .checked_div(self.requests)
+                .unwrap_or(0);
+        }
         self
     }
+}
+
+/// A command's slow calls: its two thresholds and the slow calls' percentage of its requests
+/// (derived).
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+struct SlowCallPlan {
+    duration_threshold_ms: u64,
+    rate_threshold_percentage: u32,
+    percentage: u64,
 }
 
 /// A command's adaptive concurrency limit as the fixture leaves it.
@@ -567,6 +591,33 @@ fn drive_all(test: &TestRegistry, runtime: &tokio::runtime::Runtime) -> Result<(
         .derive(),
     );
 
+    // GetRecommendations: slow calls on, over 50 ms, tripping at 50 %; 20 runs of 10 ms, then
+    // 5 of 60 ms that succeed but are slow (SLOW_CALL): 20 % of its 25 requests, so the
+    // circuit stays closed.
+    let get_recommendations = command(test, "GetRecommendations", "Recommendations", |b| {
+        b.property(
+            "circuitBreaker.slowCall.durationThresholdInMilliseconds",
+            50,
+        )
+        .property("circuitBreaker.slowCall.rateThresholdPercentage", 50)
+    })?;
+    drive(test, &get_recommendations, 20, 10, End::Ok, Seen::Ran)?;
+    drive(test, &get_recommendations, 5, 60, End::Ok, Seen::Ran)?;
+    commands.push(
+        CommandPlan {
+            success: 25,
+            slow_call: 5,
+            slow_calls: Some(SlowCallPlan {
+                duration_threshold_ms: 50,
+                rate_threshold_percentage: 50,
+                ..SlowCallPlan::default()
+            }),
+            latency: latencies(20, 10, 60, 60, 60),
+            ..CommandPlan::new("GetRecommendations", "Recommendations")
+        }
+        .derive(),
+    );
+
     // GetAvatar: one permit; 13 runs of 4 ms, then 6 rejected while one run holds the permit.
     let get_avatar = command(test, "GetAvatar", "Users", |b| {
         b.semaphore_max_concurrent_requests(1)
@@ -925,6 +976,7 @@ fn check_registry(test: &TestRegistry, plan: &Plan) -> Result<()> {
             (EventType::Hedge, want.hedge),
             (EventType::HedgeCancelled, want.hedge_cancelled),
             (EventType::LimitRejected, want.limit_rejected),
+            (EventType::SlowCall, want.slow_call),
         ] {
             check!(format!("{name} {event:?}"), count(event), want);
         }
@@ -940,6 +992,16 @@ fn check_registry(test: &TestRegistry, plan: &Plan) -> Result<()> {
             want.requests
         );
         check!(format!("{name} errors"), health.error_count, want.errors);
+        if let Some(slow) = want.slow_calls {
+            check!(
+                format!("{name} slow calls"),
+                (
+                    health.slow_call_count,
+                    u64::from(health.slow_call_percentage)
+                ),
+                (want.slow_call, slow.percentage)
+            );
+        }
         check!(
             format!("{name} error percentage"),
             u64::from(health.error_percentage),

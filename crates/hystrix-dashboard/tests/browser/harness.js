@@ -4,14 +4,14 @@
 // 1. Starts the fixture (examples/browser_fixture.rs, path in FIXTURE_BIN): a real dashboard
 //    on 127.0.0.1 whose registry was driven by real commands; it prints its URL and the plan
 //    of what it drove (counts by outcome, retries and budget refusals, hedges and cancelled
-//    hedged attempts, refusals by the adaptive limit and the limit itself, latencies, circuit
-//    states, pool, collapser).
+//    hedged attempts, refusals by the adaptive limit and the limit itself, slow calls and their
+//    thresholds, latencies, circuit states, pool, collapser).
 // 2. Serves the npm hystrix-dashboard (Netflix's monitor page) on 127.0.0.1 through express,
 //    with the page's CDN underscore URL rewritten to the npm file, and opens it in Debian's
 //    Chromium (puppeteer-core) on our stream through its /proxy.stream.
 // 3. Opens our page (through the fixture's `/`, which redirects to /hystrix/dashboard/).
-// 4. Checks both against the plan, exactly (and our stream's extension counters, which only
-//    our page shows, and the same counters on /metrics); presses our admin buttons and
+// 4. Checks both against the plan, exactly (and our stream's extension counters and slow-call
+//    fields, which only our page shows, and the same counters on /metrics); presses our admin buttons and
 //    watches both dashboards follow; saves screenshots of both in ARTIFACTS.
 //
 // Every wait is a poll with a deadline. Ends with "N passed, M failed" and exit code 1 on any
@@ -320,11 +320,17 @@ async function readOurTile(page, kind, name) {
     const shortRate = tile.querySelector('.short-circuit-rate');
     const line = (selector) => {
       const node = tile.querySelector(selector);
-      return node ? {
+      if (!node) return null;
+      const inner = tile.getBoundingClientRect();
+      const box = node.getBoundingClientRect();
+      return {
         text: node.textContent.replace(/\s+/g, ' ').trim(),
         shown: node.offsetParent !== null,
         dimmed: node.classList.contains('zero'),
-      } : null;
+        // Shown whole: neither wider than its box (nowrap) nor past the tile's padding edge.
+        fits: node.offsetParent === null || (node.scrollWidth <= node.clientWidth
+          && box.right <= inner.right - parseFloat(style.borderRightWidth)),
+      };
     };
     return {
       data: { ...tile.dataset },
@@ -337,6 +343,7 @@ async function readOurTile(page, kind, name) {
       retries: line('.retries'),
       hedges: line('.hedges'),
       limit: line('.limit'),
+      slowCalls: line('.slow-calls'),
       limitRows: Array.from(tile.querySelectorAll('.limit > div'))
         .map((row) => row.textContent.replace(/\s+/g, ' ').trim()),
       limitSparkPoints: (() => {
@@ -361,6 +368,7 @@ function checkRatesLine(what, want, got, line, keys, text) {
     text: text(...rates),
     shown: true,
     dimmed: keys.every((key) => want[key] === 0),
+    fits: true,
   });
   keys.forEach((key, i) => {
     check(`${what}: ${key} per second`, [got.data[`${key}Rate`], got.shown[`${key}Rate`]], [rates[i], rates[i]]);
@@ -398,6 +406,31 @@ function checkLimitLine(what, want, got) {
     [true, true, true]);
 }
 
+// The slow-call line: for a command with slow calls on, the slow calls' percentage, the two
+// thresholds and the slow calls per second (shown and in data-*), dimmed while none was slow;
+// hidden for a command with slow calls off (none slow).
+function checkSlowCallLine(what, want, got) {
+  const rate = want.slowCallRate.toFixed(1);
+  check(`${what}: slow calls`, [got.data.slowCalls, got.data.slowCallRate, got.shown.slowCallRate],
+    [String(want.slowCall), rate, rate]);
+  const keys = ['slowCallPercentage', 'slowCallRateThreshold', 'slowCallDurationThreshold'];
+  const s = want.slowCalls;
+  if (!s) {
+    check(`${what}: no slow-call line`, [got.slowCalls.shown, keys.map((key) => got.data[key] ?? null)],
+      [want.slowCall > 0, [null, null, null]]);
+    return;
+  }
+  check(`${what}: slow-call line`, got.slowCalls, {
+    text: `Slow ${s.percentage} % (trips at ${s.rateThresholdPercentage} %, over ${s.durationThresholdMs} ms) \u00b7 ${rate}/s`,
+    shown: true,
+    dimmed: want.slowCall === 0,
+    fits: true,
+  });
+  const values = [s.percentage, s.rateThresholdPercentage, s.durationThresholdMs].map(String);
+  check(`${what}: slow-call percentage and thresholds`, keys.map((key) => got.data[key]), values);
+  check(`${what}: slow-call percentage and thresholds shown`, keys.map((key) => got.shown[key]), values);
+}
+
 function checkOurCommand(want, got) {
   const what = `our page ${want.name}`;
   if (!got) {
@@ -419,6 +452,7 @@ function checkOurCommand(want, got) {
   checkRatesLine(what, want, got, 'hedges', ['hedge', 'hedgeCancelled'],
     (hedges, cancelled) => `Hedges ${hedges}/s \u00b7 cancelled ${cancelled}/s`);
   checkLimitLine(what, want, got);
+  checkSlowCallLine(what, want, got);
   check(`${what}: error %`, [got.data.errorPercentage, got.shown.errorPercentage],
     [String(want.errorPercentage), String(want.errorPercentage)]);
   check(`${what}: requests`, got.data.requests, String(want.requests));
@@ -518,6 +552,14 @@ async function checkStreamAttempts(url, plan) {
     check(`stream ${want.name}: adaptive limit`,
       message && keys.some((key) => key in message) ? keys.map((key) => message[key]) : null,
       adaptiveOf(want));
+    check(`stream ${want.name}: rollingCountSlowCall`, message ? message.rollingCountSlowCall : null, want.slowCall);
+    const slowKeys = ['slowCallCount', 'slowCallPercentage',
+      'propertyValue_circuitBreakerSlowCallDurationThresholdInMilliseconds',
+      'propertyValue_circuitBreakerSlowCallRateThresholdPercentage'];
+    const s = want.slowCalls;
+    check(`stream ${want.name}: slow-call health and thresholds`,
+      message && slowKeys.some((key) => key in message) ? slowKeys.map((key) => message[key]) : null,
+      s ? [want.slowCall, s.percentage, s.durationThresholdMs, s.rateThresholdPercentage] : null);
   }
 }
 
@@ -577,6 +619,9 @@ async function main() {
       .map((c) => [c.name, c.limitRejected, adaptiveOf(c)]);
     check('the fixture drove refusals by an adaptive limit, held at the limit with one waiting', limited,
       [['ChargeCard', 3, [4, 4, 1]]]);
+    const slowed = plan.commands.filter((c) => c.slowCall > 0 || c.slowCalls)
+      .map((c) => [c.name, c.slowCall, c.slowCalls && c.slowCalls.percentage]);
+    check('the fixture drove slow calls', slowed, [['GetRecommendations', 5, 20]]);
 
     server = await serveHystrixDashboard();
     launched = await launch();
@@ -600,7 +645,7 @@ async function main() {
     // OPEN GetStock at 10 % and the HALF_OPEN GetReviews at 9 % among the closed ones) and the
     // circle coloured by the error percentage alone (GetStock's green, at 10 %).
     check('Hystrix Dashboard: default order (error then volume)', await hystrixCommandOrder(hystrix.page),
-      ['SendEmail', 'GetShipping', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'GetStock', 'GetReviews', 'SearchProducts', 'GetUser', 'GetRatings', 'ChargeCard']);
+      ['SendEmail', 'GetShipping', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'GetStock', 'GetReviews', 'SearchProducts', 'GetUser', 'GetRecommendations', 'GetRatings', 'ChargeCard']);
     const circles = await poll(
       () => hystrixCircleFills(hystrix.page, ['GetStock', 'SendEmail']),
       (fills) => fills.GetStock === 'rgb(0, 128, 0)' && fills.SendEmail === 'rgb(255, 0, 0)',
@@ -654,15 +699,15 @@ async function main() {
     // Sorting, as the Hystrix Dashboard sorts (descending but alphabetical; ties by name),
     // except that the default sort puts circuits that are not closed (OPEN, HALF_OPEN) first.
     const orders = {
-      errorThenVolume: ['SendEmail', 'GetStock', 'GetReviews', 'GetShipping', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'SearchProducts', 'GetUser', 'GetRatings', 'ChargeCard'],
-      alphabetical: ['ChargeCard', 'CheckInventory', 'GetAvatar', 'GetPrices', 'GetRatings', 'GetReviews', 'GetShipping', 'GetStock', 'GetUser', 'SaveOrder', 'SearchProducts', 'SendEmail'],
-      volume: ['GetUser', 'SaveOrder', 'GetShipping', 'SearchProducts', 'GetStock', 'GetReviews', 'GetAvatar', 'GetPrices', 'CheckInventory', 'SendEmail', 'GetRatings', 'ChargeCard'],
-      error: ['SendEmail', 'GetShipping', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'GetStock', 'GetReviews', 'SearchProducts', 'ChargeCard', 'GetRatings', 'GetUser'],
-      mean: ['GetPrices', 'SearchProducts', 'ChargeCard', 'GetUser', 'GetReviews', 'SaveOrder', 'GetStock', 'GetShipping', 'CheckInventory', 'GetAvatar', 'SendEmail', 'GetRatings'],
-      median: ['ChargeCard', 'GetPrices', 'SearchProducts', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'GetUser', 'SendEmail', 'GetRatings'],
-      p90: ['GetPrices', 'SearchProducts', 'GetUser', 'ChargeCard', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'SendEmail', 'GetRatings'],
-      p99: ['GetPrices', 'GetUser', 'SearchProducts', 'ChargeCard', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'SendEmail', 'GetRatings'],
-      p995: ['GetUser', 'GetPrices', 'SearchProducts', 'ChargeCard', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'SendEmail', 'GetRatings'],
+      errorThenVolume: ['SendEmail', 'GetStock', 'GetReviews', 'GetShipping', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'SearchProducts', 'GetUser', 'GetRecommendations', 'GetRatings', 'ChargeCard'],
+      alphabetical: ['ChargeCard', 'CheckInventory', 'GetAvatar', 'GetPrices', 'GetRatings', 'GetRecommendations', 'GetReviews', 'GetShipping', 'GetStock', 'GetUser', 'SaveOrder', 'SearchProducts', 'SendEmail'],
+      volume: ['GetUser', 'SaveOrder', 'GetShipping', 'SearchProducts', 'GetStock', 'GetRecommendations', 'GetReviews', 'GetAvatar', 'GetPrices', 'CheckInventory', 'SendEmail', 'GetRatings', 'ChargeCard'],
+      error: ['SendEmail', 'GetShipping', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'GetStock', 'GetReviews', 'SearchProducts', 'ChargeCard', 'GetRatings', 'GetRecommendations', 'GetUser'],
+      mean: ['GetPrices', 'GetRecommendations', 'SearchProducts', 'ChargeCard', 'GetUser', 'GetReviews', 'SaveOrder', 'GetStock', 'GetShipping', 'CheckInventory', 'GetAvatar', 'SendEmail', 'GetRatings'],
+      median: ['ChargeCard', 'GetPrices', 'GetRecommendations', 'SearchProducts', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'GetUser', 'SendEmail', 'GetRatings'],
+      p90: ['GetPrices', 'GetRecommendations', 'SearchProducts', 'GetUser', 'ChargeCard', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'SendEmail', 'GetRatings'],
+      p99: ['GetPrices', 'GetUser', 'GetRecommendations', 'SearchProducts', 'ChargeCard', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'SendEmail', 'GetRatings'],
+      p995: ['GetUser', 'GetPrices', 'GetRecommendations', 'SearchProducts', 'ChargeCard', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'SendEmail', 'GetRatings'],
     };
 
     check('our page: default order (circuits not closed first, then error then volume)',
