@@ -381,7 +381,8 @@ pub(crate) fn isolation_of(props: &CommandProperties, info: &CommandInfo) -> Iso
     }
 }
 
-/// Health counts from the rolling counts (SPEC §2.3's events, and SLOW_CALL for the slow
+/// Health counts from the rolling counts (the requests are SUCCESS, FAILURE, TIMEOUT, the two
+/// rejections and IGNORED; the errors all but SUCCESS and IGNORED; SLOW_CALL the slow
 /// calls): for a command with a breaker per key, whose executions count in their keys' health
 /// windows, not in the command's.
 pub(crate) fn rolling_health(metrics: &hystrix::CommandMetrics) -> hystrix::HealthCounts {

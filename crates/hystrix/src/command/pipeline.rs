@@ -876,10 +876,6 @@ fn track_in_flight(state: &CommandState, rec: &mut Recorder, ticket: Ticket) {
         return;
     };
     let threshold_ms = state.properties.hot().slow_call_ms();
-    // An earlier attempt still tracked (slow calls were turned off before it ended) leaves.
-    if let SlowTrack::Running(earlier) = std::mem::take(&mut rec.slow_track) {
-        in_flight.remove(earlier);
-    }
     if let Added::Tracked(tracked, flushed) = in_flight.add(rec.attempt_ms, threshold_ms) {
         rec.slow_track = SlowTrack::Running(tracked);
         state
@@ -1613,10 +1609,8 @@ impl Recorder {
             self.event(state, EventType::SlowCall);
         }
         if mark == Mark::Sampled {
-            let current = self
-                .generation
-                .is_none_or(|generation| state.breaker.generation() == generation);
-            if current && matches!(state.extras.window, Window::Counters) {
+            if self.in_current_generation(state) && matches!(state.extras.window, Window::Counters)
+            {
                 state.counters.slow_in_flight_ended(now_ms);
             }
             return;
@@ -1652,10 +1646,23 @@ impl Recorder {
     /// health window now: it went through the command's own breaker, in its current
     /// generation.
     fn counts_in_health(&self, state: &CommandState) -> bool {
-        self.keyed().is_none()
-            && self
-                .generation
-                .is_none_or(|generation| state.breaker.generation() == generation)
+        self.keyed().is_none() && self.in_current_generation(state)
+    }
+
+    /// Whether the attempt was admitted in the command's breaker's current generation (or
+    /// while the breaker took no part).
+    fn in_current_generation(&self, state: &CommandState) -> bool {
+        self.generation
+            .is_none_or(|generation| state.breaker.generation() == generation)
+    }
+
+    /// The attempt no longer runs: if it is still tracked as running (slow calls were turned
+    /// off before it ended), it leaves the tracker.
+    #[inline]
+    fn untrack(&mut self, state: &CommandState) {
+        if let SlowTrack::Running(tracked) = std::mem::take(&mut self.slow_track) {
+            remove_tracked(state, tracked);
+        }
     }
 
     /// Tells the breaker the execution succeeded (or ended in an ignored error).
@@ -1719,9 +1726,7 @@ impl Recorder {
     /// Tells the breaker the execution said nothing of the dependency's health.
     #[inline]
     pub(crate) fn settle_release(&mut self, state: &CommandState) {
-        if let SlowTrack::Running(tracked) = std::mem::take(&mut self.slow_track) {
-            remove_tracked(state, tracked);
-        }
+        self.untrack(state);
         let ticket = std::mem::take(&mut self.ticket);
         if ticket != Ticket::None {
             self.site(state).breaker().release(ticket);
@@ -1888,10 +1893,7 @@ impl Recorder {
     /// Counts the events of the attempt that just failed (and its RETRY) in the metrics now:
     /// each attempt is a request for health when it happens.
     pub(crate) fn count_attempt(&mut self, state: &CommandState, now_ms: u64) {
-        // Still tracked if slow calls were turned off before it ended: it leaves now.
-        if let SlowTrack::Running(tracked) = std::mem::take(&mut self.slow_track) {
-            remove_tracked(state, tracked);
-        }
+        self.untrack(state);
         let fresh = self.events.less(&self.retry().counted);
         let current = self.counts_in_health(state);
         state.counters.record_attempt(now_ms, &fresh, current);

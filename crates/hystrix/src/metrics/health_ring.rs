@@ -1,11 +1,11 @@
 //! The health window of a keyed breaker in one word per bucket, so that 100 000 of them fit in
 //! tens of MB: requests, errors and slow calls of each health bucket packed into an `AtomicU64`
-//! with the bucket's tag (SPEC Part A 35).
+//! with the bucket's tag.
 //!
 //! Layout of a slot: tag (16 bits, the bucket's epoch modulo 2^16) | requests (16 bits) |
 //! errors (16 bits) | slow calls (16 bits). Counts saturate at 65 535 per bucket and key
 //! (131 070 calls a second per key with the default 500 ms buckets). The window is read as a
-//! command's (SPEC Part A 14): the completed buckets, since the last restart.
+//! command's: the completed buckets of the window, since the last restart.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -59,9 +59,8 @@ pub(crate) struct CommandCounters {
     rolling: View,
     /// The health window over `events`.
     health: View,
-    /// Health outcomes of executions admitted before the breaker's latest transition, or
-    /// counted slow while still running: they count in `events` but not in health (SPEC Part
-    /// A 15), so health subtracts them.
+    /// Health outcomes of executions admitted before the breaker's latest transition: they
+    /// count in `events` but not in the new health window, so health subtracts them.
     stale: RollingCounts<2>,
     /// With slow calls: the slow calls of those outcomes (SLOW, subtracted), the attempts
     /// counted slow while running (SAMPLED) and the ends of those (ENDED): SAMPLED less ENDED
@@ -83,8 +82,9 @@ pub(crate) struct CommandCounters {
     same_latency: RollingLatency,
 }
 
-/// The breaker's view: requests, errors and slow calls over its window (SPEC §2.3; see
-/// [`WindowType`](crate::circuit::WindowType) for the windows other than Hystrix's TIME).
+/// The breaker's view: requests, errors and slow calls over its window (as Hystrix's
+/// `HealthCounts`, plus slow calls; see [`WindowType`](crate::circuit::WindowType) for the
+/// windows other than Hystrix's TIME).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct HealthCounts {
     /// Requests: SUCCESS, FAILURE, TIMEOUT, THREAD_POOL_REJECTED, SEMAPHORE_REJECTED and IGNORED
