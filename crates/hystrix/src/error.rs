@@ -131,6 +131,12 @@ pub enum FailureType {
     CollapserMissingResponse,
     /// The API was used in a way that cannot work (the message says how to fix it).
     Misuse,
+    /// Chaos injection replaced the run with a fault (`chaos.fault.ratePercentage`): the run
+    /// was not called. Counted as a FAILURE (health, breaker, retry and fallback treat it as
+    /// a run's error), with CHAOS_INJECTED; the fallback can tell it apart by this type (or
+    /// [`HystrixError::is_injected_fault`]). It carries no run error, so classifiers are not
+    /// asked about it.
+    InjectedFault,
 }
 
 impl FailureType {
@@ -151,6 +157,7 @@ impl FailureType {
             FailureType::NoRequestContext => "NO_REQUEST_CONTEXT",
             FailureType::CollapserMissingResponse => "COLLAPSER_MISSING_RESPONSE",
             FailureType::Misuse => "MISUSE",
+            FailureType::InjectedFault => "INJECTED_FAULT",
         }
     }
 }
@@ -414,6 +421,12 @@ impl<E> HystrixError<E> {
         )
     }
 
+    /// Whether the run was replaced by a fault of chaos injection
+    /// ([`FailureType::InjectedFault`], `chaos.fault.ratePercentage`).
+    pub fn is_injected_fault(&self) -> bool {
+        self.failure_type == FailureType::InjectedFault
+    }
+
     /// Whether the execution was refused before running (short-circuit or a rejection).
     pub fn is_rejection(&self) -> bool {
         matches!(
@@ -507,6 +520,9 @@ impl<E> HystrixError<E> {
             (Detail::None, FailureType::BadRequest) => "rejected the request as bad".into(),
             (Detail::None, FailureType::Ignored) => "returned an ignored error".into(),
             (Detail::None, FailureType::Cancelled) => "was cancelled".into(),
+            (Detail::None, FailureType::InjectedFault) => {
+                "failed with a fault injected by chaos (chaos.fault.ratePercentage)".into()
+            }
             (Detail::None, _) => match &self.cause {
                 Cause::Panic(msg) => format!("panicked: {msg}"),
                 _ => "failed".into(),

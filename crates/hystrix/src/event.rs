@@ -11,7 +11,7 @@ use crate::key::{CommandKey, GroupKey, ThreadPoolKey};
 /// [`Retry`](EventType::Retry), [`RetryBudgetExhausted`](EventType::RetryBudgetExhausted),
 /// [`Hedge`](EventType::Hedge), [`HedgeCancelled`](EventType::HedgeCancelled),
 /// [`LimitRejected`](EventType::LimitRejected), [`Throttled`](EventType::Throttled),
-/// [`SlowCall`](EventType::SlowCall)).
+/// [`SlowCall`](EventType::SlowCall), [`ChaosInjected`](EventType::ChaosInjected)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum EventType {
@@ -93,11 +93,18 @@ pub enum EventType {
     /// the threshold is a slow request for health at once, and its end does not count in health
     /// again (its events are counted when it ends, as any). Not terminal.
     SlowCall,
+    /// Chaos injection (`chaos.*` properties, allowed by
+    /// [`RegistryBuilder::allow_chaos`](crate::RegistryBuilder::allow_chaos)) changed this
+    /// attempt: a delay before its run, a run replaced by an injected fault (then also a
+    /// FAILURE, with [`FailureType::InjectedFault`](crate::FailureType::InjectedFault)), or a
+    /// run that never ends (then a TIMEOUT at its deadline). Counted once per injected attempt.
+    /// Not terminal.
+    ChaosInjected,
 }
 
 impl EventType {
     /// Every event type, in declaration order.
-    pub const ALL: [EventType; 28] = [
+    pub const ALL: [EventType; 29] = [
         EventType::Emit,
         EventType::Success,
         EventType::Failure,
@@ -126,6 +133,7 @@ impl EventType {
         EventType::LimitRejected,
         EventType::Throttled,
         EventType::SlowCall,
+        EventType::ChaosInjected,
     ];
 
     /// Number of event types.
@@ -168,6 +176,7 @@ impl EventType {
             EventType::LimitRejected => "LIMIT_REJECTED",
             EventType::Throttled => "THROTTLED",
             EventType::SlowCall => "SLOW_CALL",
+            EventType::ChaosInjected => "CHAOS_INJECTED",
         }
     }
 
@@ -234,7 +243,7 @@ const REPEATABLE_MASK: u32 = {
 
 /// The events an execution of several attempts can have more than once, by slot in
 /// `EventCounts::repeats`.
-const REPEATABLE: [EventType; 10] = [
+const REPEATABLE: [EventType; 11] = [
     EventType::Failure,
     EventType::Timeout,
     EventType::ThreadPoolRejected,
@@ -245,6 +254,7 @@ const REPEATABLE: [EventType; 10] = [
     EventType::LimitRejected,
     EventType::Throttled,
     EventType::SlowCall,
+    EventType::ChaosInjected,
 ];
 
 /// The slot of a repeatable event in `EventCounts::repeats`.
@@ -260,6 +270,7 @@ const fn repeat_slot(event: EventType) -> Option<usize> {
         EventType::LimitRejected => Some(7),
         EventType::Throttled => Some(8),
         EventType::SlowCall => Some(9),
+        EventType::ChaosInjected => Some(10),
         _ => None,
     }
 }
@@ -275,7 +286,7 @@ pub(crate) const THROWS_MASK: u32 = EventType::BadRequest.bit()
 /// happen many times, as Hystrix's `EventCounts`: `EMIT`, `FALLBACK_EMIT`, `COLLAPSED`, and,
 /// in an execution of several attempts (retry, hedging), `FAILURE`, `TIMEOUT`,
 /// `THREAD_POOL_REJECTED`, `SEMAPHORE_REJECTED`, `RETRY`, `HEDGE`, `HEDGE_CANCELLED`,
-/// `LIMIT_REJECTED`, `THROTTLED` and `SLOW_CALL` (e.g.
+/// `LIMIT_REJECTED`, `THROTTLED`, `SLOW_CALL` and `CHAOS_INJECTED` (e.g.
 /// `FAILUREx2, SUCCESS, RETRYx2`).
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct EventCounts {
@@ -285,7 +296,7 @@ pub struct EventCounts {
     collapsed: u32,
     /// Occurrences beyond the first of the [`REPEATABLE`] events, by slot (at most 255 more:
     /// `retry.maxAttempts` is at most 100).
-    repeats: [u8; 10],
+    repeats: [u8; 11],
 }
 
 impl EventCounts {
@@ -296,7 +307,7 @@ impl EventCounts {
             emits: 0,
             fallback_emits: 0,
             collapsed: 0,
-            repeats: [0; 10],
+            repeats: [0; 11],
         }
     }
 
@@ -589,7 +600,7 @@ mod tests {
         for (i, event) in EventType::ALL.iter().enumerate() {
             assert_eq!(event.index(), i);
         }
-        assert_eq!(EventType::COUNT, 28);
+        assert_eq!(EventType::COUNT, 29);
     }
 
     #[test]

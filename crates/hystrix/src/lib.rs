@@ -75,6 +75,7 @@
 #![forbid(unsafe_code)]
 #![warn(rust_2018_idioms)]
 
+pub mod chaos;
 pub mod circuit;
 pub mod clock;
 pub mod collapser;

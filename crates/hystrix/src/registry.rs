@@ -488,6 +488,8 @@ pub(crate) struct CommandState {
     /// Client-side adaptive throttling: the window's counts and the draws' random source
     /// (boxed: off the hot path).
     pub(crate) throttle: Box<crate::throttle::Throttle>,
+    /// Chaos injection's random source.
+    pub(crate) chaos: crate::chaos::Chaos,
 }
 
 impl CommandState {
@@ -1163,6 +1165,7 @@ impl Registry {
                 self.inner.env.random_seed,
                 &key,
             ))),
+            chaos: crate::chaos::Chaos::new(random_seed_of(self.inner.env.random_seed, &key)),
         });
         if state.extras.shared.is_some() {
             self.start_store_rounds(&state);
@@ -1264,6 +1267,7 @@ pub struct RegistryBuilder {
     store_min_reporters: Option<NonZeroU32>,
     instance_id: Option<Arc<str>>,
     random_seed: Option<u64>,
+    allow_chaos: bool,
 }
 
 impl fmt::Debug for RegistryBuilder {
@@ -1279,6 +1283,7 @@ impl fmt::Debug for RegistryBuilder {
             .field("state_store_min_reporters", &self.store_min_reporters)
             .field("instance_id", &self.instance_id)
             .field("random_seed", &self.random_seed)
+            .field("allow_chaos", &self.allow_chaos)
             .finish()
     }
 }
@@ -1379,6 +1384,19 @@ impl RegistryBuilder {
         self
     }
 
+    /// Allows chaos injection in this registry (default: not allowed). Without it,
+    /// `hystrix.command.<Key|default>.chaos.enabled=true` is refused wherever it is set (the
+    /// builder, a file, the environment, [`Properties::set`](crate::config::Properties::set),
+    /// the admin endpoint) with a [`ConfigError::InvalidValue`] naming the property, so a
+    /// stray chaos property in a production configuration injects nothing. The other
+    /// `chaos.*` properties are accepted either way (they do nothing while chaos is off).
+    /// [`TestRegistry`](crate::testing::TestRegistry) allows chaos. See
+    /// [`chaos`](crate::chaos).
+    pub fn allow_chaos(mut self, allow: bool) -> Self {
+        self.allow_chaos = allow;
+        self
+    }
+
     /// Builds the registry.
     pub fn build(self) -> Registry {
         static REGISTRIES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -1406,7 +1424,9 @@ impl RegistryBuilder {
             inner: Arc::new(RegistryInner {
                 env: Arc::new(Env {
                     clock,
-                    properties: Properties::new(),
+                    properties: Properties::new(crate::config::Rules {
+                        chaos_allowed: self.allow_chaos,
+                    }),
                     pools: Mutex::new(HashMap::new()),
                     shut_down: AtomicBool::new(false),
                     shutdown_timeout: self.shutdown_timeout.unwrap_or(Duration::from_secs(10)),

@@ -737,6 +737,7 @@ fn launch_attempt<X: RunFn, R, FB, FFut, S: Default>(
 ) -> Result<(), (HystrixError<X::Error>, FB)> {
     let (timeout_ms, deadline_ms) = attempt_deadline(props, rec, options);
     let start = Start::attempt(state, props, isolation, deadline_ms, options.cancel_link());
+    let injected = start.chaos.is_some();
     let running = match isolation {
         IsolationStrategy::Semaphore => {
             state.counters.started(rec.attempt_ms, state.running());
@@ -755,6 +756,9 @@ fn launch_attempt<X: RunFn, R, FB, FFut, S: Default>(
             }
         },
     };
+    if injected {
+        rec.event(state, EventType::ChaosInjected);
+    }
     rec.run_started(state);
     phase.set(Phase::Running {
         running,
@@ -1175,6 +1179,7 @@ where
         return Err(HedgeSkip::NoMoreRuns);
     };
     let start = Start::attempt(state, &props, isolation, deadline_ms, None);
+    let injected = start.chaos.is_some();
     let running = match isolation {
         IsolationStrategy::Semaphore => {
             state.counters.started(now_ms, state.running());
@@ -1187,6 +1192,9 @@ where
     };
     racer.running = Some(Box::pin(running));
     rec.hedge_started(state);
+    if injected {
+        rec.event(state, EventType::ChaosInjected);
+    }
     rec.run_started(state);
     racer.span = rec.attempt_span();
     Ok(racer)

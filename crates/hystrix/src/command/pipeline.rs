@@ -474,7 +474,13 @@ where
         _ => None,
     };
     rec.run_started(state);
-    let returned = catch_unwind(AssertUnwindSafe(|| run.call(token.clone())));
+    let chaos = crate::chaos::draw(state, &props, deadline);
+    let returned = match chaos {
+        None => Some(catch_unwind(AssertUnwindSafe(|| run.call(token.clone())))),
+        Some(injection) => chaos_blocking(state, rec, injection, deadline, || {
+            catch_unwind(AssertUnwindSafe(|| run.call(token.clone())))
+        }),
+    };
     let end = clock.now_ms();
     drop(timer);
     rec.run_ended(end);
@@ -487,10 +493,31 @@ where
         || token.as_ref().is_some_and(CancellationToken::is_cancelled);
     let ended = match returned {
         _ if past_deadline => RunEnd::TimedOut,
-        Ok(result) => RunEnd::Returned(result),
-        Err(panic) => RunEnd::Panicked(panic_message(panic)),
+        None => RunEnd::Injected,
+        Some(Ok(result)) => RunEnd::Returned(result),
+        Some(Err(panic)) => RunEnd::Panicked(panic_message(panic)),
     };
     (end, decide(state, rec, classifier, ended, timeout_ms, end))
+}
+
+/// An attempt of a blocking execution on the calling thread with chaos `injection`
+/// (CHAOS_INJECTED): the injected wait on this thread, then `run` (its result), or `None`
+/// for an injected fault. A wait that reached the deadline returns `None` too: the caller
+/// sees the deadline passed.
+#[cold]
+#[inline(never)]
+fn chaos_blocking<T>(
+    state: &CommandState,
+    rec: &mut Recorder,
+    injection: crate::chaos::Injection,
+    deadline_ms: Option<u64>,
+    run: impl FnOnce() -> T,
+) -> Option<T> {
+    rec.event(state, EventType::ChaosInjected);
+    match injection.wait_blocking(&state.env.clock, deadline_ms) {
+        crate::chaos::Then::Run => Some(run()),
+        crate::chaos::Then::Fault | crate::chaos::Then::TimedOut => None,
+    }
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -617,7 +644,7 @@ where
         return None;
     }
     let retryable = match error.failure_type() {
-        FailureType::CommandException | FailureType::Timeout => true,
+        FailureType::CommandException | FailureType::Timeout | FailureType::InjectedFault => true,
         FailureType::RejectedSemaphoreExecution
         | FailureType::RejectedThreadExecution
         | FailureType::RejectedByLimit
@@ -1051,6 +1078,8 @@ pub enum RunEnd<T, E> {
     Panicked(String),
     /// The deadline passed first.
     TimedOut,
+    /// Chaos injection replaced the run with a fault (see [`chaos`](crate::chaos)).
+    Injected,
 }
 
 impl<T, E> From<Result<Result<T, E>, String>> for RunEnd<T, E> {
@@ -1139,6 +1168,16 @@ pub(crate) fn decide<T, E, C: Classify<E> + ?Sized>(
                 Cause::Panic(message),
             ))
         }
+        RunEnd::Injected => {
+            // As a run's error: a health error, retried, the fallback's to answer.
+            rec.event(state, EventType::Failure);
+            rec.settle_failure(state, FailureKind::Failure, now_ms);
+            Decision::Fallback(HystrixError::new(
+                FailureType::InjectedFault,
+                key(),
+                Cause::None,
+            ))
+        }
         RunEnd::TimedOut => {
             rec.event(state, EventType::Timeout);
             rec.settle_failure(state, FailureKind::Timeout, now_ms);
@@ -1172,7 +1211,9 @@ fn end_samples<T, E, C: Classify<E> + ?Sized>(
                 }
             }
         }
-        RunEnd::TimedOut | RunEnd::Returned(Ok(_)) | RunEnd::Panicked(_) => false,
+        RunEnd::TimedOut | RunEnd::Returned(Ok(_)) | RunEnd::Panicked(_) | RunEnd::Injected => {
+            false
+        }
     };
     if let Some(start) = rec.limit_start.take() {
         let dropped = overloaded || matches!(ended, RunEnd::TimedOut);

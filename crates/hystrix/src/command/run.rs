@@ -16,6 +16,7 @@ use parking_lot::Mutex;
 use pin_project_lite::pin_project;
 use tokio_util::sync::CancellationToken;
 
+use crate::chaos::{Injection, Then, Wait};
 use crate::circuit::Ticket;
 use crate::clock::TimerId;
 use crate::command::pipeline::{RunEnd, panic_message, poll_caught};
@@ -57,6 +58,8 @@ pub struct Start<'a> {
     /// How the handle of an eager execution reaches its queued pool task (`queue()`,
     /// `observe()`).
     pub(crate) cancel_link: Option<&'a Arc<CancelLink>>,
+    /// What chaos injection does to this attempt, if anything.
+    pub(crate) chaos: Option<Injection>,
 }
 
 impl<'a> Start<'a> {
@@ -79,6 +82,7 @@ impl<'a> Start<'a> {
                 crate::config::IsolationStrategy::Semaphore => None,
             },
             cancel_link,
+            chaos: crate::chaos::draw(state, props, deadline_ms),
         }
     }
 }
@@ -308,6 +312,7 @@ macro_rules! blocking_run_fn {
                     run: Some(self),
                     deadline_ms: start.deadline_ms.filter(|_| start.interrupt_on_timeout),
                     clock: Arc::clone(&start.state.env.clock),
+                    chaos: start.chaos.map(|injection| (injection, start.deadline_ms)),
                 }
             }
 
@@ -342,6 +347,8 @@ pub enum BlockingRunning<R, T, E> {
         /// When the token is to be cancelled, if the run takes one.
         deadline_ms: Option<u64>,
         clock: Arc<dyn crate::clock::Clock>,
+        /// Chaos injection, with the attempt's deadline.
+        chaos: Option<(Injection, Option<u64>)>,
     },
     /// THREAD: a task on a pool thread (or in its queue).
     OnPool {
@@ -366,10 +373,16 @@ where
                 run,
                 deadline_ms,
                 clock,
+                chaos,
             } => {
                 let Some(run) = run.take() else {
                     return Poll::Ready(RunEnd::Panicked("run polled after it ended".into()));
                 };
+                if let Some((injection, deadline)) = chaos.take()
+                    && let Some(ended) = injected_end(injection.wait_blocking(clock, deadline))
+                {
+                    return Poll::Ready(ended);
+                }
                 let token = R::CANCELLABLE.then(CancellationToken::new);
                 // A cancellable run sees its token cancelled at the deadline (Part A 12).
                 let timer: Option<TimerId> = match (&token, deadline_ms) {
@@ -459,7 +472,7 @@ pub struct PoolTask<R, T, E> {
     run: Mutex<Option<R>>,
     /// Only cancellable runs have one.
     token: Option<CancellationToken>,
-    result: Mutex<Option<Ran<T, E>>>,
+    result: Mutex<Option<RunEnd<T, E>>>,
     waker: Mutex<Option<Waker>>,
     /// The generation of a half-open trial its caller abandoned while it ran: its slot is given
     /// back when the run stops.
@@ -474,6 +487,8 @@ pub struct PoolTask<R, T, E> {
     /// When the run began on a pool thread (precise clock, µs; 0 if not recorded): only with
     /// adaptive limits on, whose samples leave the pool's queue out.
     started_us: AtomicU64,
+    /// What chaos injection does before the run, if anything.
+    chaos: Option<Injection>,
 }
 
 impl<R, T, E> PoolTask<R, T, E>
@@ -505,6 +520,7 @@ where
             deadline_ms: start.deadline_ms,
             expiry: Mutex::new(None),
             started_us: AtomicU64::new(0),
+            chaos: start.chaos,
         });
         let job: Arc<dyn Job> = Arc::clone(&task) as Arc<dyn Job>;
         if pool.submit(Arc::clone(&job))? == Placed::Queue {
@@ -541,13 +557,13 @@ impl<R, T, E> PoolTask<R, T, E> {
             DONE => self.result.lock().take(),
             _ => None,
         };
-        if let Some(ran) = take() {
-            return Poll::Ready(ran.into());
+        if let Some(ended) = take() {
+            return Poll::Ready(ended);
         }
         *self.waker.lock() = Some(cx.waker().clone());
         // The task may have completed between the check and the waker's registration.
         match take() {
-            Some(ran) => Poll::Ready(ran.into()),
+            Some(ended) => Poll::Ready(ended),
             None => Poll::Pending,
         }
     }
@@ -590,12 +606,17 @@ where
         self.command
             .counters
             .started(self.command.env.clock.now_ms(), self.command.running());
-        let token = self.token.clone();
-        let ran = self
-            .carried
-            .run(|| catch_unwind(AssertUnwindSafe(|| run.call(token))).map_err(panic_message));
+        let injected = self
+            .chaos
+            .and_then(|injection| injected_end(injection.wait_blocking(clock, self.deadline_ms)));
+        let ended = injected.unwrap_or_else(|| {
+            let token = self.token.clone();
+            self.carried
+                .run(|| catch_unwind(AssertUnwindSafe(|| run.call(token))).map_err(panic_message))
+                .into()
+        });
         drop(running);
-        *self.result.lock() = Some(ran);
+        *self.result.lock() = Some(ended);
     }
 
     fn withdraw(&self) -> bool {
@@ -644,8 +665,13 @@ where
         crate::retry::Once::default()
     }
 
-    fn start_here(self, _start: Start<'_>) -> Self::Running {
-        AsyncRunning::Here { run: self.0 }
+    fn start_here(self, start: Start<'_>) -> Self::Running {
+        AsyncRunning::Here {
+            run: self.0,
+            chaos: start.chaos.map(|injection| {
+                Box::new(injection.wait(&start.state.env.clock, start.deadline_ms))
+            }),
+        }
     }
 
     fn start_on_pool(
@@ -665,7 +691,7 @@ pub(crate) fn spawn_on_pool<Fut, T, E>(
     run: Fut,
     start: &Start<'_>,
     pool: &ThreadPool,
-) -> Result<AbortOnDrop<Ran<T, E>>, Rejection>
+) -> Result<AbortOnDrop<RunEnd<T, E>>, Rejection>
 where
     Fut: Future<Output = Result<T, E>> + Send + 'static,
     T: Send + 'static,
@@ -678,12 +704,19 @@ where
     })?;
     let command = Arc::clone(start.state);
     let carried = Carried::capture(start.context.as_ref());
-    let handle = runtime.spawn(carried.scope(run_spawned(run, command, slot)));
+    let chaos = start.chaos.map(|injection| (injection, start.deadline_ms));
+    let handle = runtime.spawn(carried.scope(run_spawned(run, command, slot, chaos)));
     Ok(AbortOnDrop(handle))
 }
 
-/// The task an async run becomes on its pool's runtime.
-async fn run_spawned<Fut, T, E>(run: Fut, command: Arc<CommandState>, slot: AsyncSlot) -> Ran<T, E>
+/// The task an async run becomes on its pool's runtime; with chaos injection, its injected
+/// wait comes first (holding the pool slot).
+async fn run_spawned<Fut, T, E>(
+    run: Fut,
+    command: Arc<CommandState>,
+    slot: AsyncSlot,
+    chaos: Option<(Injection, Option<u64>)>,
+) -> RunEnd<T, E>
 where
     Fut: Future<Output = Result<T, E>>,
 {
@@ -692,8 +725,24 @@ where
     command
         .counters
         .started(command.env.clock.now_ms(), command.running());
+    if let Some((injection, deadline_ms)) = chaos
+        && let Some(ended) = injected_end(injection.wait(&command.env.clock, deadline_ms).await)
+    {
+        return ended;
+    }
     let mut run = std::pin::pin!(run);
-    std::future::poll_fn(|cx| poll_caught(run.as_mut(), cx)).await
+    std::future::poll_fn(|cx| poll_caught(run.as_mut(), cx))
+        .await
+        .into()
+}
+
+/// How an attempt ends after its injected wait: `None` if its run follows.
+pub(crate) fn injected_end<T, E>(then: Then) -> Option<RunEnd<T, E>> {
+    match then {
+        Then::Run => None,
+        Then::Fault => Some(RunEnd::Injected),
+        Then::TimedOut => Some(RunEnd::TimedOut),
+    }
 }
 
 /// A task handle that aborts its task when dropped.
@@ -711,10 +760,10 @@ pin_project! {
     #[project = AsyncRunningProj]
     #[doc(hidden)]
     pub enum AsyncRunning<Fut, T, E> {
-        /// SEMAPHORE: polled in the execution's own poll.
-        Here { #[pin] run: Fut },
+        /// SEMAPHORE: polled in the execution's own poll, after the injected wait if any.
+        Here { #[pin] run: Fut, chaos: Option<Box<Wait>> },
         /// THREAD: a task on the pool's runtime; aborted when dropped.
-        OnPool { handle: AbortOnDrop<Ran<T, E>> },
+        OnPool { handle: AbortOnDrop<RunEnd<T, E>> },
     }
 }
 
@@ -726,11 +775,20 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project() {
-            AsyncRunningProj::Here { run } => poll_caught(run, cx).map(RunEnd::from),
+            AsyncRunningProj::Here { run, chaos } => {
+                if let Some(wait) = chaos {
+                    let then = std::task::ready!(Pin::new(&mut **wait).poll(cx));
+                    *chaos = None;
+                    if let Some(ended) = injected_end(then) {
+                        return Poll::Ready(ended);
+                    }
+                }
+                poll_caught(run, cx).map(RunEnd::from)
+            }
             AsyncRunningProj::OnPool { handle } => Pin::new(&mut handle.0).poll(cx).map(|joined| {
-                joined
-                    .unwrap_or_else(|err| Err(format!("the run's task ended early: {err}")))
-                    .into()
+                joined.unwrap_or_else(|err| {
+                    RunEnd::Panicked(format!("the run's task ended early: {err}"))
+                })
             }),
         }
     }

@@ -37,6 +37,7 @@ use futures_core::Stream;
 use parking_lot::Mutex;
 use pin_project_lite::pin_project;
 
+use crate::chaos::{Injection, Then, Wait};
 use crate::clock::{Clock, Sleep};
 use crate::command::execution::NoFallback;
 use crate::command::future::{StateRef, release_permits};
@@ -477,6 +478,8 @@ impl<I> Feed<I> {
 enum Step<T, E> {
     Ran(Ran<T, E>),
     TimedOut,
+    /// Chaos injection replaced the run with a fault, before its first value.
+    Injected,
 }
 
 /// The consumer's end of a THREAD-isolated run's feed: dropping it (the execution stops)
@@ -493,11 +496,11 @@ pin_project! {
     /// A run stream in progress: polled in place, or a task on its pool's runtime.
     #[project = RunningProj]
     enum Running<S, T, E> {
-        /// SEMAPHORE: polled in the execution's own poll.
-        Here { #[pin] stream: S },
+        /// SEMAPHORE: polled in the execution's own poll, after the injected wait if any.
+        Here { #[pin] stream: S, chaos: Option<Box<Wait>> },
         /// THREAD: a task on the pool's runtime pushes the steps here (at most
         /// [`STREAM_BUFFER_CAPACITY`] values ahead); stopped when dropped.
-        OnPool { feed: FeedReader<Step<T, E>>, _task: AbortOnDrop<Ran<(), Infallible>> },
+        OnPool { feed: FeedReader<Step<T, E>>, _task: AbortOnDrop<RunEnd<(), Infallible>> },
     }
 }
 
@@ -508,7 +511,14 @@ where
     /// The run's next step, or its end (`None`).
     fn poll_step(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Step<T, E>>> {
         match self.project() {
-            RunningProj::Here { stream } => {
+            RunningProj::Here { stream, chaos } => {
+                if let Some(wait) = chaos {
+                    let then = std::task::ready!(Pin::new(&mut **wait).poll(cx));
+                    *chaos = None;
+                    if let Some(step) = injected_step(then) {
+                        return Poll::Ready(Some(step));
+                    }
+                }
                 caught(|| stream.poll_next(cx)).map(|step| step.transpose().map(Step::Ran))
             }
             RunningProj::OnPool { feed, .. } => feed.0.poll_next(cx),
@@ -537,6 +547,7 @@ fn start_on_pool<S, T, E>(
     state: &Arc<CommandState>,
     pool: &ThreadPool,
     limits: Limits,
+    chaos: Option<Injection>,
 ) -> Result<Running<S, T, E>, Rejection>
 where
     S: Stream<Item = Result<T, E>> + Send + 'static,
@@ -550,9 +561,11 @@ where
         interrupt_on_timeout: false,
         context: RequestContext::current_if_any(),
         cancel_link: None,
+        // The pump waits out an injection itself, against the first value's deadline.
+        chaos: None,
     };
     let clock = Arc::clone(&state.env.clock);
-    let pump = pump_on_pool(run, Arc::clone(&feed), clock, limits);
+    let pump = pump_on_pool(run, Arc::clone(&feed), clock, limits, chaos);
     let task = spawn_on_pool(pump, &start, pool)?;
     Ok(Running::OnPool {
         feed: FeedReader(feed),
@@ -577,6 +590,7 @@ async fn pump_on_pool<S, T, E>(
     feed: Arc<Feed<Step<T, E>>>,
     clock: Arc<dyn Clock>,
     limits: Limits,
+    chaos: Option<Injection>,
 ) -> Result<(), Infallible>
 where
     S: Stream<Item = Result<T, E>>,
@@ -590,6 +604,12 @@ where
         }
     }
     let _close = CloseOnDrop(&feed);
+    if let Some(injection) = chaos
+        && let Some(step) = injected_step(injection.wait(&clock, limits.first_deadline_ms).await)
+    {
+        feed.close(Some(step));
+        return Ok(());
+    }
     let mut run = std::pin::pin!(run);
     let mut emitted = false;
     // The deadline waited for: the first value's, then (with an idle timeout) the next one's.
@@ -641,6 +661,15 @@ where
             since_yield = 0;
             tokio::task::yield_now().await;
         }
+    }
+}
+
+/// The step that ends a run stream after its injected wait: `None` if the run follows.
+fn injected_step<T, E>(then: Then) -> Option<Step<T, E>> {
+    match then {
+        Then::Run => None,
+        Then::Fault => Some(Step::Injected),
+        Then::TimedOut => Some(Step::TimedOut),
     }
 }
 
@@ -844,21 +873,33 @@ where
                             first_deadline_ms: timeout_ms.map(|ms| rec.start_ms.saturating_add(ms)),
                             idle_ms: *this.idle_timeout_ms,
                         };
+                        let chaos = crate::chaos::draw(state, &props, limits.first_deadline_ms);
                         let started = match isolation {
                             IsolationStrategy::Semaphore => {
                                 take_permit(state, &props, rec).map(|()| {
                                     *this.holds_permit = Some(rec.held);
-                                    Running::Here { stream: run }
+                                    Running::Here {
+                                        stream: run,
+                                        chaos: chaos.map(|injection| {
+                                            let clock = &state.env.clock;
+                                            Box::new(
+                                                injection.wait(clock, limits.first_deadline_ms),
+                                            )
+                                        }),
+                                    }
                                 })
                             }
                             IsolationStrategy::Thread => state
                                 .thread_pool()
-                                .and_then(|pool| start_on_pool(run, state, pool, limits))
+                                .and_then(|pool| start_on_pool(run, state, pool, limits, chaos))
                                 .map_err(|rejection| pool_rejected(state, rec, rejection)),
                         };
                         match started {
                             Err(err) => (err, fallback),
                             Ok(running) => {
+                                if chaos.is_some() {
+                                    rec.event(state, EventType::ChaosInjected);
+                                }
                                 rec.run_started(state);
                                 let here = !running.is_on_pool();
                                 this.phase.set(Phase::Running {
@@ -903,6 +944,7 @@ where
                     let now = state.env.clock.now_ms();
                     let ended = match step {
                         Some(Step::TimedOut) => RunEnd::TimedOut,
+                        Some(Step::Injected) => RunEnd::Injected,
                         // A first step at or past the deadline comes too late (SPEC Part A
                         // 12); after a value, a step that is ready is in time.
                         Some(_)

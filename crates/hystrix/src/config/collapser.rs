@@ -53,7 +53,11 @@ property_table! {
 
 impl CollapserProperties {
     /// Checks the rules that tie properties together; `prefix` is `hystrix.collapser.<Key>.`.
-    pub(crate) fn validate(&self, prefix: &str) -> Result<(), ConfigError> {
+    pub(crate) fn validate(
+        &self,
+        prefix: &str,
+        _rules: &crate::config::Rules,
+    ) -> Result<(), ConfigError> {
         for (time, buckets, name) in [
             (
                 self.metrics_rolling_stats_time_in_milliseconds,
@@ -96,12 +100,18 @@ mod tests {
             metrics_rolling_percentile_num_buckets: 7,
             ..CollapserProperties::default()
         };
-        let err = props.validate("hystrix.collapser.C.").unwrap_err();
+        let err = props
+            .validate("hystrix.collapser.C.", &crate::config::Rules::default())
+            .unwrap_err();
         assert_eq!(
             err.to_string(),
             "invalid value `7` for `hystrix.collapser.C.metrics.rollingPercentile.numBuckets`: \
              must divide metrics.rollingPercentile.timeInMilliseconds (60000 ms) evenly"
         );
-        assert!(CollapserProperties::default().validate("p.").is_ok());
+        assert!(
+            CollapserProperties::default()
+                .validate("p.", &crate::config::Rules::default())
+                .is_ok()
+        );
     }
 }

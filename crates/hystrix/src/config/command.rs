@@ -428,6 +428,41 @@ property_table! {
     /// (6 s buckets). Dynamic: a change starts a new, empty window.
     execution_throttle_num_buckets: u32 = 20;
         "execution.throttle.numBuckets", Dynamic, Any, bucket_count;
+    /// `chaos.enabled` (our extension; Polly's Simmy, Envoy's fault filter): inject the faults
+    /// the other `chaos.*` properties describe into this key's attempts, after isolation
+    /// admitted them and before their run, so bulkheads, timeouts, breakers, retry and
+    /// fallbacks react as to real faults (see [`chaos`](crate::chaos)). May be true only in a
+    /// registry that allows chaos
+    /// ([`RegistryBuilder::allow_chaos`](crate::RegistryBuilder::allow_chaos)); refused
+    /// otherwise. Default false. Dynamic.
+    chaos_enabled: bool = false;
+        "chaos.enabled", Dynamic, Any, no_check;
+    /// `chaos.fault.ratePercentage` (our extension): the percentage of attempts (0 to 100;
+    /// fractions such as 0.5 allowed) whose run is replaced by an injected fault: the run is
+    /// not called, the attempt is a FAILURE with
+    /// [`FailureType::InjectedFault`](crate::FailureType::InjectedFault). With
+    /// `chaos.hang.ratePercentage` at most 100 (one draw picks fault, hang or the run).
+    /// Default 0. Dynamic.
+    chaos_fault_rate_percentage: f64 = 0.0;
+        "chaos.fault.ratePercentage", Dynamic, Any, rate_percentage;
+    /// `chaos.latency.ratePercentage` (our extension): the percentage of attempts (0 to 100,
+    /// drawn apart from fault and hang) delayed by `chaos.latency.inMilliseconds` on the
+    /// registry's clock before their run, inside isolation and the timeout: a delay that
+    /// reaches the attempt's deadline ends there, as a TIMEOUT, and the run is not called.
+    /// Default 0. Dynamic.
+    chaos_latency_rate_percentage: f64 = 0.0;
+        "chaos.latency.ratePercentage", Dynamic, Any, rate_percentage;
+    /// `chaos.latency.inMilliseconds` (our extension): the injected delay, in ms. Default 0.
+    /// Dynamic.
+    chaos_latency_in_milliseconds: u64 = 0;
+        "chaos.latency.inMilliseconds", Dynamic, Any, no_check;
+    /// `chaos.hang.ratePercentage` (our extension): the percentage of attempts (0 to 100)
+    /// whose run is replaced by one that never ends: the attempt holds its permit or pool
+    /// thread until its deadline (a TIMEOUT) or until it is dropped, and the run is not
+    /// called. Above 0 only with `execution.timeout.enabled` (a hang must end). Default 0.
+    /// Dynamic.
+    chaos_hang_rate_percentage: f64 = 0.0;
+        "chaos.hang.ratePercentage", Dynamic, Any, rate_percentage;
 }
 
 fn hedging_max_attempts(v: &u32) -> Result<(), String> {
@@ -461,6 +496,14 @@ fn optional_positive_ms(v: &Option<u64>) -> Result<(), String> {
     }
 }
 
+fn rate_percentage(v: &f64) -> Result<(), String> {
+    if (0.0..=100.0).contains(v) {
+        Ok(())
+    } else {
+        Err("must be a percentage from 0 to 100".into())
+    }
+}
+
 fn multiplier(v: &f64) -> Result<(), String> {
     if v.is_finite() && *v >= 1.0 {
         Ok(())
@@ -479,7 +522,11 @@ fn budget_window(v: &u64) -> Result<(), String> {
 
 impl CommandProperties {
     /// Checks the rules that tie properties together; `prefix` is `hystrix.command.<Key>.`.
-    pub(crate) fn validate(&self, prefix: &str) -> Result<(), ConfigError> {
+    pub(crate) fn validate(
+        &self,
+        prefix: &str,
+        rules: &crate::config::Rules,
+    ) -> Result<(), ConfigError> {
         let invalid = |name: &str, value: String, reason: String| ConfigError::InvalidValue {
             name: format!("{prefix}{name}"),
             value,
@@ -573,6 +620,8 @@ impl CommandProperties {
                 ),
             ));
         }
+        self.check_chaos(rules)
+            .map_err(|(name, value, reason)| invalid(name, value, reason))?;
         if self.circuit_breaker_half_open_success_threshold
             > self.circuit_breaker_half_open_permitted_requests
         {
@@ -586,6 +635,58 @@ impl CommandProperties {
             ));
         }
         Ok(())
+    }
+}
+
+impl CommandProperties {
+    /// The rules of the `chaos.*` properties: which property breaks one, its value, and why.
+    fn check_chaos(
+        &self,
+        rules: &crate::config::Rules,
+    ) -> Result<(), (&'static str, String, String)> {
+        if self.chaos_enabled && !rules.chaos_allowed {
+            return Err((
+                "chaos.enabled",
+                "true".into(),
+                "chaos injection is not allowed in this registry: build it with \
+                 RegistryBuilder::allow_chaos(true) (off by default, so that a stray chaos \
+                 property injects nothing)"
+                    .into(),
+            ));
+        }
+        let (fault, hang) = (
+            self.chaos_fault_rate_percentage,
+            self.chaos_hang_rate_percentage,
+        );
+        if fault + hang > 100.0 {
+            return Err((
+                "chaos.hang.ratePercentage",
+                hang.to_string(),
+                format!(
+                    "must not pass 100 with chaos.fault.ratePercentage ({fault} %): one draw \
+                     picks a fault, a hang or the run"
+                ),
+            ));
+        }
+        if hang > 0.0 && !self.execution_timeout_enabled {
+            return Err((
+                "chaos.hang.ratePercentage",
+                hang.to_string(),
+                "must be 0 while execution.timeout.enabled is false: a hung run ends only at \
+                 its timeout"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether chaos injects anything: on, with a rate above 0.
+    pub(crate) fn chaos_injects(&self) -> bool {
+        self.chaos_enabled
+            && (self.chaos_fault_rate_percentage > 0.0
+                || self.chaos_hang_rate_percentage > 0.0
+                || (self.chaos_latency_rate_percentage > 0.0
+                    && self.chaos_latency_in_milliseconds > 0))
     }
 }
 
@@ -677,6 +778,8 @@ const SLOW_CALLS: u32 = 1 << 16;
 const PER_CALL_WINDOW: u32 = 1 << 17;
 /// `circuitBreaker.slowCall.countInFlight`, while slow calls are on.
 const SLOW_IN_FLIGHT: u32 = 1 << 18;
+/// Chaos injects something (`chaos.enabled` with a rate above 0).
+const CHAOS: u32 = 1 << 19;
 
 /// The admission bound: `cap` (`maxConcurrentRequests`), or the adaptive `limit` if adaptive
 /// limits are on and it is lower.
@@ -706,6 +809,7 @@ impl HotCommandProperties {
                 PRIORITIES,
             )
             | flag(props.execution_throttle_enabled, THROTTLE)
+            | flag(props.chaos_injects(), CHAOS)
             | flag(slow_calls, SLOW_CALLS)
             | flag(
                 slow_calls && props.circuit_breaker_slow_call_count_in_flight,
@@ -1063,6 +1167,11 @@ impl HotSnapshot {
     #[inline]
     pub(crate) fn slow_in_flight(&self) -> bool {
         self.flags & SLOW_IN_FLIGHT != 0
+    }
+    /// Chaos injects something into this key's attempts (`chaos.enabled`, a rate above 0).
+    #[inline(always)]
+    pub(crate) fn chaos(&self) -> bool {
+        self.flags & CHAOS != 0
     }
     /// `execution.timeout.enabled`.
     #[inline]

@@ -162,7 +162,9 @@ pub use reload::{DEFAULT_DEBOUNCE, FileWatcher, ReloadEvent, ReloadTrigger, Watc
 pub use report::{LayerValue, Origin, PropertyLayer, PropertyReport};
 pub use source::{LoadError, LoadReport, LoadWarning};
 pub use store::Properties;
-pub(crate) use store::{CollapserKind, CommandKind, PropertyCell, ThreadPoolKind, layer_error};
+pub(crate) use store::{
+    CollapserKind, CommandKind, PropertyCell, Rules, ThreadPoolKind, layer_error,
+};
 pub(crate) use stream::StreamLayer;
 pub use stream::{STREAM_PROPERTIES, StreamProperties};
 pub(crate) use thread_pool::{HotPoolSnapshot, ThreadPoolLayer};

@@ -45,7 +45,7 @@ pub(crate) trait PropertyKind: 'static + Sized {
     fn get_layer(layer: &Self::Layer, name: &str) -> Option<PropertyValue>;
     fn over(upper: &Self::Layer, lower: &Self::Layer) -> Self::Layer;
     fn resolve(global: &Self::Layer, builder: &Self::Layer, instance: &Self::Layer) -> Self::Props;
-    fn validate(props: &Self::Props, prefix: &str) -> Result<(), ConfigError>;
+    fn validate(props: &Self::Props, prefix: &str, rules: &Rules) -> Result<(), ConfigError>;
     fn keep_fixed(next: &mut Self::Props, current: &Self::Props) -> Vec<&'static str>;
     fn get(props: &Self::Props, name: &str) -> Option<PropertyValue>;
     fn publish_hot(hot: &Self::Hot, props: &Self::Props);
@@ -102,8 +102,8 @@ macro_rules! property_kind {
             fn resolve(global: &$Layer, builder: &$Layer, instance: &$Layer) -> $Props {
                 <$Layer>::resolve(global, builder, instance)
             }
-            fn validate(props: &$Props, prefix: &str) -> Result<(), ConfigError> {
-                props.validate(prefix)
+            fn validate(props: &$Props, prefix: &str, rules: &Rules) -> Result<(), ConfigError> {
+                props.validate(prefix, rules)
             }
             fn keep_fixed(next: &mut $Props, current: &$Props) -> Vec<&'static str> {
                 next.keep_fixed_from(current)
@@ -391,6 +391,8 @@ pub(crate) struct Layers<K: PropertyKind> {
     /// run time. Every kind lists the same sources in the same order.
     sources: Vec<(SourceId, Dynamic<K>)>,
     cells: HashMap<String, Cell<K>>,
+    /// What the registry allows (the same in every kind).
+    rules: Rules,
 }
 
 /// Live cells and the snapshots to publish in them.
@@ -413,8 +415,18 @@ impl<K: PropertyKind> Default for Layers<K> {
                 (SourceId::Runtime, Dynamic::default()),
             ],
             cells: HashMap::new(),
+            rules: Rules::default(),
         }
     }
+}
+
+/// What the registry allows beyond the properties' own rules, checked with them whenever a
+/// key's properties are validated.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Rules {
+    /// [`RegistryBuilder::allow_chaos`](crate::RegistryBuilder::allow_chaos): `chaos.enabled`
+    /// may be true.
+    pub(crate) chaos_allowed: bool,
 }
 
 fn prefix_for<K: PropertyKind>(key: &str) -> String {
@@ -554,6 +566,7 @@ impl<K: PropertyKind> Layers<K> {
         K::validate(
             &K::resolve(&global, &empty, &empty),
             &format!("{}default.", K::PREFIX),
+            &self.rules,
         )?;
         let keys: BTreeSet<&str> = changes
             .iter()
@@ -563,7 +576,7 @@ impl<K: PropertyKind> Layers<K> {
             if !self.cells.contains_key(key) {
                 count_work();
                 let props = K::resolve(&global, &empty, &self.instance_layer(key));
-                K::validate(&props, &prefix_for::<K>(key))?;
+                K::validate(&props, &prefix_for::<K>(key), &self.rules)?;
             }
         }
         let affected: Box<dyn Iterator<Item = (&String, &Cell<K>)>> =
@@ -596,7 +609,7 @@ impl<K: PropertyKind> Layers<K> {
                     });
                 }
             }
-            K::validate(&next, &prefix_for::<K>(name))?;
+            K::validate(&next, &prefix_for::<K>(name), &self.rules)?;
             if *live != next {
                 updates.push((Arc::clone(&cell.live), next));
             }
@@ -614,7 +627,7 @@ impl<K: PropertyKind> Layers<K> {
     ) -> Result<Arc<PropertyCell<K>>, ConfigError> {
         let Some(cell) = self.cells.get(key) else {
             let props = K::resolve(&self.global(), &builder, &self.instance_layer(key));
-            K::validate(&props, &prefix_for::<K>(key))?;
+            K::validate(&props, &prefix_for::<K>(key), &self.rules)?;
             let first_use = K::INFO
                 .iter()
                 .filter(|info| !info.dynamic)
@@ -650,7 +663,7 @@ impl<K: PropertyKind> Layers<K> {
                     name: K::full_name(Some(key), name),
                 });
             }
-            K::validate(&next, &prefix_for::<K>(key))?;
+            K::validate(&next, &prefix_for::<K>(key), &self.rules)?;
             live.store(next);
             if let Some(cell) = self.cells.get_mut(key) {
                 cell.builder = merged;
@@ -1088,9 +1101,14 @@ fn runtime_value_in<K: PropertyKind>(
 }
 
 impl Properties {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(rules: Rules) -> Self {
+        let mut state = StoreState::default();
+        state.command.rules = rules;
+        state.thread_pool.rules = rules;
+        state.collapser.rules = rules;
+        state.stream.rules = rules;
         Properties {
-            state: Arc::new(Mutex::new(StoreState::default())),
+            state: Arc::new(Mutex::new(state)),
         }
     }
 
@@ -1390,7 +1408,7 @@ mod tests {
 
     #[test]
     fn stream_properties_are_global_and_validated() {
-        let p = Properties::new();
+        let p = Properties::new(Rules::default());
         assert_eq!(p.stream(), StreamProperties::default());
         assert_eq!(p.stream().dashboard_interval_in_milliseconds, 500);
         p.set("hystrix.stream.dashboard.intervalInMilliseconds", "250")
@@ -1458,7 +1476,7 @@ mod tests {
 
     #[test]
     fn layers_resolve_in_hystrix_order() {
-        let p = Properties::new();
+        let p = Properties::new(Rules::default());
         let name = "execution.isolation.thread.timeoutInMilliseconds";
         assert_eq!(timeout_of(&p, "A"), 1000);
         p.set(&format!("hystrix.command.default.{name}"), 700)
@@ -1489,7 +1507,7 @@ mod tests {
 
     #[test]
     fn invalid_values_are_refused_by_full_name_and_change_nothing() {
-        let p = Properties::new();
+        let p = Properties::new(Rules::default());
         let cases: [(&str, PropertyValue, &str); 6] = [
             (
                 "hystrix.command.A.execution.isolation.thread.timeoutInMilliseconds",
@@ -1531,7 +1549,7 @@ mod tests {
 
     #[test]
     fn unknown_names_are_refused() {
-        let p = Properties::new();
+        let p = Properties::new(Rules::default());
         for name in [
             "hystrix.command.A.execution.timeoutInMillis",
             "hystrix.command.execution.isolation.thread.timeoutInMilliseconds",
@@ -1549,7 +1567,7 @@ mod tests {
 
     #[test]
     fn keys_with_dots_resolve() {
-        let p = Properties::new();
+        let p = Properties::new(Rules::default());
         p.set("hystrix.command.svc.users.GetUser.fallback.enabled", false)
             .unwrap();
         assert!(!p.command(&key("svc.users.GetUser")).fallback_enabled);
@@ -1557,7 +1575,7 @@ mod tests {
 
     #[test]
     fn fixed_properties_cannot_change_for_a_key_in_use() {
-        let p = Properties::new();
+        let p = Properties::new(Rules::default());
         let cell = p
             .register_command(&key("A"), CommandLayer::default())
             .unwrap();
@@ -1594,7 +1612,7 @@ mod tests {
 
     #[test]
     fn definitions_merge_and_conflict_only_on_different_values() {
-        let p = Properties::new();
+        let p = Properties::new(Rules::default());
         let first = CommandLayer {
             fallback_enabled: Some(false),
             ..CommandLayer::default()
@@ -1637,7 +1655,7 @@ mod tests {
     #[test]
     fn a_per_key_change_works_on_its_own_key_only_whatever_the_number_of_keys() {
         const KEYS: usize = 20_000;
-        let p = Properties::new();
+        let p = Properties::new(Rules::default());
         let cells: Vec<_> = (0..KEYS)
             .map(|n| {
                 p.register_command(&key(&format!("K{n}")), CommandLayer::default())
@@ -1678,7 +1696,7 @@ mod tests {
 
     #[test]
     fn a_refused_change_puts_back_every_kind_and_origin_it_touched() {
-        let p = Properties::new();
+        let p = Properties::new(Rules::default());
         let cell = p
             .register_command(&key("A"), CommandLayer::default())
             .unwrap();
@@ -1728,7 +1746,7 @@ mod tests {
 
     #[test]
     fn thread_pool_properties_validate() {
-        let p = Properties::new();
+        let p = Properties::new(Rules::default());
         let err = p.set("hystrix.threadpool.Users.coreSize", 0).unwrap_err();
         assert!(err.to_string().contains("needs at least 1 thread"), "{err}");
         p.set("hystrix.threadpool.Users.maxQueueSize", -1).unwrap();

@@ -44,7 +44,11 @@ property_table! {
 
 impl StreamProperties {
     /// No rule ties the stream properties together: each is checked on its own when set.
-    pub(crate) fn validate(&self, _prefix: &str) -> Result<(), crate::error::ConfigError> {
+    pub(crate) fn validate(
+        &self,
+        _prefix: &str,
+        _rules: &crate::config::Rules,
+    ) -> Result<(), crate::error::ConfigError> {
         Ok(())
     }
 }

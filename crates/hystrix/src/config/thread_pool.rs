@@ -64,7 +64,11 @@ impl ThreadPoolProperties {
     }
 
     /// Checks the rules that tie properties together; `prefix` is `hystrix.threadpool.<Key>.`.
-    pub(crate) fn validate(&self, prefix: &str) -> Result<(), ConfigError> {
+    pub(crate) fn validate(
+        &self,
+        prefix: &str,
+        _rules: &crate::config::Rules,
+    ) -> Result<(), ConfigError> {
         if self.actual_maximum_size() == 0 {
             return Err(ConfigError::InvalidValue {
                 name: format!("{prefix}coreSize"),

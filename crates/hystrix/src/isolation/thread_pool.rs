@@ -682,7 +682,7 @@ mod tests {
     }
 
     fn pool(clock: &ManualClock, set: &[(&str, &str)]) -> ThreadPool {
-        let properties = Properties::new();
+        let properties = Properties::new(crate::config::Rules::default());
         for (name, value) in set {
             properties
                 .set(&format!("hystrix.threadpool.P.{name}"), *value)

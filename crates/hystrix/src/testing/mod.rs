@@ -106,19 +106,23 @@ impl Default for TestRegistry {
 }
 
 impl TestRegistry {
-    /// A new registry whose clock starts at 0 ms.
+    /// A new registry whose clock starts at 0 ms, with random seed 0, that allows chaos
+    /// injection ([`chaos`](crate::chaos): set `chaos.*` properties to inject faults).
     pub fn new() -> Self {
         TestRegistry::with_builder(|builder, _| builder)
     }
 
     /// As [`new`](TestRegistry::new), the registry built by `configure` from a builder with the
-    /// manual clock (also given) and random seed 0 set, e.g. to add a breaker listener that
+    /// manual clock (also given), random seed 0 and chaos allowed, e.g. to add a breaker listener that
     /// reads the clock.
     pub(crate) fn with_builder(
         configure: impl FnOnce(crate::RegistryBuilder, &ManualClock) -> crate::RegistryBuilder,
     ) -> Self {
         let clock = ManualClock::new();
-        let builder = Registry::builder().clock(clock.clone()).random_seed(0);
+        let builder = Registry::builder()
+            .clock(clock.clone())
+            .random_seed(0)
+            .allow_chaos(true);
         TestRegistry {
             registry: configure(builder, &clock).build(),
             clock,
