@@ -335,6 +335,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+// doctest: chaos
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // [README snippet]
+    Ok(())
+}
+
 // doctest: breaker-windows
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let test = testing::TestRegistry::new();

@@ -152,6 +152,17 @@ fn chaos_is_refused_unless_the_registry_allows_it() {
     assert_eq!(cmd.run(counted(&calls)).execute().unwrap(), 7);
     assert_eq!(calls.load(Ordering::SeqCst), 1);
 
+    // A stray line in a production file: the load is refused, naming the property.
+    let path = std::env::temp_dir().join(format!("chaos-{}.properties", std::process::id()));
+    std::fs::write(&path, "hystrix.command.default.chaos.enabled=true\n").unwrap();
+    let err = props.load_file(&path).unwrap_err().to_string();
+    std::fs::remove_file(&path).unwrap();
+    assert!(
+        err.contains("hystrix.command.default.chaos.enabled")
+            && err.contains("RegistryBuilder::allow_chaos(true)"),
+        "{err}"
+    );
+
     let allowed = Registry::builder()
         .clock(ManualClock::new())
         .allow_chaos(true)
@@ -725,4 +736,82 @@ fn rates_over_ten_thousand_seeded_calls_are_within_binomial_bounds() {
         N,
         10.0
     ));
+}
+
+// ------------------------------------------------------------------------------------------------
+// What observers see
+
+#[test]
+fn the_request_log_and_the_notifier_see_each_injection() {
+    let clock = ManualClock::new();
+    let notifier = common::RecordingNotifier::default();
+    let registry = Registry::builder()
+        .clock(clock.clone())
+        .event_notifier(notifier.clone())
+        .allow_chaos(true)
+        .random_seed(0)
+        .build();
+    let cmd = builder("Logged")
+        .property("chaos.enabled", true)
+        .property("chaos.fault.ratePercentage", 100)
+        .property("retry.maxAttempts", 2)
+        .property("retry.backoff.initialInMilliseconds", 0)
+        .build_in(&registry)
+        .unwrap();
+    let ctx = hystrix::context::RequestContext::new();
+    let _entered = ctx.enter();
+    let make = || async { Ok::<u32, DependencyError>(7) };
+    let answer = futures::executor::block_on(
+        cmd.run_async_retryable(make)
+            .fallback(|_err: &HystrixError<DependencyError>| Ok::<_, DependencyError>(1))
+            .execute_async(),
+    );
+    assert_eq!(answer.unwrap(), 1);
+    assert_eq!(
+        ctx.request_log().to_string(),
+        "Logged[FAILUREx2, FALLBACK_SUCCESS, RETRY, CHAOS_INJECTEDx2][0ms]"
+    );
+    let seen = notifier.take();
+    assert_eq!(
+        seen.iter()
+            .filter(|line| *line == "Logged:CHAOS_INJECTED")
+            .count(),
+        2,
+        "{seen:?}"
+    );
+}
+
+#[test]
+fn each_hedge_is_drawn_for_on_its_own() {
+    let test = TestRegistry::new();
+    let cmd = chaotic(
+        &test,
+        "Hedged",
+        IsolationStrategy::Semaphore,
+        &[
+            ("chaos.hang.ratePercentage", 100.into()),
+            ("hedging.maxAttempts", 2.into()),
+            ("hedging.delayInMilliseconds", 100.into()),
+        ],
+    );
+    let calls = Arc::new(AtomicU32::new(0));
+    let c = Arc::clone(&calls);
+    let make = move || {
+        let c = Arc::clone(&c);
+        async move {
+            c.fetch_add(1, Ordering::SeqCst);
+            Ok::<u32, DependencyError>(7)
+        }
+    };
+    // Both attempts hang: the hedge starts at 100 ms, both end at the deadline.
+    let outcome = drive(&test, cmd.run_async_retryable(make).execute_async_outcome());
+    assert_eq!(
+        outcome.response().as_ref().unwrap_err().failure_type(),
+        FailureType::Timeout
+    );
+    assert_eq!(outcome.execution_result().total_time_ms(), 1_000);
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+    assert_eq!(cmd.metrics().cumulative_count(EventType::ChaosInjected), 2);
+    assert_eq!(cmd.metrics().cumulative_count(EventType::Hedge), 1);
+    assert_eq!(cmd.metrics().current_concurrent_execution_count(), 0);
 }
