@@ -5,6 +5,7 @@
 
 mod common;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::task::Poll;
@@ -52,6 +53,22 @@ fn counted(calls: &Arc<AtomicU32>) -> impl FnOnce() -> Result<u32, DependencyErr
     move || {
         calls.fetch_add(1, Ordering::SeqCst);
         Ok(7)
+    }
+}
+
+/// A factory of async runs that count their calls and answer 7 (for retry and hedging).
+fn counted_attempts(
+    calls: &Arc<AtomicU32>,
+) -> impl FnMut() -> std::pin::Pin<Box<dyn Future<Output = Result<u32, DependencyError>> + Send>>
++ Send
++ use<> {
+    let calls = Arc::clone(calls);
+    move || {
+        let calls = Arc::clone(&calls);
+        Box::pin(async move {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Ok(7)
+        })
     }
 }
 
@@ -351,14 +368,7 @@ fn retry_retries_an_injected_fault_as_a_failure() {
         ],
     );
     let calls = Arc::new(AtomicU32::new(0));
-    let c = Arc::clone(&calls);
-    let make = move || {
-        let c = Arc::clone(&c);
-        async move {
-            c.fetch_add(1, Ordering::SeqCst);
-            Ok::<u32, DependencyError>(7)
-        }
-    };
+    let make = counted_attempts(&calls);
     let outcome = drive(&test, cmd.run_async_retryable(make).execute_async_outcome());
     let err = outcome.response().as_ref().unwrap_err();
     assert_eq!(err.failure_type(), FailureType::InjectedFault);
@@ -373,14 +383,7 @@ fn retry_retries_an_injected_fault_as_a_failure() {
         .properties()
         .set("hystrix.command.Retried.chaos.enabled", false)
         .unwrap();
-    let c = Arc::clone(&calls);
-    let make = move || {
-        let c = Arc::clone(&c);
-        async move {
-            c.fetch_add(1, Ordering::SeqCst);
-            Ok::<u32, DependencyError>(7)
-        }
-    };
+    let make = counted_attempts(&calls);
     let outcome = drive(&test, cmd.run_async_retryable(make).execute_async_outcome());
     assert_eq!(*outcome.response().as_ref().unwrap(), 7);
     assert_eq!(events(outcome.execution_result()), "SUCCESS");
@@ -795,14 +798,7 @@ fn each_hedge_is_drawn_for_on_its_own() {
         ],
     );
     let calls = Arc::new(AtomicU32::new(0));
-    let c = Arc::clone(&calls);
-    let make = move || {
-        let c = Arc::clone(&c);
-        async move {
-            c.fetch_add(1, Ordering::SeqCst);
-            Ok::<u32, DependencyError>(7)
-        }
-    };
+    let make = counted_attempts(&calls);
     // Both attempts hang: the hedge starts at 100 ms, both end at the deadline.
     let outcome = drive(&test, cmd.run_async_retryable(make).execute_async_outcome());
     assert_eq!(
