@@ -37,7 +37,9 @@
 //!   holding its permit or pool thread, then runs. A delay that reaches the attempt's deadline
 //!   ends there: the attempt is a TIMEOUT and its run is not called.
 //! - **Hang**: the run is replaced by one that never ends: the attempt holds its permit or
-//!   pool thread until its deadline (a TIMEOUT) or until its caller drops it.
+//!   pool thread until its deadline (a TIMEOUT). An async run or a stream also ends when its
+//!   execution is dropped; a blocking run's thread (the caller's, or a pool thread) waits for
+//!   the deadline, as it would for a real hung call (and at most that long).
 //!
 //! Every injected attempt records CHAOS_INJECTED (once, whatever it was injected with) in the
 //! counters, the request log, the event notifier, the dashboard streams and `/metrics`. It

@@ -458,9 +458,10 @@ property_table! {
         "chaos.latency.inMilliseconds", Dynamic, Any, no_check;
     /// `chaos.hang.ratePercentage` (our extension): the percentage of attempts (0 to 100)
     /// whose run is replaced by one that never ends: the attempt holds its permit or pool
-    /// thread until its deadline (a TIMEOUT) or until it is dropped, and the run is not
-    /// called. Above 0 only with `execution.timeout.enabled` (a hang must end). Default 0.
-    /// Dynamic.
+    /// thread until its deadline (a TIMEOUT), and the run is not called; an async run or a
+    /// stream polled by its caller also ends when dropped (a blocking run's thread waits for
+    /// the deadline). Above 0 only with `execution.timeout.enabled` (a hang must end).
+    /// Default 0. Dynamic.
     chaos_hang_rate_percentage: f64 = 0.0;
         "chaos.hang.ratePercentage", Dynamic, Any, rate_percentage;
 }
