@@ -6,7 +6,7 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use axum::body::Body;
 use axum::extract::ConnectInfo;
@@ -845,10 +845,25 @@ fn the_circuit_shows_the_sticky_overrides() {
     );
 }
 
-/// The log lines of target `hystrix::admin` (the message, then each other field as
-/// ` name=value`), collected from the thread it is the default subscriber of.
+/// A subscriber collecting the log lines of target `hystrix::admin`: the message, then each
+/// other field as ` name=value`.
 #[derive(Clone, Default)]
 struct AdminLog(Arc<Mutex<Vec<String>>>);
+
+/// The `hystrix::admin` log lines of this test binary, from a global subscriber installed
+/// once (as the core crate's tracing tests do: a subscriber scoped to one thread shares the
+/// call sites' cached interest with the other tests' threads, and lost events here).
+fn admin_log() -> &'static Mutex<Vec<String>> {
+    static LOG: OnceLock<AdminLog> = OnceLock::new();
+    &LOG.get_or_init(|| {
+        let log = AdminLog::default();
+        tracing::subscriber::set_global_default(log.clone()).unwrap();
+        // A call site another test's thread was registering meanwhile gets its interest again.
+        tracing::callsite::rebuild_interest_cache();
+        log
+    })
+    .0
+}
 
 impl tracing::Subscriber for AdminLog {
     fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
@@ -892,10 +907,10 @@ impl tracing::Subscriber for AdminLog {
 #[test]
 fn chaos_is_turned_on_and_off_at_run_time_and_each_change_is_logged_and_heard() {
     let test = TestRegistry::new(); // allows chaos
-    let cmd = semaphore_command(&test, "GetUser", "Users");
+    let cmd = semaphore_command(&test, "GetProfile", "Users");
     let (router, changes) = heard_admin(test.registry());
-    let enabled = "hystrix.command.GetUser.chaos.enabled";
-    let fault = "hystrix.command.GetUser.chaos.fault.ratePercentage";
+    let enabled = "hystrix.command.GetProfile.chaos.enabled";
+    let fault = "hystrix.command.GetProfile.chaos.fault.ratePercentage";
     let change = |method: Method, name: &str, body: &str| {
         let path = format!("/hystrix/admin/config/properties/{name}");
         let (status, report) = send(&router, method, &path, Some(LOOPBACK), None, body);
@@ -907,36 +922,34 @@ fn chaos_is_turned_on_and_off_at_run_time_and_each_change_is_logged_and_heard() 
             .execute()
             .map_err(|err| err.failure_type())
     };
-    let log = AdminLog::default();
-    tracing::subscriber::with_default(log.clone(), || {
-        // A fault rate alone injects nothing.
-        change(Method::PUT, fault, "100");
-        assert_eq!(execute(), Ok(1));
-        // On: every execution's run is replaced by an injected fault.
-        let report = change(Method::PUT, enabled, "true");
-        assert_eq!(
-            (&report["value"], &report["source"], &report["dynamic"]),
-            (
-                &Value::from(true),
-                &Value::from("run time"),
-                &Value::from(true)
-            )
-        );
-        assert_eq!(execute(), Err(hystrix::FailureType::InjectedFault));
-        // Off again with `false`.
-        change(Method::PUT, enabled, "false");
-        assert_eq!(execute(), Ok(1));
-        // On, then off by removing the run-time value (the default, false, shows through).
-        change(Method::PUT, enabled, "true");
-        assert_eq!(execute(), Err(hystrix::FailureType::InjectedFault));
-        let report = change(Method::DELETE, enabled, "");
-        assert_eq!(
-            (&report["value"], &report["layer"]),
-            (&Value::from(false), &Value::from("code default"))
-        );
-        assert_eq!(execute(), Ok(1));
-    });
-    let metrics = test.registry().command_metrics("GetUser").unwrap();
+    let log = admin_log();
+    // A fault rate alone injects nothing.
+    change(Method::PUT, fault, "100");
+    assert_eq!(execute(), Ok(1));
+    // On: every execution's run is replaced by an injected fault.
+    let report = change(Method::PUT, enabled, "true");
+    assert_eq!(
+        (&report["value"], &report["source"], &report["dynamic"]),
+        (
+            &Value::from(true),
+            &Value::from("run time"),
+            &Value::from(true)
+        )
+    );
+    assert_eq!(execute(), Err(hystrix::FailureType::InjectedFault));
+    // Off again with `false`.
+    change(Method::PUT, enabled, "false");
+    assert_eq!(execute(), Ok(1));
+    // On, then off by removing the run-time value (the default, false, shows through).
+    change(Method::PUT, enabled, "true");
+    assert_eq!(execute(), Err(hystrix::FailureType::InjectedFault));
+    let report = change(Method::DELETE, enabled, "");
+    assert_eq!(
+        (&report["value"], &report["layer"]),
+        (&Value::from(false), &Value::from("code default"))
+    );
+    assert_eq!(execute(), Ok(1));
+    let metrics = test.registry().command_metrics("GetProfile").unwrap();
     assert_eq!(
         metrics.cumulative_count(hystrix::EventType::ChaosInjected),
         2
@@ -965,10 +978,18 @@ fn chaos_is_turned_on_and_off_at_run_time_and_each_change_is_logged_and_heard() 
         .iter()
         .map(|action| format!("hystrix admin: {action} peer={LOOPBACK}"))
         .collect();
-    assert_eq!(*log.0.lock().unwrap(), logged);
+    // The other tests of this binary log changes too, none of GetProfile's.
+    let profile_lines: Vec<String> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|line| line.contains("hystrix.command.GetProfile."))
+        .cloned()
+        .collect();
+    assert_eq!(profile_lines, logged);
     assert_eq!(
         logged[1],
-        "hystrix admin: set hystrix.command.GetUser.chaos.enabled = true peer=127.0.0.1:50000"
+        "hystrix admin: set hystrix.command.GetProfile.chaos.enabled = true peer=127.0.0.1:50000"
     );
 }
 
