@@ -32,7 +32,10 @@
 //! window, whole ms, as seconds; absent when percentiles are disabled, `NaN` while the window holds no latency). `_count` is the
 //! cumulative number of runs of user code (SUCCESS, FAILURE, TIMEOUT, BAD_REQUEST, IGNORED):
 //! one per execution, and one per attempt that ran for a retried execution (as the events
-//! count them), while the quantiles take one sample per execution. There is no `_sum`: the library keeps no cumulative latency sum, and an estimate
+//! count them), while the quantiles take one sample per execution. An attempt whose run chaos
+//! replaced (an injected fault, a FAILURE, or a hang, a TIMEOUT) is counted too, as its event
+//! is, though no user code ran: `chaos_injected` events bound how many such attempts there
+//! were. There is no `_sum`: the library keeps no cumulative latency sum, and an estimate
 //! from rolling means read as zero for bursts (a fresh user's trial showed it), so the summary
 //! is honest quantiles and a count. The collapser's batch-size `_sum` and `_count` are exact
 //! (requests batched, batches).

@@ -476,6 +476,11 @@ fn chaos_injections_are_events_and_chaos_on_a_gauge() {
         [("command", "Mixed"), ("group", "Shop")],
         &[("chaos_injected", 0.0)],
     );
+    // The latency summary's count has the 3 runs and the 2 attempts whose run was replaced.
+    assert_eq!(
+        metrics.value("hystrix_command_latency_execute_seconds_count", &chaotic),
+        5.0
+    );
     let name = "hystrix_command_chaos_enabled";
     assert_eq!(metrics.types[name], "gauge");
     assert_eq!(metrics.value(name, &chaotic), 1.0);
