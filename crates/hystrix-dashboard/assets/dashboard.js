@@ -393,6 +393,69 @@
     }
   }
 
+  // Chaos injection (propertyValue_chaos* and rollingCountChaosInjected of our stream): while
+  // a command's chaos is on, a line in the warning colour, so nobody forgets it is on, naming
+  // each rate above 0 and the attempts injected into per second over the rolling window, e.g.
+  // 'Chaos on: fault 10 % \u00b7 latency 20 % \u00d7 100 ms \u00b7 hang 5 % \u00b7 0.2/s injected'
+  // (\u00b7 a middle dot, \u00d7 a times sign). Hidden while chaos is off.
+  function chaosLine(tile) {
+    var line = el('div', 'chaos');
+    line.title = 'Chaos injection is on for this command: the percentage of attempts given an injected fault, an injected delay (and its length) or a hang, and the attempts injected into per second over the rolling window';
+    var label = el('b', 'chaos-label', 'Chaos on:');
+    var text = el('span', 'chaos-text', '');
+    line.appendChild(label);
+    line.appendChild(document.createTextNode(' '));
+    line.appendChild(text);
+    line.hidden = true;
+    tile.chaos = line;
+    tile.chaosText = text;
+    return line;
+  }
+
+  // A rate or property Turbine sums over `hosts`, per host, with at most two decimals
+  // (10, 0.5, 12.25).
+  function perHost(value, hosts) {
+    return String(Math.round(num(value) / hosts * 100) / 100);
+  }
+
+  // Shows the chaos line from message `m`, whose numbers Turbine sums over `hosts`.
+  function showChaos(tile, m, hosts, windowMs) {
+    var node = tile.node;
+    var on = m.propertyValue_chaosEnabled === true
+      || (typeof m.propertyValue_chaosEnabled === 'object' && m.propertyValue_chaosEnabled !== null
+        && num(m.propertyValue_chaosEnabled['true']) > 0); // Turbine: {"true": n, "false": m}
+    var injected = num(m.rollingCountChaosInjected);
+    var rate = oneDecimal(ratePerSecond(injected, windowMs));
+    node.dataset.chaosInjected = String(injected);
+    node.dataset.chaosInjectedRate = rate;
+    tile.chaos.hidden = !on;
+    node.classList.toggle('chaos-on', on);
+    var values = {
+      chaosFaultRate: perHost(m.propertyValue_chaosFaultRatePercentage, hosts),
+      chaosLatencyRate: perHost(m.propertyValue_chaosLatencyRatePercentage, hosts),
+      chaosLatencyMs: perHost(m.propertyValue_chaosLatencyInMilliseconds, hosts),
+      chaosHangRate: perHost(m.propertyValue_chaosHangRatePercentage, hosts)
+    };
+    Object.keys(values).forEach(function (key) {
+      if (on) node.dataset[key] = values[key];
+      else delete node.dataset[key];
+    });
+    if (!on) {
+      delete node.dataset.chaos;
+      return;
+    }
+    var parts = [];
+    if (num(values.chaosFaultRate) > 0) parts.push('fault ' + values.chaosFaultRate + ' %');
+    if (num(values.chaosLatencyRate) > 0) {
+      parts.push('latency ' + values.chaosLatencyRate + ' % \u00d7 ' + values.chaosLatencyMs + ' ms');
+    }
+    if (num(values.chaosHangRate) > 0) parts.push('hang ' + values.chaosHangRate + ' %');
+    parts.push(rate + '/s injected');
+    var text = parts.join(' \u00b7 ');
+    node.dataset.chaos = 'Chaos on: ' + text;
+    if (tile.chaosText.textContent !== text) tile.chaosText.textContent = text;
+  }
+
   function commandTile(kind, name) {
     var tile = newTile(kind, name);
     var health = el('span', 'health');
@@ -442,6 +505,7 @@
     circuit.appendChild(forced);
     tile.node.appendChild(circuit);
     tile.forced = forced;
+    tile.node.appendChild(chaosLine(tile));
 
     // Retries (RETRY) and retries the retry budget refused (RETRY_BUDGET_EXHAUSTED), per
     // second over the rolling window; dimmed while both are 0.
@@ -592,6 +656,7 @@
     showThrottle(tile, typeof m.throttleProbability === 'number' ? m.throttleProbability : null,
       num(m.rollingCountThrottled), ratePerSecond(m.rollingCountThrottled, windowMs));
     showSlowCalls(tile, m, hosts, windowMs);
+    showChaos(tile, m, hosts, windowMs);
     setField(tile, 'errorPercentage', String(v.errorPercentage));
     setField(tile, 'circuit', circuit[1]);
     tile.forced.textContent = m.propertyValue_circuitBreakerForceClosed === true ? ' [Forced Closed]' : '';

@@ -10,8 +10,9 @@
 //! executions the adaptive concurrency limit refused (LIMIT_REJECTED) with their rate, the
 //! adaptive limit, its executions in flight and its queue (null for a command without one),
 //! the slow calls (SLOW_CALL) with their rate, the slow-call thresholds and the slow calls'
-//! percentage (null for a command with slow calls off), the latencies and the circuit
-//! (closed, open or half-open);
+//! percentage (null for a command with slow calls off), the attempts chaos injected into
+//! (CHAOS_INJECTED) with their rate and the chaos rates left on (null for a command whose
+//! chaos is off), the latencies and the circuit (closed, open or half-open);
 //! the thread pool's and the collapser's numbers. Then it serves until its standard input
 //! closes (the harness holds it open, so the fixture ends with the harness).
 //!
@@ -22,6 +23,9 @@
 //! waiting (polled once, never again) while the fixture serves, so its limit, in-flight and
 //! queue numbers are not zeros. Before serving, the fixture checks that the registry counted what it
 //! drove, so a page that shows other numbers is the page's (or the stream's) fault.
+//!
+//! The registry is a `TestRegistry`'s, built with `.allow_chaos(true)`, so one command
+//! (ApplyCoupon) can have chaos on.
 //!
 //! The admin routes are on: with the token in `HYSTRIX_ADMIN_TOKEN` if set, else for loopback
 //! peers.
@@ -164,6 +168,12 @@ struct CommandPlan {
     slow_call_rate: f64,
     /// The slow-call health and thresholds; `None` (null) while slow calls are off.
     slow_calls: Option<SlowCallPlan>,
+    /// CHAOS_INJECTED: attempts chaos injected a fault, a delay or a hang into.
+    chaos_injected: u64,
+    /// chaos injections per second over the window.
+    chaos_injected_rate: f64,
+    /// The chaos rates left on; `None` (null) while chaos is off.
+    chaos: Option<ChaosPlan>,
     latency: Latency,
     /// "closed", "open" or "half-open".
     circuit: &'static str,
@@ -194,6 +204,7 @@ impl CommandPlan {
         self.hedge_cancelled_rate = per_second(self.hedge_cancelled);
         self.limit_rejected_rate = per_second(self.limit_rejected);
         self.slow_call_rate = per_second(self.slow_call);
+        self.chaos_injected_rate = per_second(self.chaos_injected);
         if let Some(slow) = &mut self.slow_calls {
             slow.percentage = (self.slow_call * 100)
                 .checked_div(self.requests)
@@ -211,6 +222,16 @@ struct SlowCallPlan {
     duration_threshold_ms: u64,
     rate_threshold_percentage: u32,
     percentage: u64,
+}
+
+/// A command's chaos properties as the fixture leaves them (chaos on).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+struct ChaosPlan {
+    fault_rate_percentage: f64,
+    latency_rate_percentage: f64,
+    latency_ms: u64,
+    hang_rate_percentage: f64,
 }
 
 /// A command's adaptive concurrency limit as the fixture leaves it.
@@ -618,6 +639,62 @@ fn drive_all(test: &TestRegistry, runtime: &tokio::runtime::Runtime) -> Result<(
         .derive(),
     );
 
+    // ApplyCoupon: chaos on (the fixture's registry allows it). First at a fault rate of
+    // 100 %: 3 executions whose run is replaced by an injected fault, answered by the fallback
+    // (FAILURE, CHAOS_INJECTED); then at 0 % (on, injecting nothing): 23 runs of 40 ms. 26
+    // requests, 3 errors (11 %), CHAOS_INJECTED 3 (0.3/s). Then chaos is left on at a fault
+    // rate of 10 %, a latency rate of 20 % of 100 ms and a hang rate of 5 %, the numbers the
+    // pages show; the command runs no more, so nothing more is injected.
+    let apply_coupon = command(test, "ApplyCoupon", "Promotions", |b| {
+        b.property("chaos.enabled", true)
+            .property("chaos.fault.ratePercentage", 100)
+    })?;
+    drive(
+        test,
+        &apply_coupon,
+        3,
+        40,
+        End::Ok,
+        Seen::Fallback(FailureType::InjectedFault),
+    )?;
+    let chaos = |name: &str, value: hystrix::PropertyValue| {
+        registry
+            .properties()
+            .set(&format!("hystrix.command.ApplyCoupon.{name}"), value)
+    };
+    chaos("chaos.fault.ratePercentage", 0.into())?;
+    drive(test, &apply_coupon, 23, 40, End::Ok, Seen::Ran)?;
+    let left_on = ChaosPlan {
+        fault_rate_percentage: 10.0,
+        latency_rate_percentage: 20.0,
+        latency_ms: 100,
+        hang_rate_percentage: 5.0,
+    };
+    chaos(
+        "chaos.fault.ratePercentage",
+        left_on.fault_rate_percentage.into(),
+    )?;
+    chaos(
+        "chaos.latency.ratePercentage",
+        left_on.latency_rate_percentage.into(),
+    )?;
+    chaos("chaos.latency.inMilliseconds", left_on.latency_ms.into())?;
+    chaos(
+        "chaos.hang.ratePercentage",
+        left_on.hang_rate_percentage.into(),
+    )?;
+    commands.push(
+        CommandPlan {
+            success: 23,
+            failure: 3,
+            chaos_injected: 3,
+            chaos: Some(left_on),
+            latency: latencies(35, 40, 40, 40, 40),
+            ..CommandPlan::new("ApplyCoupon", "Promotions")
+        }
+        .derive(),
+    );
+
     // GetAvatar: one permit; 13 runs of 4 ms, then 6 rejected while one run holds the permit.
     let get_avatar = command(test, "GetAvatar", "Users", |b| {
         b.semaphore_max_concurrent_requests(1)
@@ -977,6 +1054,7 @@ fn check_registry(test: &TestRegistry, plan: &Plan) -> Result<()> {
             (EventType::HedgeCancelled, want.hedge_cancelled),
             (EventType::LimitRejected, want.limit_rejected),
             (EventType::SlowCall, want.slow_call),
+            (EventType::ChaosInjected, want.chaos_injected),
         ] {
             check!(format!("{name} {event:?}"), count(event), want);
         }
@@ -1031,6 +1109,16 @@ fn check_registry(test: &TestRegistry, plan: &Plan) -> Result<()> {
             queued: a.queued,
         });
         check!(format!("{name} adaptive limit"), adaptive, want.adaptive);
+        let props = registry
+            .properties()
+            .command(&hystrix::CommandKey::new(name)?);
+        let chaos = props.chaos_enabled.then_some(ChaosPlan {
+            fault_rate_percentage: props.chaos_fault_rate_percentage,
+            latency_rate_percentage: props.chaos_latency_rate_percentage,
+            latency_ms: props.chaos_latency_in_milliseconds,
+            hang_rate_percentage: props.chaos_hang_rate_percentage,
+        });
+        check!(format!("{name} chaos"), chaos, want.chaos);
     }
     for want in &plan.pools {
         let pool = registry

@@ -22,6 +22,14 @@
 //! `hystrix.command.<Key>.circuitBreaker.forceOpen` (or `forceClosed`) to `true`, and DELETE
 //! them to let go; `GET .../circuit/{command}` shows both as `forcedOpen` / `forcedClosed`.
 //!
+//! Chaos injection is turned on and off the same way: with the rates set (e.g. PUT
+//! `hystrix.command.<Key>.chaos.fault.ratePercentage` to `10`), PUT
+//! `hystrix.command.<Key>.chaos.enabled` to `true` and the command's next attempts are
+//! injected into; PUT it to `false`, or DELETE it, to stop. Each change is logged and told to
+//! the callback as any other. Only a registry built with `RegistryBuilder::allow_chaos(true)`
+//! accepts `true`; elsewhere the PUT answers 400 with an error naming the property, and
+//! nothing changes.
+//!
 //! A property report (`GET`/`PUT`/`DELETE` of a property, and each entry of a key's list) is
 //! `{"name", "value", "layer", "origin", "source", "dynamic", "keyInUse", "pending",
 //! "overridden"}`: the effective value; its layer (`"code default"`, `"global default"`,

@@ -25,7 +25,12 @@
 //! percentage at which the breaker trips, the duration over which a call is slow and the slow
 //! attempts per second (`slowCallPercentage`, the two
 //! `propertyValue_circuitBreakerSlowCall*` thresholds, and `rollingCountSlowCall` over the
-//! rolling window; hidden while slow calls are off and none was slow), the rolling
+//! rolling window; hidden while slow calls are off and none was slow), for a command whose
+//! chaos is on a line in the warning colour under the circuit's, so that nobody forgets it
+//! is on: `Chaos on: fault 10 % · latency 20 % × 100 ms · hang 5 % · 0.2/s injected`, each
+//! rate only when above 0 (our stream's `propertyValue_chaos*` fields), then the attempts
+//! injected into per second (`rollingCountChaosInjected` over the rolling window; hidden
+//! while chaos is off), the rolling
 //! counters by outcome in Hystrix's colours, latency mean and percentiles), per thread
 //! pool and per collapser, sorted as the Hystrix Dashboard sorts (error then volume by
 //! default).

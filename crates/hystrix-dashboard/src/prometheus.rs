@@ -3,12 +3,13 @@
 //!
 //! | metric | type | labels |
 //! |---|---|---|
-//! | `hystrix_command_events_total` | counter (cumulative) | `command`, `group`, `event` (snake_case event type, our extensions included: `ignored`, `would_short_circuit`, `retry`, `retry_budget_exhausted`, `hedge`, `hedge_cancelled`, `limit_rejected`, `throttled`, `slow_call`) |
+//! | `hystrix_command_events_total` | counter (cumulative) | `command`, `group`, `event` (snake_case event type, our extensions included: `ignored`, `would_short_circuit`, `retry`, `retry_budget_exhausted`, `hedge`, `hedge_cancelled`, `limit_rejected`, `throttled`, `slow_call`, `chaos_injected`) |
 //! | `hystrix_command_latency_execute_seconds` | summary | `command`, `group`, `quantile` |
 //! | `hystrix_command_latency_total_seconds` | summary | `command`, `group`, `quantile` |
 //! | `hystrix_command_concurrent_executions` | gauge | `command`, `group` |
 //! | `hystrix_command_error_ratio` | gauge 0-1 (rolling health window) | `command`, `group` |
 //! | `hystrix_command_slow_call_ratio` | gauge 0-1 (rolling health window; commands with slow calls on) | `command`, `group` |
+//! | `hystrix_command_chaos_enabled` | gauge 0/1 (commands whose chaos is on) | `command`, `group` |
 //! | `hystrix_command_adaptive_limit` | gauge, executions (commands with adaptive limits on) | `command`, `group` |
 //! | `hystrix_command_adaptive_limit_in_flight` | gauge, executions (commands with adaptive limits on) | `command`, `group` |
 //! | `hystrix_command_adaptive_limit_queue_size` | gauge, executions (commands with adaptive limits on) | `command`, `group` |
@@ -31,7 +32,10 @@
 //! window, whole ms, as seconds; absent when percentiles are disabled, `NaN` while the window holds no latency). `_count` is the
 //! cumulative number of runs of user code (SUCCESS, FAILURE, TIMEOUT, BAD_REQUEST, IGNORED):
 //! one per execution, and one per attempt that ran for a retried execution (as the events
-//! count them), while the quantiles take one sample per execution. There is no `_sum`: the library keeps no cumulative latency sum, and an estimate
+//! count them), while the quantiles take one sample per execution. An attempt whose run chaos
+//! replaced (an injected fault, a FAILURE, or a hang, a TIMEOUT) is counted too, as its event
+//! is, though no user code ran: `chaos_injected` events bound how many such attempts there
+//! were. There is no `_sum`: the library keeps no cumulative latency sum, and an estimate
 //! from rolling means read as zero for bursts (a fresh user's trial showed it), so the summary
 //! is honest quantiles and a count. The collapser's batch-size `_sum` and `_count` are exact
 //! (requests batched, batches).
@@ -57,6 +61,16 @@
 //! the breaker compares with `circuitBreaker.slowCall.rateThresholdPercentage`; a command with
 //! slow calls off has no series. Each slow attempt is a `slow_call` event of
 //! `hystrix_command_events_total`, beside its outcome's event.
+//!
+//! Chaos injection (`chaos.enabled`, allowed only by a registry built with
+//! `RegistryBuilder::allow_chaos(true)`): `hystrix_command_chaos_enabled` has a series for
+//! each command whose chaos is on, read at the scrape: 1 while one of its rates injects
+//! (`chaos.fault.ratePercentage` or `chaos.hang.ratePercentage` above 0, or
+//! `chaos.latency.ratePercentage` above 0 with a `chaos.latency.inMilliseconds` above 0), 0
+//! while it is on with nothing to inject. A command with chaos off has no series, so an alert
+//! on `hystrix_command_chaos_enabled == 1` names exactly the commands being injected into.
+//! Each injected attempt is one `chaos_injected` event of `hystrix_command_events_total`
+//! (whatever it injected), beside its outcome's event (an injected fault is a `failure`).
 
 use std::fmt::Write as _;
 
@@ -162,6 +176,16 @@ struct Command {
     open_keys: Option<usize>,
     /// Whether slow calls are on (a slow-call threshold above 0).
     slow_calls: bool,
+    /// While chaos is on: whether one of its rates injects anything.
+    chaos: Option<bool>,
+}
+
+/// Whether a command's chaos, on, injects anything: a fault or hang rate above 0, or a
+/// latency rate above 0 with a delay above 0.
+fn chaos_injects(props: &hystrix::config::CommandProperties) -> bool {
+    props.chaos_fault_rate_percentage > 0.0
+        || props.chaos_hang_rate_percentage > 0.0
+        || (props.chaos_latency_rate_percentage > 0.0 && props.chaos_latency_in_milliseconds > 0)
 }
 
 /// `part / whole`, 0 of nothing.
@@ -212,6 +236,7 @@ pub(crate) fn render(registry: &Registry) -> String {
                     .open_breaker_keys(key.as_str())
                     .map(|keys| keys.len()),
                 slow_calls: props.circuit_breaker_slow_call_duration_threshold_in_milliseconds > 0,
+                chaos: props.chaos_enabled.then(|| chaos_injects(&props)),
             })
         })
         .collect();
@@ -311,6 +336,14 @@ pub(crate) fn render(registry: &Registry) -> String {
     gauges(&mut out, &commands, &slow_calls, |c| {
         c.slow_calls.then_some(c.health)
     });
+
+    let chaos: [Gauge<bool>; 1] = [(
+        "hystrix_command_chaos_enabled",
+        "Commands whose chaos is on (chaos.enabled): 1 while a chaos rate injects faults, \
+         delays or hangs into its attempts, 0 while none does.",
+        |injects| f64::from(u8::from(*injects)),
+    )];
+    gauges(&mut out, &commands, &chaos, |c| c.chaos);
 
     let adaptive: [Gauge<hystrix::AdaptiveLimitSnapshot>; 3] = [
         (

@@ -123,6 +123,9 @@ struct CommandMessage<'a> {
     /// Ours, not Hystrix's: attempts slower than the slow-call threshold.
     #[serde(rename = "rollingCountSlowCall")]
     slow_call: u64,
+    /// Ours, not Hystrix's: attempts chaos injected a fault, a delay or a hang into.
+    #[serde(rename = "rollingCountChaosInjected")]
+    chaos_injected: u64,
     #[serde(rename = "currentConcurrentExecutionCount")]
     current_concurrent_execution_count: u32,
     #[serde(rename = "rollingMaxConcurrentExecutionCount")]
@@ -214,6 +217,37 @@ struct CommandMessage<'a> {
         skip_serializing_if = "Option::is_none"
     )]
     circuit_breaker_window_type: Option<&'static str>,
+    /// Ours, only while chaos is on (`chaos.enabled`): the chaos properties.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    chaos: Option<ChaosFields>,
+}
+
+/// A command's chaos properties, while its chaos is on (see [`command_json`]).
+#[derive(serde::Serialize)]
+struct ChaosFields {
+    #[serde(rename = "propertyValue_chaosEnabled")]
+    enabled: bool,
+    #[serde(rename = "propertyValue_chaosFaultRatePercentage")]
+    fault_rate_percentage: f64,
+    #[serde(rename = "propertyValue_chaosLatencyRatePercentage")]
+    latency_rate_percentage: f64,
+    #[serde(rename = "propertyValue_chaosLatencyInMilliseconds")]
+    latency_in_milliseconds: u64,
+    #[serde(rename = "propertyValue_chaosHangRatePercentage")]
+    hang_rate_percentage: f64,
+}
+
+impl ChaosFields {
+    /// The fields of a command with these properties, or `None` while its chaos is off.
+    fn of(props: &CommandProperties) -> Option<Self> {
+        props.chaos_enabled.then_some(ChaosFields {
+            enabled: true,
+            fault_rate_percentage: props.chaos_fault_rate_percentage,
+            latency_rate_percentage: props.chaos_latency_rate_percentage,
+            latency_in_milliseconds: props.chaos_latency_in_milliseconds,
+            hang_rate_percentage: props.chaos_hang_rate_percentage,
+        })
+    }
 }
 
 /// A command's slow-call health and thresholds (see [`command_json`]).
@@ -448,10 +482,12 @@ fn circuit_status(
 /// that lost the race to another attempt's result and were cancelled) and
 /// `rollingCountLimitRejected` (LIMIT_REJECTED: executions the adaptive concurrency limit
 /// refused), `rollingCountThrottled` (THROTTLED: attempts client-side adaptive throttling
-/// refused locally) and `rollingCountSlowCall` (SLOW_CALL: attempts that took longer than
+/// refused locally), `rollingCountSlowCall` (SLOW_CALL: attempts that took longer than
 /// `circuitBreaker.slowCall.durationThresholdInMilliseconds`, whatever their outcome, so also
-/// counted under it), fields the real Hystrix Dashboard ignores, in that order after
-/// `rollingCountTimeout`. Each attempt of a retried
+/// counted under it) and `rollingCountChaosInjected` (CHAOS_INJECTED: attempts chaos injected
+/// a fault, a delay or a hang into, one each whatever it injected; the outcome, such as the
+/// FAILURE of an injected fault, is counted under its own field too), fields the real Hystrix
+/// Dashboard ignores, in that order after `rollingCountTimeout`. Each attempt of a retried
 /// execution is one request in `requestCount` (what the dependency saw).
 ///
 /// After `threadPool` comes `circuitBreakerStatus`, ours: `"CLOSED"`, `"OPEN"` or
@@ -506,6 +542,16 @@ fn circuit_status(
 /// The health fields (`requestCount`, `errorCount`, `errorPercentage`, and the slow-call ones)
 /// are still the rolling health window's counts: the breaker's own window is read with
 /// [`CircuitBreakerHandle::health_counts`].
+///
+/// A command whose chaos is on (`chaos.enabled` true, which only a registry that allows chaos
+/// accepts) ends with its chaos properties, so that nobody watching forgets it:
+/// `propertyValue_chaosEnabled` (always `true` when present),
+/// `propertyValue_chaosFaultRatePercentage`, `propertyValue_chaosLatencyRatePercentage`
+/// (percentages from 0 to 100, JSON numbers that may have fractions),
+/// `propertyValue_chaosLatencyInMilliseconds` (an integer) and
+/// `propertyValue_chaosHangRatePercentage`, read when the message is made; all five are
+/// absent while chaos is off. As other `propertyValue_*` numbers, Turbine sums them across
+/// hosts: divide by `reportingHosts`.
 pub fn command_json(registry: &Registry, key: &str) -> Option<String> {
     let metrics = registry.command_metrics(key)?;
     let info = registry.command_info(key)?;
@@ -565,6 +611,7 @@ pub fn command_json(registry: &Registry, key: &str) -> Option<String> {
         limit_rejected: rolling(EventType::LimitRejected),
         throttled: rolling(EventType::Throttled),
         slow_call: rolling(EventType::SlowCall),
+        chaos_injected: rolling(EventType::ChaosInjected),
         current_concurrent_execution_count: metrics.current_concurrent_execution_count(),
         rolling_max_concurrent_execution_count: metrics.rolling_max_concurrent_execution_count(),
         latency_execute_mean: execution.mean,
@@ -611,6 +658,7 @@ pub fn command_json(registry: &Registry, key: &str) -> Option<String> {
         slow_calls: SlowCallFields::of(&props, &health),
         circuit_breaker_window_type: (props.circuit_breaker_window_type != WindowType::Time)
             .then(|| props.circuit_breaker_window_type.name()),
+        chaos: ChaosFields::of(&props),
     }))
 }
 

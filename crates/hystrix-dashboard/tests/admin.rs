@@ -6,7 +6,7 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use axum::body::Body;
 use axum::extract::ConnectInfo;
@@ -103,6 +103,19 @@ fn get_user_dashboard(token: Option<&str>) -> (TestRegistry, Dashboard) {
     };
     let dashboard = builder.build();
     (test, dashboard)
+}
+
+/// A dashboard router for `registry` with admin routes for loopback peers, and the changes its
+/// `on_admin_change` callback is told of, in order.
+fn heard_admin(registry: &hystrix::Registry) -> (axum::Router, Arc<Mutex<Vec<AdminChange>>>) {
+    let changes: Arc<Mutex<Vec<AdminChange>>> = Arc::default();
+    let heard = Arc::clone(&changes);
+    let router = Dashboard::builder(registry.clone())
+        .admin()
+        .on_admin_change(move |change| heard.lock().unwrap().push(change.clone()))
+        .build()
+        .router();
+    (router, changes)
 }
 
 #[test]
@@ -308,13 +321,7 @@ fn the_configuration_shows_each_value_with_its_layer_and_source() {
 fn put_and_delete_change_a_property_for_the_next_execution_and_tell_the_callback() {
     let test = TestRegistry::new();
     let cmd = semaphore_command(&test, "GetUser", "Users");
-    let changes: Arc<Mutex<Vec<AdminChange>>> = Arc::default();
-    let heard = Arc::clone(&changes);
-    let router = Dashboard::builder(test.registry().clone())
-        .admin()
-        .on_admin_change(move |change| heard.lock().unwrap().push(change.clone()))
-        .build()
-        .router();
+    let (router, changes) = heard_admin(test.registry());
     let name = "hystrix.command.GetUser.execution.isolation.semaphore.maxConcurrentRequests";
     let path = format!("/hystrix/admin/config/properties/{name}");
 
@@ -364,13 +371,7 @@ fn put_and_delete_change_a_property_for_the_next_execution_and_tell_the_callback
 fn refused_changes_name_the_property_and_change_nothing() {
     let test = TestRegistry::new();
     semaphore_command(&test, "GetUser", "Users");
-    let changes: Arc<Mutex<Vec<AdminChange>>> = Arc::default();
-    let heard = Arc::clone(&changes);
-    let router = Dashboard::builder(test.registry().clone())
-        .admin()
-        .on_admin_change(move |change| heard.lock().unwrap().push(change.clone()))
-        .build()
-        .router();
+    let (router, changes) = heard_admin(test.registry());
     let put = |name: &str, body: &str| {
         send(
             &router,
@@ -842,4 +843,201 @@ fn the_circuit_shows_the_sticky_overrides() {
             "forcedClosed": false
         })
     );
+}
+
+/// A subscriber collecting the log lines of target `hystrix::admin`: the message, then each
+/// other field as ` name=value`.
+#[derive(Clone, Default)]
+struct AdminLog(Arc<Mutex<Vec<String>>>);
+
+/// The `hystrix::admin` log lines of this test binary, from a global subscriber installed
+/// once (as the core crate's tracing tests do: a subscriber scoped to one thread shares the
+/// call sites' cached interest with the other tests' threads, and lost events here).
+fn admin_log() -> &'static Mutex<Vec<String>> {
+    static LOG: OnceLock<AdminLog> = OnceLock::new();
+    &LOG.get_or_init(|| {
+        let log = AdminLog::default();
+        tracing::subscriber::set_global_default(log.clone()).unwrap();
+        // A call site another test's thread was registering meanwhile gets its interest again.
+        tracing::callsite::rebuild_interest_cache();
+        log
+    })
+    .0
+}
+
+impl tracing::Subscriber for AdminLog {
+    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+        metadata.target() == "hystrix::admin"
+    }
+
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+
+    fn event(&self, event: &tracing::Event<'_>) {
+        #[derive(Default)]
+        struct Line {
+            message: String,
+            fields: String,
+        }
+        impl tracing::field::Visit for Line {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                if field.name() == "message" {
+                    self.message = format!("{value:?}");
+                } else {
+                    self.fields
+                        .push_str(&format!(" {}={value:?}", field.name()));
+                }
+            }
+        }
+        let mut line = Line::default();
+        event.record(&mut line);
+        self.0.lock().unwrap().push(line.message + &line.fields);
+    }
+
+    fn enter(&self, _: &tracing::span::Id) {}
+
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+#[test]
+fn chaos_is_turned_on_and_off_at_run_time_and_each_change_is_logged_and_heard() {
+    let test = TestRegistry::new(); // allows chaos
+    let cmd = semaphore_command(&test, "GetProfile", "Users");
+    let (router, changes) = heard_admin(test.registry());
+    let enabled = "hystrix.command.GetProfile.chaos.enabled";
+    let fault = "hystrix.command.GetProfile.chaos.fault.ratePercentage";
+    let change = |method: Method, name: &str, body: &str| {
+        let path = format!("/hystrix/admin/config/properties/{name}");
+        let (status, report) = send(&router, method, &path, Some(LOOPBACK), None, body);
+        assert_eq!(status, StatusCode::OK, "{name} = {body:?}: {report}");
+        report
+    };
+    let execute = || {
+        cmd.run(|| Ok::<_, common::Boom>(1))
+            .execute()
+            .map_err(|err| err.failure_type())
+    };
+    let log = admin_log();
+    // A fault rate alone injects nothing.
+    change(Method::PUT, fault, "100");
+    assert_eq!(execute(), Ok(1));
+    // On: every execution's run is replaced by an injected fault.
+    let report = change(Method::PUT, enabled, "true");
+    assert_eq!(
+        (&report["value"], &report["source"], &report["dynamic"]),
+        (
+            &Value::from(true),
+            &Value::from("run time"),
+            &Value::from(true)
+        )
+    );
+    assert_eq!(execute(), Err(hystrix::FailureType::InjectedFault));
+    // Off again with `false`.
+    change(Method::PUT, enabled, "false");
+    assert_eq!(execute(), Ok(1));
+    // On, then off by removing the run-time value (the default, false, shows through).
+    change(Method::PUT, enabled, "true");
+    assert_eq!(execute(), Err(hystrix::FailureType::InjectedFault));
+    let report = change(Method::DELETE, enabled, "");
+    assert_eq!(
+        (&report["value"], &report["layer"]),
+        (&Value::from(false), &Value::from("code default"))
+    );
+    assert_eq!(execute(), Ok(1));
+    let metrics = test.registry().command_metrics("GetProfile").unwrap();
+    assert_eq!(
+        metrics.cumulative_count(hystrix::EventType::ChaosInjected),
+        2
+    );
+
+    let set = |name: &str, value: &str| AdminAction::PropertySet {
+        name: name.to_owned(),
+        value: value.to_owned(),
+    };
+    let expected = [
+        set(fault, "100"),
+        set(enabled, "true"),
+        set(enabled, "false"),
+        set(enabled, "true"),
+        AdminAction::PropertyUnset {
+            name: enabled.to_owned(),
+        },
+    ];
+    let peer: SocketAddr = LOOPBACK.parse().unwrap();
+    let heard: Vec<AdminChange> = expected
+        .iter()
+        .map(|action| AdminChange::new(Some(peer), action.clone()))
+        .collect();
+    assert_eq!(*changes.lock().unwrap(), heard);
+    let logged: Vec<String> = expected
+        .iter()
+        .map(|action| format!("hystrix admin: {action} peer={LOOPBACK}"))
+        .collect();
+    // The other tests of this binary log changes too, none of GetProfile's.
+    let profile_lines: Vec<String> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|line| line.contains("hystrix.command.GetProfile."))
+        .cloned()
+        .collect();
+    assert_eq!(profile_lines, logged);
+    assert_eq!(
+        logged[1],
+        "hystrix admin: set hystrix.command.GetProfile.chaos.enabled = true peer=127.0.0.1:50000"
+    );
+}
+
+#[test]
+fn chaos_cannot_be_turned_on_in_a_registry_that_does_not_allow_it() {
+    let registry = hystrix::Registry::builder()
+        .clock(hystrix::clock::ManualClock::new())
+        .build();
+    let cmd = hystrix::Command::builder("GetUser")
+        .group("Users")
+        .isolation(hystrix::IsolationStrategy::Semaphore)
+        .build_in(&registry)
+        .unwrap();
+    let (router, changes) = heard_admin(&registry);
+    let enabled = "hystrix.command.GetUser.chaos.enabled";
+    let put = |name: &str, body: &str| {
+        let path = format!("/hystrix/admin/config/properties/{name}");
+        send(&router, Method::PUT, &path, Some(LOOPBACK), None, body)
+    };
+    // The rates alone are accepted (they inject nothing)...
+    let (status, _) = put("hystrix.command.GetUser.chaos.fault.ratePercentage", "100");
+    assert_eq!(status, StatusCode::OK);
+    // ...the switch is refused, naming the property and the registry's switch.
+    let (status, body) = put(enabled, "true");
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let error = body["error"].as_str().unwrap();
+    assert!(
+        error.starts_with(&format!("invalid value `true` for `{enabled}`")),
+        "{error}"
+    );
+    assert!(
+        error.contains("RegistryBuilder::allow_chaos(true)"),
+        "{error}"
+    );
+    // Nothing changed: chaos is off, the run runs, and only the accepted change was heard.
+    let (status, report) = send(
+        &router,
+        Method::GET,
+        &format!("/hystrix/admin/config/properties/{enabled}"),
+        Some(LOOPBACK),
+        None,
+        "",
+    );
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(report["value"], false);
+    assert_eq!(cmd.run(|| Ok::<_, common::Boom>(1)).execute().unwrap(), 1);
+    assert_eq!(changes.lock().unwrap().len(), 1);
+    // `false` is accepted: there is nothing to refuse.
+    let (status, _) = put(enabled, "false");
+    assert_eq!(status, StatusCode::OK);
 }

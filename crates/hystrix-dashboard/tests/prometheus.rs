@@ -166,6 +166,7 @@ fn metrics_parse_and_equal_the_snapshot() {
             ("limit_rejected", 0.0),
             ("throttled", 0.0),
             ("slow_call", 0.0),
+            ("chaos_injected", 0.0),
         ],
     );
     for event in EventType::ALL {
@@ -451,6 +452,67 @@ fn slow_calls_are_events_and_the_slow_call_ratio_a_gauge() {
         "the header stays, as the others'"
     );
     off.assert_events(slow, &[("slow_call", 2.0)]);
+}
+
+#[test]
+fn chaos_injections_are_events_and_chaos_on_a_gauge() {
+    let test = TestRegistry::new();
+    common::drive_mixed(&test);
+    common::drive_chaos(&test, "Chaotic");
+    let dashboard = Dashboard::builder(test.registry().clone()).build();
+    let chaotic = [("command", "Chaotic"), ("group", "Shop")];
+    let metrics = parse(&dashboard.render_metrics());
+    // Each injected fault is a failure too.
+    metrics.assert_events(
+        chaotic,
+        &[
+            ("chaos_injected", 2.0),
+            ("failure", 2.0),
+            ("fallback_success", 2.0),
+            ("success", 3.0),
+        ],
+    );
+    metrics.assert_events(
+        [("command", "Mixed"), ("group", "Shop")],
+        &[("chaos_injected", 0.0)],
+    );
+    // The latency summary's count has the 3 runs and the 2 attempts whose run was replaced.
+    assert_eq!(
+        metrics.value("hystrix_command_latency_execute_seconds_count", &chaotic),
+        5.0
+    );
+    let name = "hystrix_command_chaos_enabled";
+    assert_eq!(metrics.types[name], "gauge");
+    assert_eq!(metrics.value(name, &chaotic), 1.0);
+    // Only the command whose chaos is on has a series.
+    assert_only_series_of(&metrics, name, "Chaotic");
+    // On, every rate 0 (the delay alone injects nothing): 0.
+    for rate in [
+        "chaos.fault.ratePercentage",
+        "chaos.latency.ratePercentage",
+        "chaos.hang.ratePercentage",
+    ] {
+        common::set_chaos(&test, "Chaotic", rate, 0);
+    }
+    let idle = parse(&dashboard.render_metrics());
+    assert_eq!(idle.value(name, &chaotic), 0.0);
+    // A latency rate with a delay injects; with a delay of 0 it does not.
+    common::set_chaos(&test, "Chaotic", "chaos.latency.ratePercentage", 20);
+    assert_eq!(
+        parse(&dashboard.render_metrics()).value(name, &chaotic),
+        1.0
+    );
+    common::set_chaos(&test, "Chaotic", "chaos.latency.inMilliseconds", 0);
+    assert_eq!(
+        parse(&dashboard.render_metrics()).value(name, &chaotic),
+        0.0
+    );
+    // Turned off: no series, the counter stays.
+    common::set_chaos(&test, "Chaotic", "chaos.enabled", false);
+    let off = parse(&dashboard.render_metrics());
+    assert!(off.samples.iter().all(|(n, _, _)| n != name));
+    assert!(off.types.contains_key(name), "the header stays");
+    off.assert_events(chaotic, &[("chaos_injected", 2.0)]);
 }
 
 #[test]

@@ -13,7 +13,7 @@ use hystrix_dashboard::stream;
 use serde_json::Value;
 
 /// Hystrix's HystrixCommand keys in its order, each with the JSON type it must have, with our
-/// nine extension counters after `rollingCountTimeout` and our `circuitBreakerStatus` last
+/// ten extension counters after `rollingCountTimeout` and our `circuitBreakerStatus` last
 /// (for a command without a breaker per key or adaptive limits).
 const COMMAND_KEYS: &[(&str, &str)] = &[
     ("type", "string"),
@@ -49,6 +49,7 @@ const COMMAND_KEYS: &[(&str, &str)] = &[
     ("rollingCountLimitRejected", "int"),
     ("rollingCountThrottled", "int"),
     ("rollingCountSlowCall", "int"),
+    ("rollingCountChaosInjected", "int"),
     ("currentConcurrentExecutionCount", "int"),
     ("rollingMaxConcurrentExecutionCount", "int"),
     ("latencyExecute_mean", "int"),
@@ -309,6 +310,7 @@ fn command_message_values_equal_the_snapshot() {
         ("rollingCountLimitRejected", EventType::LimitRejected),
         ("rollingCountThrottled", EventType::Throttled),
         ("rollingCountSlowCall", EventType::SlowCall),
+        ("rollingCountChaosInjected", EventType::ChaosInjected),
     ];
     for (key, event) in counters {
         assert_eq!(msg[key], metrics.rolling_count(event), "{key}");
@@ -415,7 +417,7 @@ fn retries_and_budget_refusals_are_extension_counters() {
     // currentConcurrentExecutionCount.
     assert!(
         json.contains(
-            r#""rollingCountWouldShortCircuit":0,"rollingCountRetry":2,"rollingCountRetryBudgetExhausted":2,"rollingCountHedge":0,"rollingCountHedgeCancelled":0,"rollingCountLimitRejected":0,"rollingCountThrottled":0,"rollingCountSlowCall":0,"currentConcurrentExecutionCount":"#
+            r#""rollingCountWouldShortCircuit":0,"rollingCountRetry":2,"rollingCountRetryBudgetExhausted":2,"rollingCountHedge":0,"rollingCountHedgeCancelled":0,"rollingCountLimitRejected":0,"rollingCountThrottled":0,"rollingCountSlowCall":0,"rollingCountChaosInjected":0,"currentConcurrentExecutionCount":"#
         ),
         "{json}"
     );
@@ -471,7 +473,7 @@ fn limit_rejections_and_the_adaptive_limit_are_extension_fields() {
     let json = stream::command_json(registry, "Limited").unwrap();
     assert!(
         json.contains(
-            r#""rollingCountHedge":0,"rollingCountHedgeCancelled":0,"rollingCountLimitRejected":3,"rollingCountThrottled":0,"rollingCountSlowCall":0,"currentConcurrentExecutionCount":2,"#
+            r#""rollingCountHedge":0,"rollingCountHedgeCancelled":0,"rollingCountLimitRejected":3,"rollingCountThrottled":0,"rollingCountSlowCall":0,"rollingCountChaosInjected":0,"currentConcurrentExecutionCount":2,"#
         ),
         "{json}"
     );
@@ -581,7 +583,7 @@ fn slow_calls_and_the_slow_call_health_are_extension_fields() {
     // The wire form: the counter after the throttled one, the slow-call health and its two
     // properties last.
     assert!(
-        json.contains(r#""rollingCountThrottled":0,"rollingCountSlowCall":2,"currentConcurrentExecutionCount":0,"#),
+        json.contains(r#""rollingCountThrottled":0,"rollingCountSlowCall":2,"rollingCountChaosInjected":0,"currentConcurrentExecutionCount":0,"#),
         "{json}"
     );
     assert!(
@@ -615,6 +617,73 @@ fn slow_calls_and_the_slow_call_health_are_extension_fields() {
     let expected: Vec<&str> = COMMAND_KEYS.iter().map(|(k, _)| *k).collect();
     assert_eq!(keys(&msg), expected);
     assert_eq!(msg["rollingCountSlowCall"], 2);
+}
+
+/// The chaos keys, in order, that a command whose chaos is on ends with.
+const CHAOS_KEYS: [&str; 5] = [
+    "propertyValue_chaosEnabled",
+    "propertyValue_chaosFaultRatePercentage",
+    "propertyValue_chaosLatencyRatePercentage",
+    "propertyValue_chaosLatencyInMilliseconds",
+    "propertyValue_chaosHangRatePercentage",
+];
+
+#[test]
+fn chaos_injections_and_the_chaos_properties_are_extension_fields() {
+    let test = TestRegistry::new();
+    let registry = test.registry();
+    common::drive_chaos(&test, "Chaotic");
+    let json = stream::command_json(registry, "Chaotic").unwrap();
+    let msg = parse(&json);
+    let mut expected: Vec<&str> = COMMAND_KEYS.iter().map(|(k, _)| *k).collect();
+    expected.extend(CHAOS_KEYS);
+    assert_eq!(keys(&msg), expected);
+    // 2 injected faults (failures answered by the fallback) and 3 successes: 40 % errors.
+    for (key, value) in [
+        ("rollingCountChaosInjected", 2),
+        ("rollingCountFailure", 2),
+        ("rollingCountFallbackSuccess", 2),
+        ("rollingCountSuccess", 3),
+        ("requestCount", 5),
+        ("errorCount", 2),
+        ("errorPercentage", 40),
+    ] {
+        assert_eq!(msg[key], value, "{key}");
+    }
+    assert_eq!(
+        registry
+            .command_metrics("Chaotic")
+            .unwrap()
+            .rolling_count(EventType::ChaosInjected),
+        2
+    );
+    // The wire form: the counter after the slow-call one; the chaos properties last, the
+    // rates as JSON numbers, the delay an integer.
+    assert!(
+        json.contains(r#""rollingCountSlowCall":0,"rollingCountChaosInjected":2,"currentConcurrentExecutionCount":0,"#),
+        "{json}"
+    );
+    assert!(
+        json.ends_with(
+            r#""circuitBreakerStatus":"CLOSED","propertyValue_chaosEnabled":true,"propertyValue_chaosFaultRatePercentage":10.0,"propertyValue_chaosLatencyRatePercentage":20.0,"propertyValue_chaosLatencyInMilliseconds":100,"propertyValue_chaosHangRatePercentage":5.0}"#
+        ),
+        "{json}"
+    );
+    // The properties are read live; fractions stay fractions.
+    common::set_chaos(&test, "Chaotic", "chaos.fault.ratePercentage", 0.5);
+    let msg = parse(&stream::command_json(registry, "Chaotic").unwrap());
+    assert_eq!(msg["propertyValue_chaosFaultRatePercentage"], 0.5);
+    // Turned off: the five keys are gone (not null), the counter stays.
+    common::set_chaos(&test, "Chaotic", "chaos.enabled", false);
+    let msg = parse(&stream::command_json(registry, "Chaotic").unwrap());
+    let expected: Vec<&str> = COMMAND_KEYS.iter().map(|(k, _)| *k).collect();
+    assert_eq!(keys(&msg), expected);
+    assert_eq!(msg["rollingCountChaosInjected"], 2);
+    // A command that never had chaos on has none of them either (and counts 0 injections).
+    common::drive_mixed(&test);
+    let msg = parse(&stream::command_json(registry, "Mixed").unwrap());
+    assert!(CHAOS_KEYS.iter().all(|key| msg.get(*key).is_none()));
+    assert_eq!(msg["rollingCountChaosInjected"], 0);
 }
 
 #[test]

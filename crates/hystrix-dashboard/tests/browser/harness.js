@@ -5,13 +5,14 @@
 //    on 127.0.0.1 whose registry was driven by real commands; it prints its URL and the plan
 //    of what it drove (counts by outcome, retries and budget refusals, hedges and cancelled
 //    hedged attempts, refusals by the adaptive limit and the limit itself, slow calls and their
-//    thresholds, latencies, circuit states, pool, collapser).
+//    thresholds, chaos injections and the chaos rates left on, latencies, circuit states,
+//    pool, collapser).
 // 2. Serves the npm hystrix-dashboard (Netflix's monitor page) on 127.0.0.1 through express,
 //    with the page's CDN underscore URL rewritten to the npm file, and opens it in Debian's
 //    Chromium (puppeteer-core) on our stream through its /proxy.stream.
 // 3. Opens our page (through the fixture's `/`, which redirects to /hystrix/dashboard/).
-// 4. Checks both against the plan, exactly (and our stream's extension counters and slow-call
-//    fields, which only our page shows, and the same counters on /metrics); presses our admin buttons and
+// 4. Checks both against the plan, exactly (and our stream's extension counters, slow-call
+//    and chaos fields, which only our page shows, and the same counters on /metrics); presses our admin buttons and
 //    watches both dashboards follow; saves screenshots of both in ARTIFACTS.
 //
 // Every wait is a poll with a deadline. Ends with "N passed, M failed" and exit code 1 on any
@@ -340,10 +341,16 @@ async function readOurTile(page, kind, name) {
       border: [style.borderTopColor, style.borderLeftColor],
       background: style.backgroundColor,
       shortRateShown: shortRate ? !shortRate.hidden && shortRate.offsetParent !== null : null,
+      chaosOn: tile.classList.contains('chaos-on'),
+      chaosColour: (() => {
+        const chaos = tile.querySelector('.chaos');
+        return chaos ? getComputedStyle(chaos).borderTopColor : null;
+      })(),
       retries: line('.retries'),
       hedges: line('.hedges'),
       limit: line('.limit'),
       slowCalls: line('.slow-calls'),
+      chaos: line('.chaos'),
       limitRows: Array.from(tile.querySelectorAll('.limit > div'))
         .map((row) => row.textContent.replace(/\s+/g, ' ').trim()),
       limitSparkPoints: (() => {
@@ -431,6 +438,35 @@ function checkSlowCallLine(what, want, got) {
   check(`${what}: slow-call percentage and thresholds shown`, keys.map((key) => got.shown[key]), values);
 }
 
+// The chaos line: for a command whose chaos is on, in the warning colour, each rate above 0
+// and the injections per second, exactly (shown and in data-*); hidden while chaos is off.
+function checkChaosLine(what, want, got) {
+  const rate = want.chaosInjectedRate.toFixed(1);
+  check(`${what}: chaos injections`, [got.data.chaosInjected, got.data.chaosInjectedRate],
+    [String(want.chaosInjected), rate]);
+  const keys = ['chaosFaultRate', 'chaosLatencyRate', 'chaosLatencyMs', 'chaosHangRate'];
+  const c = want.chaos;
+  if (!c) {
+    check(`${what}: no chaos line`, [got.chaos.shown, got.chaosOn, keys.map((key) => got.data[key] ?? null)],
+      [false, false, [null, null, null, null]]);
+    return;
+  }
+  const parts = [];
+  if (c.faultRatePercentage > 0) parts.push(`fault ${c.faultRatePercentage} %`);
+  if (c.latencyRatePercentage > 0) parts.push(`latency ${c.latencyRatePercentage} % \u00d7 ${c.latencyMs} ms`);
+  if (c.hangRatePercentage > 0) parts.push(`hang ${c.hangRatePercentage} %`);
+  parts.push(`${rate}/s injected`);
+  const text = `Chaos on: ${parts.join(' \u00b7 ')}`;
+  check(`${what}: chaos line`, [got.chaos, got.chaosOn, got.chaosColour], [{
+    text,
+    shown: true,
+    dimmed: false,
+    fits: true,
+  }, true, 'rgb(255, 153, 0)']);
+  check(`${what}: chaos rates`, keys.map((key) => got.data[key]),
+    [c.faultRatePercentage, c.latencyRatePercentage, c.latencyMs, c.hangRatePercentage].map(String));
+}
+
 function checkOurCommand(want, got) {
   const what = `our page ${want.name}`;
   if (!got) {
@@ -453,6 +489,7 @@ function checkOurCommand(want, got) {
     (hedges, cancelled) => `Hedges ${hedges}/s \u00b7 cancelled ${cancelled}/s`);
   checkLimitLine(what, want, got);
   checkSlowCallLine(what, want, got);
+  checkChaosLine(what, want, got);
   check(`${what}: error %`, [got.data.errorPercentage, got.shown.errorPercentage],
     [String(want.errorPercentage), String(want.errorPercentage)]);
   check(`${what}: requests`, got.data.requests, String(want.requests));
@@ -560,6 +597,15 @@ async function checkStreamAttempts(url, plan) {
     check(`stream ${want.name}: slow-call health and thresholds`,
       message && slowKeys.some((key) => key in message) ? slowKeys.map((key) => message[key]) : null,
       s ? [want.slowCall, s.percentage, s.durationThresholdMs, s.rateThresholdPercentage] : null);
+    check(`stream ${want.name}: rollingCountChaosInjected`, message ? message.rollingCountChaosInjected : null,
+      want.chaosInjected);
+    const chaosKeys = ['propertyValue_chaosEnabled', 'propertyValue_chaosFaultRatePercentage',
+      'propertyValue_chaosLatencyRatePercentage', 'propertyValue_chaosLatencyInMilliseconds',
+      'propertyValue_chaosHangRatePercentage'];
+    const c = want.chaos;
+    check(`stream ${want.name}: chaos properties`,
+      message && chaosKeys.some((key) => key in message) ? chaosKeys.map((key) => message[key]) : null,
+      c ? [true, c.faultRatePercentage, c.latencyRatePercentage, c.latencyMs, c.hangRatePercentage] : null);
   }
 }
 
@@ -569,7 +615,7 @@ async function checkStreamAttempts(url, plan) {
 async function checkMetricsAttempts(url, plan) {
   const text = await (await fetch(`${url}/metrics`)).text();
   const sample = /^hystrix_command_events_total\{command="([^"]*)",group="[^"]*",event="([a-z_]+)"\} (\S+)$/;
-  const gauge = /^(hystrix_command_adaptive_limit(?:_in_flight|_queue_size)?)\{command="([^"]*)",group="[^"]*"\} (\S+)$/;
+  const gauge = /^(hystrix_command_adaptive_limit(?:_in_flight|_queue_size)?|hystrix_command_chaos_enabled)\{command="([^"]*)",group="[^"]*"\} (\S+)$/;
   const counts = {};
   const gauges = {};
   for (const line of text.split('\n')) {
@@ -588,6 +634,9 @@ async function checkMetricsAttempts(url, plan) {
     const values = names.map((name) => gauges[`${want.name} ${name}`] ?? null);
     check(`/metrics ${want.name}: adaptive limit gauges`,
       values.every((v) => v === null) ? null : values, adaptiveOf(want));
+    check(`/metrics ${want.name}: chaos_injected events and the chaos gauge`,
+      [counts[`${want.name} chaos_injected`] ?? null, gauges[`${want.name} hystrix_command_chaos_enabled`] ?? null],
+      [want.chaosInjected, want.chaos ? 1 : null]);
   }
 }
 
@@ -622,6 +671,10 @@ async function main() {
     const slowed = plan.commands.filter((c) => c.slowCall > 0 || c.slowCalls)
       .map((c) => [c.name, c.slowCall, c.slowCalls && c.slowCalls.percentage]);
     check('the fixture drove slow calls', slowed, [['GetRecommendations', 5, 20]]);
+    const chaotic = plan.commands.filter((c) => c.chaosInjected > 0 || c.chaos)
+      .map((c) => [c.name, c.chaosInjected, c.failure, c.chaos]);
+    check('the fixture drove chaos and left it on', chaotic, [['ApplyCoupon', 3, 3,
+      { faultRatePercentage: 10, latencyRatePercentage: 20, latencyMs: 100, hangRatePercentage: 5 }]]);
 
     server = await serveHystrixDashboard();
     launched = await launch();
@@ -645,7 +698,7 @@ async function main() {
     // OPEN GetStock at 10 % and the HALF_OPEN GetReviews at 9 % among the closed ones) and the
     // circle coloured by the error percentage alone (GetStock's green, at 10 %).
     check('Hystrix Dashboard: default order (error then volume)', await hystrixCommandOrder(hystrix.page),
-      ['SendEmail', 'GetShipping', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'GetStock', 'GetReviews', 'SearchProducts', 'GetUser', 'GetRecommendations', 'GetRatings', 'ChargeCard']);
+      ['SendEmail', 'GetShipping', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'ApplyCoupon', 'GetStock', 'GetReviews', 'SearchProducts', 'GetUser', 'GetRecommendations', 'GetRatings', 'ChargeCard']);
     const circles = await poll(
       () => hystrixCircleFills(hystrix.page, ['GetStock', 'SendEmail']),
       (fills) => fills.GetStock === 'rgb(0, 128, 0)' && fills.SendEmail === 'rgb(255, 0, 0)',
@@ -699,15 +752,15 @@ async function main() {
     // Sorting, as the Hystrix Dashboard sorts (descending but alphabetical; ties by name),
     // except that the default sort puts circuits that are not closed (OPEN, HALF_OPEN) first.
     const orders = {
-      errorThenVolume: ['SendEmail', 'GetStock', 'GetReviews', 'GetShipping', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'SearchProducts', 'GetUser', 'GetRecommendations', 'GetRatings', 'ChargeCard'],
-      alphabetical: ['ChargeCard', 'CheckInventory', 'GetAvatar', 'GetPrices', 'GetRatings', 'GetRecommendations', 'GetReviews', 'GetShipping', 'GetStock', 'GetUser', 'SaveOrder', 'SearchProducts', 'SendEmail'],
-      volume: ['GetUser', 'SaveOrder', 'GetShipping', 'SearchProducts', 'GetStock', 'GetRecommendations', 'GetReviews', 'GetAvatar', 'GetPrices', 'CheckInventory', 'SendEmail', 'GetRatings', 'ChargeCard'],
-      error: ['SendEmail', 'GetShipping', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'GetStock', 'GetReviews', 'SearchProducts', 'ChargeCard', 'GetRatings', 'GetRecommendations', 'GetUser'],
-      mean: ['GetPrices', 'GetRecommendations', 'SearchProducts', 'ChargeCard', 'GetUser', 'GetReviews', 'SaveOrder', 'GetStock', 'GetShipping', 'CheckInventory', 'GetAvatar', 'SendEmail', 'GetRatings'],
-      median: ['ChargeCard', 'GetPrices', 'GetRecommendations', 'SearchProducts', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'GetUser', 'SendEmail', 'GetRatings'],
-      p90: ['GetPrices', 'GetRecommendations', 'SearchProducts', 'GetUser', 'ChargeCard', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'SendEmail', 'GetRatings'],
-      p99: ['GetPrices', 'GetUser', 'GetRecommendations', 'SearchProducts', 'ChargeCard', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'SendEmail', 'GetRatings'],
-      p995: ['GetUser', 'GetPrices', 'GetRecommendations', 'SearchProducts', 'ChargeCard', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'SendEmail', 'GetRatings'],
+      errorThenVolume: ['SendEmail', 'GetStock', 'GetReviews', 'GetShipping', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'ApplyCoupon', 'SearchProducts', 'GetUser', 'GetRecommendations', 'GetRatings', 'ChargeCard'],
+      alphabetical: ['ApplyCoupon', 'ChargeCard', 'CheckInventory', 'GetAvatar', 'GetPrices', 'GetRatings', 'GetRecommendations', 'GetReviews', 'GetShipping', 'GetStock', 'GetUser', 'SaveOrder', 'SearchProducts', 'SendEmail'],
+      volume: ['GetUser', 'SaveOrder', 'GetShipping', 'SearchProducts', 'GetStock', 'ApplyCoupon', 'GetRecommendations', 'GetReviews', 'GetAvatar', 'GetPrices', 'CheckInventory', 'SendEmail', 'GetRatings', 'ChargeCard'],
+      error: ['SendEmail', 'GetShipping', 'GetAvatar', 'SaveOrder', 'GetPrices', 'CheckInventory', 'ApplyCoupon', 'GetStock', 'GetReviews', 'SearchProducts', 'ChargeCard', 'GetRatings', 'GetRecommendations', 'GetUser'],
+      mean: ['ApplyCoupon', 'GetPrices', 'GetRecommendations', 'SearchProducts', 'ChargeCard', 'GetUser', 'GetReviews', 'SaveOrder', 'GetStock', 'GetShipping', 'CheckInventory', 'GetAvatar', 'SendEmail', 'GetRatings'],
+      median: ['ApplyCoupon', 'ChargeCard', 'GetPrices', 'GetRecommendations', 'SearchProducts', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'GetUser', 'SendEmail', 'GetRatings'],
+      p90: ['GetPrices', 'GetRecommendations', 'ApplyCoupon', 'SearchProducts', 'GetUser', 'ChargeCard', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'SendEmail', 'GetRatings'],
+      p99: ['GetPrices', 'GetUser', 'GetRecommendations', 'ApplyCoupon', 'SearchProducts', 'ChargeCard', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'SendEmail', 'GetRatings'],
+      p995: ['GetUser', 'GetPrices', 'GetRecommendations', 'ApplyCoupon', 'SearchProducts', 'ChargeCard', 'GetReviews', 'SaveOrder', 'GetStock', 'CheckInventory', 'GetShipping', 'GetAvatar', 'SendEmail', 'GetRatings'],
     };
 
     check('our page: default order (circuits not closed first, then error then volume)',

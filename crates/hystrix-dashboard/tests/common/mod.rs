@@ -638,3 +638,62 @@ pub fn drive_slow(test: &TestRegistry, key: &str, extra: &[(&str, PropertyValue)
     test.advance(Duration::from_millis(1_000));
     cmd
 }
+
+/// Command `key` (group "Shop", SEMAPHORE) with chaos on, driven on the test clock to: 2
+/// executions whose run chaos replaced by a fault (`chaos.fault.ratePercentage` 100: FAILURE
+/// with an injected fault, answered by the fallback, CHAOS_INJECTED), then, the fault rate set
+/// to 0 (chaos still on, injecting nothing), 3 successes of 10 ms. Then chaos is left on at a
+/// fault rate of 10 %, a latency rate of 20 % of 100 ms and a hang rate of 5 % (nothing runs
+/// after, so nothing more is drawn), and the clock moves 1 s so the buckets are complete.
+/// Health: 5 requests, 2 errors (40 %), below the volume threshold: the breaker stays closed.
+pub fn drive_chaos(test: &TestRegistry, key: &str) -> Command {
+    let cmd = Command::builder(key)
+        .group("Shop")
+        .isolation(IsolationStrategy::Semaphore)
+        .property("chaos.enabled", true)
+        .property("chaos.fault.ratePercentage", 100)
+        .build_in(test.registry())
+        .unwrap();
+    let execute = |ms: u64| {
+        let clock = test.clone();
+        let outcome = cmd
+            .run(move || {
+                clock.advance(Duration::from_millis(ms));
+                Ok::<_, Boom>(1)
+            })
+            .fallback(|err| {
+                Ok::<_, Boom>(if err.failure_type() == FailureType::InjectedFault {
+                    0
+                } else {
+                    2
+                })
+            })
+            .execute_outcome();
+        let events = outcome.execution_result().execution_events().to_string();
+        (events, *outcome.response().as_ref().unwrap())
+    };
+    for _ in 0..2 {
+        assert_eq!(
+            execute(10),
+            ("FAILURE, FALLBACK_SUCCESS, CHAOS_INJECTED".to_owned(), 0)
+        );
+    }
+    set_chaos(test, key, "chaos.fault.ratePercentage", 0);
+    for _ in 0..3 {
+        assert_eq!(execute(10), ("SUCCESS".to_owned(), 1));
+    }
+    set_chaos(test, key, "chaos.fault.ratePercentage", 10);
+    set_chaos(test, key, "chaos.latency.ratePercentage", 20);
+    set_chaos(test, key, "chaos.latency.inMilliseconds", 100);
+    set_chaos(test, key, "chaos.hang.ratePercentage", 5);
+    test.advance(Duration::from_millis(1_000));
+    cmd
+}
+
+/// Sets command `key`'s property `name` (e.g. `chaos.enabled`) at run time.
+pub fn set_chaos(test: &TestRegistry, key: &str, name: &str, value: impl Into<PropertyValue>) {
+    test.registry()
+        .properties()
+        .set(&format!("hystrix.command.{key}.{name}"), value)
+        .unwrap();
+}
