@@ -871,10 +871,7 @@ mod tests {
     /// with the chaos injected where it is set, fallbacks for it, and healthy backends.
     fn chaos_run() -> (Schedule, Vec<PhaseReport>, Vec<BreakerRecord>) {
         use Change::*;
-        let schedule = Scenario::load("chaos")
-            .unwrap()
-            .schedule(Duration::from_secs(6))
-            .unwrap();
+        let schedule = crate::scenario::chaos_6s();
         let mut phases = clean_phases(&schedule);
         for (index, key, failures, timeouts) in
             [(1, "GetRecommendations", 30, 0), (2, "GetTitle", 0, 25)]

@@ -400,3 +400,71 @@ fn banner(
     lines.push(format!("  phases     {}", phases.join(", ")));
     lines
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `chaos.enabled` and `chaos.fault.ratePercentage` of `backend`'s command in `registry`,
+    /// as resolved there.
+    fn chaos_of(registry: &Registry, backend: Backend) -> (Option<String>, Option<String>) {
+        let get = |property: &str| {
+            let name = format!("hystrix.command.{}.chaos.{property}", backend.command_key());
+            registry
+                .properties()
+                .get(&name)
+                .unwrap()
+                .map(|value| value.to_string())
+        };
+        (get("enabled"), get("fault.ratePercentage"))
+    }
+
+    #[test]
+    fn chaos_is_set_at_a_phase_start_and_off_when_the_next_sets_none() {
+        let registry = Registry::builder().allow_chaos(true).build();
+        let schedule = crate::scenario::chaos_6s();
+        let mut on = BTreeMap::new();
+        let set = |value: &str| Some(value.to_owned());
+
+        apply_chaos(&registry, &mut on, Some(&schedule.phases[0])).unwrap();
+        assert!(on.is_empty());
+        assert_eq!(
+            chaos_of(&registry, Backend::Recommendations),
+            (set("false"), set("0"))
+        );
+
+        apply_chaos(&registry, &mut on, Some(&schedule.phases[1])).unwrap();
+        assert_eq!(on.keys().collect::<Vec<_>>(), [&Backend::Recommendations]);
+        assert_eq!(
+            chaos_of(&registry, Backend::Recommendations),
+            (set("true"), set("80"))
+        );
+
+        apply_chaos(&registry, &mut on, Some(&schedule.phases[2])).unwrap();
+        assert_eq!(on.keys().collect::<Vec<_>>(), [&Backend::Catalog]);
+        assert_eq!(
+            chaos_of(&registry, Backend::Recommendations),
+            (set("false"), set("0"))
+        );
+        assert_eq!(chaos_of(&registry, Backend::Catalog).0, set("true"));
+
+        // The end of the run turns off what is left on.
+        apply_chaos(&registry, &mut on, None).unwrap();
+        assert!(on.is_empty());
+        assert_eq!(chaos_of(&registry, Backend::Catalog).0, set("false"));
+    }
+
+    #[test]
+    fn phase_lines_name_the_chaos_and_the_command() {
+        let schedule = crate::scenario::chaos_6s();
+        let line = phase_line(1, &schedule, &schedule.phases[1]);
+        assert!(
+            line.starts_with("==   1.2 s  phase 2/4 injected-faults: "),
+            "{line}"
+        );
+        assert!(
+            line.ends_with(" [chaos in GetRecommendations: 80% injected faults]"),
+            "{line}"
+        );
+    }
+}

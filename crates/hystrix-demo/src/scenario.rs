@@ -827,6 +827,15 @@ impl Schedule {
     }
 }
 
+/// The built-in `chaos` scenario placed over 6 s (the demo tier's run), for tests.
+#[cfg(test)]
+pub fn chaos_6s() -> Schedule {
+    Scenario::load("chaos")
+        .unwrap()
+        .schedule(Duration::from_secs(6))
+        .unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1252,10 +1261,7 @@ mod tests {
 
     #[test]
     fn the_chaos_scenario_injects_on_healthy_backends_then_turns_chaos_off() {
-        let schedule = Scenario::load("chaos")
-            .unwrap()
-            .schedule(Duration::from_secs(6))
-            .unwrap();
+        let schedule = crate::scenario::chaos_6s();
         let described: Vec<(String, u64, Vec<String>, Vec<String>)> = schedule
             .phases
             .iter()
