@@ -30,6 +30,8 @@ struct Server {
     up: watch::Sender<bool>,
     /// Calls that reached it.
     calls: AtomicU64,
+    /// Calls it answered with an error of its own (500, 503) or let hang.
+    errors: AtomicU64,
 }
 
 impl Server {
@@ -43,6 +45,9 @@ impl Server {
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
             fault.react(&mut rand::rng())
         };
+        if !matches!(reaction, Reaction::Answer { fail: false, .. }) {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+        }
         match reaction {
             Reaction::Unavailable {
                 retry_after_s: Some(seconds),
@@ -91,6 +96,7 @@ impl Backends {
                 fault: RwLock::new(Fault::default()),
                 up: watch::Sender::new(true),
                 calls: AtomicU64::new(0),
+                errors: AtomicU64::new(0),
             });
             let router = routes(backend).with_state(Arc::clone(&server));
             tokio::spawn(supervise(addr, listener, router, Arc::clone(&server)));
@@ -107,6 +113,11 @@ impl Backends {
     /// Calls that reached `backend` so far.
     pub fn calls(&self, backend: Backend) -> u64 {
         self.servers[&backend].1.calls.load(Ordering::Relaxed)
+    }
+
+    /// Calls that `backend` answered with an error of its own (500, 503) or let hang, so far.
+    pub fn errors(&self, backend: Backend) -> u64 {
+        self.servers[&backend].1.errors.load(Ordering::Relaxed)
     }
 
     /// Sets every backend's fault to `phase`'s (healthy if it names none), closing the port of
@@ -298,6 +309,10 @@ mod tests {
         );
         assert!(text.to_lowercase().contains("retry-after: 2\r\n"), "{text}");
         assert!(backends.calls(Backend::Ratings) >= 3);
+        // Its own errors: one 500 of ratings, one 503 of availability; none of the catalog.
+        assert_eq!(backends.errors(Backend::Ratings), 1);
+        assert_eq!(backends.errors(Backend::Availability), 1);
+        assert_eq!(backends.errors(Backend::Catalog), 0);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -40,7 +40,7 @@ use tower::util::BoxCloneSyncService;
 
 use crate::catalogue::{Availability, CATALOGUE_SIZE, Recommendation, Title};
 use crate::http::{self, BackendError, HttpClient};
-use crate::scenario::Backend;
+use crate::scenario::{Backend, Chaos};
 
 /// The header listing a page's parts that came from a fallback, e.g. `title,ratings`.
 pub static DEGRADED: HeaderName = HeaderName::from_static("x-degraded");
@@ -77,14 +77,15 @@ fn command(key: &str, group: &str, timeout_ms: u64, volume: u32) -> CommandBuild
         .property("metrics.rollingPercentile.numBuckets", 5u64)
 }
 
-/// An async command calling `backend` under SEMAPHORE isolation (20 permits, 300 ms).
+/// An async command calling `backend` under SEMAPHORE isolation (20 permits, its
+/// [`Backend::timeout_ms`]).
 fn semaphore_command(
     backend: Backend,
     group: &str,
     volume: u32,
     registry: &Registry,
 ) -> Result<DemoCommand, ConfigError> {
-    command(backend.command_key(), group, 300, volume)
+    command(backend.command_key(), group, backend.timeout_ms(), volume)
         .isolation(IsolationStrategy::Semaphore)
         .semaphore_max_concurrent_requests(20)
         .classify(http::classify)
@@ -112,6 +113,21 @@ where
         tower::ServiceBuilder::new()
             .layer(HystrixLayer::new(command).fallback_value(fallback))
             .service(call),
+    )
+}
+
+/// Sets the chaos injected into `backend`'s command in `registry` (which must allow chaos, see
+/// [`RegistryBuilder::allow_chaos`](hystrix::RegistryBuilder::allow_chaos)): every `chaos.*`
+/// property at once, so [`Chaos::default`] turns it off.
+///
+/// # Errors
+/// The registry refuses the values (chaos not allowed there).
+pub fn set_chaos(registry: &Registry, backend: Backend, chaos: &Chaos) -> Result<(), ConfigError> {
+    let properties = chaos.properties(backend.command_key());
+    registry.properties().set_all(
+        properties
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.clone())),
     )
 }
 
@@ -266,10 +282,16 @@ impl Gateway {
         let url = |backend| format!("http://{}", addr_of(backend));
         let client = http::async_client();
 
-        let get_title = command(Backend::Catalog.command_key(), "Catalog", 250, volume)
-            .thread_pool_core_size(CATALOG_POOL_THREADS)
-            .classify(http::classify)
-            .build_in(registry)?;
+        let catalog = Backend::Catalog;
+        let get_title = command(
+            catalog.command_key(),
+            "Catalog",
+            catalog.timeout_ms(),
+            volume,
+        )
+        .thread_pool_core_size(CATALOG_POOL_THREADS)
+        .classify(http::classify)
+        .build_in(registry)?;
 
         let get_ratings = semaphore_command(Backend::Ratings, "Ratings", volume, registry)?;
         let mut commands = BTreeMap::from([
@@ -604,6 +626,58 @@ mod tests {
         let ratings = registry.command_metrics("GetRatings").unwrap();
         assert_eq!(ratings.cumulative_count(EventType::Collapsed), 4);
         assert_eq!(ratings.cumulative_count(EventType::Success), 1);
+        registry.shutdown();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn injected_faults_reach_the_fallback_and_never_the_healthy_backend() {
+        let backends = Backends::start().await.unwrap();
+        let registry = Registry::builder()
+            .executor(tokio::runtime::Handle::current())
+            .allow_chaos(true)
+            .build();
+        let gateway = Gateway::new(&registry, |b| backends.addr(b), 10).unwrap();
+        let every_attempt = Chaos {
+            fault_rate: 1.0,
+            ..Chaos::default()
+        };
+        set_chaos(&registry, Backend::Recommendations, &every_attempt).unwrap();
+
+        let context = RequestContext::new();
+        let page = context.scope(gateway.page(9)).await;
+        assert_eq!(page.degraded, ["recommendations"]);
+        assert!(page.recommendations.is_empty());
+        assert!(
+            logged(&context).contains(
+                &"GetRecommendations[FAILURE, FALLBACK_SUCCESS, CHAOS_INJECTED]".to_owned()
+            ),
+            "{:?}",
+            logged(&context)
+        );
+        assert_eq!(backends.calls(Backend::Recommendations), 0);
+        let metrics = registry.command_metrics("GetRecommendations").unwrap();
+        assert_eq!(metrics.cumulative_count(EventType::ChaosInjected), 1);
+
+        // Off again: the next page has its recommendations from the backend.
+        set_chaos(&registry, Backend::Recommendations, &Chaos::default()).unwrap();
+        let page = RequestContext::new().scope(gateway.page(9)).await;
+        assert!(page.degraded.is_empty(), "{:?}", page.degraded);
+        assert_eq!(backends.calls(Backend::Recommendations), 1);
+        assert_eq!(backends.errors(Backend::Recommendations), 0);
+        registry.shutdown();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_registry_that_does_not_allow_chaos_refuses_it() {
+        let (_backends, registry, _gateway) = setup().await;
+        let chaos = Chaos {
+            fault_rate: 0.5,
+            ..Chaos::default()
+        };
+        let err = set_chaos(&registry, Backend::Ratings, &chaos).unwrap_err();
+        assert!(err.to_string().contains("chaos.enabled"), "{err}");
+        // Turning it off is always accepted.
+        set_chaos(&registry, Backend::Ratings, &Chaos::default()).unwrap();
         registry.shutdown();
     }
 

@@ -1,6 +1,6 @@
-//! The live view, refreshed each second: the phase, the gateway's rate, degraded share and
-//! latency, and per command its rate, error percentage, short-circuited calls per second,
-//! circuit state (the worst of the last second: OPEN, then HALF_OPEN, then CLOSED, so an
+//! The live view, refreshed each second: the phase (marked when it injects chaos), the
+//! gateway's rate, degraded share and latency, and per command its rate, error percentage,
+//! short-circuited calls per second, attempts chaos was injected into per second, circuit state (the worst of the last second: OPEN, then HALF_OPEN, then CLOSED, so an
 //! episode between two samples is not missed), p50/p99 and bulkhead use; breaker transitions
 //! as they happen.
 //!
@@ -27,7 +27,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use crate::gateway::Gateway;
 use crate::load::LoadGenerator;
 use crate::scenario::{Backend, Schedule};
-use crate::stats::{BreakerLog, CommandCounts, percent, percentile, shown_state};
+use crate::stats::{BreakerLog, ChaosLog, CommandCounts, percent, percentile, shown_state};
 
 /// Where the human-readable text goes: standard output, or standard error when standard
 /// output carries the JSON report.
@@ -86,6 +86,8 @@ pub struct CommandRow {
     pub errors: u32,
     /// Calls short-circuited in the last second (counted in `rate`).
     pub short_circuited: u64,
+    /// Attempts chaos was injected into in the last second (CHAOS_INJECTED).
+    pub chaos: u64,
     /// The worst of CLOSED, HALF_OPEN and OPEN the breaker was in during the last second (so
     /// a short OPEN episode between two samples still shows), or FORCED_OPEN / FORCED_CLOSED.
     pub state: &'static str,
@@ -108,6 +110,8 @@ pub struct Tick {
     pub total: Duration,
     /// The phase running: its number (from 1), the count of phases, its name.
     pub phase: Option<(usize, usize, String)>,
+    /// The commands the running phase injects chaos into.
+    pub chaos_in: Vec<&'static str>,
     /// Gateway requests answered in the last second.
     pub answered: u64,
     /// Of those, with a part from a fallback.
@@ -130,6 +134,11 @@ impl Tick {
             Some((number, count, name)) => format!("phase {number}/{count} {name}"),
             None => "draining".to_owned(),
         };
+        let phase = if self.chaos_in.is_empty() {
+            phase
+        } else {
+            format!("{phase} (chaos in {})", self.chaos_in.join(", "))
+        };
         lines.push(format!(
             "{phase}   {:.0} s of {:.0} s",
             self.elapsed.as_secs_f64(),
@@ -143,12 +152,13 @@ impl Tick {
             self.p99_ms
         ));
         lines.push(format!(
-            "{:<20} {:<9} {:>6} {:>6} {:>7}  {:<9} {:>5} {:>5}  {}",
+            "{:<20} {:<9} {:>6} {:>6} {:>7} {:>7}  {:<9} {:>5} {:>5}  {}",
             "command",
             "isolation",
             "rate/s",
             "errors",
             "short/s",
+            "chaos/s",
             "circuit",
             "p50",
             "p99",
@@ -161,12 +171,13 @@ impl Tick {
                 "permits"
             };
             lines.push(format!(
-                "{:<20} {:<9} {:>6} {:>5}% {:>7}  {} {:>5} {:>5}  {}/{} {unit}",
+                "{:<20} {:<9} {:>6} {:>5}% {:>7} {:>7}  {} {:>5} {:>5}  {}/{} {unit}",
                 row.key,
                 row.isolation,
                 row.rate,
                 row.errors,
                 row.short_circuited,
+                row.chaos,
                 circuit_cell(row.state, 9, colour),
                 row.p50,
                 row.p99,
@@ -186,22 +197,31 @@ impl Tick {
         lines.join("\n")
     }
 
-    /// The plain line of `--no-tui`; a command's short-circuited calls per second follow its
-    /// error percentage when there were any; the circuit states coloured when `colour`.
+    /// The plain line of `--no-tui`; the phase marked `(chaos)` when it injects any; a
+    /// command's short-circuited calls and chaos injections per second follow its error
+    /// percentage when there were any; the circuit states coloured when `colour`.
     pub fn line(&self, colour: bool) -> String {
         let phase = self
             .phase
             .as_ref()
             .map_or("draining", |(_, _, name)| name.as_str());
+        let chaos = if self.chaos_in.is_empty() {
+            ""
+        } else {
+            " (chaos)"
+        };
         let commands: Vec<String> = self
             .commands
             .iter()
             .map(|row| {
-                let short = if row.short_circuited > 0 {
+                let mut short = if row.short_circuited > 0 {
                     format!(" {}/s short-circuited", row.short_circuited)
                 } else {
                     String::new()
                 };
+                if row.chaos > 0 {
+                    short.push_str(&format!(" {}/s chaos", row.chaos));
+                }
                 format!(
                     "{} {}/s {}%{short} {}",
                     row.key,
@@ -212,7 +232,7 @@ impl Tick {
             })
             .collect();
         format!(
-            "[{:>5.1}s] {phase} | gateway {}/s {}% degraded p99 {:.0}ms | {}",
+            "[{:>5.1}s] {phase}{chaos} | gateway {}/s {}% degraded p99 {:.0}ms | {}",
             self.elapsed.as_secs_f64(),
             self.answered,
             percent(self.degraded, self.answered),
@@ -232,9 +252,12 @@ pub struct LiveView {
     gateway: Arc<Gateway>,
     load: LoadGenerator,
     breakers: BreakerLog,
+    chaos: ChaosLog,
     schedule: Schedule,
     /// What the previous tick saw: counts per command, answered and degraded, batches.
     last: (BTreeMap<Backend, CommandCounts>, u64, u64, (u64, u64)),
+    /// Chaos injections per command at the previous tick.
+    last_chaos: BTreeMap<Backend, u64>,
     transitions_seen: usize,
 }
 
@@ -247,18 +270,19 @@ impl Drop for LiveView {
 }
 
 impl LiveView {
-    /// A view of the run; `tui` draws the table and a progress bar of the `planned` requests
-    /// on standard error, otherwise lines go to `console`.
+    /// A view of the run; `tui` draws the table and a progress bar of the requests the load
+    /// plans for the schedule on standard error, otherwise lines go to `console`.
     pub fn new(
         tui: bool,
-        planned: u64,
         console: Console,
         gateway: Arc<Gateway>,
         load: LoadGenerator,
         breakers: BreakerLog,
+        chaos: ChaosLog,
         schedule: Schedule,
     ) -> LiveView {
         let bar = tui.then(|| {
+            let planned = load.planned(&schedule);
             let bar = ProgressBar::with_draw_target(Some(planned), ProgressDrawTarget::stderr());
             let style = ProgressStyle::with_template(
                 "{msg}\n[{elapsed_precise}] {wide_bar} {pos}/{len} requests",
@@ -280,8 +304,10 @@ impl LiveView {
             gateway,
             load,
             breakers,
+            chaos,
             schedule,
             last: Default::default(),
+            last_chaos: BTreeMap::new(),
             transitions_seen: 0,
         }
     }
@@ -343,6 +369,8 @@ impl LiveView {
             let counts = CommandCounts::read(&metrics);
             let last_second = counts.since(&last_counts.get(&backend).copied().unwrap_or_default());
             all_counts.insert(backend, counts);
+            let injected = self.chaos.injected(backend.command_key());
+            let last_injected = self.last_chaos.insert(backend, injected).unwrap_or(0);
             let latency = metrics.execution_latency();
             let thread = command.properties().execution_isolation_strategy
                 != Some(IsolationStrategy::Semaphore);
@@ -361,6 +389,7 @@ impl LiveView {
                 rate: last_second.executions(),
                 errors: metrics.health_counts().error_percentage,
                 short_circuited: last_second.short_circuits,
+                chaos: injected.saturating_sub(last_injected),
                 state: shown_state(command, &self.breakers),
                 p50: latency.p50,
                 p99: latency.p99,
@@ -373,12 +402,17 @@ impl LiveView {
             collapser.cumulative_count(CollapserEvent::BatchExecuted),
             collapser.cumulative_count(CollapserEvent::AddedToBatch),
         );
+        let running = self.schedule.phase_at(elapsed);
         let tick = Tick {
             elapsed,
             total: self.schedule.total(),
-            phase: self.schedule.phase_at(elapsed).map(|index| {
+            phase: running.map(|index| {
                 let name = self.schedule.phases[index].name.clone();
                 (index + 1, self.schedule.phases.len(), name)
+            }),
+            chaos_in: running.map_or_else(Vec::new, |index| {
+                let phase = &self.schedule.phases[index];
+                phase.chaotic().map(Backend::command_key).collect()
             }),
             answered: answered.saturating_sub(*last_answered),
             degraded: degraded.saturating_sub(*last_degraded),
@@ -406,6 +440,7 @@ mod tests {
             elapsed: Duration::from_millis(4200),
             total: Duration::from_secs(10),
             phase: Some((3, 7, "error-burst".into())),
+            chaos_in: vec![],
             answered: 50,
             degraded: 12,
             p50_ms: 6.2,
@@ -417,6 +452,7 @@ mod tests {
                     rate: 50,
                     errors: 0,
                     short_circuited: 0,
+                    chaos: 0,
                     state: "CLOSED",
                     p50: 3,
                     p99: 8,
@@ -429,6 +465,7 @@ mod tests {
                     rate: 12,
                     errors: 0,
                     short_circuited: 12,
+                    chaos: 0,
                     state: "OPEN",
                     p50: 4,
                     p99: 9,
@@ -441,6 +478,7 @@ mod tests {
                     rate: 5,
                     errors: 40,
                     short_circuited: 4,
+                    chaos: 0,
                     state: "HALF_OPEN",
                     p50: 2,
                     p99: 6,
@@ -458,10 +496,10 @@ mod tests {
             tick().table(false),
             "phase 3/7 error-burst   4 s of 10 s\n\
              gateway   50 answered/s, 24% degraded, p50 6 ms, p99 31 ms\n\
-             command              isolation rate/s errors short/s  circuit     p50   p99  in use\n\
-             GetTitle             THREAD        50     0%       0  CLOSED        3     8  1/8 threads\n\
-             GetRatings           SEMAPHORE     12     0%      12  OPEN          4     9  0/20 permits\n\
-             GetAvailability      SEMAPHORE      5    40%       4  HALF_OPEN     2     6  1/20 permits\n\
+             command              isolation rate/s errors short/s chaos/s  circuit     p50   p99  in use\n\
+             GetTitle             THREAD        50     0%       0       0  CLOSED        3     8  1/8 threads\n\
+             GetRatings           SEMAPHORE     12     0%      12       0  OPEN          4     9  0/20 permits\n\
+             GetAvailability      SEMAPHORE      5    40%       4       0  HALF_OPEN     2     6  1/20 permits\n\
              collapser GetRating: 12 batches/s, 4.0 ratings per batch"
         );
     }
@@ -473,9 +511,9 @@ mod tests {
         assert_eq!(
             rows,
             [
-                "GetTitle             THREAD        50     0%       0  \x1b[32mCLOSED\x1b[0m        3     8  1/8 threads",
-                "GetRatings           SEMAPHORE     12     0%      12  \x1b[31m\x1b[1mOPEN\x1b[0m          4     9  0/20 permits",
-                "GetAvailability      SEMAPHORE      5    40%       4  \x1b[33mHALF_OPEN\x1b[0m     2     6  1/20 permits",
+                "GetTitle             THREAD        50     0%       0       0  \x1b[32mCLOSED\x1b[0m        3     8  1/8 threads",
+                "GetRatings           SEMAPHORE     12     0%      12       0  \x1b[31m\x1b[1mOPEN\x1b[0m          4     9  0/20 permits",
+                "GetAvailability      SEMAPHORE      5    40%       4       0  \x1b[33mHALF_OPEN\x1b[0m     2     6  1/20 permits",
             ]
         );
     }
@@ -496,6 +534,30 @@ mod tests {
         assert_eq!(
             draining.line(false),
             "[  4.2s] draining | gateway 50/s 24% degraded p99 31ms | "
+        );
+    }
+
+    #[test]
+    fn a_chaos_phase_is_marked_and_each_command_shows_its_injections() {
+        let mut chaotic = tick();
+        chaotic.phase = Some((2, 4, "injected-faults".into()));
+        chaotic.chaos_in = vec!["GetRatings"];
+        chaotic.commands.truncate(2);
+        chaotic.commands[1].chaos = 9;
+        assert_eq!(
+            chaotic.table(false).lines().take(5).collect::<Vec<_>>(),
+            [
+                "phase 2/4 injected-faults (chaos in GetRatings)   4 s of 10 s",
+                "gateway   50 answered/s, 24% degraded, p50 6 ms, p99 31 ms",
+                "command              isolation rate/s errors short/s chaos/s  circuit     p50   p99  in use",
+                "GetTitle             THREAD        50     0%       0       0  CLOSED        3     8  1/8 threads",
+                "GetRatings           SEMAPHORE     12     0%      12       9  OPEN          4     9  0/20 permits",
+            ]
+        );
+        assert_eq!(
+            chaotic.line(false),
+            "[  4.2s] injected-faults (chaos) | gateway 50/s 24% degraded p99 31ms \
+             | GetTitle 50/s 0% CLOSED | GetRatings 12/s 0% 12/s short-circuited 9/s chaos OPEN"
         );
     }
 

@@ -60,7 +60,7 @@ struct Cli {
     #[arg(long, default_value_t = 50.0, value_parser = parse_rps)]
     rps: f64,
 
-    /// A built-in scenario (tour, outage, latency, retry-after, calm) or the path of a TOML
+    /// A built-in scenario (tour, outage, latency, retry-after, chaos, calm) or the path of a TOML
     /// scenario file.
     #[arg(long, short, default_value = "tour", value_name = "NAME|PATH")]
     scenario: String,

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::load::PhaseLoad;
 use crate::scenario::{Backend, Phase, Schedule};
-use crate::stats::{BreakerRecord, Change, CommandCounts, Trigger, percentile};
+use crate::stats::{BackendCounts, BreakerRecord, Change, CommandCounts, Trigger, percentile};
 
 /// The most errors a command may have, in percent of its executions, in a phase where its
 /// backend is healthy (and was in the phase before). Generous, so a loaded machine does not
@@ -69,12 +69,15 @@ impl LatencySummary {
     }
 }
 
-/// A command's counts in a phase, with its error percentage.
+/// A command's counts in a phase, with the chaos injected into it and its error percentage.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct CommandReport {
     /// The counts.
     #[serde(flatten)]
     pub counts: CommandCounts,
+    /// CHAOS_INJECTED: its attempts that chaos injected a fault, a delay or a hang into,
+    /// counted when injected.
+    pub chaos_injected: u64,
     /// Errors in percent of executions.
     pub error_percent: f64,
 }
@@ -92,6 +95,9 @@ pub struct PhaseReport {
     pub duration_ms: u64,
     /// Each faulty backend's fault, described.
     pub faults: BTreeMap<Backend, String>,
+    /// The chaos injected into backends' commands (the backends healthy), described.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub chaos: BTreeMap<Backend, String>,
     /// Gateway requests sent in it.
     pub requests: u64,
     /// Of those, answered `200`.
@@ -112,26 +118,33 @@ pub struct PhaseReport {
     pub rejections: u64,
     /// Executions cut off at their timeout.
     pub timeouts: u64,
-    /// Executions that failed (an error from the backend or no connection).
+    /// Executions that failed (an error from the backend, no connection, or an injected fault).
     pub failures: u64,
+    /// Attempts chaos was injected into, over all commands.
+    pub chaos_injected: u64,
     /// Per command key.
     pub commands: BTreeMap<String, CommandReport>,
-    /// Calls that reached each backend (short-circuited and rejected ones never do).
+    /// Calls that reached each backend (short-circuited and rejected ones never do, nor those
+    /// whose run chaos replaced).
     pub backend_calls: BTreeMap<Backend, u64>,
+    /// Of those, the ones each backend answered with an error of its own (500, 503) or let
+    /// hang.
+    pub backend_errors: BTreeMap<Backend, u64>,
     /// The first errors of unanswered requests.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unanswered_errors: Vec<String>,
 }
 
 impl PhaseReport {
-    /// The report of `phase` from its load, its commands' counts and the calls that reached
-    /// each backend (the differences over it).
+    /// The report of `phase` from its load, its commands' counts, and what reached each
+    /// backend and was injected into its command (the differences over it).
     pub fn new(
         phase: &Phase,
         load: &PhaseLoad,
         counts: &BTreeMap<Backend, CommandCounts>,
-        backend_calls: &BTreeMap<Backend, u64>,
+        backends: &BTreeMap<Backend, BackendCounts>,
     ) -> PhaseReport {
+        let injected = |backend| backends.get(&backend).map_or(0, |b| b.chaos_injected);
         let sum = |field: fn(&CommandCounts) -> u64| counts.values().map(field).sum();
         PhaseReport {
             name: phase.name.clone(),
@@ -144,6 +157,10 @@ impl PhaseReport {
                 .filter(|(_, fault)| !fault.is_healthy())
                 .map(|(backend, fault)| (*backend, fault.describe()))
                 .collect(),
+            chaos: phase
+                .chaotic()
+                .map(|backend| (backend, phase.chaos(backend).describe()))
+                .collect(),
             requests: load.sent,
             answered: load.answered,
             degraded: load.degraded,
@@ -155,17 +172,20 @@ impl PhaseReport {
             rejections: sum(|c| c.rejections),
             timeouts: sum(|c| c.timeouts),
             failures: sum(|c| c.failures),
+            chaos_injected: backends.values().map(|b| b.chaos_injected).sum(),
             commands: counts
                 .iter()
                 .map(|(backend, counts)| {
                     let report = CommandReport {
                         counts: *counts,
+                        chaos_injected: injected(*backend),
                         error_percent: counts.error_percent(),
                     };
                     (backend.command_key().to_owned(), report)
                 })
                 .collect(),
-            backend_calls: backend_calls.clone(),
+            backend_calls: backends.iter().map(|(b, c)| (*b, c.calls)).collect(),
+            backend_errors: backends.iter().map(|(b, c)| (*b, c.errors)).collect(),
             unanswered_errors: load.errors.clone(),
         }
     }
@@ -174,6 +194,11 @@ impl PhaseReport {
         self.commands
             .get(backend.command_key())
             .map_or(0.0, |command| command.error_percent)
+    }
+
+    /// The report of `backend`'s command, if it has one.
+    fn command(&self, backend: Backend) -> Option<&CommandReport> {
+        self.commands.get(backend.command_key())
     }
 }
 
@@ -211,9 +236,12 @@ fn seconds(ms: u64) -> String {
 /// - for each phase where a backend is down (an outage or a Retry-After storm): its command's
 ///   breaker opened during the phase (for Retry-After, at once: by trip-now), and closed at
 ///   some time after the phase ended;
-/// - in each phase, the commands of backends healthy in it and in the phase before kept their
-///   errors at or under [`HEALTHY_ERROR_LIMIT`];
-/// - when the last phase has no fault, every breaker was closed at the end.
+/// - for each phase that injects chaos into a command: the checks of [`chaos_checks`];
+/// - when a phase injects chaos: none was injected into a command in a phase that sets none
+///   for it;
+/// - in each phase, the commands of backends healthy and free of chaos in it and in the phase
+///   before kept their errors at or under [`HEALTHY_ERROR_LIMIT`];
+/// - when the last phase has no fault and no chaos, every breaker was closed at the end.
 pub fn checks(
     schedule: &Schedule,
     phases: &[PhaseReport],
@@ -237,59 +265,18 @@ pub fn checks(
         detail,
     ));
 
-    for phase in &schedule.phases {
-        let (start, end) = (millis(phase.start), millis(phase.end()));
+    for (phase, report) in schedule.phases.iter().zip(phases) {
         for (backend, fault) in phase.faults.iter().filter(|(_, f)| f.is_down()) {
-            let command = backend.command_key();
-            let of_command = |record: &&BreakerRecord| record.command == command;
             let trip_now = fault.retry_after_s.is_some();
-            let opened = events
-                .iter()
-                .filter(of_command)
-                .find(|r| r.change == Change::Opened && (start..=end).contains(&r.at_ms));
-            let (name, passed) = if trip_now {
-                (
-                    format!(
-                        "{command} breaker opened at once (trip now) during `{}`",
-                        phase.name
-                    ),
-                    opened.is_some_and(|r| r.trigger == Some(Trigger::TripNow)),
-                )
-            } else {
-                (
-                    format!("{command} breaker opened during `{}`", phase.name),
-                    opened.is_some(),
-                )
-            };
-            let detail = match opened {
-                Some(record) => format!("{} at {}", record.describe(), seconds(record.at_ms)),
-                None => format!("no opening between {} and {}", seconds(start), seconds(end)),
-            };
-            checks.push(Check::new(name, passed, detail));
-
-            let closed = events
-                .iter()
-                .filter(of_command)
-                // A close that follows an opening of the phase (both may fall on its end).
-                .find(|r| {
-                    r.change == Change::Closed
-                        && r.at_ms >= end
-                        && opened.is_some_and(|opened| r.at_ms >= opened.at_ms)
-                });
-            let detail = match closed {
-                Some(record) => format!(
-                    "closed at {}, {} after the phase ended",
-                    seconds(record.at_ms),
-                    seconds(record.at_ms - end)
-                ),
-                None => format!("not closed after {}", seconds(end)),
-            };
-            checks.push(Check::new(
-                format!("{command} breaker closed after `{}`", phase.name),
-                closed.is_some(),
-                detail,
-            ));
+            let checked = breaker_checks(phase, *backend, trip_now, Closing::AfterEnd, events);
+            checks.extend(checked);
         }
+        for backend in phase.chaotic() {
+            checks.extend(chaos_checks(phase, report, backend, events));
+        }
+    }
+    if schedule.phases.iter().any(|p| p.chaotic().next().is_some()) {
+        checks.push(chaos_only_where_set(schedule, phases));
     }
 
     for (index, (phase, report)) in schedule.phases.iter().zip(phases).enumerate() {
@@ -320,7 +307,7 @@ pub fn checks(
     if schedule
         .phases
         .last()
-        .is_some_and(|last| last.faulty().next().is_none())
+        .is_some_and(|last| last.disturbed().is_empty())
     {
         let detail = final_breakers
             .iter()
@@ -334,6 +321,185 @@ pub fn checks(
         ));
     }
     checks
+}
+
+/// How a breaker that opened during a phase must be seen closed after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Closing {
+    /// Closed at or after the phase's end (a backend down throughout fails every trial).
+    AfterEnd,
+    /// That, or closed by a trial before the end and not opened again after it (chaos that
+    /// injects into most attempts, not all, may let a trial through).
+    ClosedAtEnd,
+}
+
+/// Whether `backend`'s command's breaker opened during `phase` (at once, by trip-now, when
+/// `trip_now`), and closed after it as `closing` says.
+fn breaker_checks(
+    phase: &Phase,
+    backend: Backend,
+    trip_now: bool,
+    closing: Closing,
+    events: &[BreakerRecord],
+) -> [Check; 2] {
+    let (start, end) = (millis(phase.start), millis(phase.end()));
+    let command = backend.command_key();
+    let of_command = |record: &&BreakerRecord| record.command == command;
+    let opened = events
+        .iter()
+        .filter(of_command)
+        .find(|r| r.change == Change::Opened && (start..=end).contains(&r.at_ms));
+    let (name, passed) = if trip_now {
+        (
+            format!(
+                "{command} breaker opened at once (trip now) during `{}`",
+                phase.name
+            ),
+            opened.is_some_and(|r| r.trigger == Some(Trigger::TripNow)),
+        )
+    } else {
+        (
+            format!("{command} breaker opened during `{}`", phase.name),
+            opened.is_some(),
+        )
+    };
+    let detail = match opened {
+        Some(record) => format!("{} at {}", record.describe(), seconds(record.at_ms)),
+        None => format!("no opening between {} and {}", seconds(start), seconds(end)),
+    };
+    let opening = Check::new(name, passed, detail);
+
+    let closed = events
+        .iter()
+        .filter(of_command)
+        // A close that follows an opening of the phase (both may fall on its end).
+        .find(|r| {
+            r.change == Change::Closed
+                && r.at_ms >= end
+                && opened.is_some_and(|opened| r.at_ms >= opened.at_ms)
+        });
+    // The last transition at or before the end, after the opening, and none after the end.
+    let closed_at_end = events
+        .iter()
+        .filter(of_command)
+        .rfind(|r| r.at_ms <= end && opened.is_some_and(|opened| r.at_ms >= opened.at_ms))
+        .filter(|last| {
+            last.change == Change::Closed
+                && !events.iter().filter(of_command).any(|r| r.at_ms > end)
+        });
+    let (passed, detail) = match (closed, closed_at_end) {
+        (Some(record), _) => (
+            true,
+            format!(
+                "closed at {}, {} after the phase ended",
+                seconds(record.at_ms),
+                seconds(record.at_ms - end)
+            ),
+        ),
+        (None, Some(record)) if closing == Closing::ClosedAtEnd => (
+            true,
+            format!(
+                "closed at {} by a trial, before the phase ended, and not opened again",
+                seconds(record.at_ms)
+            ),
+        ),
+        _ => (false, format!("not closed after {}", seconds(end))),
+    };
+    let closing = Check::new(
+        format!("{command} breaker closed after `{}`", phase.name),
+        passed,
+        detail,
+    );
+    [opening, closing]
+}
+
+/// The checks of the chaos injected into `backend`'s command during `phase`: it was injected;
+/// the breaker opened during the phase and closed after it when the chaos fails or times out
+/// at least half of the attempts; the fallback answered and every page was answered; the
+/// backend answered no error of its own, and the command failed no more often than injected.
+fn chaos_checks(
+    phase: &Phase,
+    report: &PhaseReport,
+    backend: Backend,
+    events: &[BreakerRecord],
+) -> Vec<Check> {
+    let command = backend.command_key();
+    let (counts, injected) = report
+        .command(backend)
+        .map_or((CommandCounts::default(), 0), |c| {
+            (c.counts, c.chaos_injected)
+        });
+    let mut checks = vec![Check::new(
+        format!("chaos injected into {command} during `{}`", phase.name),
+        injected > 0,
+        format!(
+            "{injected} attempts injected; {} failures, {} timeouts, {} rejections, {} \
+             short-circuited",
+            counts.failures, counts.timeouts, counts.rejections, counts.short_circuits
+        ),
+    )];
+    if phase.chaos(backend).error_share(backend.timeout_ms()) >= 0.5 {
+        checks.extend(breaker_checks(
+            phase,
+            backend,
+            false,
+            Closing::ClosedAtEnd,
+            events,
+        ));
+    }
+    checks.push(Check::new(
+        format!(
+            "{command} fallback answered and every request answered during `{}`",
+            phase.name
+        ),
+        counts.fallbacks > 0 && report.requests > 0 && report.answered == report.requests,
+        format!(
+            "{} answers from the fallback; {} of {} answered ({} with parts from fallbacks)",
+            counts.fallbacks, report.answered, report.requests, report.degraded
+        ),
+    ));
+    let calls = report.backend_calls.get(&backend).copied().unwrap_or(0);
+    let errors = report.backend_errors.get(&backend).copied().unwrap_or(0);
+    checks.push(Check::new(
+        format!("{backend} backend stayed healthy during `{}`", phase.name),
+        errors == 0 && counts.failures <= injected,
+        format!(
+            "calls that reached it: {calls}, answered with an error of its own: {errors}; \
+             {command} failures: {}, attempts injected: {injected}",
+            counts.failures
+        ),
+    ));
+    checks
+}
+
+/// No chaos was injected into a command in a phase that sets none for it (the chaos of a
+/// phase is cleared at its end).
+fn chaos_only_where_set(schedule: &Schedule, phases: &[PhaseReport]) -> Check {
+    let mut outside = Vec::new();
+    let mut set = Vec::new();
+    for (phase, report) in schedule.phases.iter().zip(phases) {
+        for backend in Backend::ALL {
+            let command = backend.command_key();
+            if phase.chaos(backend).is_off() {
+                let injected = report.command(backend).map_or(0, |c| c.chaos_injected);
+                if injected > 0 {
+                    outside.push(format!("{injected} into {command} during `{}`", phase.name));
+                }
+            } else {
+                set.push(format!("{command} in `{}`", phase.name));
+            }
+        }
+    }
+    let detail = if outside.is_empty() {
+        format!("none outside {}", set.join(", "))
+    } else {
+        outside.join(", ")
+    };
+    Check::new(
+        "chaos injected only in the phases that set it".to_owned(),
+        outside.is_empty(),
+        detail,
+    )
 }
 
 impl Report {
@@ -416,20 +582,44 @@ impl Report {
                 let _ = writeln!(out, "  {:<18} {backend}: {fault}", phase.name);
             }
         }
+        let chaos = self.phases.iter().any(|p| !p.chaos.is_empty());
+        if chaos {
+            let _ = writeln!(out, "\nchaos (injected in-process, the backends healthy):");
+            for phase in &self.phases {
+                for (backend, chaos) in &phase.chaos {
+                    let command = backend.command_key();
+                    let _ = writeln!(out, "  {:<18} {command}: {chaos}", phase.name);
+                }
+            }
+        }
 
         self.backend_table(
             &mut out,
             "errors % (* fault)",
             Backend::command_key,
             |phase, backend| {
-                let mark = if phase.faults.contains_key(&backend) {
-                    "*"
-                } else {
-                    " "
-                };
+                let disturbed =
+                    phase.faults.contains_key(&backend) || phase.chaos.contains_key(&backend);
+                let mark = if disturbed { "*" } else { " " };
                 format!("{:.1}{mark}", phase.error_percent(backend))
             },
         );
+        if chaos || self.phases.iter().any(|p| p.chaos_injected > 0) {
+            self.backend_table(
+                &mut out,
+                "chaos injected (*)",
+                Backend::command_key,
+                |phase, backend| {
+                    let mark = if phase.chaos.contains_key(&backend) {
+                        "*"
+                    } else {
+                        " "
+                    };
+                    let injected = phase.command(backend).map_or(0, |c| c.chaos_injected);
+                    format!("{injected}{mark}")
+                },
+            );
+        }
         self.backend_table(
             &mut out,
             "backend calls",
@@ -676,6 +866,207 @@ mod tests {
         );
     }
 
+    /// The chaos scenario over 6 s: warm-up 0-1.2 s, injected-faults (GetRecommendations)
+    /// 1.2-3.0 s, injected-latency (GetTitle) 3.0-4.8 s, recovery 4.8-6.0 s; clean phases
+    /// with the chaos injected where it is set, fallbacks for it, and healthy backends.
+    fn chaos_run() -> (Schedule, Vec<PhaseReport>, Vec<BreakerRecord>) {
+        use Change::*;
+        let schedule = crate::scenario::chaos_6s();
+        let mut phases = clean_phases(&schedule);
+        for (index, key, failures, timeouts) in
+            [(1, "GetRecommendations", 30, 0), (2, "GetTitle", 0, 25)]
+        {
+            let command = phases[index].commands.get_mut(key).unwrap();
+            command.counts.failures = failures;
+            command.counts.timeouts = timeouts;
+            command.counts.fallbacks = 40;
+            command.chaos_injected = 30;
+        }
+        for phase in &mut phases {
+            for backend in Backend::ALL {
+                phase.backend_calls.insert(backend, 10);
+                phase.backend_errors.insert(backend, 0);
+            }
+        }
+        let events = records(&[
+            (2000, "GetRecommendations", Opened, HEALTH),
+            (3050, "GetRecommendations", HalfOpened, None),
+            (3050, "GetRecommendations", Closed, None),
+            (3700, "GetTitle", Opened, HEALTH),
+            (4200, "GetTitle", HalfOpened, None),
+            (4200, "GetTitle", Opened, TRIAL),
+            (5050, "GetTitle", HalfOpened, None),
+            (5050, "GetTitle", Closed, None),
+        ]);
+        (schedule, phases, events)
+    }
+
+    #[test]
+    fn a_good_chaos_run_passes_the_chaos_checks_with_their_numbers() {
+        let (schedule, phases, events) = chaos_run();
+        let checks = checks(&schedule, &phases, &events, &all_closed());
+        let expected: Vec<(&str, &str)> = vec![
+            (
+                "every gateway request answered",
+                "40 of 40 answered (0 with parts from fallbacks)",
+            ),
+            (
+                "chaos injected into GetRecommendations during `injected-faults`",
+                "30 attempts injected; 30 failures, 0 timeouts, 0 rejections, 0 short-circuited",
+            ),
+            (
+                "GetRecommendations breaker opened during `injected-faults`",
+                "GetRecommendations OPENED by error threshold for 500 ms at 2.00 s",
+            ),
+            (
+                "GetRecommendations breaker closed after `injected-faults`",
+                "closed at 3.05 s, 0.05 s after the phase ended",
+            ),
+            (
+                "GetRecommendations fallback answered and every request answered during \
+                 `injected-faults`",
+                "40 answers from the fallback; 10 of 10 answered (0 with parts from fallbacks)",
+            ),
+            (
+                "recommendations backend stayed healthy during `injected-faults`",
+                "calls that reached it: 10, answered with an error of its own: 0; \
+                 GetRecommendations failures: 30, attempts injected: 30",
+            ),
+            (
+                "chaos injected into GetTitle during `injected-latency`",
+                "30 attempts injected; 0 failures, 25 timeouts, 0 rejections, 0 short-circuited",
+            ),
+            (
+                "GetTitle breaker opened during `injected-latency`",
+                "GetTitle OPENED by error threshold for 500 ms at 3.70 s",
+            ),
+            (
+                "GetTitle breaker closed after `injected-latency`",
+                "closed at 5.05 s, 0.25 s after the phase ended",
+            ),
+            (
+                "GetTitle fallback answered and every request answered during `injected-latency`",
+                "40 answers from the fallback; 10 of 10 answered (0 with parts from fallbacks)",
+            ),
+            (
+                "catalog backend stayed healthy during `injected-latency`",
+                "calls that reached it: 10, answered with an error of its own: 0; GetTitle \
+                 failures: 0, attempts injected: 30",
+            ),
+            (
+                "chaos injected only in the phases that set it",
+                "none outside GetRecommendations in `injected-faults`, GetTitle in \
+                 `injected-latency`",
+            ),
+            (
+                "healthy commands kept errors at or under 20% during `warm-up`",
+                "GetTitle 0.0%, GetRatings 0.0%, GetRecommendations 0.0%, GetAvailability 0.0%",
+            ),
+            (
+                "healthy commands kept errors at or under 20% during `injected-faults`",
+                "GetTitle 0.0%, GetRatings 0.0%, GetAvailability 0.0%",
+            ),
+            (
+                "healthy commands kept errors at or under 20% during `injected-latency`",
+                "GetRatings 0.0%, GetAvailability 0.0%",
+            ),
+            (
+                "healthy commands kept errors at or under 20% during `recovery`",
+                "GetRatings 0.0%, GetRecommendations 0.0%, GetAvailability 0.0%",
+            ),
+            (
+                "every breaker closed at the end",
+                "GetAvailability CLOSED, GetRatings CLOSED, GetRecommendations CLOSED, GetTitle \
+                 CLOSED",
+            ),
+        ];
+        let seen: Vec<(&str, &str)> = checks
+            .iter()
+            .map(|c| (c.name.as_str(), c.detail.as_str()))
+            .collect();
+        assert_eq!(seen, expected);
+        assert!(checks.iter().all(|c| c.passed));
+    }
+
+    #[test]
+    fn chaos_checks_fail_on_stray_injections_backend_errors_and_missing_fallbacks() {
+        let (schedule, mut phases, events) = chaos_run();
+        // Chaos left on into the recovery, a 500 of the recommendations backend, no fallback
+        // for the titles, and a GetRecommendations failure that was not injected.
+        phases[3]
+            .commands
+            .get_mut("GetTitle")
+            .unwrap()
+            .chaos_injected = 3;
+        phases[1].backend_errors.insert(Backend::Recommendations, 1);
+        let recommendations = phases[1].commands.get_mut("GetRecommendations").unwrap();
+        recommendations.counts.failures = 31;
+        phases[2]
+            .commands
+            .get_mut("GetTitle")
+            .unwrap()
+            .counts
+            .fallbacks = 0;
+        let checks = checks(&schedule, &phases, &events, &all_closed());
+        assert_eq!(
+            failed(&checks),
+            [
+                (
+                    "recommendations backend stayed healthy during `injected-faults`",
+                    "calls that reached it: 10, answered with an error of its own: 1; \
+                     GetRecommendations failures: 31, attempts injected: 30"
+                ),
+                (
+                    "GetTitle fallback answered and every request answered during \
+                     `injected-latency`",
+                    "0 answers from the fallback; 10 of 10 answered (0 with parts from fallbacks)"
+                ),
+                (
+                    "chaos injected only in the phases that set it",
+                    "3 into GetTitle during `recovery`"
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_breaker_closed_by_a_trial_before_the_chaos_ends_counts_as_closed_after_it() {
+        use Change::*;
+        let (schedule, phases, _) = chaos_run();
+        // A trial let through by the 20% the chaos spares closed it at 2.80 s, before the
+        // injected faults ended at 3.00 s; it did not open again.
+        let mut events = records(&[
+            (2000, "GetRecommendations", Opened, HEALTH),
+            (2800, "GetRecommendations", HalfOpened, None),
+            (2800, "GetRecommendations", Closed, None),
+            (3700, "GetTitle", Opened, HEALTH),
+            (5050, "GetTitle", HalfOpened, None),
+            (5050, "GetTitle", Closed, None),
+        ]);
+        let closed = |events: &[BreakerRecord]| {
+            let checks = checks(&schedule, &phases, events, &all_closed());
+            let check = checks
+                .into_iter()
+                .find(|c| c.name == "GetRecommendations breaker closed after `injected-faults`")
+                .unwrap();
+            (check.passed, check.detail)
+        };
+        assert_eq!(
+            closed(&events),
+            (
+                true,
+                "closed at 2.80 s by a trial, before the phase ended, and not opened again"
+                    .to_owned()
+            )
+        );
+        // Opened again after the end and never closed: not closed after it.
+        events.push(records(&[(3100, "GetRecommendations", Opened, HEALTH)]).remove(0));
+        assert_eq!(
+            closed(&events),
+            (false, "not closed after 3.00 s".to_owned())
+        );
+    }
+
     #[test]
     fn runs_of_failed_trials_are_one_line() {
         use Change::*;
@@ -852,9 +1243,32 @@ mod tests {
             ),
         ]
         .into();
-        let calls = BTreeMap::from([(Backend::Catalog, 4), (Backend::Ratings, 2)]);
-        let report = PhaseReport::new(&schedule.phases[1], &load, &counts, &calls);
-        assert_eq!(report.backend_calls, calls);
+        let reached = |calls, errors, chaos_injected| BackendCounts {
+            calls,
+            errors,
+            chaos_injected,
+        };
+        let backends = BTreeMap::from([
+            (Backend::Catalog, reached(4, 1, 0)),
+            (Backend::Ratings, reached(2, 0, 3)),
+        ]);
+        let report = PhaseReport::new(&schedule.phases[1], &load, &counts, &backends);
+        assert_eq!(
+            report.backend_calls,
+            BTreeMap::from([(Backend::Catalog, 4), (Backend::Ratings, 2)])
+        );
+        assert_eq!(
+            report.backend_errors,
+            BTreeMap::from([(Backend::Catalog, 1), (Backend::Ratings, 0)])
+        );
+        assert_eq!(
+            (
+                report.chaos_injected,
+                report.commands["GetRatings"].chaos_injected
+            ),
+            (3, 3)
+        );
+        assert!(report.chaos.is_empty());
         assert_eq!(
             (
                 report.successes,

@@ -11,12 +11,12 @@ use hystrix_dashboard::Dashboard;
 use tokio::net::TcpListener;
 
 use crate::backends::Backends;
-use crate::gateway::Gateway;
+use crate::gateway::{self, Gateway};
 use crate::live::{Console, LiveView};
 use crate::load::LoadGenerator;
 use crate::report::{self, PhaseReport, Report};
-use crate::scenario::{Backend, Phase, Scenario, Schedule};
-use crate::stats::{self, BreakerLog, CommandCounts, circuit_state};
+use crate::scenario::{Backend, Chaos, Phase, Scenario, Schedule};
+use crate::stats::{self, BackendCounts, BreakerLog, ChaosLog, CommandCounts, circuit_state};
 
 /// The dashboard's port when `--port` is not given (Hystrix's dashboard examples use it); the
 /// gateway takes the next one.
@@ -126,9 +126,14 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
     } = options;
     let backends = Backends::start().await.map_err(RunError::Backends)?;
     let breakers = BreakerLog::default();
+    let chaos_log = ChaosLog::default();
+    // The demo injects chaos by phase, so its registry allows it; a registry does not by
+    // default, and then refuses `chaos.enabled=true`.
     let registry = Registry::builder()
         .executor(tokio::runtime::Handle::current())
         .circuit_breaker_listener(breakers.clone())
+        .event_notifier(chaos_log.clone())
+        .allow_chaos(true)
         .build();
     let volume = crate::gateway::volume_threshold(rps);
     let gateway = Arc::new(Gateway::new(
@@ -155,11 +160,11 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
     let load = LoadGenerator::new(gateway_url.clone(), rps, schedule.phases.len());
     let mut view = LiveView::new(
         tui,
-        load.planned(&schedule),
         console,
         Arc::clone(&gateway),
         load.clone(),
         breakers.clone(),
+        chaos_log.clone(),
         schedule.clone(),
     );
     for line in banner(
@@ -180,34 +185,52 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
         let (load, schedule, progress) = (load.clone(), schedule.clone(), view.progress());
         tokio::spawn(async move { load.run(start, &schedule, progress).await })
     };
-    // Counts and backend calls at each phase boundary; a phase's are the differences.
+    // Counts, backend calls and errors, and chaos injected at each phase boundary; a phase's
+    // are the differences.
     let sample = || {
-        let calls: BTreeMap<Backend, u64> = Backend::ALL
+        let reached: BTreeMap<Backend, BackendCounts> = Backend::ALL
             .into_iter()
-            .map(|b| (b, backends.calls(b)))
+            .map(|b| {
+                let counts = BackendCounts {
+                    calls: backends.calls(b),
+                    errors: backends.errors(b),
+                    chaos_injected: chaos_log.injected(b.command_key()),
+                };
+                (b, counts)
+            })
             .collect();
-        (stats::read_counts(&registry, &gateway), calls)
+        (stats::read_counts(&registry, &gateway), reached)
     };
     let mut boundaries = vec![sample()];
-    // One loop: each phase starts on time (its faults applied, the counts sampled), breaker
-    // transitions are shown within 100 ms, the live view is redrawn each second, and the loop
-    // ends when the load has sent its last request and had its answers.
+    // One loop: each phase starts on time (the counts sampled, its faults and chaos applied),
+    // chaos is turned off when the last phase ends, breaker transitions are shown within
+    // 100 ms, the live view is redrawn each second, and the loop ends when the load has sent
+    // its last request and had its answers.
     let mut sending = sending;
     let mut phases = schedule.phases.iter().enumerate().peekable();
+    let mut chaos = BTreeMap::new();
     let mut poll = tokio::time::interval(Duration::from_millis(100));
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut next_second = Duration::from_secs(1);
     loop {
-        let next_phase = phases.peek().map(|(_, phase)| start + phase.start);
+        let next_phase = match phases.peek() {
+            Some((_, phase)) => Some(start + phase.start),
+            None => (!chaos.is_empty()).then(|| start + schedule.total()),
+        };
         tokio::select! {
             biased;
             _ = &mut sending => break,
             () = sleep_until(next_phase) => {
-                let Some((index, phase)) = phases.next() else { continue };
+                let Some((index, phase)) = phases.next() else {
+                    // The last phase is over: no chaos while the last answers come back.
+                    apply_chaos(&registry, &mut chaos, None)?;
+                    continue;
+                };
                 if index > 0 {
                     boundaries.push(sample());
                 }
                 backends.apply(phase);
+                apply_chaos(&registry, &mut chaos, Some(phase))?;
                 view.show_transitions();
                 view.announce(&phase_line(index, &schedule, phase));
             }
@@ -230,17 +253,17 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
         .iter()
         .enumerate()
         .map(|(index, phase)| {
-            let ((before, calls_before), (after, calls_after)) =
+            let ((before, reached_before), (after, reached_after)) =
                 (&boundaries[index], &boundaries[index + 1]);
             let counts: BTreeMap<Backend, CommandCounts> = after
                 .iter()
                 .map(|(backend, counts)| (*backend, counts.since(&before[backend])))
                 .collect();
-            let calls: BTreeMap<Backend, u64> = calls_after
+            let reached: BTreeMap<Backend, BackendCounts> = reached_after
                 .iter()
-                .map(|(backend, calls)| (*backend, calls - calls_before[backend]))
+                .map(|(backend, reached)| (*backend, reached.since(&reached_before[backend])))
                 .collect();
-            PhaseReport::new(phase, &loads[index], &counts, &calls)
+            PhaseReport::new(phase, &loads[index], &counts, &reached)
         })
         .collect();
     let breaker_events = breakers.since(0);
@@ -267,6 +290,27 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
     })
 }
 
+/// Sets the chaos of `phase` (none without one) on the gateway's commands in `registry`,
+/// changing only those whose chaos differs from `on` (the chaos set so far, updated).
+fn apply_chaos(
+    registry: &Registry,
+    on: &mut BTreeMap<Backend, Chaos>,
+    phase: Option<&Phase>,
+) -> Result<(), RunError> {
+    for backend in Backend::ALL {
+        let wanted = phase.map_or_else(Chaos::default, |phase| phase.chaos(backend));
+        if on.get(&backend).copied().unwrap_or_default() != wanted {
+            gateway::set_chaos(registry, backend, &wanted)?;
+        }
+        if wanted.is_off() {
+            on.remove(&backend);
+        } else {
+            on.insert(backend, wanted);
+        }
+    }
+    Ok(())
+}
+
 /// Sleeps until `at`, or forever without one.
 async fn sleep_until(at: Option<Instant>) {
     match at {
@@ -275,13 +319,17 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
-/// The line announcing phase `index`, with its faults.
+/// The line announcing phase `index`, with its faults and its chaos.
 fn phase_line(index: usize, schedule: &Schedule, phase: &Phase) -> String {
     let faults: Vec<String> = phase
         .faults
         .iter()
         .filter(|(_, fault)| !fault.is_healthy())
         .map(|(backend, fault)| format!("{backend}: {}", fault.describe()))
+        .chain(phase.chaotic().map(|backend| {
+            let chaos = phase.chaos(backend).describe();
+            format!("chaos in {}: {chaos}", backend.command_key())
+        }))
         .collect();
     format!(
         "== {:>5.1} s  phase {}/{} {}: {}{}",
@@ -332,6 +380,18 @@ fn banner(
         .map(|backend| format!("{backend} {}", backends.addr(backend)))
         .collect();
     lines.push(format!("  backends   {}", backends.join(", ")));
+    if schedule
+        .phases
+        .iter()
+        .any(|phase| phase.chaotic().next().is_some())
+    {
+        lines.push(
+            "  chaos      injected in-process by hystrix-rs into the commands the phases name, \
+             their backends healthy (the demo's registry allows chaos; a registry does not by \
+             default)"
+                .to_owned(),
+        );
+    }
     let phases: Vec<String> = schedule
         .phases
         .iter()
@@ -339,4 +399,72 @@ fn banner(
         .collect();
     lines.push(format!("  phases     {}", phases.join(", ")));
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `chaos.enabled` and `chaos.fault.ratePercentage` of `backend`'s command in `registry`,
+    /// as resolved there.
+    fn chaos_of(registry: &Registry, backend: Backend) -> (Option<String>, Option<String>) {
+        let get = |property: &str| {
+            let name = format!("hystrix.command.{}.chaos.{property}", backend.command_key());
+            registry
+                .properties()
+                .get(&name)
+                .unwrap()
+                .map(|value| value.to_string())
+        };
+        (get("enabled"), get("fault.ratePercentage"))
+    }
+
+    #[test]
+    fn chaos_is_set_at_a_phase_start_and_off_when_the_next_sets_none() {
+        let registry = Registry::builder().allow_chaos(true).build();
+        let schedule = crate::scenario::chaos_6s();
+        let mut on = BTreeMap::new();
+        let set = |value: &str| Some(value.to_owned());
+
+        apply_chaos(&registry, &mut on, Some(&schedule.phases[0])).unwrap();
+        assert!(on.is_empty());
+        assert_eq!(
+            chaos_of(&registry, Backend::Recommendations),
+            (set("false"), set("0"))
+        );
+
+        apply_chaos(&registry, &mut on, Some(&schedule.phases[1])).unwrap();
+        assert_eq!(on.keys().collect::<Vec<_>>(), [&Backend::Recommendations]);
+        assert_eq!(
+            chaos_of(&registry, Backend::Recommendations),
+            (set("true"), set("80"))
+        );
+
+        apply_chaos(&registry, &mut on, Some(&schedule.phases[2])).unwrap();
+        assert_eq!(on.keys().collect::<Vec<_>>(), [&Backend::Catalog]);
+        assert_eq!(
+            chaos_of(&registry, Backend::Recommendations),
+            (set("false"), set("0"))
+        );
+        assert_eq!(chaos_of(&registry, Backend::Catalog).0, set("true"));
+
+        // The end of the run turns off what is left on.
+        apply_chaos(&registry, &mut on, None).unwrap();
+        assert!(on.is_empty());
+        assert_eq!(chaos_of(&registry, Backend::Catalog).0, set("false"));
+    }
+
+    #[test]
+    fn phase_lines_name_the_chaos_and_the_command() {
+        let schedule = crate::scenario::chaos_6s();
+        let line = phase_line(1, &schedule, &schedule.phases[1]);
+        assert!(
+            line.starts_with("==   1.2 s  phase 2/4 injected-faults: "),
+            "{line}"
+        );
+        assert!(
+            line.ends_with(" [chaos in GetRecommendations: 80% injected faults]"),
+            "{line}"
+        );
+    }
 }

@@ -1,7 +1,8 @@
 //! Scenarios: phases of faults on the backends, read from TOML and scaled to the run's length.
 //!
-//! A scenario is a list of phases, each with a name, a weight (its share of `--duration`) and
-//! the faults of each backend during it; a backend a phase does not name is healthy. The
+//! A scenario is a list of phases, each with a name, a weight (its share of `--duration`), the
+//! faults of each backend during it (a backend a phase does not name is healthy), and the chaos
+//! injected in-process into a backend's command while the backend itself stays healthy. The
 //! built-in scenarios are TOML files in `scenarios/`, read with the same parser as a user's
 //! file. [`Scenario::schedule`] turns the weights into start times and lengths for a given
 //! duration.
@@ -27,6 +28,16 @@
 //! error_rate = 0.1            # fraction of calls answered 500
 //! hang_rate = 0.01            # fraction of calls never answered in time
 //! # retry_after_s = 1         # every call answered 503 with Retry-After: 1
+//!
+//! [[phase]]
+//! name = "chaos"
+//! weight = 1
+//! # Injected by hystrix-rs into GetRatings's attempts; the ratings backend stays healthy.
+//! [phase.chaos.ratings]
+//! fault_rate = 0.5            # fraction of attempts whose run is replaced by a fault
+//! hang_rate = 0.1             # fraction of attempts that hang until their timeout
+//! latency_rate = 0.2          # fraction of attempts delayed by latency_ms before their run
+//! latency_ms = 100
 //! ```
 
 use std::collections::BTreeMap;
@@ -46,11 +57,12 @@ pub const MIN_PHASE: Duration = Duration::from_millis(500);
 pub const MAX_LATENCY: Duration = Duration::from_secs(10);
 
 /// The built-in scenarios: name and TOML text.
-pub const BUILTINS: [(&str, &str); 5] = [
+pub const BUILTINS: [(&str, &str); 6] = [
     ("tour", include_str!("../scenarios/tour.toml")),
     ("outage", include_str!("../scenarios/outage.toml")),
     ("latency", include_str!("../scenarios/latency.toml")),
     ("retry-after", include_str!("../scenarios/retry-after.toml")),
+    ("chaos", include_str!("../scenarios/chaos.toml")),
     ("calm", include_str!("../scenarios/calm.toml")),
 ];
 
@@ -95,6 +107,15 @@ impl Backend {
             Backend::Ratings => "GetRatings",
             Backend::Recommendations => "GetRecommendations",
             Backend::Availability => "GetAvailability",
+        }
+    }
+
+    /// The timeout of the gateway's command that calls it, in ms: 250 for the catalog's
+    /// thread pool, 300 for the others.
+    pub const fn timeout_ms(self) -> u64 {
+        match self {
+            Backend::Catalog => 250,
+            _ => 300,
         }
     }
 }
@@ -268,6 +289,92 @@ impl Fault {
     }
 }
 
+/// Chaos injected in-process into the attempts of one backend's command (hystrix-rs's
+/// `chaos.*` properties) during one phase, while the backend itself stays healthy. Every field
+/// left out injects nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Chaos {
+    /// The fraction of attempts whose run is replaced by an injected fault (0 to 1).
+    #[serde(default)]
+    pub fault_rate: f64,
+    /// The fraction of attempts whose run hangs until the command's timeout (0 to 1; with
+    /// `fault_rate`, at most 1: one draw picks a hang, a fault or the run).
+    #[serde(default)]
+    pub hang_rate: f64,
+    /// The fraction of attempts delayed by `latency_ms` before their run (0 to 1, drawn apart).
+    #[serde(default)]
+    pub latency_rate: f64,
+    /// The injected delay, in ms (at most 10000); a delay that reaches the command's timeout
+    /// ends the attempt there, as a TIMEOUT.
+    #[serde(default)]
+    pub latency_ms: u64,
+}
+
+impl Chaos {
+    /// Whether it injects nothing.
+    pub fn is_off(&self) -> bool {
+        self.fault_rate == 0.0
+            && self.hang_rate == 0.0
+            && (self.latency_rate == 0.0 || self.latency_ms == 0)
+    }
+
+    /// The share of attempts it makes fail or time out, for a command whose timeout is
+    /// `timeout_ms`: a fault or a hang, or a delay that reaches the timeout (drawn apart).
+    pub fn error_share(&self, timeout_ms: u64) -> f64 {
+        let fault_or_hang = self.fault_rate + self.hang_rate;
+        let late = if self.latency_ms >= timeout_ms {
+            self.latency_rate
+        } else {
+            0.0
+        };
+        1.0 - (1.0 - fault_or_hang) * (1.0 - late)
+    }
+
+    /// The hystrix-rs properties that set it for command `key`, as run-time values: every
+    /// `chaos.*` property, so that setting [`Chaos::default`] turns chaos off.
+    pub fn properties(&self, key: &str) -> [(String, hystrix::PropertyValue); 5] {
+        let name = |property: &str| format!("hystrix.command.{key}.chaos.{property}");
+        // Percentages to 1e-9, and the hang's cut so that with the fault's it stays within 100
+        // whatever the rounding.
+        let percent = |fraction: f64| (fraction * 1e11).round() / 1e9;
+        let fault = percent(self.fault_rate);
+        let hang = percent(self.hang_rate).min(100.0 - fault);
+        [
+            (name("enabled"), (!self.is_off()).into()),
+            (name("fault.ratePercentage"), fault.into()),
+            (name("hang.ratePercentage"), hang.into()),
+            (
+                name("latency.ratePercentage"),
+                percent(self.latency_rate).into(),
+            ),
+            (name("latency.inMilliseconds"), self.latency_ms.into()),
+        ]
+    }
+
+    /// A short description for reports, e.g. `80% injected faults` or `90% delayed 400 ms`.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if self.fault_rate > 0.0 {
+            parts.push(format!("{}% injected faults", percent(self.fault_rate)));
+        }
+        if self.hang_rate > 0.0 {
+            parts.push(format!("{}% injected hangs", percent(self.hang_rate)));
+        }
+        if self.latency_rate > 0.0 && self.latency_ms > 0 {
+            parts.push(format!(
+                "{}% delayed {} ms",
+                percent(self.latency_rate),
+                self.latency_ms
+            ));
+        }
+        if parts.is_empty() {
+            parts.push("off".to_owned());
+        }
+        parts.join(", ")
+    }
+}
+
 fn percent(fraction: f64) -> f64 {
     (fraction * 1000.0).round() / 10.0
 }
@@ -286,6 +393,9 @@ pub struct PhaseSpec {
     /// The faults of the backends it names (the others are healthy).
     #[serde(default)]
     pub faults: BTreeMap<Backend, Fault>,
+    /// The chaos injected into the commands of the backends it names (the others get none).
+    #[serde(default)]
+    pub chaos: BTreeMap<Backend, Chaos>,
 }
 
 /// A scenario file.
@@ -453,6 +563,11 @@ impl Scenario {
                     format!("{at}: faults.{backend}.{field} = {value}: {rule}")
                 })?;
             }
+            for (backend, chaos) in &phase.chaos {
+                validate_chaos(chaos).map_err(|(field, value, rule)| {
+                    format!("{at}: chaos.{backend}.{field} = {value}: {rule}")
+                })?;
+            }
         }
         // A backend taken down must come back, or its breaker could not be seen closing.
         for (index, phase) in self.phases.iter().enumerate() {
@@ -536,6 +651,7 @@ impl Scenario {
                 start: Duration::from_millis(start_ms),
                 duration: Duration::from_millis(end_ms.saturating_sub(start_ms)),
                 faults: spec.faults.clone(),
+                chaos: spec.chaos.clone(),
             });
             start_ms = end_ms.max(start_ms);
         }
@@ -550,14 +666,36 @@ fn millis(duration: Duration) -> u64 {
 /// A field out of range: its name, its value and the rule.
 type FieldError = (&'static str, String, &'static str);
 
+/// `value` of `field` is a fraction from 0 to 1.
+fn fraction(field: &'static str, value: f64) -> Result<(), FieldError> {
+    if (0.0..=1.0).contains(&value) {
+        Ok(())
+    } else {
+        Err((field, value.to_string(), "must be a fraction from 0 to 1"))
+    }
+}
+
+fn validate_chaos(chaos: &Chaos) -> Result<(), FieldError> {
+    fraction("fault_rate", chaos.fault_rate)?;
+    fraction("hang_rate", chaos.hang_rate)?;
+    fraction("latency_rate", chaos.latency_rate)?;
+    // A little slack for sums such as 0.7 + 0.3 written in decimals.
+    if chaos.hang_rate + chaos.fault_rate > 1.0 + 1e-9 {
+        let rule = "must be at most 1 with fault_rate: one draw picks a hang, a fault or the run";
+        return Err(("hang_rate", chaos.hang_rate.to_string(), rule));
+    }
+    if chaos.latency_ms > millis(MAX_LATENCY) {
+        let rule = "must be at most 10000 (ms)";
+        return Err(("latency_ms", chaos.latency_ms.to_string(), rule));
+    }
+    if chaos.latency_rate > 0.0 && chaos.latency_ms == 0 {
+        let rule = "must be more than 0 with latency_rate (the delay it injects)";
+        return Err(("latency_ms", "0".to_owned(), rule));
+    }
+    Ok(())
+}
+
 fn validate_fault(fault: &Fault) -> Result<(), FieldError> {
-    let fraction = |field, value: f64| {
-        if (0.0..=1.0).contains(&value) {
-            Ok(())
-        } else {
-            Err((field, value.to_string(), "must be a fraction from 0 to 1"))
-        }
-    };
     fraction("error_rate", fault.error_rate)?;
     fraction("hang_rate", fault.hang_rate)?;
     if let Some(latency) = fault.latency {
@@ -605,6 +743,8 @@ pub struct Phase {
     pub duration: Duration,
     /// The faults of the backends it names.
     pub faults: BTreeMap<Backend, Fault>,
+    /// The chaos injected into the commands of the backends it names.
+    pub chaos: BTreeMap<Backend, Chaos>,
 }
 
 impl Phase {
@@ -624,6 +764,28 @@ impl Phase {
             .iter()
             .filter(|(_, fault)| !fault.is_healthy())
             .map(|(backend, _)| *backend)
+    }
+
+    /// The chaos injected into `backend`'s command in this phase (off if it names none).
+    pub fn chaos(&self, backend: Backend) -> Chaos {
+        self.chaos.get(&backend).copied().unwrap_or_default()
+    }
+
+    /// The backends whose commands get chaos in this phase.
+    pub fn chaotic(&self) -> impl Iterator<Item = Backend> + '_ {
+        self.chaos
+            .iter()
+            .filter(|(_, chaos)| !chaos.is_off())
+            .map(|(backend, _)| *backend)
+    }
+
+    /// The backends whose commands see trouble in this phase: a fault of the backend, or
+    /// chaos injected into the command.
+    pub fn disturbed(&self) -> Vec<Backend> {
+        let mut backends: Vec<Backend> = self.faulty().chain(self.chaotic()).collect();
+        backends.sort_unstable();
+        backends.dedup();
+        backends
     }
 }
 
@@ -647,14 +809,12 @@ impl Schedule {
             .position(|phase| phase.start <= elapsed && elapsed < phase.end())
     }
 
-    /// The backends that are healthy in phase `index` and were in the phase before it, so
-    /// their commands are expected to keep a low error rate there (a breaker may still be
-    /// closing in the phase after a fault).
+    /// The backends that are healthy and whose commands get no chaos in phase `index` and in
+    /// the phase before it, so their commands are expected to keep a low error rate there (a
+    /// breaker may still be closing in the phase after a fault).
     pub fn settled_healthy(&self, index: usize) -> Vec<Backend> {
         let faulty_in = |i: usize| -> Vec<Backend> {
-            self.phases
-                .get(i)
-                .map_or_else(Vec::new, |p| p.faulty().collect())
+            self.phases.get(i).map_or_else(Vec::new, Phase::disturbed)
         };
         let mut faulty = faulty_in(index);
         if index > 0 {
@@ -665,6 +825,15 @@ impl Schedule {
             .filter(|backend| !faulty.contains(backend))
             .collect()
     }
+}
+
+/// The built-in `chaos` scenario placed over 6 s (the demo tier's run), for tests.
+#[cfg(test)]
+pub fn chaos_6s() -> Schedule {
+    Scenario::load("chaos")
+        .unwrap()
+        .schedule(Duration::from_secs(6))
+        .unwrap()
 }
 
 #[cfg(test)]
@@ -936,6 +1105,211 @@ mod tests {
     }
 
     #[test]
+    fn chaos_parses_per_backend_with_defaults_for_what_is_left_out() {
+        let scenario = parse(
+            "[[phase]]\nname = \"chaos\"\nweight = 1\n[phase.chaos.ratings]\nfault_rate = 0.5\n\
+             [phase.chaos.catalog]\nlatency_rate = 0.25\nlatency_ms = 400\nhang_rate = 0.1\n",
+        )
+        .unwrap();
+        let chaos = &scenario.phases[0].chaos;
+        assert_eq!(
+            chaos[&Backend::Ratings],
+            Chaos {
+                fault_rate: 0.5,
+                ..Chaos::default()
+            }
+        );
+        assert_eq!(
+            chaos[&Backend::Catalog],
+            Chaos {
+                fault_rate: 0.0,
+                hang_rate: 0.1,
+                latency_rate: 0.25,
+                latency_ms: 400,
+            }
+        );
+        assert!(scenario.phases[0].faults.is_empty());
+        let phase = &scenario.schedule(ms(1000)).unwrap().phases[0];
+        assert_eq!(
+            phase.chaotic().collect::<Vec<_>>(),
+            [Backend::Catalog, Backend::Ratings]
+        );
+        assert!(phase.chaos(Backend::Availability).is_off());
+        assert_eq!(phase.faulty().count(), 0);
+        assert_eq!(phase.disturbed(), [Backend::Catalog, Backend::Ratings]);
+    }
+
+    #[test]
+    fn chaos_errors_name_the_phase_the_backend_and_the_field() {
+        let phase = "[[phase]]\nname = \"chaos\"\nweight = 1\n[phase.chaos.catalog]\n";
+        let cases = [
+            (
+                "fault_rate = 1.5\n",
+                "chaos.catalog.fault_rate = 1.5: must be a fraction from 0 to 1",
+            ),
+            (
+                "hang_rate = -0.5\n",
+                "chaos.catalog.hang_rate = -0.5: must be a fraction from 0 to 1",
+            ),
+            (
+                "latency_rate = 2\nlatency_ms = 100\n",
+                "chaos.catalog.latency_rate = 2: must be a fraction from 0 to 1",
+            ),
+            (
+                "fault_rate = 0.75\nhang_rate = 0.5\n",
+                "chaos.catalog.hang_rate = 0.5: must be at most 1 with fault_rate: one draw \
+                 picks a hang, a fault or the run",
+            ),
+            (
+                "latency_rate = 0.5\nlatency_ms = 10001\n",
+                "chaos.catalog.latency_ms = 10001: must be at most 10000 (ms)",
+            ),
+            (
+                "latency_rate = 0.5\n",
+                "chaos.catalog.latency_ms = 0: must be more than 0 with latency_rate (the delay \
+                 it injects)",
+            ),
+        ];
+        for (chaos, expected) in cases {
+            assert_eq!(
+                invalid(&format!("{phase}{chaos}")),
+                format!("phase 1 (`chaos`): {expected}")
+            );
+        }
+        // Together at most 1, decimals allowing.
+        assert!(parse(&format!("{phase}fault_rate = 0.7\nhang_rate = 0.3\n")).is_ok());
+        let cases: [(String, &[&str]); 3] = [
+            (
+                format!("{phase}fault_rat = 0.5\n"),
+                &["line 5", "unknown field `fault_rat`", "`fault_rate`"],
+            ),
+            (
+                "[[phase]]\nname = \"a\"\nweight = 1\n[phase.chaos.reviews]\nfault_rate = 1\n"
+                    .to_owned(),
+                &["line 4", "unknown variant `reviews`", "`recommendations`"],
+            ),
+            (
+                format!("{phase}latency_ms = -5\n"),
+                &["line 5", "invalid value: integer `-5`"],
+            ),
+        ];
+        for (text, fragments) in cases {
+            let message = toml_error(&text);
+            for fragment in fragments {
+                assert!(message.contains(fragment), "`{fragment}` not in: {message}");
+            }
+        }
+    }
+
+    #[test]
+    fn chaos_becomes_every_chaos_property_of_the_command_and_off_clears_them() {
+        let chaos = Chaos {
+            fault_rate: 0.7,
+            hang_rate: 0.3,
+            latency_rate: 0.9,
+            latency_ms: 400,
+        };
+        let properties: Vec<(String, String)> = chaos
+            .properties("GetTitle")
+            .into_iter()
+            .map(|(name, value)| (name, value.to_string()))
+            .collect();
+        let expected = [
+            ("enabled", "true"),
+            ("fault.ratePercentage", "70"),
+            ("hang.ratePercentage", "30"),
+            ("latency.ratePercentage", "90"),
+            ("latency.inMilliseconds", "400"),
+        ]
+        .map(|(name, value)| {
+            (
+                format!("hystrix.command.GetTitle.chaos.{name}"),
+                value.to_owned(),
+            )
+        });
+        assert_eq!(properties, expected);
+        let off: Vec<String> = Chaos::default()
+            .properties("GetTitle")
+            .into_iter()
+            .map(|(_, value)| value.to_string())
+            .collect();
+        assert_eq!(off, ["false", "0", "0", "0", "0"]);
+        assert_eq!(
+            chaos.describe(),
+            "70% injected faults, 30% injected hangs, 90% delayed 400 ms"
+        );
+        assert_eq!(Chaos::default().describe(), "off");
+    }
+
+    #[test]
+    fn chaos_error_share_counts_delays_only_past_the_timeout() {
+        let late = Chaos {
+            latency_rate: 0.9,
+            latency_ms: 400,
+            ..Chaos::default()
+        };
+        assert_eq!(late.error_share(250), 0.9);
+        assert_eq!(late.error_share(500), 0.0);
+        let both = Chaos {
+            fault_rate: 0.5,
+            latency_rate: 0.5,
+            latency_ms: 300,
+            ..Chaos::default()
+        };
+        assert_eq!(both.error_share(300), 0.75);
+    }
+
+    #[test]
+    fn the_chaos_scenario_injects_on_healthy_backends_then_turns_chaos_off() {
+        let schedule = crate::scenario::chaos_6s();
+        let described: Vec<(String, u64, Vec<String>, Vec<String>)> = schedule
+            .phases
+            .iter()
+            .map(|p| {
+                let chaos = p
+                    .chaotic()
+                    .map(|b| format!("{b}: {}", p.chaos(b).describe()))
+                    .collect();
+                let faults = p.faulty().map(|b| b.to_string()).collect();
+                (p.name.clone(), millis(p.duration), chaos, faults)
+            })
+            .collect();
+        let none = Vec::<String>::new;
+        assert_eq!(
+            described,
+            [
+                ("warm-up".to_owned(), 1200, none(), none()),
+                (
+                    "injected-faults".to_owned(),
+                    1800,
+                    vec!["recommendations: 80% injected faults".to_owned()],
+                    none()
+                ),
+                (
+                    "injected-latency".to_owned(),
+                    1800,
+                    vec!["catalog: 80% delayed 400 ms".to_owned()],
+                    none()
+                ),
+                ("recovery".to_owned(), 1200, none(), none()),
+            ]
+        );
+        // The catalog's delay is past its command's timeout.
+        assert!(400 > Backend::Catalog.timeout_ms());
+        use Backend::*;
+        let settled: Vec<Vec<Backend>> = (0..4).map(|i| schedule.settled_healthy(i)).collect();
+        assert_eq!(
+            settled,
+            [
+                vec![Catalog, Ratings, Recommendations, Availability],
+                vec![Catalog, Ratings, Availability],
+                vec![Ratings, Availability],
+                vec![Ratings, Recommendations, Availability],
+            ]
+        );
+    }
+
+    #[test]
     fn phases_must_have_names_weights_and_differ() {
         assert_eq!(
             invalid("name = \"x\"\n"),
@@ -974,7 +1348,7 @@ mod tests {
         assert_eq!(
             Scenario::load("tuor").unwrap_err().to_string(),
             "unknown scenario `tuor` given to --scenario: use a built-in one (tour, outage, \
-             latency, retry-after, calm) or the path of a .toml file"
+             latency, retry-after, chaos, calm) or the path of a .toml file"
         );
         match Scenario::load("/no/such/scenario.toml") {
             Err(ScenarioError::Read { path, .. }) => assert_eq!(path, "/no/such/scenario.toml"),

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use hystrix::circuit::{BreakerEventKind, OpenTrigger};
 use hystrix::{
-    CircuitBreakerEvent, CircuitBreakerListener, CommandMetrics, EventType, Registry, Status,
+    CircuitBreakerEvent, CircuitBreakerListener, CommandKey, CommandMetrics, EventNotifier,
+    EventType, Registry, Status,
 };
 use serde::Serialize;
 
@@ -92,6 +93,29 @@ pub fn percent(part: u64, whole: u64) -> f64 {
         return 0.0;
     }
     (part as f64 * 1000.0 / whole as f64).round() / 10.0
+}
+
+/// What reached one backend, and the chaos injected into its command (cumulative, or over a
+/// phase as differences).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BackendCounts {
+    /// Calls that reached the backend.
+    pub calls: u64,
+    /// Of those, answered with an error of its own (500, 503) or left hanging.
+    pub errors: u64,
+    /// CHAOS_INJECTED of its command, counted when injected.
+    pub chaos_injected: u64,
+}
+
+impl BackendCounts {
+    /// The counts since `earlier` (each field's difference).
+    pub fn since(&self, earlier: &BackendCounts) -> BackendCounts {
+        BackendCounts {
+            calls: self.calls.saturating_sub(earlier.calls),
+            errors: self.errors.saturating_sub(earlier.errors),
+            chaos_injected: self.chaos_injected.saturating_sub(earlier.chaos_injected),
+        }
+    }
 }
 
 /// The cumulative counts of every backend's command now.
@@ -360,6 +384,36 @@ impl CircuitBreakerListener for BreakerLog {
             cause,
         };
         self.records().push(record);
+    }
+}
+
+/// CHAOS_INJECTED per command key, counted as each injection happens (the registry's event
+/// notifier), not when its attempt ends: an attempt injected with a delay just before a phase
+/// ends counts in that phase even if it times out in the next. Clones share the counts (one
+/// is given to the registry, one is read).
+#[derive(Debug, Clone, Default)]
+pub struct ChaosLog {
+    injected: Arc<Mutex<BTreeMap<String, u64>>>,
+}
+
+impl ChaosLog {
+    /// The injections into `command` so far.
+    pub fn injected(&self, command: &str) -> u64 {
+        self.counts().get(command).copied().unwrap_or(0)
+    }
+
+    fn counts(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, u64>> {
+        self.injected
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl EventNotifier for ChaosLog {
+    fn mark_event(&self, event: EventType, key: &CommandKey) {
+        if event == EventType::ChaosInjected {
+            *self.counts().entry(key.as_str().to_owned()).or_insert(0) += 1;
+        }
     }
 }
 

@@ -1,11 +1,14 @@
-//! Checks the JSON report of a short demo run: its structure, and the resilience promises in
-//! qualitative terms (every request answered, the outage's breaker opened during it and closed
-//! after, the Retry-After storm tripped its breaker at once), never latency percentiles.
+//! Checks the JSON reports of two short demo runs: their structure, and the resilience
+//! promises in qualitative terms (every request answered, the outage's breaker opened during it
+//! and closed after, the Retry-After storm tripped its breaker at once; chaos injected into a
+//! healthy backend's command tripped its breaker while the backend answered no error), never
+//! latency percentiles.
 //!
 //! The `demo` tier of `scripts/test` runs
-//! `cargo run --release -p hystrix-demo -- --duration 10s --no-tui --json <file>`, then this
-//! test with `HYSTRIX_DEMO_REPORT=<file>` and `--ignored`. Without the variable it fails: it
-//! never passes without having read a report.
+//! `cargo run --release -p hystrix-demo -- --duration 10s --no-tui --json <file>` and
+//! `... -- --scenario chaos --duration 6s --no-tui --json <file>`, then these tests with
+//! `HYSTRIX_DEMO_REPORT=<file>` and `HYSTRIX_DEMO_CHAOS_REPORT=<file>` and `--ignored`.
+//! Without its variable a test fails: it never passes without having read a report.
 
 use serde_json::Value;
 
@@ -28,10 +31,11 @@ const COMMANDS: [&str; 4] = [
 
 const BACKENDS: [&str; 4] = ["availability", "catalog", "ratings", "recommendations"];
 
-fn read_report() -> Value {
-    let path = std::env::var("HYSTRIX_DEMO_REPORT").unwrap_or_else(|_| {
+/// The report named by the environment variable `var`.
+fn read_report(var: &str) -> Value {
+    let path = std::env::var(var).unwrap_or_else(|_| {
         panic!(
-            "HYSTRIX_DEMO_REPORT must name the JSON report of a demo run \
+            "{var} must name the JSON report of a demo run \
              (scripts/test demo runs the demo and sets it)"
         )
     });
@@ -74,14 +78,42 @@ fn events(report: &Value, command: &str, change: &str) -> Vec<u64> {
         .collect()
 }
 
-#[test]
-#[ignore = "reads the report of a demo run: scripts/test demo"]
-fn the_short_run_report_has_its_structure_and_kept_its_promises() {
-    let report = read_report();
+/// The phase `name`'s start and end, in ms.
+fn span(report: &Value, name: &str) -> (u64, u64) {
+    let phase = phase(report, name);
+    let start = u64_at(phase, "start_ms");
+    (start, start + u64_at(phase, "duration_ms"))
+}
 
-    // Structure.
-    assert_eq!(report["scenario"], "tour");
-    assert_eq!(u64_at(&report, "duration_ms"), 10_000);
+/// `command`'s breaker opened during phase `name`, closed after that opening (a trial the
+/// chaos spared may close it before the phase ends), and was closed at the end.
+fn opened_during_then_closed(report: &Value, command: &str, name: &str) {
+    let (start, end) = span(report, name);
+    let opened = events(report, command, "opened");
+    let first = opened.iter().copied().find(|at| (start..=end).contains(at));
+    assert!(
+        first.is_some(),
+        "{command} opened at {opened:?}, `{name}` ran {start}-{end} ms"
+    );
+    let closed = events(report, command, "closed");
+    assert!(
+        closed.iter().any(|at| Some(*at) > first),
+        "{command} closed at {closed:?}, opened at {first:?}"
+    );
+    assert_eq!(report["final_breakers"][command], "CLOSED");
+}
+
+/// The report's structure: scenario `scenario` of `duration_ms` in phases `names`, each with
+/// its counts and every command and backend; its checks and final breaker states. Returns the
+/// phases.
+fn check_structure<'r>(
+    report: &'r Value,
+    scenario: &str,
+    duration_ms: u64,
+    names: &[&str],
+) -> &'r Vec<Value> {
+    assert_eq!(report["scenario"], scenario);
+    assert_eq!(u64_at(report, "duration_ms"), duration_ms);
     assert!(
         report["dashboard_url"].as_str().is_some_and(
             |u| u.starts_with("http://127.0.0.1:") && u.ends_with("/hystrix/dashboard/")
@@ -94,8 +126,8 @@ fn the_short_run_report_has_its_structure_and_kept_its_promises() {
             .is_some_and(|u| u.starts_with("http://127.0.0.1:"))
     );
     let phases = report["phases"].as_array().expect("phases is a list");
-    let names: Vec<&str> = phases.iter().filter_map(|p| p["name"].as_str()).collect();
-    assert_eq!(names, PHASES);
+    let seen: Vec<&str> = phases.iter().filter_map(|p| p["name"].as_str()).collect();
+    assert_eq!(seen, names);
     let mut next_start = 0;
     for phase in phases {
         assert_eq!(
@@ -115,6 +147,7 @@ fn the_short_run_report_has_its_structure_and_kept_its_promises() {
             "rejections",
             "timeouts",
             "failures",
+            "chaos_injected",
         ] {
             u64_at(phase, field);
         }
@@ -136,11 +169,13 @@ fn the_short_run_report_has_its_structure_and_kept_its_promises() {
             .map(|field| u64_at(counts, field))
             .sum();
             assert!(executions > 0, "{command} ran in every phase: {counts}");
+            u64_at(counts, "chaos_injected");
         }
         assert_eq!(keys(&phase["backend_calls"]), BACKENDS);
+        assert_eq!(keys(&phase["backend_errors"]), BACKENDS);
         assert!(u64_at(phase, "requests") > 0);
     }
-    assert_eq!(next_start, 10_000, "the phases fill the run");
+    assert_eq!(next_start, duration_ms, "the phases fill the run");
     let checks = report["checks"].as_array().expect("checks is a list");
     assert!(checks.len() >= 5, "{checks:?}");
     for check in checks {
@@ -153,6 +188,22 @@ fn the_short_run_report_has_its_structure_and_kept_its_promises() {
         assert_eq!(u64_at(phase, "unanswered"), 0, "{}", phase["name"]);
         assert_eq!(u64_at(phase, "answered"), u64_at(phase, "requests"));
     }
+    phases
+}
+
+/// The demo's own verdict: every check held.
+fn check_verdict(report: &Value) {
+    let checks = report["checks"].as_array().expect("checks is a list");
+    let failed: Vec<&Value> = checks.iter().filter(|c| c["passed"] != true).collect();
+    assert!(failed.is_empty(), "failed checks: {failed:?}");
+    assert_eq!(report["passed"], true);
+}
+
+#[test]
+#[ignore = "reads the report of a demo run: scripts/test demo"]
+fn the_short_run_report_has_its_structure_and_kept_its_promises() {
+    let report = read_report("HYSTRIX_DEMO_REPORT");
+    check_structure(&report, "tour", 10_000, &PHASES);
 
     // The outage: the recommendations breaker opened during it, short-circuited calls (which
     // never reached the backend) and closed after it.
@@ -197,8 +248,78 @@ fn the_short_run_report_has_its_structure_and_kept_its_promises() {
     );
     assert!(u64_at(title, "fallbacks") > 0, "{title}");
 
-    // The demo's own verdict: every check held.
-    let failed: Vec<&Value> = checks.iter().filter(|c| c["passed"] != true).collect();
-    assert!(failed.is_empty(), "failed checks: {failed:?}");
-    assert_eq!(report["passed"], true);
+    check_verdict(&report);
+}
+
+#[test]
+#[ignore = "reads the report of a demo run: scripts/test demo"]
+fn the_chaos_run_report_shows_injected_chaos_and_the_protections_reacting() {
+    let report = read_report("HYSTRIX_DEMO_CHAOS_REPORT");
+    let phases = check_structure(
+        &report,
+        "chaos",
+        6_000,
+        &["warm-up", "injected-faults", "injected-latency", "recovery"],
+    );
+
+    // Chaos only where a phase sets it, into the command it names; no backend answered an
+    // error of its own in any phase (they stayed healthy: no phase has faults).
+    let injected = |phase: &str, command: &str| {
+        u64_at(
+            &self::phase(&report, phase)["commands"][command],
+            "chaos_injected",
+        )
+    };
+    for phase in phases {
+        let name = phase["name"].as_str().expect("a name");
+        let set: Vec<&str> = phase
+            .get("chaos")
+            .map_or_else(Vec::new, |chaos| keys(chaos));
+        let expected: &[&str] = match name {
+            "injected-faults" => &["recommendations"],
+            "injected-latency" => &["catalog"],
+            _ => &[],
+        };
+        assert_eq!(set, expected, "{name}");
+        assert!(
+            keys(&phase["faults"]).is_empty(),
+            "{name}: no backend faults"
+        );
+        for backend in BACKENDS {
+            assert_eq!(
+                u64_at(&phase["backend_errors"], backend),
+                0,
+                "{name}: {backend}"
+            );
+        }
+        let total: u64 = COMMANDS.iter().map(|command| injected(name, command)).sum();
+        assert_eq!(u64_at(phase, "chaos_injected"), total, "{name}");
+        if expected.is_empty() {
+            assert_eq!(total, 0, "no chaos injected in `{name}`");
+        }
+    }
+    assert!(injected("injected-faults", "GetRecommendations") > 0);
+    assert_eq!(injected("injected-faults", "GetTitle"), 0);
+    assert!(injected("injected-latency", "GetTitle") > 0);
+    assert_eq!(injected("injected-latency", "GetRecommendations"), 0);
+
+    // Injected faults: GetRecommendations's breaker opened during the phase and closed after
+    // it; its fallback answered; every failure it had was injected.
+    opened_during_then_closed(&report, "GetRecommendations", "injected-faults");
+    let faults = &phase(&report, "injected-faults")["commands"]["GetRecommendations"];
+    assert!(u64_at(faults, "fallbacks") > 0, "{faults}");
+    assert!(u64_at(faults, "failures") > 0, "{faults}");
+    assert!(
+        u64_at(faults, "failures") <= u64_at(faults, "chaos_injected"),
+        "{faults}"
+    );
+
+    // Injected latency past GetTitle's timeout: timeouts, its breaker opened during the phase
+    // and closed after it, titles from the fallback.
+    let title = &phase(&report, "injected-latency")["commands"]["GetTitle"];
+    assert!(u64_at(title, "timeouts") > 0, "{title}");
+    assert!(u64_at(title, "fallbacks") > 0, "{title}");
+    opened_during_then_closed(&report, "GetTitle", "injected-latency");
+
+    check_verdict(&report);
 }
