@@ -41,6 +41,9 @@
 //!   execution is dropped; a blocking run's thread (the caller's, or a pool thread) waits for
 //!   the deadline, as it would for a real hung call (and at most that long).
 //!
+//! Its latency is what the attempt took, the injected wait included: an injected fault is
+//! recorded as a run that failed at once.
+//!
 //! Every injected attempt records CHAOS_INJECTED (once, whatever it was injected with) in the
 //! counters, the request log, the event notifier, the dashboard streams and `/metrics`. It
 //! works for every kind of run (blocking, cancellable, async, streams: a stream's fault ends
@@ -144,7 +147,16 @@ pub enum Then {
 }
 
 /// Draws what chaos does to an attempt of `state`'s command whose deadline is `deadline_ms`
-/// (`None`: no timeout): `None` for nothing, always while chaos is off (`props`).
+/// (`None`: no timeout): `None` for nothing, always while the command's chaos is off.
+#[inline(always)]
+pub(crate) fn draw_now(state: &CommandState, deadline_ms: Option<u64>) -> Option<Injection> {
+    if !state.properties.hot().chaos() {
+        return None;
+    }
+    draw_for(state, deadline_ms)
+}
+
+/// [`draw_now`] with the command's hot properties already read (`props`).
 #[inline(always)]
 pub(crate) fn draw(
     state: &CommandState,

@@ -176,6 +176,10 @@ pin_project! {
                 if !running.as_ref().get_ref().started() {
                     this.recorder.run_never_ran();
                 }
+                // Its end will not be decided: what chaos did to it is told now.
+                if running.injected() {
+                    this.recorder.event(state, crate::event::EventType::ChaosInjected);
+                }
                 if state.properties.hot().load().interrupt_on_future_cancel() {
                     running.as_mut().interrupt();
                 }
@@ -474,7 +478,7 @@ where
                             if state.properties.hot().load().interrupt_on_timeout() {
                                 running.as_mut().interrupt();
                             }
-                            RunEnd::TimedOut
+                            RunEnd::TimedOut.injected_if(running.injected())
                         }
                     };
                     let deadline_ms = *deadline_ms;
@@ -737,7 +741,6 @@ fn launch_attempt<X: RunFn, R, FB, FFut, S: Default>(
 ) -> Result<(), (HystrixError<X::Error>, FB)> {
     let (timeout_ms, deadline_ms) = attempt_deadline(props, rec, options);
     let start = Start::attempt(state, props, isolation, deadline_ms, options.cancel_link());
-    let injected = start.chaos.is_some();
     let running = match isolation {
         IsolationStrategy::Semaphore => {
             state.counters.started(rec.attempt_ms, state.running());
@@ -756,9 +759,6 @@ fn launch_attempt<X: RunFn, R, FB, FFut, S: Default>(
             }
         },
     };
-    if injected {
-        rec.event(state, EventType::ChaosInjected);
-    }
     rec.run_started(state);
     phase.set(Phase::Running {
         running,
@@ -867,7 +867,7 @@ where
                         if interrupt_on_timeout() {
                             running.as_mut().interrupt();
                         }
-                        Some(RunEnd::TimedOut)
+                        Some(RunEnd::TimedOut.injected_if(running.injected()))
                     }
                 },
             };
@@ -926,7 +926,7 @@ where
                             if interrupt_on_timeout() {
                                 run.as_mut().interrupt();
                             }
-                            RunEnd::TimedOut
+                            RunEnd::TimedOut.injected_if(run.injected())
                         }
                     }
                 }
@@ -1048,7 +1048,7 @@ enum HedgeSkip {
 #[inline(always)]
 fn at_deadline<T, E>(ended: RunEnd<T, E>, deadline_ms: Option<u64>, end: u64) -> RunEnd<T, E> {
     match ended {
-        _ if deadline_ms.is_some_and(|deadline| end >= deadline) => RunEnd::TimedOut,
+        _ if deadline_ms.is_some_and(|deadline| end >= deadline) => ended.into_timeout(),
         ended => ended,
     }
 }
@@ -1179,7 +1179,6 @@ where
         return Err(HedgeSkip::NoMoreRuns);
     };
     let start = Start::attempt(state, &props, isolation, deadline_ms, None);
-    let injected = start.chaos.is_some();
     let running = match isolation {
         IsolationStrategy::Semaphore => {
             state.counters.started(now_ms, state.running());
@@ -1192,9 +1191,6 @@ where
     };
     racer.running = Some(Box::pin(running));
     rec.hedge_started(state);
-    if injected {
-        rec.event(state, EventType::ChaosInjected);
-    }
     rec.run_started(state);
     racer.span = rec.attempt_span();
     Ok(racer)

@@ -1080,6 +1080,41 @@ pub enum RunEnd<T, E> {
     TimedOut,
     /// Chaos injection replaced the run with a fault (see [`chaos`](crate::chaos)).
     Injected,
+    /// Chaos injection changed this attempt (a delay, a hang or a fault), which then ended
+    /// so: CHAOS_INJECTED is recorded when its end is decided.
+    Chaos(Box<RunEnd<T, E>>),
+}
+
+impl<T, E> RunEnd<T, E> {
+    /// The end of an attempt that chaos `injected` (or not): marked so.
+    pub(crate) fn injected_if(self, injected: bool) -> Self {
+        if injected {
+            RunEnd::Chaos(Box::new(self))
+        } else {
+            self
+        }
+    }
+
+    /// This end, past the deadline: a TIMEOUT, still marked if chaos changed the attempt.
+    #[cold]
+    pub(crate) fn into_timeout(self) -> Self {
+        RunEnd::TimedOut.injected_if(matches!(self, RunEnd::Chaos(_)))
+    }
+}
+
+/// The end of an attempt chaos changed: CHAOS_INJECTED, and how it ended.
+#[cold]
+#[inline(never)]
+fn chaos_injected<T, E>(
+    state: &CommandState,
+    rec: &mut Recorder,
+    ended: RunEnd<T, E>,
+) -> RunEnd<T, E> {
+    rec.event(state, EventType::ChaosInjected);
+    match ended {
+        RunEnd::Chaos(inner) => *inner,
+        ended => ended,
+    }
 }
 
 impl<T, E> From<Result<Result<T, E>, String>> for RunEnd<T, E> {
@@ -1112,6 +1147,10 @@ pub(crate) fn decide<T, E, C: Classify<E> + ?Sized>(
     now_ms: u64,
 ) -> Decision<T, E> {
     let key = || state.key.clone();
+    let ended = match ended {
+        RunEnd::Chaos(_) => chaos_injected(state, rec, ended),
+        ended => ended,
+    };
     if rec.limit_start.is_some() || state.properties.hot().throttle() {
         end_samples(state, rec, classifier, &ended, now_ms);
     }
@@ -1168,6 +1207,8 @@ pub(crate) fn decide<T, E, C: Classify<E> + ?Sized>(
                 Cause::Panic(message),
             ))
         }
+        // Unwrapped above (a nested mark would count twice; none is made).
+        RunEnd::Chaos(inner) => decide(state, rec, classifier, *inner, timeout_ms, now_ms),
         RunEnd::Injected => {
             // As a run's error: a health error, retried, the fallback's to answer.
             rec.event(state, EventType::Failure);
@@ -1211,9 +1252,11 @@ fn end_samples<T, E, C: Classify<E> + ?Sized>(
                 }
             }
         }
-        RunEnd::TimedOut | RunEnd::Returned(Ok(_)) | RunEnd::Panicked(_) | RunEnd::Injected => {
-            false
-        }
+        RunEnd::TimedOut
+        | RunEnd::Returned(Ok(_))
+        | RunEnd::Panicked(_)
+        | RunEnd::Injected
+        | RunEnd::Chaos(_) => false,
     };
     if let Some(start) = rec.limit_start.take() {
         let dropped = overloaded || matches!(ended, RunEnd::TimedOut);

@@ -58,8 +58,6 @@ pub struct Start<'a> {
     /// How the handle of an eager execution reaches its queued pool task (`queue()`,
     /// `observe()`).
     pub(crate) cancel_link: Option<&'a Arc<CancelLink>>,
-    /// What chaos injection does to this attempt, if anything.
-    pub(crate) chaos: Option<Injection>,
 }
 
 impl<'a> Start<'a> {
@@ -82,8 +80,14 @@ impl<'a> Start<'a> {
                 crate::config::IsolationStrategy::Semaphore => None,
             },
             cancel_link,
-            chaos: crate::chaos::draw(state, props, deadline_ms),
         }
+    }
+
+    /// What chaos injection does to this attempt, drawn now (`None` while the command's chaos
+    /// is off): read where the run starts, so an attempt without chaos carries nothing more.
+    #[inline(always)]
+    pub(crate) fn chaos(&self) -> Option<Injection> {
+        crate::chaos::draw_now(self.state, self.deadline_ms)
     }
 }
 
@@ -244,6 +248,13 @@ pub trait Interrupt {
         let _ = generation;
         false
     }
+
+    /// Whether chaos injection changed this attempt (its end is marked so, but an attempt
+    /// that times out before it ends is not).
+    #[doc(hidden)]
+    fn injected(&self) -> bool {
+        false
+    }
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -312,7 +323,9 @@ macro_rules! blocking_run_fn {
                     run: Some(self),
                     deadline_ms: start.deadline_ms.filter(|_| start.interrupt_on_timeout),
                     clock: Arc::clone(&start.state.env.clock),
-                    chaos: start.chaos.map(|injection| (injection, start.deadline_ms)),
+                    chaos: start
+                        .chaos()
+                        .map(|injection| Box::new((injection, start.deadline_ms))),
                 }
             }
 
@@ -347,8 +360,9 @@ pub enum BlockingRunning<R, T, E> {
         /// When the token is to be cancelled, if the run takes one.
         deadline_ms: Option<u64>,
         clock: Arc<dyn crate::clock::Clock>,
-        /// Chaos injection, with the attempt's deadline.
-        chaos: Option<(Injection, Option<u64>)>,
+        /// Chaos injection, with the attempt's deadline (boxed: rare, and kept out of the
+        /// size of every run).
+        chaos: Option<Box<(Injection, Option<u64>)>>,
     },
     /// THREAD: a task on a pool thread (or in its queue).
     OnPool {
@@ -378,9 +392,11 @@ where
                 let Some(run) = run.take() else {
                     return Poll::Ready(RunEnd::Panicked("run polled after it ended".into()));
                 };
-                if let Some((injection, deadline)) = chaos.take()
-                    && let Some(ended) = injected_end(injection.wait_blocking(clock, deadline))
-                {
+                let injected = chaos.take().map(|injection| {
+                    let (injection, deadline) = *injection;
+                    injection.wait_blocking(clock, deadline)
+                });
+                if let Some(ended) = injected.and_then(injected_end) {
                     return Poll::Ready(ended);
                 }
                 let token = R::CANCELLABLE.then(CancellationToken::new);
@@ -396,7 +412,8 @@ where
                 // A timer that can no longer be cancelled has fired: the deadline passed, even
                 // if a coarse clock does not show it yet.
                 let fired = timer.is_some_and(|id| !clock.cancel(id));
-                Poll::Ready(if fired { RunEnd::TimedOut } else { ran.into() })
+                let ended = if fired { RunEnd::TimedOut } else { ran.into() };
+                Poll::Ready(ended.injected_if(injected.is_some()))
             }
             BlockingRunning::OnPool { task, .. } => task.poll_result(cx),
         }
@@ -404,6 +421,13 @@ where
 }
 
 impl<R, T, E> Interrupt for BlockingRunning<R, T, E> {
+    fn injected(&self) -> bool {
+        match self {
+            BlockingRunning::Here { .. } => false, // it ends in its first poll
+            BlockingRunning::OnPool { task, .. } => task.chaos.is_some(),
+        }
+    }
+
     fn started(&self) -> bool {
         match self {
             BlockingRunning::Here { .. } => true,
@@ -520,7 +544,7 @@ where
             deadline_ms: start.deadline_ms,
             expiry: Mutex::new(None),
             started_us: AtomicU64::new(0),
-            chaos: start.chaos,
+            chaos: start.chaos(),
         });
         let job: Arc<dyn Job> = Arc::clone(&task) as Arc<dyn Job>;
         if pool.submit(Arc::clone(&job))? == Placed::Queue {
@@ -606,15 +630,17 @@ where
         self.command
             .counters
             .started(self.command.env.clock.now_ms(), self.command.running());
-        let injected = self
+        let then = self
             .chaos
-            .and_then(|injection| injected_end(injection.wait_blocking(clock, self.deadline_ms)));
-        let ended = injected.unwrap_or_else(|| {
-            let token = self.token.clone();
-            self.carried
-                .run(|| catch_unwind(AssertUnwindSafe(|| run.call(token))).map_err(panic_message))
-                .into()
-        });
+            .map(|injection| injection.wait_blocking(clock, self.deadline_ms));
+        let ended =
+            then.and_then(injected_end).unwrap_or_else(|| {
+                let token = self.token.clone();
+                RunEnd::from(self.carried.run(|| {
+                    catch_unwind(AssertUnwindSafe(|| run.call(token))).map_err(panic_message)
+                }))
+                .injected_if(then.is_some())
+            });
         drop(running);
         *self.result.lock() = Some(ended);
     }
@@ -665,12 +691,11 @@ where
         crate::retry::Once::default()
     }
 
+    #[inline(always)]
     fn start_here(self, start: Start<'_>) -> Self::Running {
-        AsyncRunning::Here {
-            run: self.0,
-            chaos: start.chaos.map(|injection| {
-                Box::new(injection.wait(&start.state.env.clock, start.deadline_ms))
-            }),
+        match start.chaos() {
+            None => AsyncRunning::Here { run: self.0 },
+            Some(injection) => injected_here(self.0, injection, &start),
         }
     }
 
@@ -679,8 +704,11 @@ where
         start: Start<'_>,
         pool: &ThreadPool,
     ) -> Result<Self::Running, Rejection> {
-        let handle = spawn_on_pool(self.0, &start, pool)?;
-        Ok(AsyncRunning::OnPool { handle })
+        let chaos = start.chaos();
+        let handle = spawn_on_pool(self.0, &start, pool, chaos)?;
+        Ok(AsyncRunning::Apart {
+            apart: Apart::OnPool(handle, chaos.is_some()),
+        })
     }
 }
 
@@ -691,6 +719,7 @@ pub(crate) fn spawn_on_pool<Fut, T, E>(
     run: Fut,
     start: &Start<'_>,
     pool: &ThreadPool,
+    chaos: Option<Injection>,
 ) -> Result<AbortOnDrop<RunEnd<T, E>>, Rejection>
 where
     Fut: Future<Output = Result<T, E>> + Send + 'static,
@@ -704,7 +733,7 @@ where
     })?;
     let command = Arc::clone(start.state);
     let carried = Carried::capture(start.context.as_ref());
-    let chaos = start.chaos.map(|injection| (injection, start.deadline_ms));
+    let chaos = chaos.map(|injection| (injection, start.deadline_ms));
     let handle = runtime.spawn(carried.scope(run_spawned(run, command, slot, chaos)));
     Ok(AbortOnDrop(handle))
 }
@@ -731,17 +760,63 @@ where
         return ended;
     }
     let mut run = std::pin::pin!(run);
-    std::future::poll_fn(|cx| poll_caught(run.as_mut(), cx))
-        .await
-        .into()
+    RunEnd::from(std::future::poll_fn(|cx| poll_caught(run.as_mut(), cx)).await)
+        .injected_if(chaos.is_some())
 }
 
-/// How an attempt ends after its injected wait: `None` if its run follows.
+/// An async run polled in place (SEMAPHORE) after chaos `injection`'s wait.
+#[cold]
+#[inline(never)]
+fn injected_here<Fut, T, E>(
+    run: Fut,
+    injection: Injection,
+    start: &Start<'_>,
+) -> AsyncRunning<Fut, T, E> {
+    AsyncRunning::Apart {
+        apart: Apart::Injected(Box::pin(InjectedRun {
+            wait: Some(injection.wait(&start.state.env.clock, start.deadline_ms)),
+            run,
+        })),
+    }
+}
+
+pin_project! {
+    /// An async run after its injected wait (see [`chaos`](crate::chaos)).
+    #[doc(hidden)]
+    pub struct InjectedRun<Fut> {
+        // `None` once over.
+        wait: Option<Wait>,
+        #[pin]
+        run: Fut,
+    }
+}
+
+impl<Fut, T, E> Future for InjectedRun<Fut>
+where
+    Fut: Future<Output = Result<T, E>>,
+{
+    type Output = RunEnd<T, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<RunEnd<T, E>> {
+        let this = self.project();
+        if let Some(wait) = this.wait {
+            let then = std::task::ready!(Pin::new(wait).poll(cx));
+            *this.wait = None;
+            if let Some(ended) = injected_end(then) {
+                return Poll::Ready(ended);
+            }
+        }
+        poll_caught(this.run, cx).map(|ran| RunEnd::from(ran).injected_if(true))
+    }
+}
+
+/// How an attempt ends after its injected wait (marked as changed by chaos): `None` if its
+/// run follows.
 pub(crate) fn injected_end<T, E>(then: Then) -> Option<RunEnd<T, E>> {
     match then {
         Then::Run => None,
-        Then::Fault => Some(RunEnd::Injected),
-        Then::TimedOut => Some(RunEnd::TimedOut),
+        Then::Fault => Some(RunEnd::Injected.injected_if(true)),
+        Then::TimedOut => Some(RunEnd::TimedOut.injected_if(true)),
     }
 }
 
@@ -756,15 +831,27 @@ impl<T> Drop for AbortOnDrop<T> {
 }
 
 pin_project! {
-    /// An async run in progress: polled in place, or a task on its pool's runtime.
+    /// An async run in progress: polled in place, or not (a task on its pool's runtime, or a
+    /// run behind chaos injection's wait).
     #[project = AsyncRunningProj]
     #[doc(hidden)]
     pub enum AsyncRunning<Fut, T, E> {
-        /// SEMAPHORE: polled in the execution's own poll, after the injected wait if any.
-        Here { #[pin] run: Fut, chaos: Option<Box<Wait>> },
-        /// THREAD: a task on the pool's runtime; aborted when dropped.
-        OnPool { handle: AbortOnDrop<RunEnd<T, E>> },
+        /// SEMAPHORE: polled in the execution's own poll.
+        Here { #[pin] run: Fut },
+        /// Everything else, behind one pointer, so that the common case is as small and fast
+        /// as it can be.
+        Apart { apart: Apart<Fut, T, E> },
     }
+}
+
+/// An async run that is not simply polled in place.
+#[doc(hidden)]
+pub enum Apart<Fut, T, E> {
+    /// THREAD: a task on the pool's runtime (aborted when dropped), and whether chaos
+    /// injection changed it.
+    OnPool(AbortOnDrop<RunEnd<T, E>>, bool),
+    /// SEMAPHORE with chaos injection: the injected wait, then the run polled in place.
+    Injected(Pin<Box<InjectedRun<Fut>>>),
 }
 
 impl<Fut, T, E> Future for AsyncRunning<Fut, T, E>
@@ -775,25 +862,37 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project() {
-            AsyncRunningProj::Here { run, chaos } => {
-                if let Some(wait) = chaos {
-                    let then = std::task::ready!(Pin::new(&mut **wait).poll(cx));
-                    *chaos = None;
-                    if let Some(ended) = injected_end(then) {
-                        return Poll::Ready(ended);
-                    }
-                }
-                poll_caught(run, cx).map(RunEnd::from)
-            }
-            AsyncRunningProj::OnPool { handle } => Pin::new(&mut handle.0).poll(cx).map(|joined| {
+            AsyncRunningProj::Here { run } => poll_caught(run, cx).map(RunEnd::from),
+            AsyncRunningProj::Apart { apart } => apart.poll(cx),
+        }
+    }
+}
+
+impl<Fut, T, E> Apart<Fut, T, E>
+where
+    Fut: Future<Output = Result<T, E>>,
+{
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<RunEnd<T, E>> {
+        match self {
+            Apart::OnPool(handle, _) => Pin::new(&mut handle.0).poll(cx).map(|joined| {
                 joined.unwrap_or_else(|err| {
                     RunEnd::Panicked(format!("the run's task ended early: {err}"))
                 })
             }),
+            Apart::Injected(injected) => injected.as_mut().poll(cx),
         }
     }
 }
 
 impl<Fut, T, E> Interrupt for AsyncRunning<Fut, T, E> {
     fn interrupt(self: Pin<&mut Self>) {}
+
+    fn injected(&self) -> bool {
+        matches!(
+            self,
+            AsyncRunning::Apart {
+                apart: Apart::Injected(_) | Apart::OnPool(_, true)
+            }
+        )
+    }
 }

@@ -561,12 +561,11 @@ where
         interrupt_on_timeout: false,
         context: RequestContext::current_if_any(),
         cancel_link: None,
-        // The pump waits out an injection itself, against the first value's deadline.
-        chaos: None,
     };
     let clock = Arc::clone(&state.env.clock);
     let pump = pump_on_pool(run, Arc::clone(&feed), clock, limits, chaos);
-    let task = spawn_on_pool(pump, &start, pool)?;
+    // The pump waits out an injection itself, against the first value's deadline.
+    let task = spawn_on_pool(pump, &start, pool, None)?;
     Ok(Running::OnPool {
         feed: FeedReader(feed),
         _task: task,

@@ -1024,6 +1024,13 @@ impl HotCommandProperties {
         self.flags.load(std::sync::atomic::Ordering::Acquire) & SLOW_IN_FLIGHT != 0
     }
 
+    /// Chaos injects something into this key's attempts (`chaos.enabled`, a rate above 0),
+    /// read apart from a snapshot (where a run starts).
+    #[inline(always)]
+    pub(crate) fn chaos(&self) -> bool {
+        self.flags.load(std::sync::atomic::Ordering::Acquire) & CHAOS != 0
+    }
+
     /// How many times the properties were published: a change means they may differ.
     pub(crate) fn generation(&self) -> u32 {
         self.generation.load(std::sync::atomic::Ordering::Acquire)

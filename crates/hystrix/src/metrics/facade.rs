@@ -5,7 +5,7 @@
 //!
 //! | metric | kind | labels |
 //! |---|---|---|
-//! | `hystrix_command_events_total` | counter | `command`, `group`, `event` (snake_case event name, e.g. `short_circuited`, `retry`, `retry_budget_exhausted`, `hedge`, `hedge_cancelled`, `limit_rejected`, `throttled`, `slow_call`) |
+//! | `hystrix_command_events_total` | counter | `command`, `group`, `event` (snake_case event name, e.g. `short_circuited`, `retry`, `retry_budget_exhausted`, `hedge`, `hedge_cancelled`, `limit_rejected`, `throttled`, `slow_call`, `chaos_injected`) |
 //! | `hystrix_command_latency_execute_seconds` | histogram | `command`, `group` (executions whose run started) |
 //! | `hystrix_circuit_breaker_transitions_total` | counter | `command`, `group`, `from`, `to` (`closed`, `open`, `half_open`) |
 //!
@@ -16,7 +16,9 @@
 //! to `limit_rejected` (and its fallback's event) and no latency sample (no user code ran); an
 //! attempt adaptive throttling refused adds 1 to `throttled`, likewise; an attempt slower than
 //! `circuitBreaker.slowCall.durationThresholdInMilliseconds` adds 1 to `slow_call` beside its
-//! outcome's event (`success` or `failure`, ...).
+//! outcome's event (`success` or `failure`, ...); an attempt chaos injection changed adds 1 to
+//! `chaos_injected` beside its outcome's event, and an injected fault's latency sample is that
+//! of a run that failed at once (its injected delay, if any; see [`chaos`](crate::chaos)).
 //!
 //! The facade has no gauges: the adaptive limit, its executions in flight and its queue, the
 //! throttling probability, the slow-call rate (as the concurrent executions) are read from the
