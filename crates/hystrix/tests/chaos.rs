@@ -254,6 +254,13 @@ fn an_injected_fault_replaces_the_run_of_every_kind_under_both_isolations() {
             events(outcome.execution_result()),
             "FAILURE, FALLBACK_SUCCESS, CHAOS_INJECTED"
         );
+        // Blocking, driven as a future (under SEMAPHORE: called in the future's poll).
+        let outcome = block_on(cmd.run(counted(&calls)).execute_async_outcome());
+        assert!(outcome.response().as_ref().unwrap_err().is_injected_fault());
+        assert_eq!(
+            events(outcome.execution_result()),
+            "FAILURE, FALLBACK_MISSING, CHAOS_INJECTED"
+        );
         // Cancellable.
         let c = Arc::clone(&calls);
         let answer = cmd
@@ -316,8 +323,8 @@ fn an_injected_fault_replaces_the_run_of_every_kind_under_both_isolations() {
             "{isolation:?}: no run called"
         );
         let metrics = cmd.metrics();
-        assert_eq!(metrics.cumulative_count(EventType::ChaosInjected), 5);
-        assert_eq!(metrics.cumulative_count(EventType::Failure), 5);
+        assert_eq!(metrics.cumulative_count(EventType::ChaosInjected), 6);
+        assert_eq!(metrics.cumulative_count(EventType::Failure), 6);
         // A pool's task counts itself out after its caller sees its end.
         wait_until(|| cmd.metrics().current_concurrent_execution_count() == 0);
     }

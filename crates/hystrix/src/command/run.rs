@@ -424,7 +424,8 @@ impl<R, T, E> Interrupt for BlockingRunning<R, T, E> {
     fn injected(&self) -> bool {
         match self {
             BlockingRunning::Here { .. } => false, // it ends in its first poll
-            BlockingRunning::OnPool { task, .. } => task.chaos.is_some(),
+            // A task withdrawn from the queue never met its injection.
+            BlockingRunning::OnPool { task, .. } => task.chaos.is_some() && self.started(),
         }
     }
 
@@ -838,8 +839,8 @@ pin_project! {
     pub enum AsyncRunning<Fut, T, E> {
         /// SEMAPHORE: polled in the execution's own poll.
         Here { #[pin] run: Fut },
-        /// Everything else, behind one pointer, so that the common case is as small and fast
-        /// as it can be.
+        /// Everything else (a pool's task, or a run behind chaos injection's wait), in an enum
+        /// of its own, so that the run polled in place is matched and moved as before.
         Apart { apart: Apart<Fut, T, E> },
     }
 }
