@@ -1373,7 +1373,8 @@ impl RegistryBuilder {
         self
     }
 
-    /// The seed of the registry's random draws (retry jitter, adaptive throttling's draws),
+    /// The seed of the registry's random draws (retry jitter, adaptive throttling's draws,
+    /// chaos injection's draws),
     /// for runs that must repeat exactly; each command key derives its own sequences from it
     /// and its key (so two registries whose seeds differ may still share a key's sequence:
     /// the seed is mixed with the key, not a different stream per seed). Default: a

@@ -214,11 +214,29 @@ fn the_rates_are_percentages_and_a_hang_needs_a_timeout() {
         .set("hystrix.command.K.chaos.hang.ratePercentage", 40)
         .unwrap();
     let err = refused("execution.timeout.enabled", false.into());
+    assert_eq!(
+        err,
+        "invalid value `false` for `hystrix.command.K.execution.timeout.enabled`: must be true \
+         while chaos.hang.ratePercentage (40 %) is above 0: a hung run ends only at its timeout"
+    );
+    // A key whose builder turned timeouts off: a hang rate for every key names the conflict.
+    builder("NoTimeout")
+        .timeout_enabled(false)
+        .build_in(test.registry())
+        .unwrap();
+    let err = props
+        .set("hystrix.command.default.chaos.hang.ratePercentage", 10)
+        .unwrap_err()
+        .to_string();
     assert!(
-        err.contains("hystrix.command.K.chaos.hang.ratePercentage")
-            && err.contains("while execution.timeout.enabled is false"),
+        err.contains(
+            "conflicts with `hystrix.command.NoTimeout.execution.timeout.enabled` = false"
+        ),
         "{err}"
     );
+    // A delay ends, whatever the timeout: at most an hour.
+    let err = refused("chaos.latency.inMilliseconds", 3_600_001.into());
+    assert!(err.contains("must be at most 3600000 ms"), "{err}");
     // Fractions are rates too.
     props
         .set("hystrix.command.K.chaos.latency.ratePercentage", 0.5)
@@ -820,4 +838,35 @@ fn each_hedge_is_drawn_for_on_its_own() {
     assert_eq!(cmd.metrics().cumulative_count(EventType::ChaosInjected), 2);
     assert_eq!(cmd.metrics().cumulative_count(EventType::Hedge), 1);
     assert_eq!(cmd.metrics().current_concurrent_execution_count(), 0);
+}
+
+#[test]
+fn a_hedge_race_counts_the_injected_attempt_that_lost() {
+    let test = TestRegistry::new();
+    let cmd = chaotic(
+        &test,
+        "HedgedDelay",
+        IsolationStrategy::Semaphore,
+        &[
+            ("chaos.latency.ratePercentage", 100.into()),
+            ("chaos.latency.inMilliseconds", 100.into()),
+            ("hedging.maxAttempts", 2.into()),
+            ("hedging.delayInMilliseconds", 20.into()),
+        ],
+    );
+    let calls = Arc::new(AtomicU32::new(0));
+    let make = counted_attempts(&calls);
+    // The first attempt waits until 100 ms, the hedge (from 20 ms) until 120: the first wins.
+    let outcome = drive(&test, cmd.run_async_retryable(make).execute_async_outcome());
+    assert_eq!(*outcome.response().as_ref().unwrap(), 7);
+    assert_eq!(outcome.execution_result().total_time_ms(), 100);
+    assert_eq!(
+        events(outcome.execution_result()),
+        "SUCCESS, HEDGE, HEDGE_CANCELLED, CHAOS_INJECTEDx2"
+    );
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "the loser never called its run"
+    );
 }

@@ -84,6 +84,53 @@
 //! assert_eq!(answer, "from the fallback");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! A delay or a hang waits on the registry's clock, so a test moves the
+//! [`ManualClock`](crate::clock::ManualClock) once the attempt waits. While it waits, these
+//! timers are pending: 1 for a blocking run under SEMAPHORE (the injected wait; its timeout is
+//! judged when the wait ends); 2 for an async run polled in place or any run under THREAD (the
+//! injected wait and the execution's timeout). A blocking execution parks its thread, so it
+//! runs on another one while the test advances the clock
+//! ([`TestRegistry::advance_when_pending`](crate::testing::TestRegistry::advance_when_pending)):
+//!
+//! ```
+//! use std::time::Duration;
+//! use hystrix::{Command, FailureType, IsolationStrategy, testing::TestRegistry};
+//!
+//! let test = TestRegistry::new();
+//! let props = test.registry().properties();
+//! props.set("hystrix.command.Slow.chaos.enabled", true)?;
+//! props.set("hystrix.command.Slow.chaos.latency.ratePercentage", 100)?;
+//! props.set("hystrix.command.Slow.chaos.latency.inMilliseconds", 300)?;
+//! let cmd = Command::builder("Slow")
+//!     .group("Tests")
+//!     .isolation(IsolationStrategy::Semaphore)
+//!     .timeout(Duration::from_millis(1_000))
+//!     .build_in(test.registry())?;
+//!
+//! let caller = {
+//!     let cmd = cmd.clone();
+//!     std::thread::spawn(move || cmd.run(|| Ok::<_, std::io::Error>(7)).execute_outcome())
+//! };
+//! test.advance_when_pending(1, Duration::from_millis(300))?; // the injected wait's timer
+//! let outcome = caller.join().expect("caller");
+//! assert_eq!(*outcome.response().as_ref().expect("a value"), 7);
+//! assert_eq!(outcome.execution_result().execution_time_ms(), Some(300));
+//!
+//! // A hang ends at the timeout, exactly.
+//! props.set("hystrix.command.Slow.chaos.latency.ratePercentage", 0)?;
+//! props.set("hystrix.command.Slow.chaos.hang.ratePercentage", 100)?;
+//! let caller = {
+//!     let cmd = cmd.clone();
+//!     std::thread::spawn(move || cmd.run(|| Ok::<_, std::io::Error>(7)).execute_outcome())
+//! };
+//! test.advance_when_pending(1, Duration::from_millis(1_000))?;
+//! let outcome = caller.join().expect("caller");
+//! let err = outcome.response().as_ref().expect_err("a timeout");
+//! assert_eq!(err.failure_type(), FailureType::Timeout);
+//! assert_eq!(outcome.execution_result().total_time_ms(), 1_000);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use std::future::Future;
 use std::pin::Pin;

@@ -176,7 +176,8 @@ pin_project! {
                 if !running.as_ref().get_ref().started() {
                     this.recorder.run_never_ran();
                 }
-                // Its end will not be decided: what chaos did to it is told now.
+                // Its end will not be decided: what chaos did to it is told now (a hedge in
+                // flight beside it is not looked at).
                 if running.injected() {
                     this.recorder.event(state, crate::event::EventType::ChaosInjected);
                 }
@@ -970,7 +971,7 @@ where
                         }
                         release_permits(state, holds_permit, &mut false);
                         rec.settle_release(state);
-                        rec.event(state, EventType::HedgeCancelled);
+                        hedge_cancelled(state, rec, running.injected());
                     }
                     cancel_racers(state, rec, race);
                     rec.won_by(number);
@@ -1078,11 +1079,21 @@ fn cancel_racers<Running: Interrupt, E>(
     race: &mut Race<Running, E>,
 ) {
     for mut racer in race.racers.drain(..) {
+        let injected = racer.injected();
         if let Some(running) = racer.running.as_mut() {
             running.as_mut().interrupt();
         }
         drop(racer);
-        rec.event(state, EventType::HedgeCancelled);
+        hedge_cancelled(state, rec, injected);
+    }
+}
+
+/// An attempt lost the race: HEDGE_CANCELLED, and CHAOS_INJECTED if chaos changed it (its
+/// end is never decided).
+fn hedge_cancelled(state: &CommandState, rec: &mut Recorder, injected: bool) {
+    rec.event(state, EventType::HedgeCancelled);
+    if injected {
+        rec.event(state, EventType::ChaosInjected);
     }
 }
 

@@ -452,10 +452,10 @@ property_table! {
     /// Default 0. Dynamic.
     chaos_latency_rate_percentage: f64 = 0.0;
         "chaos.latency.ratePercentage", Dynamic, Any, rate_percentage;
-    /// `chaos.latency.inMilliseconds` (our extension): the injected delay, in ms. Default 0.
-    /// Dynamic.
+    /// `chaos.latency.inMilliseconds` (our extension): the injected delay, in ms, at most
+    /// 3 600 000 (an hour: with timeouts off nothing else ends it). Default 0. Dynamic.
     chaos_latency_in_milliseconds: u64 = 0;
-        "chaos.latency.inMilliseconds", Dynamic, Any, no_check;
+        "chaos.latency.inMilliseconds", Dynamic, Any, chaos_latency_ms;
     /// `chaos.hang.ratePercentage` (our extension): the percentage of attempts (0 to 100)
     /// whose run is replaced by one that never ends: the attempt holds its permit or pool
     /// thread until its deadline (a TIMEOUT), and the run is not called; an async run or a
@@ -494,6 +494,20 @@ fn optional_positive_ms(v: &Option<u64>) -> Result<(), String> {
     match v {
         Some(0) => Err("must be at least 1 ms".into()),
         _ => Ok(()),
+    }
+}
+
+/// The longest injected delay, in ms: an hour.
+const MAX_CHAOS_LATENCY_MS: u64 = 3_600_000;
+
+fn chaos_latency_ms(v: &u64) -> Result<(), String> {
+    if *v <= MAX_CHAOS_LATENCY_MS {
+        Ok(())
+    } else {
+        Err(format!(
+            "must be at most {MAX_CHAOS_LATENCY_MS} ms (an hour: with timeouts off, nothing \
+             else would end the delay)"
+        ))
     }
 }
 
@@ -671,11 +685,12 @@ impl CommandProperties {
         }
         if hang > 0.0 && !self.execution_timeout_enabled {
             return Err((
-                "chaos.hang.ratePercentage",
-                hang.to_string(),
-                "must be 0 while execution.timeout.enabled is false: a hung run ends only at \
-                 its timeout"
-                    .into(),
+                "execution.timeout.enabled",
+                "false".into(),
+                format!(
+                    "must be true while chaos.hang.ratePercentage ({hang} %) is above 0: a hung \
+                     run ends only at its timeout"
+                ),
             ));
         }
         Ok(())

@@ -271,6 +271,15 @@ pub(crate) struct Racer<Running: Interrupt> {
     pub(crate) holds_permit: Option<crate::isolation::priority::Held>,
 }
 
+impl<Running: Interrupt> Racer<Running> {
+    /// Whether chaos injection changed its attempt (still running).
+    pub(crate) fn injected(&self) -> bool {
+        self.running
+            .as_ref()
+            .is_some_and(|running| running.injected())
+    }
+}
+
 impl<Running: Interrupt> Drop for Racer<Running> {
     fn drop(&mut self) {
         // The run stops (or its pool task is withdrawn) before its permit is free.
