@@ -97,8 +97,9 @@ pub enum EventType {
     /// [`RegistryBuilder::allow_chaos`](crate::RegistryBuilder::allow_chaos)) changed this
     /// attempt: a delay before its run, a run replaced by an injected fault (then also a
     /// FAILURE, with [`FailureType::InjectedFault`](crate::FailureType::InjectedFault)), or a
-    /// run that never ends (then a TIMEOUT at its deadline). Counted once per injected attempt.
-    /// Not terminal.
+    /// run that never ends (then a TIMEOUT at its deadline). Counted once per injected attempt:
+    /// the event notifier hears of it as the injection begins, the execution's events and the
+    /// counters when the attempt's end is decided (or it is cancelled). Not terminal.
     ChaosInjected,
 }
 

@@ -878,3 +878,42 @@ fn a_hedge_race_counts_the_injected_attempt_that_lost() {
         "the loser never called its run"
     );
 }
+
+#[test]
+fn the_notifier_hears_of_an_injection_as_it_begins_and_once() {
+    let clock = ManualClock::new();
+    let notifier = common::RecordingNotifier::default();
+    let registry = Registry::builder()
+        .clock(clock.clone())
+        .event_notifier(notifier.clone())
+        .allow_chaos(true)
+        .build();
+    let cmd = builder("Heard")
+        .property("chaos.enabled", true)
+        .property("chaos.latency.ratePercentage", 100)
+        .property("chaos.latency.inMilliseconds", 300)
+        .build_in(&registry)
+        .unwrap();
+    let chaos_events = |seen: &[String]| {
+        seen.iter()
+            .filter(|line| *line == "Heard:CHAOS_INJECTED")
+            .count()
+    };
+    let mut future = Box::pin(
+        cmd.run_async(async { Ok::<u32, DependencyError>(7) })
+            .execute_async_outcome(),
+    );
+    assert!(poll_once(future.as_mut()).is_pending());
+    // Still waiting: the notifier already heard of it (a live view counts it in this phase).
+    assert_eq!(chaos_events(&notifier.take()), 1);
+    clock.advance(Duration::from_millis(300));
+    let Poll::Ready(outcome) = poll_once(future.as_mut()) else {
+        panic!("ready at 300 ms");
+    };
+    assert_eq!(
+        events(outcome.execution_result()),
+        "SUCCESS, CHAOS_INJECTED"
+    );
+    // Not told a second time when the attempt's end is decided.
+    assert_eq!(chaos_events(&notifier.take()), 0);
+}

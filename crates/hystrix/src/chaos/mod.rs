@@ -45,8 +45,9 @@
 //! recorded as a run that failed at once.
 //!
 //! Every injected attempt records CHAOS_INJECTED (once, whatever it was injected with) in the
-//! counters, the request log, the event notifier, the dashboard streams and `/metrics`. It
-//! works for every kind of run (blocking, cancellable, async, streams: a stream's fault ends
+//! counters, the request log, the event notifier, the dashboard streams and `/metrics`: the
+//! notifier hears of it as the injection begins, the execution and its counters when the
+//! attempt's end is decided. It works for every kind of run (blocking, cancellable, async, streams: a stream's fault ends
 //! it before its first value, its delay and hang come before it), under THREAD and SEMAPHORE
 //! isolation, through the tower layer, and for every attempt of retry and hedging.
 //!
@@ -138,7 +139,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
-use crate::clock::{Clock, Sleep};
+use crate::clock::Sleep;
 use crate::config::HotSnapshot;
 use crate::registry::CommandState;
 
@@ -255,9 +256,12 @@ impl Injection {
         }
     }
 
-    /// Waits on this thread (a blocking run's) for the injected delay, from now until at most
-    /// `deadline_ms`; returns what follows.
-    pub(crate) fn wait_blocking(self, clock: &Arc<dyn Clock>, deadline_ms: Option<u64>) -> Then {
+    /// Applies the injection to an attempt of `command`'s blocking run, on this thread: tells
+    /// the event notifier (CHAOS_INJECTED, as it happens), waits for the injected delay from
+    /// now until at most `deadline_ms`, and returns what follows.
+    pub(crate) fn wait_blocking(self, command: &CommandState, deadline_ms: Option<u64>) -> Then {
+        injected(command);
+        let clock = &command.env.clock;
         let now_ms = clock.now_ms();
         let (until_ms, then) = self.plan(now_ms, deadline_ms);
         if until_ms > now_ms {
@@ -266,15 +270,56 @@ impl Injection {
         then
     }
 
-    /// The injected delay of an async run, starting now: a future that waits until at most
-    /// `deadline_ms` and tells what follows.
-    pub(crate) fn wait(self, clock: &Arc<dyn Clock>, deadline_ms: Option<u64>) -> Wait {
+    /// Applies the injection to an attempt of `command`'s async run, starting now: tells the
+    /// event notifier, and returns a future that waits until at most `deadline_ms` and tells
+    /// what follows.
+    pub(crate) fn wait(self, command: &CommandState, deadline_ms: Option<u64>) -> Wait {
+        injected(command);
+        let clock = &command.env.clock;
         let (until_ms, then) = self.plan(clock.now_ms(), deadline_ms);
         Wait {
             sleep: Sleep::until(Arc::clone(clock), until_ms),
             then,
         }
     }
+}
+
+/// An injection for an attempt of a command, with the attempt's deadline, to apply when its
+/// run would start (a blocking run called in a future's poll).
+#[doc(hidden)]
+pub struct Planned {
+    injection: Injection,
+    deadline_ms: Option<u64>,
+    command: Arc<CommandState>,
+}
+
+impl Planned {
+    /// `injection` for an attempt of `command` whose deadline is `deadline_ms`.
+    pub(crate) fn new(
+        injection: Injection,
+        deadline_ms: Option<u64>,
+        command: &Arc<CommandState>,
+    ) -> Self {
+        Planned {
+            injection,
+            deadline_ms,
+            command: Arc::clone(command),
+        }
+    }
+
+    /// [`Injection::wait_blocking`] now.
+    pub(crate) fn wait_blocking(self) -> Then {
+        self.injection
+            .wait_blocking(&self.command, self.deadline_ms)
+    }
+}
+
+/// An injection begins: the event notifier hears of it now (the execution counts it when the
+/// attempt's end is decided, without telling the notifier again).
+fn injected(command: &CommandState) {
+    command
+        .env
+        .notify_event(crate::event::EventType::ChaosInjected, &command.key);
 }
 
 /// The injected wait of an async run (see [`Injection::wait`]).

@@ -179,7 +179,7 @@ pin_project! {
                 // Its end will not be decided: what chaos did to it is told now (a hedge in
                 // flight beside it is not looked at).
                 if running.injected() {
-                    this.recorder.event(state, crate::event::EventType::ChaosInjected);
+                    this.recorder.count_chaos_injected();
                 }
                 if state.properties.hot().load().interrupt_on_future_cancel() {
                     running.as_mut().interrupt();
@@ -1093,7 +1093,7 @@ fn cancel_racers<Running: Interrupt, E>(
 fn hedge_cancelled(state: &CommandState, rec: &mut Recorder, injected: bool) {
     rec.event(state, EventType::HedgeCancelled);
     if injected {
-        rec.event(state, EventType::ChaosInjected);
+        rec.count_chaos_injected();
     }
 }
 

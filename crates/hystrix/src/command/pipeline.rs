@@ -513,8 +513,8 @@ fn chaos_blocking<T>(
     deadline_ms: Option<u64>,
     run: impl FnOnce() -> T,
 ) -> Option<T> {
-    rec.event(state, EventType::ChaosInjected);
-    match injection.wait_blocking(&state.env.clock, deadline_ms) {
+    rec.count_chaos_injected();
+    match injection.wait_blocking(state, deadline_ms) {
         crate::chaos::Then::Run => Some(run()),
         crate::chaos::Then::Fault | crate::chaos::Then::TimedOut => None,
     }
@@ -1102,15 +1102,12 @@ impl<T, E> RunEnd<T, E> {
     }
 }
 
-/// The end of an attempt chaos changed: CHAOS_INJECTED, and how it ended.
+/// The end of an attempt chaos changed: CHAOS_INJECTED (the notifier heard of it as the
+/// injection began), and how it ended.
 #[cold]
 #[inline(never)]
-fn chaos_injected<T, E>(
-    state: &CommandState,
-    rec: &mut Recorder,
-    ended: RunEnd<T, E>,
-) -> RunEnd<T, E> {
-    rec.event(state, EventType::ChaosInjected);
+fn chaos_injected<T, E>(rec: &mut Recorder, ended: RunEnd<T, E>) -> RunEnd<T, E> {
+    rec.count_chaos_injected();
     match ended {
         RunEnd::Chaos(inner) => *inner,
         ended => ended,
@@ -1148,7 +1145,7 @@ pub(crate) fn decide<T, E, C: Classify<E> + ?Sized>(
 ) -> Decision<T, E> {
     let key = || state.key.clone();
     let ended = match ended {
-        RunEnd::Chaos(_) => chaos_injected(state, rec, ended),
+        RunEnd::Chaos(_) => chaos_injected(rec, ended),
         ended => ended,
     };
     if rec.limit_start.is_some() || state.properties.hot().throttle() {
@@ -1834,6 +1831,12 @@ impl Recorder {
     }
 
     #[inline]
+    /// CHAOS_INJECTED for an attempt chaos changed: counted in the execution only (the event
+    /// notifier heard of it as the injection began, see [`chaos`](crate::chaos)).
+    pub(crate) fn count_chaos_injected(&mut self) {
+        self.events.add(EventType::ChaosInjected);
+    }
+
     pub(crate) fn event(&mut self, state: &CommandState, event: EventType) {
         if self.observed {
             self.observe_event(state, event);

@@ -16,7 +16,7 @@ use parking_lot::Mutex;
 use pin_project_lite::pin_project;
 use tokio_util::sync::CancellationToken;
 
-use crate::chaos::{Injection, Then, Wait};
+use crate::chaos::{Injection, Planned, Then, Wait};
 use crate::circuit::Ticket;
 use crate::clock::TimerId;
 use crate::command::pipeline::{RunEnd, panic_message, poll_caught};
@@ -323,9 +323,9 @@ macro_rules! blocking_run_fn {
                     run: Some(self),
                     deadline_ms: start.deadline_ms.filter(|_| start.interrupt_on_timeout),
                     clock: Arc::clone(&start.state.env.clock),
-                    chaos: start
-                        .chaos()
-                        .map(|injection| Box::new((injection, start.deadline_ms))),
+                    chaos: start.chaos().map(|injection| {
+                        Box::new(Planned::new(injection, start.deadline_ms, start.state))
+                    }),
                 }
             }
 
@@ -360,9 +360,9 @@ pub enum BlockingRunning<R, T, E> {
         /// When the token is to be cancelled, if the run takes one.
         deadline_ms: Option<u64>,
         clock: Arc<dyn crate::clock::Clock>,
-        /// Chaos injection, with the attempt's deadline (boxed: rare, and kept out of the
-        /// size of every run).
-        chaos: Option<Box<(Injection, Option<u64>)>>,
+        /// Chaos injection, with the attempt's deadline and its command (boxed: rare, and kept
+        /// out of the size of every run).
+        chaos: Option<Box<Planned>>,
     },
     /// THREAD: a task on a pool thread (or in its queue).
     OnPool {
@@ -392,10 +392,7 @@ where
                 let Some(run) = run.take() else {
                     return Poll::Ready(RunEnd::Panicked("run polled after it ended".into()));
                 };
-                let injected = chaos.take().map(|injection| {
-                    let (injection, deadline) = *injection;
-                    injection.wait_blocking(clock, deadline)
-                });
+                let injected = chaos.take().map(|planned| planned.wait_blocking());
                 if let Some(ended) = injected.and_then(injected_end) {
                     return Poll::Ready(ended);
                 }
@@ -633,7 +630,7 @@ where
             .started(self.command.env.clock.now_ms(), self.command.running());
         let then = self
             .chaos
-            .map(|injection| injection.wait_blocking(clock, self.deadline_ms));
+            .map(|injection| injection.wait_blocking(&self.command, self.deadline_ms));
         let ended =
             then.and_then(injected_end).unwrap_or_else(|| {
                 let token = self.token.clone();
@@ -756,7 +753,7 @@ where
         .counters
         .started(command.env.clock.now_ms(), command.running());
     if let Some((injection, deadline_ms)) = chaos
-        && let Some(ended) = injected_end(injection.wait(&command.env.clock, deadline_ms).await)
+        && let Some(ended) = injected_end(injection.wait(&command, deadline_ms).await)
     {
         return ended;
     }
@@ -775,7 +772,7 @@ fn injected_here<Fut, T, E>(
 ) -> AsyncRunning<Fut, T, E> {
     AsyncRunning::Apart {
         apart: Apart::Injected(Box::pin(InjectedRun {
-            wait: Some(injection.wait(&start.state.env.clock, start.deadline_ms)),
+            wait: Some(injection.wait(start.state, start.deadline_ms)),
             run,
         })),
     }

@@ -563,6 +563,7 @@ where
         cancel_link: None,
     };
     let clock = Arc::clone(&state.env.clock);
+    let chaos = chaos.map(|injection| (injection, Arc::clone(state)));
     let pump = pump_on_pool(run, Arc::clone(&feed), clock, limits, chaos);
     // The pump waits out an injection itself, against the first value's deadline.
     let task = spawn_on_pool(pump, &start, pool, None)?;
@@ -589,7 +590,7 @@ async fn pump_on_pool<S, T, E>(
     feed: Arc<Feed<Step<T, E>>>,
     clock: Arc<dyn Clock>,
     limits: Limits,
-    chaos: Option<Injection>,
+    chaos: Option<(Injection, Arc<CommandState>)>,
 ) -> Result<(), Infallible>
 where
     S: Stream<Item = Result<T, E>>,
@@ -603,8 +604,8 @@ where
         }
     }
     let _close = CloseOnDrop(&feed);
-    if let Some(injection) = chaos
-        && let Some(step) = injected_step(injection.wait(&clock, limits.first_deadline_ms).await)
+    if let Some((injection, command)) = chaos
+        && let Some(step) = injected_step(injection.wait(&command, limits.first_deadline_ms).await)
     {
         feed.close(Some(step));
         return Ok(());
@@ -880,9 +881,8 @@ where
                                     Running::Here {
                                         stream: run,
                                         chaos: chaos.map(|injection| {
-                                            let clock = &state.env.clock;
                                             Box::new(
-                                                injection.wait(clock, limits.first_deadline_ms),
+                                                injection.wait(state, limits.first_deadline_ms),
                                             )
                                         }),
                                     }
@@ -897,7 +897,7 @@ where
                             Err(err) => (err, fallback),
                             Ok(running) => {
                                 if chaos.is_some() {
-                                    rec.event(state, EventType::ChaosInjected);
+                                    rec.count_chaos_injected();
                                 }
                                 rec.run_started(state);
                                 let here = !running.is_on_pool();
