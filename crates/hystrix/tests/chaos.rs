@@ -780,8 +780,8 @@ fn rates_over_ten_thousand_seeded_calls_are_within_binomial_bounds() {
 // ------------------------------------------------------------------------------------------------
 // What observers see
 
-#[test]
-fn the_request_log_and_the_notifier_see_each_injection() {
+/// A registry on a manual clock that allows chaos, with a recording event notifier.
+fn observed_registry() -> (ManualClock, common::RecordingNotifier, Registry) {
     let clock = ManualClock::new();
     let notifier = common::RecordingNotifier::default();
     let registry = Registry::builder()
@@ -790,6 +790,12 @@ fn the_request_log_and_the_notifier_see_each_injection() {
         .allow_chaos(true)
         .random_seed(0)
         .build();
+    (clock, notifier, registry)
+}
+
+#[test]
+fn the_request_log_and_the_notifier_see_each_injection() {
+    let (_clock, notifier, registry) = observed_registry();
     let cmd = builder("Logged")
         .property("chaos.enabled", true)
         .property("chaos.fault.ratePercentage", 100)
@@ -881,13 +887,7 @@ fn a_hedge_race_counts_the_injected_attempt_that_lost() {
 
 #[test]
 fn the_notifier_hears_of_an_injection_as_it_begins_and_once() {
-    let clock = ManualClock::new();
-    let notifier = common::RecordingNotifier::default();
-    let registry = Registry::builder()
-        .clock(clock.clone())
-        .event_notifier(notifier.clone())
-        .allow_chaos(true)
-        .build();
+    let (clock, notifier, registry) = observed_registry();
     let cmd = builder("Heard")
         .property("chaos.enabled", true)
         .property("chaos.latency.ratePercentage", 100)
