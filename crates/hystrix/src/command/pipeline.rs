@@ -1830,13 +1830,13 @@ impl Recorder {
         }
     }
 
-    #[inline]
     /// CHAOS_INJECTED for an attempt chaos changed: counted in the execution only (the event
     /// notifier heard of it as the injection began, see [`chaos`](crate::chaos)).
     pub(crate) fn count_chaos_injected(&mut self) {
         self.events.add(EventType::ChaosInjected);
     }
 
+    #[inline]
     pub(crate) fn event(&mut self, state: &CommandState, event: EventType) {
         if self.observed {
             self.observe_event(state, event);
