@@ -47,9 +47,10 @@
 //! Every injected attempt records CHAOS_INJECTED (once, whatever it was injected with) in the
 //! counters, the request log, the event notifier, the dashboard streams and `/metrics`: the
 //! notifier hears of it as the injection begins, the execution and its counters when the
-//! attempt's end is decided. It works for every kind of run (blocking, cancellable, async, streams: a stream's fault ends
-//! it before its first value, its delay and hang come before it), under THREAD and SEMAPHORE
-//! isolation, through the tower layer, and for every attempt of retry and hedging.
+//! attempt's end is decided. It works for every kind of run (blocking, cancellable, async,
+//! streams: a stream's fault ends it before its first value, its delay and hang come before
+//! it), under THREAD and SEMAPHORE isolation, through the tower layer, and for every attempt
+//! of retry and hedging.
 //!
 //! Waiting happens where a slow run would wait: a blocking run's thread sleeps (the caller's
 //! under SEMAPHORE, the pool's under THREAD); an async run's future is pending on a timer of
