@@ -293,7 +293,8 @@ pub(crate) enum Detail {
     },
     /// The throttling probability (0 to 1) the attempt was refused with.
     Throttled(f64),
-    ShortCircuit(Option<TripCause>),
+    /// Refused by an open breaker: why, looked up when asked.
+    ShortCircuit(crate::circuit::Tripped),
     PoolRejected {
         pool: crate::key::ThreadPoolKey,
         rejection: crate::isolation::thread_pool::Rejection,
@@ -310,6 +311,22 @@ impl<E> HystrixError<E> {
             cause,
             fallback: None,
             detail: Detail::None,
+            attempts: 1,
+        }
+    }
+
+    /// The error of an execution an open breaker refused (`tripped` says why).
+    #[inline]
+    pub(crate) fn short_circuited(
+        command_key: CommandKey,
+        tripped: crate::circuit::Tripped,
+    ) -> Self {
+        HystrixError {
+            failure_type: FailureType::ShortCircuit,
+            command_key,
+            cause: Cause::None,
+            fallback: None,
+            detail: Detail::ShortCircuit(tripped),
             attempts: 1,
         }
     }
@@ -394,10 +411,15 @@ impl<E> HystrixError<E> {
         }
     }
 
-    /// For [`FailureType::ShortCircuit`]: the failure that tripped the breaker.
-    pub fn trip_cause(&self) -> Option<&TripCause> {
+    /// For [`FailureType::ShortCircuit`]: why the breaker was open (the failure that tripped
+    /// it, `circuitBreaker.forceOpen`, a manual opening).
+    ///
+    /// Looked up when called, not copied at the rejection (which stays cheap): the breaker
+    /// keeps the causes of its latest 8 openings, so this is `None` once the breaker was
+    /// reset (`CircuitBreakerHandle::reset`) or opened 8 more times since the rejection.
+    pub fn trip_cause(&self) -> Option<TripCause> {
         match &self.detail {
-            Detail::ShortCircuit(cause) => cause.as_ref(),
+            Detail::ShortCircuit(tripped) => tripped.cause(),
             _ => None,
         }
     }
@@ -483,10 +505,10 @@ impl<E> HystrixError<E> {
             (Detail::IdleTimeoutMs(ms), _) => {
                 format!("timed out waiting {ms} ms for its next value (idle timeout)")
             }
-            (Detail::ShortCircuit(Some(cause)), _) => {
-                format!("short-circuited (circuit open: {cause})")
-            }
-            (Detail::ShortCircuit(None), _) => "short-circuited (circuit open)".into(),
+            (Detail::ShortCircuit(tripped), _) => match tripped.cause() {
+                Some(cause) => format!("short-circuited (circuit open: {cause})"),
+                None => "short-circuited (circuit open)".into(),
+            },
             (Detail::SemaphoreLimit(max), _) => format!(
                 "could not acquire a semaphore for execution (limit of {max} concurrent \
                  executions reached)"
@@ -538,7 +560,7 @@ impl<E> HystrixError<E> {
                 format!("command.{key}"),
                 "fallback.isolation.semaphore.maxConcurrentRequests",
             ),
-            (Detail::ShortCircuit(Some(TripCause::ForcedOpen)), _) => {
+            (Detail::ShortCircuit(crate::circuit::Tripped::ForcedOpen), _) => {
                 return Some(format!(
                     "forced open by hystrix.command.{key}.circuitBreaker.forceOpen"
                 ));

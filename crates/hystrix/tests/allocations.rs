@@ -1,6 +1,7 @@
 //! The hot paths allocate nothing: a SEMAPHORE `execute()` and a ready `execute_async()` on the
 //! success path, with a fallback, and when short-circuited (by the forceOpen flag, and by an
-//! OPEN breaker with and without a fallback). Counted by a global allocator that
+//! OPEN breaker, opened by hand or tripped by failures, with and without a fallback, blocking
+//! and async). Counted by a global allocator that
 //! counts only the measuring thread's allocations.
 #![allow(clippy::unwrap_used, unsafe_code)]
 
@@ -9,7 +10,7 @@ use std::cell::Cell;
 use std::future::Future;
 use std::hint::black_box;
 use std::pin::pin;
-use std::task::{Context, Waker};
+use std::task::{Context, Poll, Waker};
 
 use hystrix::{Command, IsolationStrategy, Registry};
 
@@ -134,6 +135,57 @@ fn hot_paths_allocate_nothing() {
             .poll(&mut Context::from_waker(Waker::noop()));
         assert!(black_box(polled).is_ready());
     });
+    // Tripped by failures (the breaker keeps the trip cause; a rejection refers to it).
+    let test = hystrix::testing::TestRegistry::new();
+    let failing = Command::builder("Failing")
+        .group("Alloc")
+        .isolation(IsolationStrategy::Semaphore)
+        .circuit_breaker_sleep_window(std::time::Duration::from_secs(3600))
+        .build_in(test.registry())
+        .unwrap();
+    for _ in 0..20 {
+        let _ = failing.run(|| Err::<u64, _>(black_box(1u32))).execute();
+    }
+    test.advance(std::time::Duration::from_millis(500));
+    assert!(failing.circuit_breaker().is_open());
+    let tripped_no_fallback = allocations_per_call(|| {
+        let err = failing.run(|| Ok::<u64, u32>(7)).execute().unwrap_err();
+        assert_eq!(err.failure_type(), hystrix::FailureType::ShortCircuit);
+        black_box(err);
+    });
+    let tripped_with_fallback = allocations_per_call(|| {
+        let value = failing
+            .run(|| Ok::<u64, u32>(7))
+            .fallback(|_| Ok::<u64, Never>(0))
+            .execute();
+        black_box(value).unwrap();
+    });
+    let poll_once = |future: &mut std::pin::Pin<&mut dyn Future<Output = _>>| {
+        future
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+    };
+    let tripped_async = allocations_per_call(|| {
+        let future = pin!(
+            failing
+                .run_async(async { Ok::<u64, u32>(7) })
+                .execute_async()
+        );
+        let mut future: std::pin::Pin<&mut dyn Future<Output = _>> = future;
+        let polled = poll_once(&mut future);
+        assert!(matches!(black_box(polled), Poll::Ready(Err(_))));
+    });
+    let tripped_async_fallback = allocations_per_call(|| {
+        let future = pin!(
+            failing
+                .run_async(async { Ok::<u64, u32>(7) })
+                .fallback(|_| Ok::<u64, Never>(0))
+                .execute_async()
+        );
+        let mut future: std::pin::Pin<&mut dyn Future<Output = _>> = future;
+        let polled = poll_once(&mut future);
+        assert!(matches!(black_box(polled), Poll::Ready(Ok(0))));
+    });
     assert_eq!(
         (
             execute,
@@ -145,6 +197,15 @@ fn hot_paths_allocate_nothing() {
             execute_async
         ),
         (0, 0, 0, 0, 0, 0, 0)
+    );
+    assert_eq!(
+        (
+            tripped_no_fallback,
+            tripped_with_fallback,
+            tripped_async,
+            tripped_async_fallback
+        ),
+        (0, 0, 0, 0)
     );
 }
 

@@ -656,3 +656,62 @@ fn a_manual_force_open_names_itself_not_the_sticky_property() {
          hystrix.command.Manual.circuitBreaker.sleepWindowInMilliseconds or add a fallback)"
     );
 }
+
+/// A short-circuit error names the opening it met, looked up when asked: after the breaker
+/// closed and tripped again for another reason, the first error still gives the first cause;
+/// a reset forgets them.
+#[test]
+fn a_short_circuit_error_keeps_the_cause_of_the_opening_it_met() {
+    let test = TestRegistry::new();
+    let cmd = builder("CauseKept").build_in(test.registry()).unwrap();
+    trip(&test, &cmd);
+    let first = short_circuited(&cmd);
+    let first_cause = first.trip_cause().unwrap().to_string();
+    assert!(first_cause.contains("100% of 20 requests"), "{first_cause}");
+    advance_to(&test, 5501);
+    let err = cmd.run(boom).execute().unwrap_err();
+    assert_eq!(err.failure_type(), FailureType::CommandException);
+    let second = short_circuited(&cmd);
+    assert_eq!(
+        second.trip_cause().unwrap().to_string(),
+        "the half-open trial ended in FAILURE"
+    );
+    assert_eq!(first.trip_cause().unwrap().to_string(), first_cause);
+    assert!(first.to_string().contains(&first_cause), "{first}");
+    cmd.circuit_breaker().reset();
+    assert!(first.trip_cause().is_none());
+    assert!(second.trip_cause().is_none());
+    assert_eq!(
+        first.to_string(),
+        "command CauseKept short-circuited (circuit open) and no fallback available (tune \
+         hystrix.command.CauseKept.circuitBreaker.sleepWindowInMilliseconds or add a fallback)"
+    );
+}
+
+/// A short-circuited execution's fallback takes time: the execution's total time includes it
+/// (the quick refusal reads the clock after the fallback, as the full path does).
+#[test]
+fn a_short_circuited_execution_lasts_as_long_as_its_fallback() {
+    let test = TestRegistry::new();
+    let cmd = builder("SlowFallback").build_in(test.registry()).unwrap();
+    trip(&test, &cmd);
+    let clock = test.clock().clone();
+    let outcome = cmd
+        .run(ok)
+        .fallback(move |_| {
+            clock.advance(Duration::from_millis(30));
+            Ok::<u32, DependencyError>(7)
+        })
+        .execute_outcome();
+    assert_eq!(
+        names(outcome.execution_result().execution_events()),
+        ["SHORT_CIRCUITED", "FALLBACK_SUCCESS"]
+    );
+    assert_eq!(outcome.execution_result().total_time_ms(), 30);
+    assert_eq!(outcome.execution_result().execution_time_ms(), None);
+    assert_eq!(outcome.into_response().unwrap(), 7);
+    advance_to(&test, 1000);
+    let metrics = cmd.metrics();
+    assert_eq!(metrics.rolling_count(hystrix::EventType::ShortCircuited), 1);
+    assert_eq!(metrics.rolling_count(hystrix::EventType::FallbackSuccess), 1);
+}

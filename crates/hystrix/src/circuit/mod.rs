@@ -32,13 +32,13 @@ mod probe;
 mod shared;
 mod state;
 pub mod store;
+mod trips;
 mod window;
 
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 
-use arc_swap::ArcSwapOption;
 use parking_lot::Mutex;
 
 pub use backoff::{Backoff, OpenContext, OpenTrigger};
@@ -55,6 +55,7 @@ pub(crate) use keyed::{KeyedBreaker, KeyedBreakers};
 pub(crate) use probe::ProbeState;
 pub(crate) use shared::{SharedLink, StoreEnv, run_rounds};
 use state::{State, TrialSuccess, Word};
+pub(crate) use trips::{TripLog, Tripped};
 
 use crate::config::{HotCommandProperties, HotSnapshot};
 use crate::error::TripCause;
@@ -90,7 +91,7 @@ pub(crate) enum Admission {
     /// Run the execution, and tell the breaker how it ended.
     Allowed(Ticket),
     /// Short-circuit it; holds why the circuit is open.
-    Denied(TripCause),
+    Denied(Tripped),
 }
 
 /// The kind of the latest failure, for the trip cause's text.
@@ -391,7 +392,8 @@ pub(crate) struct CircuitBreaker {
     reopens: AtomicU32,
     /// When the latest trial was admitted (for hung trials).
     trial_admitted_ms: AtomicU64,
-    trip_cause: ArcSwapOption<TripCause>,
+    /// The causes of its latest openings (made at the first).
+    trips: std::sync::OnceLock<Arc<TripLog>>,
     last_failure: AtomicU8,
     /// Openings one at a time (rare; attempts never take it).
     opening: Mutex<()>,
@@ -425,7 +427,7 @@ impl CircuitBreaker {
         }
         self.refresh(site, now_ms);
         if flags.force_open() {
-            return Admission::Denied(TripCause::ForcedOpen);
+            return Admission::Denied(Tripped::ForcedOpen);
         }
         if flags.force_closed() {
             return Admission::Allowed(Ticket::None);
@@ -435,6 +437,43 @@ impl CircuitBreaker {
             Status::Closed => Admission::Allowed(Ticket::Closed(word.generation)),
             _ => self.attempt_open(site, now_ms),
         }
+    }
+
+    /// Whether [`refuses_now`](Self::refuses_now) may refuse: one load of the state, so
+    /// that a CLOSED breaker's executions pay nothing more for the quick refusal.
+    #[inline]
+    pub(crate) fn may_refuse_now(&self, flags: &HotSnapshot) -> bool {
+        flags.circuit_breaker_enabled() && (self.state.is_open() || flags.force_open())
+    }
+
+    /// The quick refusal, for the path a service hammers during an outage: what
+    /// [`attempt`](Self::attempt) would refuse without moving anything (forced open, or OPEN
+    /// with its open duration not over), when no health check is due. `None`: take the full
+    /// path, which decides. Ask [`may_refuse_now`](Self::may_refuse_now) first.
+    #[inline]
+    pub(crate) fn refuses_now(
+        &self,
+        hot: &HotCommandProperties,
+        flags: &HotSnapshot,
+        now_ms: u64,
+    ) -> Option<Tripped> {
+        if now_ms >= self.next_check_ms.load(Ordering::Relaxed) {
+            return None;
+        }
+        if flags.force_open() {
+            return Some(Tripped::ForcedOpen);
+        }
+        let word = self.state.load();
+        if flags.force_closed()
+            || word.status != Status::Open
+            || now_ms > self.open_until_ms(hot.sleep_window_ms())
+        {
+            return None;
+        }
+        Some(Tripped::Opened {
+            log: Arc::clone(self.trips.get()?),
+            generation: word.generation,
+        })
     }
 
     /// Checks the health counts if a health bucket completed since the last check (any read of
@@ -474,7 +513,7 @@ impl CircuitBreaker {
                 Status::Open => {
                     if now_ms <= self.open_until_ms(hot.sleep_window_ms()) || !site.may_half_open()
                     {
-                        return Admission::Denied(self.cause());
+                        return Admission::Denied(self.tripped(word.generation));
                     }
                     self.half_open(site, word, now_ms, false);
                 }
@@ -487,7 +526,7 @@ impl CircuitBreaker {
                     // Trials still out after max(sleep window, timeout) are taken back: a fresh
                     // half-open period, whose generation makes their late outcomes stale.
                     if now_ms <= self.trials_hung_at_ms(hot) {
-                        return Admission::Denied(self.cause());
+                        return Admission::Denied(self.tripped(word.generation));
                     }
                     if self.state.transition(word, Status::HalfOpen).is_some() {
                         self.trial_admitted_ms.store(now_ms, Ordering::Release);
@@ -731,7 +770,7 @@ impl CircuitBreaker {
             return false;
         };
         self.reopens.store(reopens, Ordering::Relaxed);
-        self.trip_cause.store(Some(Arc::new(cause.clone())));
+        self.trips().record(opened.generation, cause.clone());
         let open_duration_ms = self.open_duration_ms(hot.sleep_window_ms());
         // Listeners may call back into the breaker (e.g. force_open): not under the lock.
         drop(one_at_a_time);
@@ -751,12 +790,18 @@ impl CircuitBreaker {
         true
     }
 
-    fn cause(&self) -> TripCause {
-        self.trip_cause
-            .load()
-            .as_deref()
-            .cloned()
-            .unwrap_or_else(|| TripCause::Message("circuit open".into()))
+    /// Its log of openings, made at the first.
+    fn trips(&self) -> &Arc<TripLog> {
+        self.trips.get_or_init(Arc::default)
+    }
+
+    /// Why an execution refused in `generation` was refused.
+    #[inline]
+    fn tripped(&self, generation: u32) -> Tripped {
+        Tripped::Opened {
+            log: Arc::clone(self.trips()),
+            generation,
+        }
     }
 
     /// An admitted execution succeeded (or ended in an ignored error).
@@ -946,8 +991,8 @@ impl CircuitBreaker {
             self.state.force(Status::Open)
         };
         // Not `TripCause::ForcedOpen`: that names the sticky property, this is one opening.
-        self.trip_cause
-            .store(Some(Arc::new(TripCause::ManuallyOpened)));
+        self.trips()
+            .record(opened.generation, TripCause::ManuallyOpened);
         site.emit(BreakerEventKind::ForcedOpen);
         if let Some(extras) = site.extras() {
             if let Some(probe) = &extras.probe {
@@ -990,7 +1035,9 @@ impl CircuitBreaker {
         site.note_closed();
         site.restart_health(now_ms);
         self.reopens.store(0, Ordering::Relaxed);
-        self.trip_cause.store(None);
+        if let Some(trips) = self.trips.get() {
+            trips.clear();
+        }
         self.last_failure
             .store(FailureKind::None as u8, Ordering::Relaxed);
         site.emit(BreakerEventKind::Reset);
@@ -999,7 +1046,7 @@ impl CircuitBreaker {
 
     /// Why it opened last, if it is or was open.
     pub(crate) fn trip_cause(&self) -> Option<TripCause> {
-        self.trip_cause.load().as_deref().cloned()
+        self.trips.get()?.latest()
     }
 }
 

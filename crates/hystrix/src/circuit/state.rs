@@ -32,7 +32,7 @@ pub(crate) struct Word {
     pub(crate) successes: u16,
 }
 
-const GENERATION_MASK: u64 = (1 << 30) - 1;
+pub(crate) const GENERATION_MASK: u64 = (1 << 30) - 1;
 
 impl Word {
     fn encode(self) -> u64 {
@@ -87,6 +87,12 @@ pub(crate) enum TrialSuccess {
 pub(crate) struct State(AtomicU64);
 
 impl State {
+    /// Whether it is OPEN now (one load, nothing else decoded).
+    #[inline]
+    pub(crate) fn is_open(&self) -> bool {
+        self.0.load(Ordering::Acquire) & 3 == 1
+    }
+
     pub(crate) fn load(&self) -> Word {
         Word::decode(self.0.load(Ordering::Acquire))
     }

@@ -329,9 +329,16 @@ where
     FB: BlockingFallback<T, E> + AsyncFallback<T, E>,
     K: Classify<E>,
 {
-    state.check_blocking_in_runtime();
     let props = state.properties.hot().load();
-    match props.isolation().unwrap_or(IsolationStrategy::Thread) {
+    let isolation = props.isolation().unwrap_or(IsolationStrategy::Thread);
+    // A retry-enabled run deposits in its retry budget even when refused: the full path.
+    if !<R::Again as Again>::RETRIES
+        && let Some((now_ms, tripped)) = pipeline::refusal(state, &props, &options)
+    {
+        return pipeline::refused(state, now_ms, isolation, tripped, fallback);
+    }
+    state.check_blocking_in_runtime();
+    match isolation {
         IsolationStrategy::Semaphore => {
             pipeline::run_blocking(state, props, classifier, run, fallback, &options)
         }

@@ -26,7 +26,7 @@ use crate::command::pipeline::{
     CallOptions, Decision, FallbackEnd, Recorder, RunEnd, attempt_deadline, attempt_deadline_from,
     begin_attempts, check_breaker, check_options, check_throttle, decide, fallback_done,
     fallback_gate, limit_wait_until, panic_message, permit_refused, plan_retry, poll_caught,
-    pool_rejected, retry_answer, retry_budget, try_permit, try_permit_into,
+    pool_rejected, refusal, retry_answer, retry_budget, try_permit, try_permit_into,
     warn_if_hedging_ignored, warn_if_retry_ignored,
 };
 use crate::command::run::{Interrupt, RunFn, Start};
@@ -291,11 +291,11 @@ where
             rec.span().cloned()
         };
         let _entered = span.as_ref().map(tracing::Span::enter);
-        loop {
+        'poll: loop {
             // Each arm either returns, goes on with an attempt it started, or hands the failure
             // that ended one and the fallback to the code below.
             let (mut error, fallback) = match this.phase.as_mut().project() {
-                PhaseProj::Start { .. } => {
+                PhaseProj::Start { .. } => 'start: {
                     let PhaseOwned::Start { run, fallback } =
                         this.phase.as_mut().project_replace(Phase::Done)
                     else {
@@ -307,6 +307,15 @@ where
                     } else {
                         IsolationStrategy::Semaphore
                     });
+                    // An open breaker's quick refusal (a retry-enabled run deposits in its
+                    // budget even when refused: the full path).
+                    if !A::RETRIES
+                        && let Some((now_ms, tripped)) = refusal(state, &props, this.options)
+                    {
+                        rec.begin_refused(state, isolation, now_ms);
+                        let error = HystrixError::short_circuited(state.key.clone(), tripped);
+                        break 'start (error, fallback);
+                    }
                     rec.begin(state, isolation);
                     if let Err(err) = check_options(state, rec, this.options) {
                         return Poll::Ready(rec.finish_now(state, Err(err)));
@@ -336,7 +345,7 @@ where
                             if A::RETRIES && rec.hedge_max > 1 {
                                 arm_race(state, rec, this.phase.as_mut(), true);
                             }
-                            continue;
+                            continue 'poll;
                         }
                         Err(Refused::Error(err, fallback)) => (err, fallback),
                         Err(Refused::Wait {
@@ -352,7 +361,7 @@ where
                                 fallback,
                                 until_ms,
                             );
-                            continue;
+                            continue 'poll;
                         }
                     }
                 }

@@ -144,6 +144,140 @@ impl CallOptions {
 }
 
 // ------------------------------------------------------------------------------------------------
+// The open breaker's quick refusal
+
+/// Whether an open breaker refuses this execution on the quick path, the cheapest there is
+/// (the one a service hammers during an outage: no span, no recorder, no trip cause copied):
+/// `Some` with the time and why, then answer it with [`refused`]. Taken only when it decides
+/// exactly what the full path would, and nothing watches executions one by one: no per-call
+/// options, not dry-run, no event notifier or execution hook, no `tracing` subscriber, no
+/// request log to write. A CLOSED breaker's executions pay one load and one branch for it.
+#[inline(always)]
+pub(crate) fn refusal(
+    state: &CommandState,
+    props: &HotSnapshot,
+    options: &CallOptions,
+) -> Option<(u64, crate::circuit::Tripped)> {
+    if state.breaker.may_refuse_now(props) {
+        refusal_now(state, props, options)
+    } else {
+        None
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn refusal_now(
+    state: &CommandState,
+    props: &HotSnapshot,
+    options: &CallOptions,
+) -> Option<(u64, crate::circuit::Tripped)> {
+    if options.special || props.dry_run() || state.env.is_observed() {
+        return None;
+    }
+    let now_ms = state.env.clock.now_ms();
+    let tripped = state
+        .breaker
+        .refuses_now(state.properties.hot(), props, now_ms)?;
+    if tracing::dispatcher::has_been_set()
+        || (RequestContext::any_alive() && props.request_log_enabled())
+    {
+        return None;
+    }
+    Some((now_ms, tripped))
+}
+
+/// Answers an execution [`refusal`] refused: SHORT_CIRCUITED and the fallback's events
+/// counted, the fallback run on this thread as the blocking path does.
+#[cold]
+#[inline(never)]
+pub(crate) fn refused<T, E, FB: BlockingFallback<T, E>>(
+    state: &CommandState,
+    now_ms: u64,
+    isolation: IsolationStrategy,
+    tripped: crate::circuit::Tripped,
+    fallback: FB,
+) -> Outcome<T, E> {
+    let mut counts = Unwatched::default();
+    counts.events.add(EventType::ShortCircuited);
+    let err = HystrixError::short_circuited(state.key.clone(), tripped);
+    let ran_fallback = fallback.is_present();
+    let response = fallback_blocking(state, &mut counts, err, fallback);
+    // A fallback takes time: the execution ends after it.
+    let end_ms = if ran_fallback {
+        state.env.clock.now_ms()
+    } else {
+        now_ms
+    };
+    let result = ExecutionResult {
+        events: counts.events,
+        start_ms: now_ms,
+        execution_time_ms: None,
+        total_time_ms: end_ms.saturating_sub(now_ms),
+        isolation,
+        executed_in_thread: false,
+    };
+    // No latency: a refused execution has none (see `CommandCounters::record`).
+    state.counters.record(
+        end_ms,
+        &result,
+        &result.events,
+        counts.fallback_disabled,
+        false,
+        true,
+    );
+    Outcome { response, result }
+}
+
+/// What the fallback step tells the execution it belongs to: a [`Recorder`], or the quick
+/// refusal's bare counts ([`Unwatched`]).
+pub(crate) trait FallbackSteps {
+    /// `event` happened (counted in the execution; told to whoever watches).
+    fn event(&mut self, state: &CommandState, event: EventType);
+    /// `fallback.enabled` was false when a fallback was needed.
+    fn fallback_disabled(&mut self);
+    /// The fallback starts (its permit taken).
+    fn fallback_started(&self, state: &CommandState);
+}
+
+impl FallbackSteps for Recorder {
+    #[inline]
+    fn event(&mut self, state: &CommandState, event: EventType) {
+        Recorder::event(self, state, event);
+    }
+
+    fn fallback_disabled(&mut self) {
+        self.fallback_disabled = true;
+    }
+
+    #[inline]
+    fn fallback_started(&self, state: &CommandState) {
+        Recorder::fallback_started(self, state);
+    }
+}
+
+/// The events of an execution nothing watches one by one (see [`refusal`]).
+#[derive(Default)]
+struct Unwatched {
+    events: EventCounts,
+    fallback_disabled: bool,
+}
+
+impl FallbackSteps for Unwatched {
+    #[inline]
+    fn event(&mut self, _state: &CommandState, event: EventType) {
+        self.events.add(event);
+    }
+
+    fn fallback_disabled(&mut self) {
+        self.fallback_disabled = true;
+    }
+
+    #[inline]
+    fn fallback_started(&self, _state: &CommandState) {}
+}
+
+// ------------------------------------------------------------------------------------------------
 // The blocking fast path
 
 /// Runs a blocking execution under SEMAPHORE isolation on the calling thread; `props` is the
@@ -765,7 +899,7 @@ pub(crate) fn warn_if_hedging_ignored(state: &CommandState) {
 
 fn fallback_blocking<T, E, FB: BlockingFallback<T, E>>(
     state: &CommandState,
-    rec: &mut Recorder,
+    rec: &mut impl FallbackSteps,
     mut err: HystrixError<E>,
     fallback: FB,
 ) -> Result<T, HystrixError<E>> {
@@ -948,7 +1082,7 @@ fn short_circuit<E>(
     props: &HotSnapshot,
     rec: &mut Recorder,
     options: &CallOptions,
-    cause: crate::error::TripCause,
+    cause: crate::circuit::Tripped,
 ) -> Result<(), HystrixError<E>> {
     if props.dry_run() {
         rec.event(state, EventType::WouldShortCircuit);
@@ -961,10 +1095,7 @@ fn short_circuit<E>(
     {
         journal_short_circuit(state, journal, description);
     }
-    Err(
-        HystrixError::new(FailureType::ShortCircuit, state.key.clone(), Cause::None)
-            .with_detail(Detail::ShortCircuit(Some(cause))),
-    )
+    Err(HystrixError::short_circuited(state.key.clone(), cause))
 }
 
 #[cold]
@@ -1269,7 +1400,7 @@ fn end_samples<T, E, C: Classify<E> + ?Sized>(
 /// `fallback_semaphore.give_back()`), otherwise the reason is recorded and set on `err`.
 pub(crate) fn fallback_gate<E>(
     state: &CommandState,
-    rec: &mut Recorder,
+    rec: &mut impl FallbackSteps,
     err: &mut HystrixError<E>,
     present: bool,
 ) -> bool {
@@ -1280,7 +1411,7 @@ pub(crate) fn fallback_gate<E>(
             .env
             .notify_event(EventType::FallbackDisabled, &state.key);
         err.set_fallback_failure(FallbackFailure::Disabled);
-        rec.fallback_disabled = true;
+        rec.fallback_disabled();
         return false;
     }
     if !present {
@@ -1342,7 +1473,7 @@ pub(crate) enum FallbackEnd<T> {
 /// Step 6, second half: records the fallback's end.
 pub(crate) fn fallback_done<T, E>(
     state: &CommandState,
-    rec: &mut Recorder,
+    rec: &mut impl FallbackSteps,
     mut err: HystrixError<E>,
     end: FallbackEnd<T>,
 ) -> Result<T, HystrixError<E>> {
@@ -1828,6 +1959,23 @@ impl Recorder {
         if self.observed {
             state.env.hook(|hook| hook.on_start(&state.key));
         }
+    }
+
+    /// The execution starts at `now_ms`, refused by [`refusal`] (nothing watches it one by
+    /// one): SHORT_CIRCUITED, and the fallback step follows.
+    #[cold]
+    pub(crate) fn begin_refused(
+        &mut self,
+        state: &CommandState,
+        isolation: IsolationStrategy,
+        now_ms: u64,
+    ) {
+        self.start_ms = now_ms;
+        self.attempt_ms = now_ms;
+        self.attempts = 1;
+        self.isolation = isolation;
+        self.finished = false;
+        self.event(state, EventType::ShortCircuited);
     }
 
     /// CHAOS_INJECTED for an attempt chaos changed: counted in the execution only (the event
