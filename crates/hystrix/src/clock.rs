@@ -101,6 +101,19 @@ struct TimerQueue {
 struct QueueInner {
     next_seq: u64,
     entries: BTreeMap<TimerId, TimerTask>,
+    /// When the timer thread will wake up next (in the queue's time base); `None` while it
+    /// sleeps with no deadline. A timer due no earlier needs no wake-up call.
+    wake_at: Option<u64>,
+}
+
+/// What the timer thread does next.
+enum Plan {
+    /// A timer is due: run it.
+    Run,
+    /// Sleep until then (the queue's time base), or until a timer due earlier is added.
+    SleepUntil(u64),
+    /// Sleep until a timer is added.
+    Sleep,
 }
 
 impl TimerQueue {
@@ -117,6 +130,47 @@ impl TimerQueue {
         let earliest = q.entries.keys().next().is_none_or(|first| id < *first);
         q.entries.insert(id, task);
         (id, earliest)
+    }
+
+    /// [`insert`](Self::insert) for a queue a thread serves: also whether that thread must be
+    /// woken (the timer is due before it wakes up anyway).
+    fn insert_served(&self, order: u64, deadline_ms: u64, task: TimerTask) -> (TimerId, bool) {
+        let mut q = self.inner.lock();
+        let id = TimerId {
+            order,
+            seq: q.next_seq,
+            deadline_ms,
+        };
+        q.next_seq += 1;
+        q.entries.insert(id, task);
+        let wake = q.wake_at.is_none_or(|at| order < at);
+        if wake {
+            q.wake_at = Some(order);
+        }
+        (id, wake)
+    }
+
+    /// The serving thread's next step at `now`. A wake-up planned for a timer since cancelled
+    /// is kept while it is ahead (the thread wakes then for nothing, once), so that timers
+    /// added after it, as the next execution's deadline usually is, need no wake-up call.
+    fn plan(&self, now: u64) -> Plan {
+        let mut q = self.inner.lock();
+        let next = q.entries.keys().next().map(|id| id.order);
+        if next.is_some_and(|due| due <= now) {
+            return Plan::Run;
+        }
+        let kept = q.wake_at.filter(|&at| at > now);
+        let at = match (next, kept) {
+            (Some(due), Some(at)) => due.min(at),
+            (Some(due), None) => due,
+            (None, Some(at)) => at,
+            (None, None) => {
+                q.wake_at = None;
+                return Plan::Sleep;
+            }
+        };
+        q.wake_at = Some(at);
+        Plan::SleepUntil(at)
     }
 
     fn remove(&self, id: TimerId) -> bool {
@@ -252,17 +306,17 @@ impl SystemInner {
                 task();
             }
             let mut guard = self.wakeup_lock.lock();
-            // Re-check under the lock so a schedule() between the pop and the wait is not missed.
-            match self.timers.next_due() {
-                Some(due) => {
-                    let now = self.precise_now_ns();
-                    if due > now {
-                        // Capped so a far deadline (a huge timeout) never overflows a wait.
-                        let wait = Duration::from_nanos((due - now).min(60_000_000_000));
-                        self.wakeup.wait_for(&mut guard, wait);
-                    }
+            // Planned under the lock, so a schedule() that must wake this thread notifies it
+            // after it waits, not before.
+            let now = self.precise_now_ns();
+            match self.timers.plan(now) {
+                Plan::Run => {}
+                Plan::SleepUntil(due) => {
+                    // Capped so a far deadline (a huge timeout) never overflows a wait.
+                    let wait = Duration::from_nanos((due - now).min(60_000_000_000));
+                    self.wakeup.wait_for(&mut guard, wait);
                 }
-                None => self.wakeup.wait(&mut guard),
+                Plan::Sleep => self.wakeup.wait(&mut guard),
             }
         }
     }
@@ -296,8 +350,8 @@ impl Clock for SystemClock {
             .saturating_sub(inner.now_ms())
             .saturating_mul(1_000_000);
         let due_ns = inner.precise_now_ns().saturating_add(left_ns);
-        let (id, earliest) = inner.timers.insert(due_ns, deadline_ms, task);
-        if earliest {
+        let (id, wake) = inner.timers.insert_served(due_ns, deadline_ms, task);
+        if wake {
             let _guard = inner.wakeup_lock.lock();
             inner.wakeup.notify_one();
         }
@@ -684,6 +738,39 @@ impl Drop for Sleep {
 mod tests {
     use super::*;
     use std::sync::mpsc;
+
+    #[test]
+    fn the_timer_thread_is_woken_only_for_a_timer_due_before_its_planned_wake_up() {
+        let queue = TimerQueue::default();
+        let add = |order| queue.insert_served(order, 0, Box::new(|| {}));
+        // Asleep with no deadline: the first timer wakes it, and it plans for that timer.
+        let (first, wake) = add(1000);
+        assert!(wake);
+        assert!(matches!(queue.plan(0), Plan::SleepUntil(1000)));
+        // Due no earlier than the planned wake-up: no call; earlier: a call.
+        assert!(!add(1000).1);
+        assert!(!add(1500).1);
+        let (early, wake) = add(800);
+        assert!(wake);
+        assert!(matches!(queue.plan(100), Plan::SleepUntil(800)));
+        // The timers it planned for are cancelled (the executions ended in time): the planned
+        // wake-up is kept while ahead, so the next execution's deadline needs no call.
+        assert!(queue.remove(early));
+        assert!(queue.remove(first));
+        assert!(matches!(queue.plan(200), Plan::SleepUntil(800)));
+        let (next, wake) = add(1200);
+        assert!(!wake);
+        // Woken at 800 for nothing: it plans for the earliest timer left.
+        assert!(matches!(queue.plan(800), Plan::SleepUntil(1000)));
+        assert!(matches!(queue.plan(1000), Plan::Run));
+        while queue.pop_due(1000).is_some() {}
+        assert!(matches!(queue.plan(1000), Plan::SleepUntil(1200)));
+        assert!(queue.remove(next));
+        assert!(queue.pop_due(u64::MAX).is_some());
+        // Nothing left, the kept wake-up passed: it sleeps until a timer comes, which wakes it.
+        assert!(matches!(queue.plan(1600), Plan::Sleep));
+        assert!(add(5000).1);
+    }
 
     #[test]
     fn manual_timers_fire_in_deadline_order_at_their_deadline() {

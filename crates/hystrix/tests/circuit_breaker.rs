@@ -713,5 +713,8 @@ fn a_short_circuited_execution_lasts_as_long_as_its_fallback() {
     advance_to(&test, 1000);
     let metrics = cmd.metrics();
     assert_eq!(metrics.rolling_count(hystrix::EventType::ShortCircuited), 1);
-    assert_eq!(metrics.rolling_count(hystrix::EventType::FallbackSuccess), 1);
+    assert_eq!(
+        metrics.rolling_count(hystrix::EventType::FallbackSuccess),
+        1
+    );
 }
