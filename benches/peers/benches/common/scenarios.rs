@@ -876,6 +876,26 @@ fn scaling() -> Vec<Scenario> {
                 })
             }),
         ));
+        // What an exact bulkhead costs by itself: every call takes and gives back a permit on
+        // one shared counter (two atomic writes to one cache line shared by the threads), as
+        // our SEMAPHORE isolation's execution permit does.
+        all.push(scenario(
+            "baseline: exact semaphore alone (one shared atomic, take + give back)",
+            Box::new(move || {
+                let in_use = Arc::new(std::sync::atomic::AtomicU32::new(0));
+                Workers::spawn(threads, |_| {
+                    let in_use = Arc::clone(&in_use);
+                    move |iters| {
+                        batch(iters, || {
+                            let admitted = in_use.fetch_add(1, Ordering::AcqRel) < 10;
+                            let value = if admitted { ok() } else { Ok(0) };
+                            in_use.fetch_sub(1, Ordering::Release);
+                            value
+                        })
+                    }
+                })
+            }),
+        ));
         // Control: the same calls, each thread on a command of its own (own semaphore, event
         // counters and latency window, one registry): what the shared cache lines cost.
         all.push(scenario(
