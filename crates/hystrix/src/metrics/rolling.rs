@@ -151,6 +151,34 @@ pub(crate) fn ring_index(epoch: u32, len: usize) -> usize {
     epoch as usize & (len - 1)
 }
 
+/// `n % len` for a ring length fixed at creation, with two multiplications instead of a `div`
+/// (Lemire, Kaser and Kurz, "Faster remainder by direct computation", 2019: with
+/// `m = ceil(2^64 / len)`, the remainder of a 32-bit `n` is the high word of
+/// `(m * n mod 2^64) * len`), so a ring needs not be rounded up to a power of two.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Modulo {
+    m: u64,
+    len: u64,
+}
+
+impl Modulo {
+    /// Remainders by `len` (at least 1).
+    pub(crate) fn new(len: u32) -> Self {
+        let len = u64::from(len.max(1));
+        Modulo {
+            m: (u64::MAX / len).wrapping_add(1),
+            len,
+        }
+    }
+
+    /// `n % len`.
+    #[inline]
+    pub(crate) fn of(self, n: u32) -> usize {
+        let low = self.m.wrapping_mul(u64::from(n));
+        ((u128::from(low) * u128::from(self.len)) >> 64) as usize
+    }
+}
+
 /// One slot of a ring: `N` counters and a rolling maximum.
 #[derive(Debug)]
 struct Slot<const N: usize> {
@@ -228,6 +256,8 @@ impl View {
 #[derive(Debug)]
 pub(crate) struct RollingCounts<const N: usize> {
     fine_ms: Divisor,
+    /// A fine bucket's slot.
+    slot_of: Modulo,
     slots: Box<[Slot<N>]>,
     /// Counts folded in from counters reset for a later bucket.
     retired: [AtomicU64; N],
@@ -237,11 +267,12 @@ pub(crate) struct RollingCounts<const N: usize> {
 
 impl<const N: usize> RollingCounts<N> {
     /// A ring of buckets of `fine_ms` ms (at least 1) keeping the last `kept` of them (see
-    /// [`View::fine_buckets_kept`]).
+    /// [`View::fine_buckets_kept`]), in as many slots.
     pub(crate) fn new(fine_ms: u64, kept: u64) -> Self {
-        let len = (kept.max(2) as usize).next_power_of_two();
+        let len = kept.clamp(2, u64::from(u32::MAX)) as u32;
         RollingCounts {
             fine_ms: Divisor::new(fine_ms),
+            slot_of: Modulo::new(len),
             slots: (0..len).map(|_| Slot::default()).collect(),
             retired: std::array::from_fn(|_| AtomicU64::new(0)),
             reported: Mutex::new([0; N]),
@@ -256,7 +287,7 @@ impl<const N: usize> RollingCounts<N> {
 
     #[inline]
     fn slot(&self, tag: u32) -> &Slot<N> {
-        &self.slots[ring_index(tag, self.slots.len())]
+        &self.slots[self.slot_of.of(tag)]
     }
 
     /// Adds `n` to counter `index` at `now_ms`.
@@ -356,6 +387,30 @@ mod tests {
         }
     }
 
+    proptest! {
+        #[test]
+        fn a_modulo_is_the_remainder(n in any::<u32>(), len in 1u32..=u32::MAX) {
+            prop_assert_eq!(Modulo::new(len).of(n), (n % len) as usize);
+        }
+    }
+
+    #[test]
+    fn a_modulo_handles_the_edges() {
+        for len in [1, 2, 3, 21, 22, 1 << 16, u32::MAX - 1, u32::MAX] {
+            for n in [
+                0,
+                1,
+                len - 1,
+                len,
+                len.saturating_add(1),
+                u32::MAX - 1,
+                u32::MAX,
+            ] {
+                assert_eq!(Modulo::new(len).of(n), (n % len) as usize, "{n} % {len}");
+            }
+        }
+    }
+
     #[test]
     fn a_divisor_handles_the_edges() {
         for d in [1, 2, 3, 500, 1000, 10_000, u64::MAX / 2, u64::MAX] {
@@ -405,7 +460,7 @@ mod tests {
     fn a_stale_bucket_is_never_counted_after_idle() {
         let (counts, w) = (counts::<1>(), window());
         counts.add(5_000, 0, 9);
-        // The same ring slot comes round again 16 buckets later; its old count is not summed.
+        // The same ring slot comes round again 11 buckets later; its old count is not summed.
         assert_eq!(counts.rolling_sum(&w, 16_500, 0), 0);
         assert_eq!(counts.rolling_sum(&w, 1_000_000, 0), 0);
         counts.add(21_000, 0, 1);
