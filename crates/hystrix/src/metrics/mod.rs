@@ -413,13 +413,14 @@ impl CommandCounters {
     /// (requests, errors) counted for health since creation, stale outcomes included (what a
     /// shared state store aggregates across instances).
     pub(crate) fn cumulative_health(&self) -> (u64, u64) {
+        let totals = self.events.cumulatives();
         let sum = |mask: u32| {
             let mut bits = mask;
             let mut sum = 0;
             while bits != 0 {
                 let index = bits.trailing_zeros() as usize;
                 bits &= bits - 1;
-                sum += self.events.cumulative(index);
+                sum += totals[index];
             }
             sum
         };
@@ -446,10 +447,8 @@ impl CommandCounters {
         };
         CommandMetrics {
             command_key,
-            rolling: with_exceptions_thrown(std::array::from_fn(|i| {
-                self.events.rolling_sum(&self.rolling, now_ms, i)
-            })),
-            cumulative: with_exceptions_thrown(std::array::from_fn(|i| self.events.cumulative(i))),
+            rolling: with_exceptions_thrown(self.events.rolling_sums(&self.rolling, now_ms)),
+            cumulative: with_exceptions_thrown(self.events.cumulatives()),
             health: self.health(now_ms),
             current_concurrent_execution_count: executing,
             rolling_max_concurrent_execution_count: self.events.rolling_max(&self.rolling, now_ms),

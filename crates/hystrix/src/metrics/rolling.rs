@@ -334,6 +334,19 @@ impl<const N: usize> RollingCounts<N> {
         })
     }
 
+    /// The sums of every counter over the completed buckets of `view` at `now_ms`, in one pass
+    /// over the ring.
+    pub(crate) fn rolling_sums(&self, view: &View, now_ms: u64) -> [u64; N] {
+        let mut sums = [0; N];
+        for fine in view.completed(now_ms, 0) {
+            let tag = fine as u32;
+            for (sum, counter) in sums.iter_mut().zip(&self.slot(tag).counters) {
+                *sum += u64::from(counter.get(tag));
+            }
+        }
+        sums
+    }
+
     /// The largest maximum over the completed buckets of `view` at `now_ms`.
     pub(crate) fn rolling_max(&self, view: &View, now_ms: u64) -> u64 {
         view.completed(now_ms, 0)
@@ -349,15 +362,24 @@ impl<const N: usize> RollingCounts<N> {
     /// counters plus what the ring holds; a write resetting a counter moves its count between
     /// the two in two steps, so a report is clamped to never go below the last one.
     pub(crate) fn cumulative(&self, index: usize) -> u64 {
-        let live: u64 = self
-            .slots
-            .iter()
-            .map(|slot| u64::from(slot.counters[index].count()))
-            .sum();
-        let total = self.retired[index].load(Ordering::Relaxed) + live;
+        self.cumulatives()[index]
+    }
+
+    /// The totals of every counter since creation (as [`cumulative`](Self::cumulative)), in
+    /// one pass over the ring.
+    pub(crate) fn cumulatives(&self) -> [u64; N] {
+        let mut live = [0u64; N];
+        for slot in self.slots.iter() {
+            for (live, counter) in live.iter_mut().zip(&slot.counters) {
+                *live += u64::from(counter.count());
+            }
+        }
         let mut reported = self.reported.lock();
-        reported[index] = reported[index].max(total);
-        reported[index]
+        std::array::from_fn(|index| {
+            let total = self.retired[index].load(Ordering::Relaxed) + live[index];
+            reported[index] = reported[index].max(total);
+            reported[index]
+        })
     }
 
     /// Bytes on the heap (the ring).
