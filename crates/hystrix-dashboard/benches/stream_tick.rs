@@ -8,27 +8,11 @@
 
 use std::hint::black_box;
 
-use criterion::{Criterion, criterion_group, criterion_main};
-use hystrix::{Command, IsolationStrategy, Registry};
-use hystrix_dashboard::{Dashboard, stream};
+mod common;
 
-fn registry_with(commands: usize) -> Registry {
-    let registry = Registry::new();
-    for n in 0..commands {
-        let command = Command::builder(format!("Command{n}"))
-            .group(format!("Group{}", n % 10))
-            .isolation(IsolationStrategy::Semaphore)
-            .build_in(&registry)
-            .unwrap();
-        for _ in 0..3 {
-            command
-                .run(|| Ok::<u64, std::convert::Infallible>(1))
-                .execute()
-                .unwrap();
-        }
-    }
-    registry
-}
+use common::registry_with;
+use criterion::{Criterion, criterion_group, criterion_main};
+use hystrix_dashboard::{Dashboard, stream};
 
 fn ticks(c: &mut Criterion) {
     let mut group = c.benchmark_group("dashboard_tick");

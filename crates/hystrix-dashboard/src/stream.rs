@@ -379,8 +379,15 @@ struct CollapserMessage<'a> {
 
 /// Compact, single-line JSON of a message.
 pub(crate) fn to_json(message: &impl Serialize) -> String {
-    // Serializing these messages cannot fail: string keys, plain values.
-    serde_json::to_string(message).unwrap_or_default()
+    // Room for a command's message (about 2.2 KB) at once, not grown from 128 bytes by
+    // doubling, then trimmed (a tick keeps every message until sent). Serializing these
+    // messages cannot fail: string keys, plain values.
+    let mut json = Vec::with_capacity(4096);
+    if serde_json::to_writer(&mut json, message).is_err() {
+        return String::new();
+    }
+    json.shrink_to_fit();
+    String::from_utf8(json).unwrap_or_default()
 }
 
 /// A JSON object keyed by name (a command, pool or collapser key), in the order given.

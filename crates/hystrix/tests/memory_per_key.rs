@@ -8,9 +8,13 @@ mod memory;
 use memory::{Run, measure};
 
 /// The README's figure for a key that ran once and then stayed idle, in KiB.
-const IDLE_KIB: f64 = 28.0;
-/// The latency counters of one 10 s bucket of latencies under 256 ms: 256 counters of 8 bytes.
-const BUCKET: f64 = 2048.0;
+const IDLE_KIB: f64 = 11.3;
+/// The latency table of one 10 s bucket of latencies under 64 ms: 64 counters of 8 bytes and
+/// a pointer to the other segments' pointers (16 bytes, a `OnceLock`).
+const TABLE: f64 = 528.0;
+/// A latency window made at first use (execution or total latency, when they differ): the
+/// window (48 bytes) and its ring of 8 slot pointers (16 bytes each).
+const WINDOW: f64 = 48.0 + 8.0 * 16.0;
 
 #[test]
 fn memory_per_command_key_is_what_the_readme_says() {
@@ -26,30 +30,41 @@ fn memory_per_command_key_is_what_the_readme_says() {
     // What more latency buckets add is exact; fewer keys measure it faster.
     let keys = 500;
     let base = measure(keys, 1, Run::Success).registry_only.bytes;
-    // Per-key bytes are averages: rounded to a millionth of a bucket, to drop float noise.
+    // Per-key bytes are averages: rounded to a millionth of a byte, to drop float noise.
     let extra = |buckets, how| {
-        ((measure(keys, buckets, how).registry_only.bytes - base) / BUCKET * 1e6).round() / 1e6
+        ((measure(keys, buckets, how).registry_only.bytes - base) * 1e6).round() / 1e6
     };
-    assert_eq!(extra(2, Run::Success), 1.0, "2 KiB per latency bucket");
-    assert_eq!(extra(8, Run::Success), 7.0, "up to 8 buckets");
-    assert_eq!(extra(9, Run::Success), 7.0, "no more than 8 buckets");
-    // Execution and total latency in two windows: 4 KiB per bucket.
+    assert_eq!(extra(2, Run::Success), TABLE, "a table per latency bucket");
+    assert_eq!(extra(8, Run::Success), 7.0 * TABLE, "up to 8 buckets");
+    assert_eq!(
+        extra(9, Run::Success),
+        7.0 * TABLE,
+        "no more than 8 buckets"
+    );
+    // Execution and total latency in two windows of their own, a table each per bucket (the
+    // window of equal latencies keeps its table).
     assert_eq!(
         extra(1, Run::Fallback),
-        1.0,
-        "4 KiB per bucket with a fallback"
+        2.0 * WINDOW + TABLE,
+        "two windows with a fallback"
     );
     assert_eq!(
         extra(8, Run::Fallback),
-        15.0,
+        2.0 * WINDOW + 15.0 * TABLE,
         "up to 8 buckets with a fallback"
     );
 
     let readme = include_str!("../../../README.md");
     for claim in [
         format!("{IDLE_KIB} KiB for a key that ran once"),
-        format!("{} KiB for a key used for", IDLE_KIB + 7.0 * 2.0),
-        format!("up to {} KiB", IDLE_KIB + 1.0 * 2.0 + 7.0 * 4.0),
+        format!(
+            "{:.1} KiB for a key used for",
+            IDLE_KIB + 7.0 * TABLE / 1024.0
+        ),
+        format!(
+            "up to {:.1} KiB",
+            IDLE_KIB + (2.0 * WINDOW + 15.0 * TABLE) / 1024.0
+        ),
     ] {
         assert!(
             readme.replace("\n  ", " ").contains(&claim),

@@ -60,23 +60,25 @@ pub(crate) struct CommandCounters {
     /// The health window over `events`.
     health: View,
     /// Health outcomes of executions admitted before the breaker's latest transition: they
-    /// count in `events` but not in the new health window, so health subtracts them.
-    stale: RollingCounts<2>,
+    /// count in `events` but not in the new health window, so health subtracts them. Made at
+    /// first use.
+    stale: std::sync::OnceLock<Box<RollingCounts<2>>>,
     /// With slow calls: the slow calls of those outcomes (SLOW, subtracted), the attempts
     /// counted slow while running (SAMPLED) and the ends of those (ENDED): SAMPLED less ENDED
     /// are slow calls still running. Made at first use.
     slow: std::sync::OnceLock<Box<RollingCounts<3>>>,
-    /// The fine bucket size and the buckets kept, to make `slow`.
+    /// The fine bucket size and the buckets kept, to make `stale` and `slow`.
     fine: (u64, u64),
     /// Health counts start at this health bucket (moved when the breaker closes).
     health_from: AtomicU64,
     /// What that bucket held (requests, errors, slow calls, slow calls counted while running,
     /// and ends of those) when health restarted: not counted.
     health_baseline: [AtomicU64; 5],
-    /// Execution latencies of executions whose total latency differed.
-    execution_latency: RollingLatency,
-    /// Total latencies of executions whose execution latency differed (or had none).
-    total_latency: RollingLatency,
+    /// Execution latencies of executions whose total latency differed. Made at first use.
+    execution_latency: std::sync::OnceLock<Box<RollingLatency>>,
+    /// Total latencies of executions whose execution latency differed (or had none). Made at
+    /// first use.
+    total_latency: std::sync::OnceLock<Box<RollingLatency>>,
     /// Latencies of executions whose execution and total latency were equal (the common case
     /// in whole ms): recorded once, read as part of both distributions.
     same_latency: RollingLatency,
@@ -181,19 +183,13 @@ impl CommandCounters {
             events: RollingCounts::new(fine_ms, kept),
             rolling,
             health,
-            stale: RollingCounts::new(fine_ms, kept),
+            stale: std::sync::OnceLock::new(),
             slow: std::sync::OnceLock::new(),
             fine: (fine_ms, kept),
             health_from: AtomicU64::new(0),
             health_baseline: std::array::from_fn(|_| AtomicU64::new(0)),
-            execution_latency: RollingLatency::new(
-                latency_ms / u64::from(latency_buckets),
-                latency_buckets,
-            ),
-            total_latency: RollingLatency::new(
-                latency_ms / u64::from(latency_buckets),
-                latency_buckets,
-            ),
+            execution_latency: std::sync::OnceLock::new(),
+            total_latency: std::sync::OnceLock::new(),
             same_latency: RollingLatency::new(
                 latency_ms / u64::from(latency_buckets),
                 latency_buckets,
@@ -254,9 +250,10 @@ impl CommandCounters {
                 .add(now_ms, index, events.count(EventType::ALL[index]));
         }
         if !health && bits & (HEALTH_OK | HEALTH_ERROR) != 0 {
-            self.stale.add(now_ms, TOTAL, 1);
+            let stale = self.stale_outcomes();
+            stale.add(now_ms, TOTAL, 1);
             if bits & HEALTH_ERROR != 0 {
-                self.stale.add(now_ms, ERRORS, 1);
+                stale.add(now_ms, ERRORS, 1);
             }
             if bits & EventType::SlowCall.bit() != 0 {
                 self.slow_adjust()
@@ -282,13 +279,24 @@ impl CommandCounters {
             }
             (execution_ms, total_ms) => {
                 if let Some(execution_ms) = execution_ms {
-                    self.execution_latency.record(now_ms, execution_ms);
+                    self.apart(&self.execution_latency)
+                        .record(now_ms, execution_ms);
                 }
                 if let Some(total_ms) = total_ms {
-                    self.total_latency.record(now_ms, total_ms);
+                    self.apart(&self.total_latency).record(now_ms, total_ms);
                 }
             }
         }
+    }
+
+    /// `window` (execution or total latencies recorded apart), made at first use with the
+    /// window of `same_latency`.
+    #[cold]
+    fn apart<'a>(
+        &self,
+        window: &'a std::sync::OnceLock<Box<RollingLatency>>,
+    ) -> &'a RollingLatency {
+        window.get_or_init(|| Box::new(self.same_latency.empty_like()))
     }
 
     /// User code of an execution started with `concurrency` executions running (this one
@@ -336,6 +344,14 @@ impl CommandCounters {
             .get_or_init(|| Box::new(RollingCounts::new(fine_ms, kept)))
     }
 
+    /// The outcomes taken out of health, made at first use.
+    #[cold]
+    fn stale_outcomes(&self) -> &RollingCounts<2> {
+        let (fine_ms, kept) = self.fine;
+        self.stale
+            .get_or_init(|| Box::new(RollingCounts::new(fine_ms, kept)))
+    }
+
     /// [requests, errors, slow calls, slow calls counted while running, ends of those] of the
     /// health events in the fine buckets `range`, less the outcomes taken out of health.
     fn health_in(&self, range: std::ops::Range<u64>) -> [u64; 5] {
@@ -357,8 +373,10 @@ impl CommandCounters {
             u64::from(counters[index].get(tag))
         };
         let stale = |index: usize| {
-            self.stale.sum_by(range.clone(), |counters, tag| {
-                in_range(counters, index, tag)
+            self.stale.get().map_or(0, |stale| {
+                stale.sum_by(range.clone(), |counters, tag| {
+                    in_range(counters, index, tag)
+                })
             })
         };
         let total = total.saturating_sub(stale(TOTAL));
@@ -395,13 +413,14 @@ impl CommandCounters {
     /// (requests, errors) counted for health since creation, stale outcomes included (what a
     /// shared state store aggregates across instances).
     pub(crate) fn cumulative_health(&self) -> (u64, u64) {
+        let totals = self.events.cumulatives();
         let sum = |mask: u32| {
             let mut bits = mask;
             let mut sum = 0;
             while bits != 0 {
                 let index = bits.trailing_zeros() as usize;
                 bits &= bits - 1;
-                sum += self.events.cumulative(index);
+                sum += totals[index];
             }
             sum
         };
@@ -417,19 +436,19 @@ impl CommandCounters {
         executing: u32,
         latencies: bool,
     ) -> CommandMetrics {
-        let latency = |window: &RollingLatency| {
-            if latencies {
+        let latency = |window: &std::sync::OnceLock<Box<RollingLatency>>| {
+            if !latencies {
+                LatencyPercentiles::DISABLED
+            } else if let Some(window) = window.get() {
                 latency::percentiles_of(&[window, &self.same_latency], now_ms)
             } else {
-                LatencyPercentiles::DISABLED
+                latency::percentiles_of(&[&self.same_latency], now_ms)
             }
         };
         CommandMetrics {
             command_key,
-            rolling: with_exceptions_thrown(std::array::from_fn(|i| {
-                self.events.rolling_sum(&self.rolling, now_ms, i)
-            })),
-            cumulative: with_exceptions_thrown(std::array::from_fn(|i| self.events.cumulative(i))),
+            rolling: with_exceptions_thrown(self.events.rolling_sums(&self.rolling, now_ms)),
+            cumulative: with_exceptions_thrown(self.events.cumulatives()),
             health: self.health(now_ms),
             current_concurrent_execution_count: executing,
             rolling_max_concurrent_execution_count: self.events.rolling_max(&self.rolling, now_ms),
@@ -446,12 +465,17 @@ impl CommandCounters {
     pub(crate) fn memory_bytes(&self) -> usize {
         std::mem::size_of::<Self>()
             + self.events.heap_bytes()
-            + self.stale.heap_bytes()
-            + self.slow.get().map_or(0, |slow| {
-                std::mem::size_of::<RollingCounts<2>>() + slow.heap_bytes()
+            + self.stale.get().map_or(0, |stale| {
+                std::mem::size_of::<RollingCounts<2>>() + stale.heap_bytes()
             })
-            + self.execution_latency.heap_bytes()
-            + self.total_latency.heap_bytes()
+            + self.slow.get().map_or(0, |slow| {
+                std::mem::size_of::<RollingCounts<3>>() + slow.heap_bytes()
+            })
+            + [&self.execution_latency, &self.total_latency]
+                .into_iter()
+                .filter_map(std::sync::OnceLock::get)
+                .map(|window| std::mem::size_of::<RollingLatency>() + window.heap_bytes())
+                .sum::<usize>()
             + self.same_latency.heap_bytes()
     }
 }

@@ -151,6 +151,34 @@ pub(crate) fn ring_index(epoch: u32, len: usize) -> usize {
     epoch as usize & (len - 1)
 }
 
+/// `n % len` for a ring length fixed at creation, with two multiplications instead of a `div`
+/// (Lemire, Kaser and Kurz, "Faster remainder by direct computation", 2019: with
+/// `m = ceil(2^64 / len)`, the remainder of a 32-bit `n` is the high word of
+/// `(m * n mod 2^64) * len`), so a ring needs not be rounded up to a power of two.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Modulo {
+    m: u64,
+    len: u64,
+}
+
+impl Modulo {
+    /// Remainders by `len` (at least 1).
+    pub(crate) fn new(len: u32) -> Self {
+        let len = u64::from(len.max(1));
+        Modulo {
+            m: (u64::MAX / len).wrapping_add(1),
+            len,
+        }
+    }
+
+    /// `n % len`.
+    #[inline]
+    pub(crate) fn of(self, n: u32) -> usize {
+        let low = self.m.wrapping_mul(u64::from(n));
+        ((u128::from(low) * u128::from(self.len)) >> 64) as usize
+    }
+}
+
 /// One slot of a ring: `N` counters and a rolling maximum.
 #[derive(Debug)]
 struct Slot<const N: usize> {
@@ -228,6 +256,8 @@ impl View {
 #[derive(Debug)]
 pub(crate) struct RollingCounts<const N: usize> {
     fine_ms: Divisor,
+    /// A fine bucket's slot.
+    slot_of: Modulo,
     slots: Box<[Slot<N>]>,
     /// Counts folded in from counters reset for a later bucket.
     retired: [AtomicU64; N],
@@ -237,11 +267,12 @@ pub(crate) struct RollingCounts<const N: usize> {
 
 impl<const N: usize> RollingCounts<N> {
     /// A ring of buckets of `fine_ms` ms (at least 1) keeping the last `kept` of them (see
-    /// [`View::fine_buckets_kept`]).
+    /// [`View::fine_buckets_kept`]), in as many slots.
     pub(crate) fn new(fine_ms: u64, kept: u64) -> Self {
-        let len = (kept.max(2) as usize).next_power_of_two();
+        let len = kept.clamp(2, u64::from(u32::MAX)) as u32;
         RollingCounts {
             fine_ms: Divisor::new(fine_ms),
+            slot_of: Modulo::new(len),
             slots: (0..len).map(|_| Slot::default()).collect(),
             retired: std::array::from_fn(|_| AtomicU64::new(0)),
             reported: Mutex::new([0; N]),
@@ -256,7 +287,7 @@ impl<const N: usize> RollingCounts<N> {
 
     #[inline]
     fn slot(&self, tag: u32) -> &Slot<N> {
-        &self.slots[ring_index(tag, self.slots.len())]
+        &self.slots[self.slot_of.of(tag)]
     }
 
     /// Adds `n` to counter `index` at `now_ms`.
@@ -303,6 +334,19 @@ impl<const N: usize> RollingCounts<N> {
         })
     }
 
+    /// The sums of every counter over the completed buckets of `view` at `now_ms`, in one pass
+    /// over the ring.
+    pub(crate) fn rolling_sums(&self, view: &View, now_ms: u64) -> [u64; N] {
+        let mut sums = [0; N];
+        for fine in view.completed(now_ms, 0) {
+            let tag = fine as u32;
+            for (sum, counter) in sums.iter_mut().zip(&self.slot(tag).counters) {
+                *sum += u64::from(counter.get(tag));
+            }
+        }
+        sums
+    }
+
     /// The largest maximum over the completed buckets of `view` at `now_ms`.
     pub(crate) fn rolling_max(&self, view: &View, now_ms: u64) -> u64 {
         view.completed(now_ms, 0)
@@ -318,15 +362,24 @@ impl<const N: usize> RollingCounts<N> {
     /// counters plus what the ring holds; a write resetting a counter moves its count between
     /// the two in two steps, so a report is clamped to never go below the last one.
     pub(crate) fn cumulative(&self, index: usize) -> u64 {
-        let live: u64 = self
-            .slots
-            .iter()
-            .map(|slot| u64::from(slot.counters[index].count()))
-            .sum();
-        let total = self.retired[index].load(Ordering::Relaxed) + live;
+        self.cumulatives()[index]
+    }
+
+    /// The totals of every counter since creation (as [`cumulative`](Self::cumulative)), in
+    /// one pass over the ring.
+    pub(crate) fn cumulatives(&self) -> [u64; N] {
+        let mut live = [0u64; N];
+        for slot in self.slots.iter() {
+            for (live, counter) in live.iter_mut().zip(&slot.counters) {
+                *live += u64::from(counter.count());
+            }
+        }
         let mut reported = self.reported.lock();
-        reported[index] = reported[index].max(total);
-        reported[index]
+        std::array::from_fn(|index| {
+            let total = self.retired[index].load(Ordering::Relaxed) + live[index];
+            reported[index] = reported[index].max(total);
+            reported[index]
+        })
     }
 
     /// Bytes on the heap (the ring).
@@ -352,6 +405,30 @@ mod tests {
             let n = q.saturating_mul(d);
             for n in [n.saturating_sub(1), n, n.saturating_add(1)] {
                 prop_assert_eq!(divisor.divide(n), n / d);
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn a_modulo_is_the_remainder(n in any::<u32>(), len in 1u32..=u32::MAX) {
+            prop_assert_eq!(Modulo::new(len).of(n), (n % len) as usize);
+        }
+    }
+
+    #[test]
+    fn a_modulo_handles_the_edges() {
+        for len in [1, 2, 3, 21, 22, 1 << 16, u32::MAX - 1, u32::MAX] {
+            for n in [
+                0,
+                1,
+                len - 1,
+                len,
+                len.saturating_add(1),
+                u32::MAX - 1,
+                u32::MAX,
+            ] {
+                assert_eq!(Modulo::new(len).of(n), (n % len) as usize, "{n} % {len}");
             }
         }
     }
@@ -405,7 +482,7 @@ mod tests {
     fn a_stale_bucket_is_never_counted_after_idle() {
         let (counts, w) = (counts::<1>(), window());
         counts.add(5_000, 0, 9);
-        // The same ring slot comes round again 16 buckets later; its old count is not summed.
+        // The same ring slot comes round again 11 buckets later; its old count is not summed.
         assert_eq!(counts.rolling_sum(&w, 16_500, 0), 0);
         assert_eq!(counts.rolling_sum(&w, 1_000_000, 0), 0);
         counts.add(21_000, 0, 1);
