@@ -62,12 +62,22 @@ impl TripLog {
 }
 
 /// Why a breaker refused an execution, resolved when asked.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) enum Tripped {
     /// `circuitBreaker.forceOpen` is true.
     ForcedOpen,
     /// Refused in `generation` of the breaker whose openings `log` keeps.
     Opened { log: Arc<TripLog>, generation: u32 },
+}
+
+/// The cause as it resolves now (not the breaker's whole log).
+impl std::fmt::Debug for Tripped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.cause() {
+            Some(cause) => write!(f, "Tripped({cause:?})"),
+            None => f.write_str("Tripped(unknown)"),
+        }
+    }
 }
 
 impl Tripped {
