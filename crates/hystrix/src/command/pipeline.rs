@@ -288,7 +288,41 @@ pub(crate) fn run_blocking<C, R, FB>(
     state: &CommandState,
     props: HotSnapshot,
     classifier: &C,
-    mut run: R,
+    run: R,
+    fallback: FB,
+    options: &CallOptions,
+) -> Outcome<<R as BlockingFn>::Output, <R as BlockingFn>::Error>
+where
+    R: BlockingFn + RunFn<Output = <R as BlockingFn>::Output, Error = <R as BlockingFn>::Error>,
+    <R as RunFn>::Again: Again<
+        Run: BlockingFn<Output = <R as BlockingFn>::Output, Error = <R as BlockingFn>::Error>,
+    >,
+    FB: BlockingFallback<<R as BlockingFn>::Output, <R as BlockingFn>::Error>,
+    C: Classify<<R as BlockingFn>::Error>,
+{
+    // Without a `tracing` subscriber there is no span to hold (and none to drop).
+    if tracing::dispatcher::has_been_set() {
+        return run_blocking_traced(state, props, classifier, run, fallback, options);
+    }
+    run_blocking_in(
+        Recorder::idle(),
+        state,
+        props,
+        classifier,
+        run,
+        fallback,
+        options,
+    )
+}
+
+/// [`run_blocking`] inside the execution's span.
+#[cold]
+#[inline(never)]
+fn run_blocking_traced<C, R, FB>(
+    state: &CommandState,
+    props: HotSnapshot,
+    classifier: &C,
+    run: R,
     fallback: FB,
     options: &CallOptions,
 ) -> Outcome<<R as BlockingFn>::Output, <R as BlockingFn>::Error>
@@ -303,6 +337,28 @@ where
     let mut rec = Recorder::idle();
     let span = rec.open_span(state);
     let _entered = span.as_ref().map(tracing::Span::enter);
+    run_blocking_in(rec, state, props, classifier, run, fallback, options)
+}
+
+/// [`run_blocking`]'s steps, with the recorder (and span, if any) it began with.
+#[inline(always)]
+fn run_blocking_in<C, R, FB>(
+    mut rec: Recorder,
+    state: &CommandState,
+    props: HotSnapshot,
+    classifier: &C,
+    mut run: R,
+    fallback: FB,
+    options: &CallOptions,
+) -> Outcome<<R as BlockingFn>::Output, <R as BlockingFn>::Error>
+where
+    R: BlockingFn + RunFn<Output = <R as BlockingFn>::Output, Error = <R as BlockingFn>::Error>,
+    <R as RunFn>::Again: Again<
+        Run: BlockingFn<Output = <R as BlockingFn>::Output, Error = <R as BlockingFn>::Error>,
+    >,
+    FB: BlockingFallback<<R as BlockingFn>::Output, <R as BlockingFn>::Error>,
+    C: Classify<<R as BlockingFn>::Error>,
+{
     rec.begin(state, IsolationStrategy::Semaphore);
     if let Err(err) = check_options(state, &mut rec, options) {
         return rec.finish_now(state, Err(err));
