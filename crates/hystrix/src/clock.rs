@@ -118,23 +118,9 @@ enum Plan {
 
 impl TimerQueue {
     /// Inserts a timer that fires once the queue's time base reaches `order`; returns its id
-    /// and whether it is now the earliest one.
-    fn insert(&self, order: u64, deadline_ms: u64, task: TimerTask) -> (TimerId, bool) {
-        let mut q = self.inner.lock();
-        let id = TimerId {
-            order,
-            seq: q.next_seq,
-            deadline_ms,
-        };
-        q.next_seq += 1;
-        let earliest = q.entries.keys().next().is_none_or(|first| id < *first);
-        q.entries.insert(id, task);
-        (id, earliest)
-    }
-
-    /// [`insert`](Self::insert) for a queue a thread serves: also whether that thread must be
+    /// and, for a queue a thread serves ([`plan`](Self::plan)), whether that thread must be
     /// woken (the timer is due before it wakes up anyway).
-    fn insert_served(&self, order: u64, deadline_ms: u64, task: TimerTask) -> (TimerId, bool) {
+    fn insert(&self, order: u64, deadline_ms: u64, task: TimerTask) -> (TimerId, bool) {
         let mut q = self.inner.lock();
         let id = TimerId {
             order,
@@ -350,7 +336,7 @@ impl Clock for SystemClock {
             .saturating_sub(inner.now_ms())
             .saturating_mul(1_000_000);
         let due_ns = inner.precise_now_ns().saturating_add(left_ns);
-        let (id, wake) = inner.timers.insert_served(due_ns, deadline_ms, task);
+        let (id, wake) = inner.timers.insert(due_ns, deadline_ms, task);
         if wake {
             let _guard = inner.wakeup_lock.lock();
             inner.wakeup.notify_one();
@@ -742,7 +728,7 @@ mod tests {
     #[test]
     fn the_timer_thread_is_woken_only_for_a_timer_due_before_its_planned_wake_up() {
         let queue = TimerQueue::default();
-        let add = |order| queue.insert_served(order, 0, Box::new(|| {}));
+        let add = |order| queue.insert(order, 0, Box::new(|| {}));
         // Asleep with no deadline: the first timer wakes it, and it plans for that timer.
         let (first, wake) = add(1000);
         assert!(wake);
