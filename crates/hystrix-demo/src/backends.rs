@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use axum::extract::{Path, State};
@@ -16,6 +16,8 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -26,6 +28,9 @@ use crate::scenario::{Backend, Fault, HANG, Phase, Reaction};
 #[derive(Debug)]
 struct Server {
     fault: RwLock<Fault>,
+    /// Draws the fault's reactions: seeded, so two instances of a backend started with the
+    /// same seed (the protected gateway's and the unprotected twin's) draw the same sequence.
+    rng: Mutex<StdRng>,
     /// Whether its port is open.
     up: watch::Sender<bool>,
     /// Calls that reached it.
@@ -43,7 +48,11 @@ impl Server {
                 .fault
                 .read()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
-            fault.react(&mut rand::rng())
+            let mut rng = self
+                .rng
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            fault.react(&mut *rng)
         };
         if !matches!(reaction, Reaction::Answer { fail: false, .. }) {
             self.errors.fetch_add(1, Ordering::Relaxed);
@@ -83,17 +92,21 @@ pub struct Backends {
 }
 
 impl Backends {
-    /// Starts every backend on a free port of 127.0.0.1, healthy.
+    /// Starts every backend on a free port of 127.0.0.1, healthy; backend number `i` (in
+    /// [`Backend::ALL`]) draws its faults' reactions from a generator seeded with `seed + i`,
+    /// so the n-th call to a backend meets the same reaction in every instance started with
+    /// `seed` (given the same fault).
     ///
     /// # Errors
     /// A port cannot be bound.
-    pub async fn start() -> std::io::Result<Backends> {
+    pub async fn start_seeded(seed: u64) -> std::io::Result<Backends> {
         let mut servers = BTreeMap::new();
-        for backend in Backend::ALL {
+        for (index, backend) in (0u64..).zip(Backend::ALL) {
             let listener = TcpListener::bind("127.0.0.1:0").await?;
             let addr = listener.local_addr()?;
             let server = Arc::new(Server {
                 fault: RwLock::new(Fault::default()),
+                rng: Mutex::new(StdRng::seed_from_u64(seed.wrapping_add(index))),
                 up: watch::Sender::new(true),
                 calls: AtomicU64::new(0),
                 errors: AtomicU64::new(0),
@@ -260,7 +273,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn backends_answer_their_data_and_faults_change_it() {
-        let backends = Backends::start().await.unwrap();
+        let backends = Backends::start_seeded(0).await.unwrap();
         let ratings = backends.addr(Backend::Ratings);
         assert_eq!(
             get_async(ratings, "/ratings/1,25").await.unwrap(),
@@ -317,7 +330,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_outage_refuses_connections_and_recovery_opens_the_same_port() {
-        let backends = Backends::start().await.unwrap();
+        let backends = Backends::start_seeded(0).await.unwrap();
         let addr = backends.addr(Backend::Recommendations);
         backends.apply(&phase_with(
             Backend::Recommendations,

@@ -252,8 +252,10 @@ pub struct Gateway {
     /// Every backend's command (the tower layers and the collapser hold clones).
     commands: BTreeMap<Backend, DemoCommand>,
     get_title: DemoCommand,
-    catalog: ureq::Agent,
+    catalog: http::BlockingClient,
     catalog_url: String,
+    /// The async client's calls under way (its clones in the layers and the collapser share it).
+    async_calls: http::InFlight,
     titles: Arc<Memory<u32, Title>>,
     ratings: Collapser<u32, Rating, BackendError>,
     rating_fallbacks: Arc<AtomicU64>,
@@ -281,6 +283,7 @@ impl Gateway {
     ) -> Result<Gateway, ConfigError> {
         let url = |backend| format!("http://{}", addr_of(backend));
         let client = http::async_client();
+        let async_calls = client.in_flight().clone();
 
         let catalog = Backend::Catalog;
         let get_title = command(
@@ -379,6 +382,7 @@ impl Gateway {
             get_title,
             catalog: http::blocking_client(),
             catalog_url: url(Backend::Catalog),
+            async_calls,
             titles: Memory::new(),
             ratings,
             rating_fallbacks,
@@ -390,6 +394,12 @@ impl Gateway {
     /// The command that calls `backend`.
     pub fn command(&self, backend: Backend) -> &DemoCommand {
         &self.commands[&backend]
+    }
+
+    /// Backend calls under way now, each holding a connection: the catalog's (on `Catalog`
+    /// pool threads) and the async ones.
+    pub fn backend_calls_in_flight(&self) -> u64 {
+        self.catalog.in_flight().now() + self.async_calls.now()
     }
 
     /// The rating collapser's metrics (batches and their sizes).
@@ -542,20 +552,11 @@ async fn index() -> String {
 mod tests {
     use super::*;
     use crate::backends::Backends;
-    use crate::scenario::{Fault, Outage, Phase, Scenario};
+    use crate::scenario::{Fault, Outage, calm_phase};
     use hystrix::{EventType, Status};
 
-    fn calm_phase() -> Phase {
-        Scenario::load("calm")
-            .unwrap()
-            .schedule(Duration::from_secs(1))
-            .unwrap()
-            .phases
-            .remove(0)
-    }
-
     async fn setup() -> (Backends, Registry, Gateway) {
-        let backends = Backends::start().await.unwrap();
+        let backends = Backends::start_seeded(0).await.unwrap();
         let registry = Registry::builder()
             .executor(tokio::runtime::Handle::current())
             .build();
@@ -631,7 +632,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn injected_faults_reach_the_fallback_and_never_the_healthy_backend() {
-        let backends = Backends::start().await.unwrap();
+        let backends = Backends::start_seeded(0).await.unwrap();
         let registry = Registry::builder()
             .executor(tokio::runtime::Handle::current())
             .allow_chaos(true)

@@ -2,6 +2,8 @@
 //! the error a backend call ends in, classified for the breaker.
 
 use std::error::Error as StdError;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use http_body_util::{BodyExt, Empty};
@@ -14,8 +16,49 @@ use hyper_util::rt::TokioExecutor;
 use hystrix::Class;
 use serde::de::DeserializeOwned;
 
-/// The async client: keeps connections to each backend open between calls.
-pub type HttpClient = Client<HttpConnector, Empty<Bytes>>;
+/// A count of the calls a client has under way: each holds a connection (and, for the
+/// blocking client, the calling thread) from the request's start until its answer is read or
+/// the call is dropped. Clones share the count.
+#[derive(Debug, Clone, Default)]
+pub struct InFlight(Arc<AtomicU64>);
+
+impl InFlight {
+    /// The calls under way now.
+    pub fn now(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// Counts one call until the guard is dropped.
+    pub fn enter(&self) -> InFlightGuard {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        InFlightGuard(self.clone())
+    }
+}
+
+/// One call counted in an [`InFlight`] until dropped.
+#[derive(Debug)]
+pub struct InFlightGuard(InFlight);
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        (self.0).0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The async client (hyper-util's pooled client: keeps connections to each backend open
+/// between calls), counting its calls under way. Clones share the connections and the count.
+#[derive(Debug, Clone)]
+pub struct HttpClient {
+    client: Client<HttpConnector, Empty<Bytes>>,
+    calls: InFlight,
+}
+
+impl HttpClient {
+    /// Its calls under way (shared by its clones).
+    pub fn in_flight(&self) -> &InFlight {
+        &self.calls
+    }
+}
 
 /// How long a blocking call may take in all before ureq gives up; longer than `GetTitle`'s
 /// timeout, so a slow call holds its pool thread after the caller was answered (as a real
@@ -27,19 +70,46 @@ pub fn async_client() -> HttpClient {
     let mut connector = HttpConnector::new();
     connector.set_connect_timeout(Some(Duration::from_millis(200)));
     connector.set_nodelay(true);
-    Client::builder(TokioExecutor::new()).build(connector)
+    HttpClient {
+        client: Client::builder(TokioExecutor::new()).build(connector),
+        calls: InFlight::default(),
+    }
+}
+
+/// The blocking client (ureq), counting its calls under way. Clones share the connections
+/// and the count.
+#[derive(Debug, Clone)]
+pub struct BlockingClient {
+    agent: ureq::Agent,
+    calls: InFlight,
+}
+
+impl BlockingClient {
+    /// Its calls under way (shared by its clones); each holds a thread too.
+    pub fn in_flight(&self) -> &InFlight {
+        &self.calls
+    }
 }
 
 /// A new blocking client: plain HTTP, no proxy, a whole-call limit of
 /// [`BLOCKING_CALL_LIMIT`], non-2xx answers as values (the caller classifies them).
-pub fn blocking_client() -> ureq::Agent {
-    ureq::Agent::config_builder()
+pub fn blocking_client() -> BlockingClient {
+    blocking_client_within(BLOCKING_CALL_LIMIT)
+}
+
+/// A new blocking client as [`blocking_client`], with a whole-call limit of `limit`.
+pub fn blocking_client_within(limit: Duration) -> BlockingClient {
+    let agent = ureq::Agent::config_builder()
         .proxy(None)
-        .timeout_global(Some(BLOCKING_CALL_LIMIT))
+        .timeout_global(Some(limit))
         .http_status_as_error(false)
         .max_idle_connections_per_host(32)
         .build()
-        .into()
+        .into();
+    BlockingClient {
+        agent,
+        calls: InFlight::default(),
+    }
 }
 
 /// Why a backend call failed.
@@ -112,7 +182,9 @@ pub async fn get(
     let uri: hyper::Uri = url
         .parse()
         .map_err(|err: hyper::http::uri::InvalidUri| BackendError::Transport(err.to_string()))?;
+    let _call = client.calls.enter();
     let response = client
+        .client
         .get(uri)
         .await
         .map_err(|err| BackendError::Transport(error_chain(&err)))?;
@@ -139,10 +211,12 @@ pub async fn get_json<T: DeserializeOwned>(
 
 /// `GET url` with the blocking client, decoding a successful answer's JSON.
 pub fn get_json_blocking<T: DeserializeOwned>(
-    agent: &ureq::Agent,
+    client: &BlockingClient,
     url: &str,
 ) -> Result<T, BackendError> {
-    let mut response = agent
+    let _call = client.calls.enter();
+    let mut response = client
+        .agent
         .get(url)
         .call()
         .map_err(|err| BackendError::Transport(error_chain(&err)))?;

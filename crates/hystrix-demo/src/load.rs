@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use indicatif::ProgressBar;
-use rand::Rng;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use tokio::task::JoinSet;
 
 use crate::catalogue::CATALOGUE_SIZE;
@@ -58,12 +59,16 @@ pub struct LoadGenerator {
     client: HttpClient,
     gateway: String,
     rps: f64,
+    /// Seeds the movie ids asked for: two generators with the same seed ask for the same ids
+    /// in the same order.
+    seed: u64,
     stats: Arc<Mutex<LoadStats>>,
 }
 
 impl LoadGenerator {
-    /// A generator of `rps` requests per second to the gateway at `gateway` (`http://host:port`).
-    pub fn new(gateway: String, rps: f64, phases: usize) -> LoadGenerator {
+    /// A generator of `rps` requests per second to the gateway at `gateway` (`http://host:port`),
+    /// asking for movie ids drawn from `seed`.
+    pub fn new(gateway: String, rps: f64, phases: usize, seed: u64) -> LoadGenerator {
         let stats = LoadStats {
             phases: vec![PhaseLoad::default(); phases],
             recent: Vec::new(),
@@ -72,6 +77,7 @@ impl LoadGenerator {
             client: http::async_client(),
             gateway,
             rps,
+            seed,
             stats: Arc::new(Mutex::new(stats)),
         }
     }
@@ -83,6 +89,13 @@ impl LoadGenerator {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Requests sent and neither answered nor given up on yet.
+    pub fn in_flight(&self) -> u64 {
+        let stats = self.stats();
+        let sum = |count: fn(&PhaseLoad) -> u64| stats.phases.iter().map(count).sum::<u64>();
+        sum(|p| p.sent).saturating_sub(sum(|p| p.answered) + sum(|p| p.unanswered))
+    }
+
     /// How many requests a run of `schedule` sends.
     pub fn planned(&self, schedule: &Schedule) -> u64 {
         (schedule.total().as_secs_f64() * self.rps).ceil() as u64
@@ -92,6 +105,7 @@ impl LoadGenerator {
     /// answers (each at most [`CLIENT_TIMEOUT`]). `progress` counts the requests sent.
     pub async fn run(&self, start: Instant, schedule: &Schedule, progress: ProgressBar) {
         let mut in_flight = JoinSet::new();
+        let mut ids = StdRng::seed_from_u64(self.seed);
         for i in 0..self.planned(schedule) {
             let due = Duration::from_secs_f64(i as f64 / self.rps);
             let Some(phase) = schedule.phase_at(due) else {
@@ -99,7 +113,7 @@ impl LoadGenerator {
             };
             // Open loop: a late tick sends at once, catching up with the schedule.
             tokio::time::sleep_until((start + due).into()).await;
-            let id = rand::rng().random_range(1..=CATALOGUE_SIZE);
+            let id = ids.random_range(1..=CATALOGUE_SIZE);
             let (this, url) = (self.clone(), format!("{}/movies/{id}", self.gateway));
             in_flight.spawn(async move {
                 let sent = Instant::now();
@@ -189,7 +203,7 @@ mod tests {
             .unwrap()
             .schedule(Duration::from_secs(2))
             .unwrap();
-        let load = LoadGenerator::new(format!("http://{addr}"), 15.0, schedule.phases.len());
+        let load = LoadGenerator::new(format!("http://{addr}"), 15.0, schedule.phases.len(), 0);
         assert_eq!(load.planned(&schedule), 30);
         let progress = ProgressBar::hidden();
         load.run(Instant::now(), &schedule, progress.clone()).await;

@@ -18,6 +18,7 @@ mod report;
 mod run;
 mod scenario;
 mod stats;
+mod twin;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -74,6 +75,16 @@ struct Cli {
     /// error is not a terminal, or RUST_LOG is set).
     #[arg(long)]
     no_tui: bool,
+
+    /// Do not run the unprotected twin (the same gateway without hystrix-rs, on its own
+    /// backends, under the same load) beside the gateway.
+    #[arg(long)]
+    no_compare: bool,
+
+    /// Seeds the backends' faults and the movies asked for (the same for the gateway and
+    /// its twin).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
 
     /// Write the report as JSON to this file; `-` for standard output (the text then goes to
     /// standard error).
@@ -177,6 +188,8 @@ fn main() -> ExitCode {
         },
         tui: !cli.no_tui && !logging && std::io::stderr().is_terminal(),
         console,
+        compare: !cli.no_compare,
+        seed: cli.seed,
     };
 
     let runtime = match tokio::runtime::Builder::new_multi_thread()

@@ -10,7 +10,9 @@ use serde::Serialize;
 
 use crate::load::PhaseLoad;
 use crate::scenario::{Backend, Phase, Schedule};
-use crate::stats::{BackendCounts, BreakerRecord, Change, CommandCounts, Trigger, percentile};
+use crate::stats::{
+    BackendCounts, BreakerRecord, Change, CommandCounts, Held, Trigger, percentile,
+};
 
 /// The most errors a command may have, in percent of its executions, in a phase where its
 /// backend is healthy (and was in the phase before). Generous, so a loaded machine does not
@@ -38,10 +40,13 @@ pub struct Report {
     pub breaker_events: Vec<BreakerRecord>,
     /// Each command's breaker state at the end.
     pub final_breakers: BTreeMap<String, &'static str>,
-    /// The resilience promises checked.
+    /// The resilience promises checked (of the protected gateway only).
     pub checks: Vec<Check>,
     /// Whether every check held.
     pub passed: bool,
+    /// One line per phase comparing the protected gateway with the unprotected twin (empty
+    /// with `--no-compare`).
+    pub contrast: Vec<String>,
 }
 
 /// Gateway latencies of the answered requests of a phase, in ms.
@@ -133,6 +138,71 @@ pub struct PhaseReport {
     /// The first errors of unanswered requests.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unanswered_errors: Vec<String>,
+    /// The most the gateway held at once during the phase (sampled every 100 ms).
+    pub held: Held,
+    /// The unprotected twin's answers to the same load (absent with `--no-compare`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unprotected: Option<TwinPhase>,
+}
+
+/// The unprotected twin's answers to the requests sent in one phase.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TwinPhase {
+    /// Requests sent in it.
+    pub requests: u64,
+    /// Of those, answered `200` (every part there: the twin has no fallbacks).
+    pub answered: u64,
+    /// Answered `502` (a backend call failed), or not within the client's timeout.
+    pub unanswered: u64,
+    /// Latency of the answered ones.
+    pub latency_ms: LatencySummary,
+    /// The most it held at once during the phase (sampled every 100 ms).
+    pub held: Held,
+    /// The first errors of unanswered requests.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unanswered_errors: Vec<String>,
+}
+
+impl TwinPhase {
+    /// The twin's phase from its load's counts and the most it held.
+    pub fn new(load: &PhaseLoad, held: Held) -> TwinPhase {
+        TwinPhase {
+            requests: load.sent,
+            answered: load.answered,
+            unanswered: load.unanswered,
+            latency_ms: LatencySummary::of(&load.latencies),
+            held,
+            unanswered_errors: load.errors.clone(),
+        }
+    }
+}
+
+/// A latency in ms, in ms below a second (`251 ms`) and in seconds above (`4.8 s`).
+fn latency_text(ms: f64) -> String {
+    if ms < 1000.0 {
+        format!("{ms:.0} ms")
+    } else {
+        format!("{:.1} s", ms / 1000.0)
+    }
+}
+
+/// The p99 of `answered` answers' `latency` as [`latency_text`], or `none` when none was
+/// answered.
+fn p99_text(answered: u64, latency: &LatencySummary, none: &str) -> String {
+    if answered == 0 {
+        none.to_owned()
+    } else {
+        latency_text(latency.p99)
+    }
+}
+
+/// `part` in percent of `whole`, one decimal (0 when `whole` is 0).
+fn share(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        (part as f64 * 1000.0 / whole as f64).round() / 10.0
+    }
 }
 
 impl PhaseReport {
@@ -187,7 +257,44 @@ impl PhaseReport {
             backend_calls: backends.iter().map(|(b, c)| (*b, c.calls)).collect(),
             backend_errors: backends.iter().map(|(b, c)| (*b, c.errors)).collect(),
             unanswered_errors: load.errors.clone(),
+            held: Held::default(),
+            unprotected: None,
         }
+    }
+
+    /// The same report with the most the gateway held and the twin's phase.
+    pub fn held(self, held: Held, unprotected: Option<TwinPhase>) -> PhaseReport {
+        PhaseReport {
+            held,
+            unprotected,
+            ..self
+        }
+    }
+
+    /// The line comparing the protected gateway with the twin in this phase, e.g.
+    /// `latency-spike: answered 150 of 150 (129 degraded) vs 97 of 150; p99 251 ms vs 4.8 s;
+    /// held at most 9 vs 412 connections, 8 vs 230 threads`; `None` without a twin.
+    pub fn contrast(&self) -> Option<String> {
+        let twin = self.unprotected.as_ref()?;
+        let p99 = |answered, latency| p99_text(answered, latency, "none answered");
+        Some(format!(
+            "{}: answered {} of {} ({} degraded) vs {} of {}; p99 {} vs {}; \
+             held at most {} vs {} connections, {} vs {} threads, {} vs {} requests",
+            self.name,
+            self.answered,
+            self.requests,
+            self.degraded,
+            twin.answered,
+            twin.requests,
+            p99(self.answered, &self.latency_ms),
+            p99(twin.answered, &twin.latency_ms),
+            self.held.connections,
+            twin.held.connections,
+            self.held.threads,
+            twin.held.threads,
+            self.held.requests,
+            twin.held.requests,
+        ))
     }
 
     fn error_percent(&self, backend: Backend) -> f64 {
@@ -525,6 +632,43 @@ impl Report {
         }
     }
 
+    /// The protected gateway beside the unprotected twin, per phase: answered %, p99, and
+    /// the most connections and threads held; then the contrast lines.
+    fn comparison(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "\n{:<27} {:>15} {:>17} {:>15} {:>13}",
+            "phase (protected, twin)", "answered %", "p99", "connections", "threads"
+        );
+        for phase in &self.phases {
+            let Some(twin) = &phase.unprotected else {
+                continue;
+            };
+            let p99 = |answered, latency| p99_text(answered, latency, "-");
+            let _ = writeln!(
+                out,
+                "{:<27} {:>7.1} {:>7.1} {:>8} {:>8} {:>7} {:>7} {:>6} {:>6}",
+                phase.name,
+                share(phase.answered, phase.requests),
+                share(twin.answered, twin.requests),
+                p99(phase.answered, &phase.latency_ms),
+                p99(twin.answered, &twin.latency_ms),
+                phase.held.connections,
+                twin.held.connections,
+                phase.held.threads,
+                twin.held.threads,
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\ncontrast (protected vs unprotected; connections, threads and requests held: the \
+             most at once):"
+        );
+        for line in &self.contrast {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
+
     /// The report as text: the phases table, each command's error percentage per phase
     /// (`*` where its backend was faulty), the breaker transitions and the checks.
     pub fn to_text(&self) -> String {
@@ -629,6 +773,10 @@ impl Report {
                 format!("{calls} ")
             },
         );
+
+        if self.phases.iter().any(|p| p.unprotected.is_some()) {
+            self.comparison(&mut out);
+        }
 
         let _ = writeln!(out, "\nbreakers:");
         if self.breaker_events.is_empty() {
@@ -1193,6 +1341,77 @@ mod tests {
             .error_percent = 20.0;
         let again = checks(&schedule, &phases, &good_events(), &all_closed());
         assert!(again.iter().all(|c| c.passed));
+    }
+
+    /// The latency-spike phase of `clean_phases`, beside a twin that answered 6 of 10 (the
+    /// slowest in 4.8 s) and held 412 connections and 230 threads at most.
+    fn compared_phase() -> PhaseReport {
+        let twin = PhaseLoad {
+            sent: 10,
+            answered: 6,
+            unanswered: 4,
+            latencies: [20, 25, 30, 900, 1500, 4800]
+                .map(Duration::from_millis)
+                .to_vec(),
+            errors: vec!["answered 502 Bad Gateway: answered 500".into()],
+            ..PhaseLoad::default()
+        };
+        let held = |requests, connections, threads| Held {
+            requests,
+            connections,
+            threads,
+        };
+        clean_phases(&tour()).remove(1).held(
+            held(9, 10, 8),
+            Some(TwinPhase::new(&twin, held(38, 412, 230))),
+        )
+    }
+
+    #[test]
+    fn the_contrast_line_states_both_gateways_numbers() {
+        assert_eq!(
+            compared_phase().contrast().as_deref(),
+            Some(
+                "latency-spike: answered 10 of 10 (0 degraded) vs 6 of 10; p99 5 ms vs 4.8 s; \
+                 held at most 10 vs 412 connections, 8 vs 230 threads, 9 vs 38 requests"
+            )
+        );
+        assert_eq!(clean_phases(&tour()).remove(1).contrast(), None);
+    }
+
+    #[test]
+    fn the_comparison_table_has_a_column_for_each_gateway() {
+        let phase = compared_phase();
+        let report = Report {
+            scenario: "tour".into(),
+            description: String::new(),
+            duration_ms: 10_000,
+            rps: 50.0,
+            dashboard_url: String::new(),
+            gateway_url: String::new(),
+            contrast: phase.contrast().into_iter().collect(),
+            phases: vec![phase],
+            breaker_events: vec![],
+            final_breakers: BTreeMap::new(),
+            checks: vec![],
+            passed: true,
+        };
+        let text = report.to_text();
+        let table: Vec<&str> = text
+            .lines()
+            .skip_while(|line| !line.starts_with("phase (protected, twin)"))
+            .take(5)
+            .collect();
+        assert_eq!(
+            table,
+            [
+                "phase (protected, twin)          answered %               p99     connections       threads",
+                "latency-spike                 100.0    60.0     5 ms    4.8 s      10     412      8    230",
+                "",
+                "contrast (protected vs unprotected; connections, threads and requests held: the most at once):",
+                "  latency-spike: answered 10 of 10 (0 degraded) vs 6 of 10; p99 5 ms vs 4.8 s; held at most 10 vs 412 connections, 8 vs 230 threads, 9 vs 38 requests",
+            ]
+        );
     }
 
     #[test]

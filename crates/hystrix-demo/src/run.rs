@@ -14,9 +14,10 @@ use crate::backends::Backends;
 use crate::gateway::{self, Gateway};
 use crate::live::{Console, LiveView};
 use crate::load::LoadGenerator;
-use crate::report::{self, PhaseReport, Report};
+use crate::report::{self, PhaseReport, Report, TwinPhase};
 use crate::scenario::{Backend, Chaos, Phase, Scenario, Schedule};
-use crate::stats::{self, BackendCounts, BreakerLog, ChaosLog, CommandCounts, circuit_state};
+use crate::stats::{self, BackendCounts, BreakerLog, ChaosLog, CommandCounts, Held, circuit_state};
+use crate::twin::Twin;
 
 /// The dashboard's port when `--port` is not given (Hystrix's dashboard examples use it); the
 /// gateway takes the next one.
@@ -48,6 +49,11 @@ pub struct Options {
     pub tui: bool,
     /// Where text goes.
     pub console: Console,
+    /// Whether the unprotected twin runs beside the gateway (`--no-compare` turns it off).
+    pub compare: bool,
+    /// Seeds the backends' fault scripts and the movie ids the load asks for (both sides
+    /// alike).
+    pub seed: u64,
 }
 
 /// Why a run could not be made.
@@ -59,6 +65,9 @@ pub enum RunError {
     /// Starting a backend failed.
     #[error("cannot start the backends: {0}")]
     Backends(std::io::Error),
+    /// Starting the unprotected twin failed.
+    #[error("cannot start the unprotected twin: {0}")]
+    Twin(std::io::Error),
     /// A command definition was refused.
     #[error("cannot define the gateway's commands: {0}")]
     Config(#[from] hystrix::ConfigError),
@@ -123,8 +132,20 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
         ports,
         tui,
         console,
+        compare,
+        seed,
     } = options;
-    let backends = Backends::start().await.map_err(RunError::Backends)?;
+    let backends = Backends::start_seeded(seed)
+        .await
+        .map_err(RunError::Backends)?;
+    let twin = if compare {
+        let twin = Twin::start(seed, rps, schedule.phases.len())
+            .await
+            .map_err(RunError::Twin)?;
+        Some(twin)
+    } else {
+        None
+    };
     let breakers = BreakerLog::default();
     let chaos_log = ChaosLog::default();
     // The demo injects chaos by phase, so its registry allows it; a registry does not by
@@ -157,7 +178,7 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
     );
     let gateway_url = format!("http://{gateway_addr}");
 
-    let load = LoadGenerator::new(gateway_url.clone(), rps, schedule.phases.len());
+    let load = LoadGenerator::new(gateway_url.clone(), rps, schedule.phases.len(), seed);
     let mut view = LiveView::new(
         tui,
         console,
@@ -175,7 +196,10 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
         &gateway_url,
         &backends,
         note,
-    ) {
+    )
+    .into_iter()
+    .chain(twin.as_ref().map(twin_line))
+    {
         console.line(&line);
     }
 
@@ -185,6 +209,9 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
         let (load, schedule, progress) = (load.clone(), schedule.clone(), view.progress());
         tokio::spawn(async move { load.run(start, &schedule, progress).await })
     };
+    let twin_sending = twin.as_ref().map(|twin| twin.send(start, &schedule));
+    // The most each gateway held during each phase: the protected one, the twin.
+    let mut held = vec![(Held::default(), Held::default()); schedule.phases.len()];
     // Counts, backend calls and errors, and chaos injected at each phase boundary; a phase's
     // are the differences.
     let sample = || {
@@ -230,6 +257,9 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
                     boundaries.push(sample());
                 }
                 backends.apply(phase);
+                if let Some(twin) = &twin {
+                    twin.apply(phase);
+                }
                 apply_chaos(&registry, &mut chaos, Some(phase))?;
                 view.show_transitions();
                 view.announce(&phase_line(index, &schedule, phase));
@@ -237,6 +267,13 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
             _ = poll.tick() => {
                 view.show_transitions();
                 let elapsed = start.elapsed();
+                if let Some(index) = schedule.phase_at(elapsed) {
+                    let (protected, unprotected) = &mut held[index];
+                    *protected = protected.max(Held::protected(&gateway, &load));
+                    if let Some(twin) = &twin {
+                        *unprotected = unprotected.max(twin.held());
+                    }
+                }
                 if elapsed >= next_second {
                     view.tick(elapsed);
                     next_second += Duration::from_secs(1);
@@ -245,9 +282,14 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
         }
     }
     boundaries.push(sample());
+    // The twin's last answers (or the load giving up on them) end its run too.
+    if let Some(sending) = twin_sending {
+        let _ = sending.await;
+    }
     view.finish();
 
     let loads = load.stats().phases.clone();
+    let twin_loads = twin.as_ref().map(|twin| twin.load().stats().phases.clone());
     let phases: Vec<PhaseReport> = schedule
         .phases
         .iter()
@@ -263,7 +305,11 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
                 .iter()
                 .map(|(backend, reached)| (*backend, reached.since(&reached_before[backend])))
                 .collect();
+            let unprotected = twin_loads
+                .as_ref()
+                .map(|loads| TwinPhase::new(&loads[index], held[index].1));
             PhaseReport::new(phase, &loads[index], &counts, &reached)
+                .held(held[index].0, unprotected)
         })
         .collect();
     let breaker_events = breakers.since(0);
@@ -275,6 +321,7 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
         })
         .collect();
     let checks = report::checks(&schedule, &phases, &breaker_events, &final_breakers);
+    let contrast = phases.iter().filter_map(PhaseReport::contrast).collect();
     Ok(Report {
         scenario: scenario.name,
         description: scenario.description,
@@ -287,6 +334,7 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
         breaker_events,
         final_breakers,
         checks,
+        contrast,
     })
 }
 
@@ -352,6 +400,16 @@ fn local_addr(listener: &TcpListener) -> Result<SocketAddr, RunError> {
         .map_err(|err| RunError::Bind(format!("cannot read a listener's address: {err}")))
 }
 
+/// The start line naming the unprotected twin.
+fn twin_line(twin: &Twin) -> String {
+    format!(
+        "  twin       {}/movies/7  (unprotected: the same calls, a {} s socket timeout only; \
+         its own backends, the same load; --no-compare turns it off)",
+        twin.url(),
+        crate::twin::SOCKET_TIMEOUT.as_secs()
+    )
+}
+
 /// What the demo prints before it starts.
 fn banner(
     scenario: &Scenario,
@@ -380,6 +438,7 @@ fn banner(
         .map(|backend| format!("{backend} {}", backends.addr(backend)))
         .collect();
     lines.push(format!("  backends   {}", backends.join(", ")));
+
     if schedule
         .phases
         .iter()

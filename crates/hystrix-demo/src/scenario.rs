@@ -827,6 +827,17 @@ impl Schedule {
     }
 }
 
+/// The one phase of the built-in `calm` scenario (every backend healthy), for tests.
+#[cfg(test)]
+pub fn calm_phase() -> Phase {
+    Scenario::load("calm")
+        .unwrap()
+        .schedule(Duration::from_secs(1))
+        .unwrap()
+        .phases
+        .remove(0)
+}
+
 /// The built-in `chaos` scenario placed over 6 s (the demo tier's run), for tests.
 #[cfg(test)]
 pub fn chaos_6s() -> Schedule {

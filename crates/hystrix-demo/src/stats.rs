@@ -16,6 +16,39 @@ use serde::Serialize;
 use crate::gateway::Gateway;
 use crate::scenario::Backend;
 
+/// What a gateway holds at one moment (or, in a report, at most during a phase).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Held {
+    /// Gateway requests sent by the load and not answered yet.
+    pub requests: u64,
+    /// Backend calls under way, each holding a connection.
+    pub connections: u64,
+    /// Threads held in blocking backend calls (the protected gateway's `Catalog` pool
+    /// threads busy, the twin's blocking threads in catalog calls).
+    pub threads: u64,
+}
+
+impl Held {
+    /// What the protected gateway holds now, with `load` sending its requests.
+    pub fn protected(gateway: &Gateway, load: &crate::load::LoadGenerator) -> Held {
+        let pool = gateway.command(Backend::Catalog).thread_pool_metrics();
+        Held {
+            requests: load.in_flight(),
+            connections: gateway.backend_calls_in_flight(),
+            threads: pool.map_or(0, |pool| u64::from(pool.current_active_count)),
+        }
+    }
+
+    /// The larger of each count.
+    pub fn max(self, other: Held) -> Held {
+        Held {
+            requests: self.requests.max(other.requests),
+            connections: self.connections.max(other.connections),
+            threads: self.threads.max(other.threads),
+        }
+    }
+}
+
 /// Event counts of one command.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct CommandCounts {

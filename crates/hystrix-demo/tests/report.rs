@@ -1,8 +1,9 @@
 //! Checks the JSON reports of two short demo runs: their structure, and the resilience
 //! promises in qualitative terms (every request answered, the outage's breaker opened during it
 //! and closed after, the Retry-After storm tripped its breaker at once; chaos injected into a
-//! healthy backend's command tripped its breaker while the backend answered no error), never
-//! latency percentiles.
+//! healthy backend's command tripped its breaker while the backend answered no error; the
+//! unprotected twin got the same load and lost pages where a backend was down), never latency
+//! percentiles.
 //!
 //! The `demo` tier of `scripts/test` runs
 //! `cargo run --release -p hystrix-demo -- --duration 10s --no-tui --json <file>` and
@@ -191,6 +192,45 @@ fn check_structure<'r>(
     phases
 }
 
+/// The unprotected twin beside the gateway: in every phase it got the same requests, and the
+/// report has a contrast line for the phase; where a backend was down (the outage: connection
+/// refused; the Retry-After storm: every call 503) the twin, which has no fallbacks, answered
+/// at most half of its pages while the gateway answered all of them.
+fn check_contrast(report: &Value) {
+    let phases = report["phases"].as_array().expect("phases is a list");
+    let contrast = report["contrast"].as_array().expect("contrast is a list");
+    assert_eq!(contrast.len(), phases.len(), "a contrast line per phase");
+    for (phase, line) in phases.iter().zip(contrast) {
+        let name = phase["name"].as_str().expect("a name");
+        let twin = &phase["unprotected"];
+        assert_eq!(
+            u64_at(twin, "requests"),
+            u64_at(phase, "requests"),
+            "{name}: the same load"
+        );
+        assert_eq!(
+            u64_at(twin, "answered") + u64_at(twin, "unanswered"),
+            u64_at(twin, "requests"),
+            "{name}: every twin request ended"
+        );
+        for held in [&phase["held"], &twin["held"]] {
+            for field in ["requests", "connections", "threads"] {
+                u64_at(held, field);
+            }
+        }
+        let line = line.as_str().expect("a line");
+        assert!(line.starts_with(&format!("{name}: answered ")), "{line}");
+    }
+    for down in ["outage", "retry-after-storm"] {
+        let phase = phase(report, down);
+        let twin = &phase["unprotected"];
+        assert!(
+            2 * u64_at(twin, "answered") <= u64_at(twin, "requests"),
+            "{down}: the twin answered {twin}"
+        );
+    }
+}
+
 /// The demo's own verdict: every check held.
 fn check_verdict(report: &Value) {
     let checks = report["checks"].as_array().expect("checks is a list");
@@ -248,6 +288,7 @@ fn the_short_run_report_has_its_structure_and_kept_its_promises() {
     );
     assert!(u64_at(title, "fallbacks") > 0, "{title}");
 
+    check_contrast(&report);
     check_verdict(&report);
 }
 
