@@ -149,7 +149,13 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
     tokio::spawn(async move { axum::serve(gateway_listener, router).await });
     // The web page, the streams, /metrics, and the admin routes for loopback clients only
     // (the page's breaker buttons, run-time properties); `/` redirects to the page.
-    let dashboard = Dashboard::builder(registry.clone()).admin().build();
+    // An operator's hold on a breaker (the sticky forceOpen / forceClosed properties) goes
+    // into the breaker log, for the live view and the report.
+    let operator = breakers.clone();
+    let dashboard = Dashboard::builder(registry.clone())
+        .admin()
+        .on_admin_change(move |change| operator.on_admin_change(change))
+        .build();
     tokio::spawn(dashboard.serve_on(dashboard_listener));
     let dashboard_url = format!(
         "http://{dashboard_addr}{}",
