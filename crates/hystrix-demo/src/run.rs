@@ -182,7 +182,7 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
         &backends,
         note,
     ) {
-        console.line(&line);
+        console.line(&crate::live::wrap(&line, crate::live::WIDTH, 13));
     }
 
     let start = Instant::now();
