@@ -292,19 +292,25 @@ impl BreakerRecord {
         line
     }
 
-    /// For an operator's action, `by operator (...)` with what was done: the property and its
-    /// value, or the admin route.
+    /// For an operator's action, `by operator (...)` with what was done (see
+    /// [`operator_action`](Self::operator_action)).
     pub fn operator_note(&self) -> Option<String> {
-        let action = match self.change {
-            Change::ForcedOpen => "force-open, one sleep window",
-            Change::ForcedClosed => "force-close",
-            Change::Reset => "reset",
+        self.operator_action()
+            .map(|action| format!("by operator ({action})"))
+    }
+
+    /// For an operator's action, what was done: the property and its value
+    /// (`circuitBreaker.forceOpen=true`), or the admin route (`force-open, one sleep window`).
+    pub fn operator_action(&self) -> Option<&str> {
+        match self.change {
+            Change::ForcedOpen => Some("force-open, one sleep window"),
+            Change::ForcedClosed => Some("force-close"),
+            Change::Reset => Some("reset"),
             Change::HeldOpen | Change::HeldClosed | Change::Released => {
-                self.cause.as_deref().unwrap_or("a sticky property")
+                Some(self.cause.as_deref().unwrap_or("a sticky property"))
             }
-            _ => return None,
-        };
-        Some(format!("by operator ({action})"))
+            _ => None,
+        }
     }
 }
 
