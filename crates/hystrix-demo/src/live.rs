@@ -188,6 +188,15 @@ pub fn wrap(text: &str, width: usize, indent: usize) -> String {
     out.join("\n")
 }
 
+/// `n` and its unit, plural unless `n` is 1: `1 thread`, `3 threads`.
+fn count(n: u64, unit: &str) -> String {
+    if n == 1 {
+        format!("{n} {unit}")
+    } else {
+        format!("{n} {unit}s")
+    }
+}
+
 /// One gateway's numbers for the last second: the protected gateway, or the unprotected twin.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct SideRow {
@@ -229,7 +238,7 @@ impl SideRow {
         let answered = self.answered_percent();
         let degraded = self.degraded_percent();
         format!(
-            "{:<11} {:>7} {:>7} {} {} {:>8} {:>8} {:>13}  {} conns, {} threads",
+            "{:<11} {:>7} {:>7} {} {} {:>8} {:>8} {:>13}  {}, {}",
             name,
             format!("{}/s", self.sent),
             format!("{}/s", self.answered),
@@ -247,9 +256,9 @@ impl SideRow {
             ),
             format!("{:.0} ms", self.p50_ms),
             format!("{:.0} ms", self.p99_ms),
-            format!("{} requests", self.in_flight),
-            self.held,
-            self.threads
+            count(self.in_flight, "request"),
+            count(self.held, "conn"),
+            count(self.threads, "thread")
         )
     }
 
@@ -884,7 +893,7 @@ mod tests {
             tick().table(false),
             "phase 3/7 error-burst   4 s of 10 s\n\
              gateway        sent      answered  degraded      p50      p99     in flight  held\n\
-             protected      50/s    50/s  100%       24%     6 ms    31 ms    3 requests  2 conns, 1 threads\n\
+             protected      50/s    50/s  100%       24%     6 ms    31 ms    3 requests  2 conns, 1 thread\n\
              command              calls errors   short   chaos  circuit           p50     p99  in use\n\
              GetTitle              50/s     0%     0/s     0/s  CLOSED           3 ms    8 ms  1/8 threads\n\
              GetRatings            12/s     0%    12/s     0/s  OPEN             4 ms    9 ms  0/20 permits\n\
@@ -907,7 +916,7 @@ mod tests {
                 .collect::<Vec<_>>(),
             [
                 "gateway        sent      answered  degraded      p50      p99     in flight  held",
-                "protected      50/s    50/s  100%       24%     6 ms    31 ms    3 requests  2 conns, 1 threads",
+                "protected      50/s    50/s  100%       24%     6 ms    31 ms    3 requests  2 conns, 1 thread",
                 "unprotected    50/s    17/s   34%        0%   480 ms  4871 ms  183 requests  140 conns, 8 threads",
                 "command              calls errors   short   chaos  circuit           p50     p99  in use",
             ]
@@ -927,7 +936,7 @@ mod tests {
         assert_eq!(
             rows[..2],
             [
-                "protected      50/s    50/s  \x1b[32m100%\x1b[0m       \x1b[33m24%\x1b[0m     6 ms    31 ms    3 requests  2 conns, 1 threads",
+                "protected      50/s    50/s  \x1b[32m100%\x1b[0m       \x1b[33m24%\x1b[0m     6 ms    31 ms    3 requests  2 conns, 1 thread",
                 "unprotected    50/s    17/s   \x1b[31m34%\x1b[0m        \x1b[32m0%\x1b[0m   480 ms  4871 ms  183 requests  140 conns, 8 threads",
             ]
         );
@@ -1043,6 +1052,14 @@ mod tests {
             "\x1b[33mFORCED_CLOSED\x1b[0m"
         );
         assert_eq!(circuit_cell("OPEN", 9, false), "OPEN     ");
+    }
+
+    #[test]
+    fn counts_take_the_plural_unless_one() {
+        assert_eq!(
+            [count(0, "thread"), count(1, "thread"), count(3, "request")],
+            ["0 threads", "1 thread", "3 requests"]
+        );
     }
 
     #[test]
