@@ -1243,6 +1243,82 @@ mod tests {
         );
     }
 
+    /// The protected side of a sample, from the load's counts and the commands: the last
+    /// second's differences, latencies of the answers since the last sample, and what is in
+    /// flight now (nothing reaches the backends here, so no connection or thread is held).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_protected_side_is_filled_from_the_load_and_the_commands() {
+        use crate::load::PhaseLoad;
+
+        let backends = crate::backends::Backends::start().await.unwrap();
+        let registry = hystrix::Registry::builder()
+            .executor(tokio::runtime::Handle::current())
+            .build();
+        let gateway = Arc::new(Gateway::new(&registry, |b| backends.addr(b), 10).unwrap());
+        let schedule = crate::scenario::chaos_6s();
+        let load = LoadGenerator::new("http://127.0.0.1:9".into(), 50.0, schedule.phases.len());
+        let ms = |list: &[u64]| list.iter().map(|&v| Duration::from_millis(v)).collect();
+        {
+            let mut stats = load.stats();
+            stats.phases[0] = PhaseLoad {
+                sent: 10,
+                answered: 7,
+                degraded: 2,
+                unanswered: 1,
+                ..PhaseLoad::default()
+            };
+            stats.phases[1].sent = 5;
+            stats.recent = ms(&[500, 125, 250]);
+        }
+        let mut view = LiveView::new(
+            false,
+            Console::Stdout,
+            gateway,
+            load.clone(),
+            BreakerLog::default(),
+            ChaosLog::default(),
+            schedule,
+        );
+        let first = view.sample(Duration::from_secs(1));
+        assert_eq!(
+            (first.gateway, first.twin),
+            (
+                SideRow {
+                    sent: 15,
+                    answered: 7,
+                    degraded: 2,
+                    p50_ms: 250.0,
+                    p99_ms: 500.0,
+                    in_flight: 7,
+                    held: 0,
+                    threads: 0,
+                },
+                None
+            )
+        );
+        {
+            let mut stats = load.stats();
+            stats.phases[1].answered = 4;
+            stats.phases[1].degraded = 4;
+            stats.recent = ms(&[1000]);
+        }
+        let second = view.sample(Duration::from_secs(2));
+        assert_eq!(
+            second.gateway,
+            SideRow {
+                sent: 0,
+                answered: 4,
+                degraded: 4,
+                p50_ms: 1000.0,
+                p99_ms: 1000.0,
+                in_flight: 3,
+                held: 0,
+                threads: 0,
+            }
+        );
+        assert_eq!(second.phase, Some((2, 4, "injected-faults".to_owned())));
+    }
+
     /// A breaker that opened and closed again between two samples shows OPEN for that
     /// interval, and CLOSED for the next.
     #[test]
