@@ -20,7 +20,8 @@
 //! `GetTitle OPEN, 42 calls/s, 72% errors, 23/s short-circuited`. A calm second is one line.
 //!
 //! **Breaker transitions** are folded per command per second: at most one line per command
-//! for each second, the states entered in order, e.g.
+//! for each second (two when a phase starts within it: one before the phase line, one after),
+//! the states entered in order, e.g.
 //! `   4.0 s  GetTitle  OPEN → HALF_OPEN → OPEN  (trial: TIMEOUT)`. The first opening of a run
 //! of openings (from CLOSED) shows its cause in full (the error threshold with its numbers,
 //! or trip-now); re-openings by failed trials show the trial's outcome only, as the report's
@@ -655,6 +656,13 @@ impl LiveView {
     pub fn show_transitions(&mut self) {
         let now_second = self.breakers.elapsed_ms() / 1000;
         self.show_transitions_before(Some(now_second));
+    }
+
+    /// Shows a phase's start line: first every transition waiting (so they stay in time
+    /// order; a second a phase starts in may then have a line before the phase and one after).
+    pub fn announce_phase(&mut self, text: &str) {
+        self.show_transitions_before(None);
+        self.announce(text);
     }
 
     /// Shows the transitions waiting, of seconds before `second` (all without one).

@@ -237,8 +237,7 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
                 }
                 backends.apply(phase);
                 apply_chaos(&registry, &mut chaos, Some(phase))?;
-                view.show_transitions();
-                view.announce(&phase_line(index, &schedule, phase));
+                view.announce_phase(&phase_line(index, &schedule, phase));
             }
             _ = poll.tick() => {
                 view.show_transitions();
