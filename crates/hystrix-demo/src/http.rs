@@ -89,6 +89,12 @@ impl BlockingClient {
     pub fn in_flight(&self) -> &InFlight {
         &self.calls
     }
+
+    /// The ureq agent, for calls other than [`get_json_blocking`] (not counted).
+    #[cfg(test)]
+    pub fn agent(&self) -> &ureq::Agent {
+        &self.agent
+    }
 }
 
 /// A new blocking client: plain HTTP, no proxy, a whole-call limit of

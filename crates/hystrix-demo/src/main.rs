@@ -71,8 +71,9 @@ struct Cli {
     #[arg(long, short)]
     port: Option<u16>,
 
-    /// Print a plain line per second instead of the live view (also the case when standard
-    /// error is not a terminal, or RUST_LOG is set).
+    /// Print plain lines each second (the gateway, and the commands worth noting) instead of
+    /// the live table (also the case when standard error is not a terminal, or RUST_LOG is
+    /// set).
     #[arg(long)]
     no_tui: bool,
 

@@ -349,6 +349,12 @@ fn seconds(ms: u64) -> String {
 /// - in each phase, the commands of backends healthy and free of chaos in it and in the phase
 ///   before kept their errors at or under [`HEALTHY_ERROR_LIMIT`];
 /// - when the last phase has no fault and no chaos, every breaker was closed at the end.
+///
+/// An operator's actions are accounted for, not failed: a command whose breaker the operator
+/// acted on during a phase (or held open or closed into it) is not judged by that phase's
+/// healthy-errors check, its breaker checks of the phase, nor the chaos-injected check; a
+/// breaker the operator holds at the end, or acted on during the last phase, is not held
+/// against "every breaker closed at the end". Each check line says what it did not judge.
 pub fn checks(
     schedule: &Schedule,
     phases: &[PhaseReport],
@@ -391,43 +397,131 @@ pub fn checks(
         if healthy.is_empty() {
             continue;
         }
-        let seen: Vec<(Backend, f64)> = healthy
+        let (start, end) = (millis(phase.start), millis(phase.end()));
+        let mut judged = Vec::new();
+        let mut excused = Vec::new();
+        for backend in healthy {
+            let command = backend.command_key();
+            let errors = format!("{command} {:.1}%", report.error_percent(backend));
+            match operator_actions(events, command, start, end) {
+                Some(actions) => excused.push(format!("{errors} ({actions})")),
+                None => judged.push((errors, report.error_percent(backend))),
+            }
+        }
+        let mut detail = judged
             .iter()
-            .map(|&backend| (backend, report.error_percent(backend)))
-            .collect();
-        let detail = seen
-            .iter()
-            .map(|(backend, errors)| format!("{} {errors:.1}%", backend.command_key()))
+            .map(|(errors, _)| errors.as_str())
             .collect::<Vec<_>>()
             .join(", ");
+        if !excused.is_empty() {
+            if !detail.is_empty() {
+                detail.push_str("; ");
+            }
+            detail.push_str(&format!(
+                "not judged, forced by the operator: {}",
+                excused.join(", ")
+            ));
+        }
         checks.push(Check::new(
             format!(
                 "healthy commands kept errors at or under {HEALTHY_ERROR_LIMIT:.0}% during `{}`",
                 phase.name
             ),
-            seen.iter()
+            judged
+                .iter()
                 .all(|(_, errors)| *errors <= HEALTHY_ERROR_LIMIT),
             detail,
         ));
     }
 
-    if schedule
+    if let Some(last) = schedule
         .phases
         .last()
-        .is_some_and(|last| last.disturbed().is_empty())
+        .filter(|last| last.disturbed().is_empty())
     {
-        let detail = final_breakers
-            .iter()
-            .map(|(command, state)| format!("{command} {state}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        checks.push(Check::new(
-            "every breaker closed at the end".to_owned(),
-            !final_breakers.is_empty() && final_breakers.values().all(|state| *state == "CLOSED"),
-            detail,
-        ));
+        checks.push(closed_at_end(millis(last.start), events, final_breakers));
     }
     checks
+}
+
+/// Every breaker closed at the end, but for those the operator holds (FORCED_OPEN,
+/// FORCED_CLOSED) or acted on since `last_start` (the last phase's start, in ms), which are
+/// named as excused.
+fn closed_at_end(
+    last_start: u64,
+    events: &[BreakerRecord],
+    final_breakers: &BTreeMap<String, &'static str>,
+) -> Check {
+    let mut detail = final_breakers
+        .iter()
+        .map(|(command, state)| format!("{command} {state}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut excused = Vec::new();
+    let mut passed = !final_breakers.is_empty();
+    for (command, state) in final_breakers {
+        match *state {
+            "CLOSED" => {}
+            "FORCED_OPEN" => excused.push(format!("{command} held open by the operator")),
+            "FORCED_CLOSED" => excused.push(format!("{command} held closed by the operator")),
+            _ => match operator_actions(events, command, last_start, u64::MAX) {
+                Some(actions) => excused.push(format!("{command} {state} after {actions}")),
+                None => passed = false,
+            },
+        }
+    }
+    if !excused.is_empty() {
+        detail.push_str(&format!("; excused: {}", excused.join(", ")));
+    }
+    Check::new("every breaker closed at the end".to_owned(), passed, detail)
+}
+
+/// What the operator did to `command`'s breaker that bears on `start..=end` (ms from the start
+/// of the run), with times, e.g. `the operator's circuitBreaker.forceOpen=true at 12.30 s`: a
+/// hold (`circuitBreaker.forceOpen` / `forceClosed`) made before `start` and still in force
+/// then, and every action made within; `None` when nothing.
+fn operator_actions(
+    events: &[BreakerRecord],
+    command: &str,
+    start: u64,
+    end: u64,
+) -> Option<String> {
+    let own = || {
+        events
+            .iter()
+            .filter(move |r| r.command == command && r.operator_action().is_some())
+    };
+    let sticky = [Change::HeldOpen, Change::HeldClosed, Change::Released];
+    let held_before = own()
+        .rfind(|r| r.at_ms < start && sticky.contains(&r.change))
+        .filter(|r| r.change != Change::Released);
+    let actions: Vec<String> = held_before
+        .into_iter()
+        .chain(own().filter(|r| (start..=end).contains(&r.at_ms)))
+        .filter_map(|r| {
+            let action = r.operator_action()?;
+            Some(format!("{action} at {}", seconds(r.at_ms)))
+        })
+        .collect();
+    (!actions.is_empty()).then(|| format!("the operator's {}", actions.join(", ")))
+}
+
+/// `check` as it stands, or, when it failed and the operator acted on `command` within
+/// `start..=end` (ms), passed and marked not judged, with what the operator did.
+fn unless_operator(
+    mut check: Check,
+    events: &[BreakerRecord],
+    command: &str,
+    start: u64,
+    end: u64,
+) -> Check {
+    if !check.passed {
+        if let Some(actions) = operator_actions(events, command, start, end) {
+            check.passed = true;
+            check.detail = format!("{}; not judged: {actions}", check.detail);
+        }
+    }
+    check
 }
 
 /// How a breaker that opened during a phase must be seen closed after it.
@@ -474,7 +568,13 @@ fn breaker_checks(
         Some(record) => format!("{} at {}", record.describe(), seconds(record.at_ms)),
         None => format!("no opening between {} and {}", seconds(start), seconds(end)),
     };
-    let opening = Check::new(name, passed, detail);
+    let opening = unless_operator(
+        Check::new(name, passed, detail),
+        events,
+        command,
+        start,
+        end,
+    );
 
     let closed = events
         .iter()
@@ -517,6 +617,7 @@ fn breaker_checks(
         passed,
         detail,
     );
+    let closing = unless_operator(closing, events, command, start, u64::MAX);
     [opening, closing]
 }
 
@@ -536,7 +637,7 @@ fn chaos_checks(
         .map_or((CommandCounts::default(), 0), |c| {
             (c.counts, c.chaos_injected)
         });
-    let mut checks = vec![Check::new(
+    let injected_check = Check::new(
         format!("chaos injected into {command} during `{}`", phase.name),
         injected > 0,
         format!(
@@ -544,7 +645,9 @@ fn chaos_checks(
              short-circuited",
             counts.failures, counts.timeouts, counts.rejections, counts.short_circuits
         ),
-    )];
+    );
+    let (start, end) = (millis(phase.start), millis(phase.end()));
+    let mut checks = vec![unless_operator(injected_check, events, command, start, end)];
     if phase.chaos(backend).error_share(backend.timeout_ms()) >= 0.5 {
         checks.extend(breaker_checks(
             phase,
@@ -1517,5 +1620,183 @@ mod tests {
             )])
         );
         assert_eq!((report.start_ms, report.duration_ms), (1000, 1500));
+    }
+
+    /// An operator's record for `command`: `change` at `at_ms`, with the property set.
+    fn operator(at_ms: u64, command: &str, change: Change, cause: &str) -> BreakerRecord {
+        BreakerRecord {
+            at_ms,
+            command: command.to_owned(),
+            change,
+            trigger: None,
+            open_ms: None,
+            cause: (!cause.is_empty()).then(|| cause.to_owned()),
+        }
+    }
+
+    /// The check named `name`: its verdict and detail.
+    fn check<'a>(checks: &'a [Check], name: &str) -> (bool, &'a str) {
+        checks
+            .iter()
+            .find(|c| c.name == name)
+            .map(|c| (c.passed, c.detail.as_str()))
+            .unwrap_or_else(|| panic!("no check named {name}"))
+    }
+
+    /// GetTitle held open by the operator for part of `outage` (4.0-5.5 s): its short-circuits
+    /// there are not judged; in `recovery`, let go before it started, it is judged again.
+    #[test]
+    fn a_command_the_operator_forced_in_a_phase_is_not_judged_there() {
+        let schedule = tour();
+        let mut phases = clean_phases(&schedule);
+        for (index, percent) in [(3, 100.0), (4, 30.0)] {
+            let title = phases[index].commands.get_mut("GetTitle").unwrap();
+            title.error_percent = percent;
+        }
+        let mut events = good_events();
+        events.push(operator(
+            4200,
+            "GetTitle",
+            Change::HeldOpen,
+            "circuitBreaker.forceOpen=true",
+        ));
+        events.push(operator(
+            5000,
+            "GetTitle",
+            Change::Released,
+            "circuitBreaker.forceOpen removed",
+        ));
+        let checks = checks(&schedule, &phases, &events, &all_closed());
+        assert_eq!(
+            check(
+                &checks,
+                "healthy commands kept errors at or under 20% during `outage`"
+            ),
+            (
+                true,
+                "GetAvailability 0.0%; not judged, forced by the operator: GetTitle 100.0% (the \
+                 operator's circuitBreaker.forceOpen=true at 4.20 s, circuitBreaker.forceOpen \
+                 removed at 5.00 s)"
+            )
+        );
+        assert_eq!(
+            failed(&checks),
+            [(
+                "healthy commands kept errors at or under 20% during `recovery`",
+                "GetTitle 30.0%, GetRatings 0.0%, GetAvailability 0.0%"
+            )]
+        );
+    }
+
+    /// Held open from the storm (6.5-8.0 s) to the end: not judged in `cool-down`, excused at
+    /// the end; a breaker left open without the operator still fails.
+    #[test]
+    fn a_breaker_the_operator_holds_at_the_end_is_excused_and_named() {
+        let schedule = tour();
+        let mut phases = clean_phases(&schedule);
+        phases[6]
+            .commands
+            .get_mut("GetTitle")
+            .unwrap()
+            .error_percent = 100.0;
+        let mut events = good_events();
+        events.push(operator(
+            7000,
+            "GetTitle",
+            Change::HeldOpen,
+            "circuitBreaker.forceOpen=true",
+        ));
+        let mut states = all_closed();
+        states.insert("GetTitle".into(), "FORCED_OPEN");
+        let held = checks(&schedule, &phases, &events, &states);
+        assert_eq!(
+            check(
+                &held,
+                "healthy commands kept errors at or under 20% during `cool-down`"
+            ),
+            (
+                true,
+                "GetRatings 0.0%, GetRecommendations 0.0%; not judged, forced by the operator: \
+                 GetTitle 100.0% (the operator's circuitBreaker.forceOpen=true at 7.00 s)"
+            )
+        );
+        assert_eq!(
+            check(&held, "every breaker closed at the end"),
+            (
+                true,
+                "GetAvailability CLOSED, GetRatings CLOSED, GetRecommendations CLOSED, GetTitle \
+                 FORCED_OPEN; excused: GetTitle held open by the operator"
+            )
+        );
+        assert_eq!(failed(&held), []);
+
+        // A one-time force-open in the last phase excuses an OPEN GetTitle at the end; an OPEN
+        // GetRatings nobody touched fails.
+        events.pop();
+        events.push(operator(9800, "GetTitle", Change::ForcedOpen, ""));
+        states.insert("GetTitle".into(), "OPEN");
+        states.insert("GetRatings".into(), "OPEN");
+        let left_open = checks(&schedule, &clean_phases(&schedule), &events, &states);
+        assert_eq!(
+            failed(&left_open),
+            [(
+                "every breaker closed at the end",
+                "GetAvailability CLOSED, GetRatings OPEN, GetRecommendations CLOSED, GetTitle \
+                 OPEN; excused: GetTitle OPEN after the operator's force-open, one sleep window \
+                 at 9.80 s"
+            )]
+        );
+    }
+
+    /// The operator held GetRecommendations open from before its outage to after: it never
+    /// opened by itself nor closed, and neither is held against it.
+    #[test]
+    fn breaker_checks_of_a_command_the_operator_held_are_not_judged() {
+        let schedule = tour();
+        let mut events: Vec<BreakerRecord> = good_events()
+            .into_iter()
+            .filter(|e| e.command != "GetRecommendations")
+            .collect();
+        events.push(operator(
+            3900,
+            "GetRecommendations",
+            Change::HeldOpen,
+            "circuitBreaker.forceOpen=true",
+        ));
+        events.push(operator(
+            6000,
+            "GetRecommendations",
+            Change::Released,
+            "circuitBreaker.forceOpen=false",
+        ));
+        let checks = checks(&schedule, &clean_phases(&schedule), &events, &all_closed());
+        assert_eq!(
+            check(&checks, "GetRecommendations breaker opened during `outage`"),
+            (
+                true,
+                "no opening between 4.00 s and 5.50 s; not judged: the operator's \
+                 circuitBreaker.forceOpen=true at 3.90 s"
+            )
+        );
+        assert_eq!(
+            check(&checks, "GetRecommendations breaker closed after `outage`"),
+            (
+                true,
+                "not closed after 5.50 s; not judged: the operator's \
+                 circuitBreaker.forceOpen=true at 3.90 s, circuitBreaker.forceOpen=false at \
+                 6.00 s"
+            )
+        );
+        assert_eq!(failed(&checks), []);
+        // The report's breaker lines show the operator's actions as they are.
+        assert_eq!(
+            breaker_lines(&events[events.len() - 2..]),
+            [
+                "  3.90 s  GetRecommendations FORCED_OPEN by operator \
+                 (circuitBreaker.forceOpen=true)",
+                "  6.00 s  GetRecommendations released by operator \
+                 (circuitBreaker.forceOpen=false)",
+            ]
+        );
     }
 }

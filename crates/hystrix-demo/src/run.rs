@@ -170,7 +170,13 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
     tokio::spawn(async move { axum::serve(gateway_listener, router).await });
     // The web page, the streams, /metrics, and the admin routes for loopback clients only
     // (the page's breaker buttons, run-time properties); `/` redirects to the page.
-    let dashboard = Dashboard::builder(registry.clone()).admin().build();
+    // An operator's hold on a breaker (the sticky forceOpen / forceClosed properties) goes
+    // into the breaker log, for the live view and the report.
+    let operator = breakers.clone();
+    let dashboard = Dashboard::builder(registry.clone())
+        .admin()
+        .on_admin_change(move |change| operator.on_admin_change(change))
+        .build();
     tokio::spawn(dashboard.serve_on(dashboard_listener));
     let dashboard_url = format!(
         "http://{dashboard_addr}{}",
@@ -179,7 +185,7 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
     let gateway_url = format!("http://{gateway_addr}");
 
     let load = LoadGenerator::new(gateway_url.clone(), rps, schedule.phases.len(), seed);
-    let mut view = LiveView::new(
+    let view = LiveView::new(
         tui,
         console,
         Arc::clone(&gateway),
@@ -188,6 +194,10 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
         chaos_log.clone(),
         schedule.clone(),
     );
+    let mut view = match &twin {
+        Some(twin) => view.compare_with(twin.gauges()),
+        None => view,
+    };
     for line in banner(
         &scenario,
         &schedule,
@@ -200,7 +210,7 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
     .into_iter()
     .chain(twin.as_ref().map(twin_line))
     {
-        console.line(&line);
+        console.line(&crate::live::wrap(&line, crate::live::WIDTH, 13));
     }
 
     let start = Instant::now();
@@ -261,8 +271,7 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
                     twin.apply(phase);
                 }
                 apply_chaos(&registry, &mut chaos, Some(phase))?;
-                view.show_transitions();
-                view.announce(&phase_line(index, &schedule, phase));
+                view.announce_phase(&phase_line(index, &schedule, phase));
             }
             _ = poll.tick() => {
                 view.show_transitions();

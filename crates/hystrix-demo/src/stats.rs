@@ -11,6 +11,7 @@ use hystrix::{
     CircuitBreakerEvent, CircuitBreakerListener, CommandKey, CommandMetrics, EventNotifier,
     EventType, Registry, Status,
 };
+use hystrix_dashboard::admin::{AdminAction, AdminChange};
 use serde::Serialize;
 
 use crate::gateway::Gateway;
@@ -228,14 +229,39 @@ pub enum Change {
     HalfOpened,
     /// A trial succeeded: it closed.
     Closed,
-    /// Opened by hand (e.g. the admin route `force-open`) for a sleep window.
+    /// Opened by an operator for one sleep window (the admin route `force-open`, or the
+    /// dashboard's Force open button); trials follow as usual.
     ForcedOpen,
-    /// Closed by hand.
+    /// Closed by an operator (the admin route `force-close`).
     ForcedClosed,
-    /// Reset by hand.
+    /// Reset by an operator (the admin route `reset`).
     Reset,
+    /// Held open by an operator: the sticky property `circuitBreaker.forceOpen` set to `true`.
+    HeldOpen,
+    /// Held closed by an operator: the sticky property `circuitBreaker.forceClosed` set to
+    /// `true`.
+    HeldClosed,
+    /// Let go by an operator: `circuitBreaker.forceOpen` or `forceClosed` set to `false` or
+    /// removed; the breaker acts on its own state again.
+    Released,
     /// A transition of a kind the library added later.
     Other,
+}
+
+impl Change {
+    /// The state it enters, as the live view writes it (`released` for a let-go: the breaker's
+    /// own state shows again).
+    pub fn state(self) -> &'static str {
+        match self {
+            Change::Opened | Change::ForcedOpen => "OPEN",
+            Change::HalfOpened => "HALF_OPEN",
+            Change::Closed | Change::ForcedClosed | Change::Reset => "CLOSED",
+            Change::HeldOpen => "FORCED_OPEN",
+            Change::HeldClosed => "FORCED_CLOSED",
+            Change::Released => "released",
+            Change::Other => "changed",
+        }
+    }
 }
 
 /// What opened a breaker.
@@ -273,26 +299,22 @@ pub struct BreakerRecord {
 }
 
 impl BreakerRecord {
-    /// One line, e.g. `GetRecommendations OPENED (health: 100% of 25 requests failed ...), open 500 ms`.
+    /// One line, e.g. `GetRecommendations OPENED by error threshold for 500 ms: 100% of 25
+    /// requests failed ...`, or for an operator's action `GetTitle FORCED_OPEN by operator
+    /// (circuitBreaker.forceOpen=true)`.
     pub fn describe(&self) -> String {
+        if let Some(note) = self.operator_note() {
+            return format!("{} {} {note}", self.command, self.change.state());
+        }
         let what = match self.change {
             Change::Opened => "OPENED",
             Change::HalfOpened => "HALF-OPEN (trial)",
             Change::Closed => "CLOSED",
-            Change::ForcedOpen => "FORCED OPEN by hand",
-            Change::ForcedClosed => "FORCED CLOSED by hand",
-            Change::Reset => "RESET by hand",
-            Change::Other => "changed",
+            _ => "changed",
         };
         let mut line = format!("{} {what}", self.command);
         if let Some(trigger) = self.trigger {
-            let trigger = match trigger {
-                Trigger::Health => "error threshold",
-                Trigger::TrialFailed => "trial failed",
-                Trigger::TripNow => "trip now",
-                Trigger::Other => "shared state",
-            };
-            line.push_str(&format!(" by {trigger}"));
+            line.push_str(&format!(" by {}", trigger.describe()));
         }
         if let Some(open_ms) = self.open_ms {
             line.push_str(&format!(" for {open_ms} ms"));
@@ -302,7 +324,43 @@ impl BreakerRecord {
         }
         line
     }
+
+    /// For an operator's action, `by operator (...)` with what was done (see
+    /// [`operator_action`](Self::operator_action)).
+    pub fn operator_note(&self) -> Option<String> {
+        self.operator_action()
+            .map(|action| format!("by operator ({action})"))
+    }
+
+    /// For an operator's action, what was done: the property and its value
+    /// (`circuitBreaker.forceOpen=true`), or the admin route (`force-open, one sleep window`).
+    pub fn operator_action(&self) -> Option<&str> {
+        match self.change {
+            Change::ForcedOpen => Some("force-open, one sleep window"),
+            Change::ForcedClosed => Some("force-close"),
+            Change::Reset => Some("reset"),
+            Change::HeldOpen | Change::HeldClosed | Change::Released => {
+                Some(self.cause.as_deref().unwrap_or("a sticky property"))
+            }
+            _ => None,
+        }
+    }
 }
+
+impl Trigger {
+    /// In words, as the transition lines write it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Trigger::Health => "error threshold",
+            Trigger::TrialFailed => "trial failed",
+            Trigger::TripNow => "trip now",
+            Trigger::Other => "shared state",
+        }
+    }
+}
+
+/// The sticky properties an operator holds a breaker with, as their names end.
+const FORCE_PROPERTIES: [&str; 2] = ["circuitBreaker.forceOpen", "circuitBreaker.forceClosed"];
 
 /// Every breaker transition of the run, with its time: the registry's breaker listener. Clones
 /// share the log (one is given to the registry, one is read).
@@ -358,10 +416,57 @@ impl BreakerLog {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn elapsed_ms(&self) -> u64 {
+    /// Milliseconds since the start of the run (0 before it).
+    pub fn elapsed_ms(&self) -> u64 {
         self.inner.start.get().map_or(0, |start| {
             u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
         })
+    }
+
+    /// Records an operator's change made through the dashboard's admin routes, if it holds or
+    /// lets go of a breaker: `circuitBreaker.forceOpen` or `forceClosed` of a command set or
+    /// removed (of the `default` key: of every command of the demo). The one-time actions
+    /// (force-open, force-close, reset) are not recorded here: the breaker listener hears them.
+    pub fn on_admin_change(&self, change: &AdminChange) {
+        let (name, value) = match &change.action {
+            AdminAction::PropertySet { name, value } => (name, Some(value.as_str())),
+            AdminAction::PropertyUnset { name } => (name, None),
+            _ => return,
+        };
+        let Some((key, property)) = name
+            .strip_prefix("hystrix.command.")
+            .and_then(|rest| rest.split_once('.'))
+            .filter(|(_, property)| FORCE_PROPERTIES.contains(property))
+        else {
+            return;
+        };
+        let holds = value.is_some_and(|value| value.trim().eq_ignore_ascii_case("true"));
+        let change = match (holds, property.ends_with("forceOpen")) {
+            (false, _) => Change::Released,
+            (true, true) => Change::HeldOpen,
+            (true, false) => Change::HeldClosed,
+        };
+        let cause = match value {
+            Some(value) => format!("{property}={}", value.trim()),
+            None => format!("{property} removed"),
+        };
+        let keys: Vec<&str> = if key == "default" {
+            Backend::ALL.into_iter().map(Backend::command_key).collect()
+        } else {
+            vec![key]
+        };
+        let at_ms = self.elapsed_ms();
+        let mut records = self.records();
+        for key in keys {
+            records.push(BreakerRecord {
+                at_ms,
+                command: key.to_owned(),
+                change,
+                trigger: None,
+                open_ms: None,
+                cause: Some(cause.clone()),
+            });
+        }
     }
 }
 
@@ -582,6 +687,116 @@ mod tests {
         command.circuit_breaker().force_open();
         let forced = log.since(3);
         assert_eq!(forced.len(), 1);
-        assert_eq!(forced[0].describe(), "Logged FORCED OPEN by hand");
+        assert_eq!(
+            forced[0].describe(),
+            "Logged OPEN by operator (force-open, one sleep window)"
+        );
+    }
+
+    /// The real flow: an operator PUTs and DELETEs the sticky properties on the dashboard's
+    /// admin routes; the log records each hold and let-go with its property, the state reads
+    /// FORCED_OPEN while held, and other properties are not recorded.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_operator_holding_a_breaker_through_the_admin_routes_is_recorded() {
+        let log = BreakerLog::default();
+        let registry = Registry::builder()
+            .circuit_breaker_listener(log.clone())
+            .build();
+        let command = Command::builder("GetTitle")
+            .group("G")
+            .isolation(hystrix::IsolationStrategy::Semaphore)
+            .build_in(&registry)
+            .unwrap();
+        let operator = log.clone();
+        let dashboard = hystrix_dashboard::Dashboard::builder(registry.clone())
+            .admin()
+            .on_admin_change(move |change| operator.on_admin_change(change))
+            .build();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(dashboard.serve_on(listener));
+        let property = |name: &str| {
+            format!("http://{addr}/hystrix/admin/config/properties/hystrix.command.{name}")
+        };
+        let (hold, timeout, let_go) = (
+            property("GetTitle.circuitBreaker.forceOpen"),
+            property("GetTitle.execution.isolation.thread.timeoutInMilliseconds"),
+            property("GetTitle.circuitBreaker.forceOpen"),
+        );
+        let held = tokio::task::spawn_blocking(move || {
+            let client = crate::http::blocking_client();
+            let agent = client.agent();
+            let put = agent.put(&hold).send("true").unwrap().status().as_u16();
+            let other = agent.put(&timeout).send("300").unwrap().status().as_u16();
+            (put, other)
+        })
+        .await
+        .unwrap();
+        assert_eq!(held, (200, 200));
+        assert_eq!(circuit_state(&command), "FORCED_OPEN");
+        let deleted = tokio::task::spawn_blocking(move || {
+            let client = crate::http::blocking_client();
+            client
+                .agent()
+                .delete(&let_go)
+                .call()
+                .unwrap()
+                .status()
+                .as_u16()
+        })
+        .await
+        .unwrap();
+        assert_eq!(deleted, 200);
+        assert_eq!(circuit_state(&command), "CLOSED");
+
+        let seen: Vec<(String, Change, Option<String>)> = log
+            .since(0)
+            .into_iter()
+            .map(|r| (r.command, r.change, r.cause))
+            .collect();
+        let record = |change, cause: &str| ("GetTitle".to_owned(), change, Some(cause.to_owned()));
+        assert_eq!(
+            seen,
+            [
+                record(Change::HeldOpen, "circuitBreaker.forceOpen=true"),
+                record(Change::Released, "circuitBreaker.forceOpen removed"),
+            ]
+        );
+        assert_eq!(
+            log.since(0)[0].describe(),
+            "GetTitle FORCED_OPEN by operator (circuitBreaker.forceOpen=true)"
+        );
+    }
+
+    #[test]
+    fn a_hold_on_the_default_key_is_recorded_for_every_command() {
+        let log = BreakerLog::default();
+        log.on_admin_change(&AdminChange::new(
+            None,
+            AdminAction::PropertySet {
+                name: "hystrix.command.default.circuitBreaker.forceClosed".into(),
+                value: " TRUE ".into(),
+            },
+        ));
+        log.on_admin_change(&AdminChange::new(
+            None,
+            AdminAction::ForceOpen {
+                command: "GetTitle".into(),
+            },
+        ));
+        let seen: Vec<(String, Change, Option<String>)> = log
+            .since(0)
+            .into_iter()
+            .map(|r| (r.command, r.change, r.cause))
+            .collect();
+        let cause = Some("circuitBreaker.forceClosed=TRUE".to_owned());
+        assert_eq!(
+            seen,
+            Backend::ALL.map(|b| (
+                b.command_key().to_owned(),
+                Change::HeldClosed,
+                cause.clone()
+            ))
+        );
     }
 }

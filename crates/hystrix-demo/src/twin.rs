@@ -157,6 +157,30 @@ async fn movie(State(naive): State<Arc<Naive>>, Path(id): Path<u32>) -> Response
     }
 }
 
+/// The twin's load and what it holds, for the live view.
+#[derive(Debug, Clone)]
+pub struct TwinGauges {
+    load: LoadGenerator,
+    naive: Arc<Naive>,
+}
+
+impl TwinGauges {
+    /// Its load generator (for its counts).
+    pub fn load(&self) -> &LoadGenerator {
+        &self.load
+    }
+
+    /// What the twin holds now.
+    pub fn held(&self) -> Held {
+        let naive = &self.naive;
+        Held {
+            requests: self.load.in_flight(),
+            connections: naive.client.in_flight().now() + naive.catalog.in_flight().now(),
+            threads: naive.threads.now(),
+        }
+    }
+}
+
 /// The running twin: its runtime, backends, gateway and load.
 #[derive(Debug)]
 pub struct Twin {
@@ -233,10 +257,14 @@ impl Twin {
 
     /// What the twin holds now.
     pub fn held(&self) -> Held {
-        Held {
-            requests: self.load.in_flight(),
-            connections: self.naive.client.in_flight().now() + self.naive.catalog.in_flight().now(),
-            threads: self.naive.threads.now(),
+        self.gauges().held()
+    }
+
+    /// Its load and what it holds, to watch while it runs.
+    pub fn gauges(&self) -> TwinGauges {
+        TwinGauges {
+            load: self.load.clone(),
+            naive: Arc::clone(&self.naive),
         }
     }
 }
