@@ -236,9 +236,14 @@ impl SideRow {
     }
 
     /// The TUI row, headed `name`.
-    fn table_row(&self, name: &str, colour: bool) -> String {
+    fn table_row(&self, name: &str, fallbacks: bool, colour: bool) -> String {
         let answered = self.answered_percent();
         let degraded = self.degraded_percent();
+        let degraded = if fallbacks {
+            paint(&format!("{degraded}%"), share_style(degraded), colour)
+        } else {
+            "-".to_owned()
+        };
         format!(
             "{:<11} {:>7} {:>7} {} {} {:>8} {:>8} {:>13}  {}, {}",
             name,
@@ -252,10 +257,7 @@ impl SideRow {
                 ),
                 5
             ),
-            right(
-                &paint(&format!("{degraded}%"), share_style(degraded), colour),
-                9
-            ),
+            right(&degraded, 9),
             format!("{:.0} ms", self.p50_ms),
             format!("{:.0} ms", self.p99_ms),
             count(self.in_flight, "request"),
@@ -382,9 +384,9 @@ impl Tick {
             "{:<11} {:>7} {:>13} {:>9} {:>8} {:>8} {:>13}  {}",
             "gateway", "sent", "answered", "degraded", "p50", "p99", "in flight", "held"
         ));
-        lines.push(self.gateway.table_row("protected", colour));
+        lines.push(self.gateway.table_row("protected", true, colour));
         if let Some(twin) = &self.twin {
-            lines.push(twin.table_row("unprotected", colour));
+            lines.push(twin.table_row("unprotected", false, colour));
         }
         lines.push(format!(
             "{:<18} {:>7} {:>6} {:>7} {:>7}  {:<13} {:>7} {:>7}  {}",
@@ -965,7 +967,7 @@ mod tests {
             [
                 "gateway        sent      answered  degraded      p50      p99     in flight  held",
                 "protected      50/s    50/s  100%       24%     6 ms    31 ms    3 requests  2 conns, 1 thread",
-                "unprotected    50/s    17/s   34%        0%   480 ms  4871 ms  183 requests  140 conns, 8 threads",
+                "unprotected    50/s    17/s   34%         -   480 ms  4871 ms  183 requests  140 conns, 8 threads",
                 "command              calls errors   short   chaos  circuit           p50     p99  in use",
             ]
         );
@@ -985,7 +987,7 @@ mod tests {
             rows[..2],
             [
                 "protected      50/s    50/s  \x1b[32m100%\x1b[0m       \x1b[33m24%\x1b[0m     6 ms    31 ms    3 requests  2 conns, 1 thread",
-                "unprotected    50/s    17/s   \x1b[31m34%\x1b[0m        \x1b[32m0%\x1b[0m   480 ms  4871 ms  183 requests  140 conns, 8 threads",
+                "unprotected    50/s    17/s   \x1b[31m34%\x1b[0m         -   480 ms  4871 ms  183 requests  140 conns, 8 threads",
             ]
         );
         assert_eq!(
