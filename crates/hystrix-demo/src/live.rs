@@ -77,7 +77,7 @@ fn circuit_cell(state: &str, width: usize, colour: bool) -> String {
 pub struct CommandRow {
     /// The command key.
     pub key: &'static str,
-    /// THREAD or SEMAPHORE.
+    /// THREAD, SEMAPHORE, or ADAPTIVE (a semaphore under an adaptive concurrency limit).
     pub isolation: &'static str,
     /// Executions in the last second.
     pub rate: u64,
@@ -95,9 +95,9 @@ pub struct CommandRow {
     pub p50: i64,
     /// See `p50`.
     pub p99: i64,
-    /// Pool threads or semaphore permits in use.
+    /// Pool threads, semaphore permits or places of the adaptive limit in use.
     pub in_use: u32,
-    /// Pool threads or semaphore permits in all.
+    /// Pool threads or semaphore permits in all, or the adaptive limit now.
     pub capacity: u32,
 }
 
@@ -165,10 +165,10 @@ impl Tick {
             "in use"
         ));
         for row in &self.commands {
-            let unit = if row.isolation == "THREAD" {
-                "threads"
-            } else {
-                "permits"
+            let unit = match row.isolation {
+                "THREAD" => "threads",
+                "ADAPTIVE" => "limit",
+                _ => "permits",
             };
             lines.push(format!(
                 "{:<20} {:<9} {:>6} {:>5}% {:>7} {:>7}  {} {:>5} {:>5}  {}/{} {unit}",
@@ -374,8 +374,12 @@ impl LiveView {
             let latency = metrics.execution_latency();
             let thread = command.properties().execution_isolation_strategy
                 != Some(IsolationStrategy::Semaphore);
+            let adaptive = metrics.adaptive_limit();
             let (in_use, capacity) = match command.thread_pool_metrics() {
                 Some(pool) if thread => (pool.current_active_count, pool.current_core_pool_size),
+                _ if adaptive.is_some() => {
+                    adaptive.map_or((0, 0), |limit| (limit.in_flight, limit.limit))
+                }
                 _ => (
                     metrics.current_concurrent_execution_count(),
                     command
@@ -385,7 +389,11 @@ impl LiveView {
             };
             commands.push(CommandRow {
                 key: backend.command_key(),
-                isolation: if thread { "THREAD" } else { "SEMAPHORE" },
+                isolation: match (thread, adaptive) {
+                    (true, _) => "THREAD",
+                    (false, Some(_)) => "ADAPTIVE",
+                    (false, None) => "SEMAPHORE",
+                },
                 rate: last_second.executions(),
                 errors: metrics.health_counts().error_percentage,
                 short_circuited: last_second.short_circuits,
