@@ -438,6 +438,71 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn calls_past_the_capacity_wait_their_turn_and_a_higher_capacity_lets_them_in() {
+        let places = Arc::new(Places::new(1));
+        let (served, mut order) = tokio::sync::mpsc::unbounded_channel();
+        let (release, _) = tokio::sync::broadcast::channel::<()>(1);
+        let first = places.take().await;
+        let mut callers = Vec::new();
+        for call in 1..=3 {
+            let (places, served, mut released) =
+                (Arc::clone(&places), served.clone(), release.subscribe());
+            callers.push(tokio::spawn(async move {
+                let _place = places.take().await;
+                let _ = served.send(call);
+                let _ = released.recv().await;
+            }));
+            // Each call in line before the next one arrives.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let nothing = tokio::time::timeout(Duration::from_millis(50), order.recv()).await;
+        assert!(nothing.is_err(), "no place is free: {nothing:?}");
+        drop(first);
+        assert_eq!(order.recv().await, Some(1));
+        // Capacity 3: the two others come in, in the order they arrived.
+        places.set_capacity(3);
+        assert_eq!((order.recv().await, order.recv().await), (Some(2), Some(3)));
+        assert_eq!(places.lock().taken, 3);
+        let _ = release.send(());
+        for caller in callers {
+            caller.await.unwrap();
+        }
+        let state = places.lock();
+        assert_eq!((state.taken, state.waiting.len()), (0, 0));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_call_that_leaves_the_line_lets_the_next_one_in() {
+        let places = Arc::new(Places::new(1));
+        let first = places.take().await;
+        let gone = {
+            let places = Arc::clone(&places);
+            tokio::spawn(async move {
+                let _place = places.take().await;
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let next = {
+            let places = Arc::clone(&places);
+            tokio::spawn(async move {
+                let _place = places.take().await;
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(places.lock().waiting.len(), 2);
+        // The first in line gives up (its client went away): it leaves the line.
+        gone.abort();
+        let _ = gone.await;
+        assert_eq!(places.lock().waiting.len(), 1);
+        drop(first);
+        tokio::time::timeout(Duration::from_secs(1), next)
+            .await
+            .expect("the next in line is served")
+            .unwrap();
+        assert_eq!(places.lock().taken, 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_outage_refuses_connections_and_recovery_opens_the_same_port() {
         let backends = Backends::start().await.unwrap();
         let addr = backends.addr(Backend::Recommendations);

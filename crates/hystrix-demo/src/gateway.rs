@@ -898,6 +898,72 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_slow_availability_call_gets_a_hedge_through_the_layer() {
+        let (backends, registry, gateway) = setup().await;
+        let mut phase = calm_phase();
+        // Every call 150 ms slower: the hedge sent at 40 ms is as slow, and the first attempt,
+        // ahead by 40 ms, answers first.
+        let tail = crate::scenario::Tail {
+            rate: 1.0,
+            delay_ms: 150,
+        };
+        phase.faults.insert(
+            Backend::Availability,
+            Fault {
+                tail: Some(tail),
+                ..Fault::default()
+            },
+        );
+        backends.apply(&phase);
+        let context = RequestContext::new();
+        let page = context.scope(gateway.page(4)).await;
+        assert!(page.degraded.is_empty(), "{:?}", page.degraded);
+        let metrics = registry.command_metrics("GetAvailability").unwrap();
+        assert_eq!(
+            (
+                metrics.cumulative_count(EventType::Success),
+                metrics.cumulative_count(EventType::Hedge),
+                metrics.cumulative_count(EventType::HedgeCancelled),
+                gateway.hedges_won(),
+                backends.calls(Backend::Availability),
+            ),
+            (1, 1, 1, 0, 2)
+        );
+        let waited = gateway.take_availability_times();
+        assert_eq!(waited.len(), 1);
+        assert!(waited[0] >= Duration::from_millis(150), "{waited:?}");
+        assert!(gateway.take_availability_times().is_empty());
+        registry.shutdown();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn prices_come_from_the_adaptive_command_and_their_run_times_are_kept() {
+        let (_backends, registry, gateway) = setup().await;
+        let page = RequestContext::new().scope(gateway.page(7)).await;
+        assert_eq!(page.price_cents, Some(399));
+        let limit = registry
+            .command_metrics("GetPrices")
+            .unwrap()
+            .adaptive_limit()
+            .map(|limit| limit.limit);
+        assert_eq!(limit, Some(20));
+        let runs = gateway.take_price_times(Backend::Prices);
+        assert_eq!(runs.len(), 1);
+        // The prices backends take 90 ms at least.
+        assert!(runs[0] >= Duration::from_millis(90), "{runs:?}");
+        assert!(gateway.take_price_times(Backend::Catalog).is_empty());
+        // GetPricesFixed runs beside the page, not waited for: its call ends on its own.
+        for _ in 0..100 {
+            if !gateway.take_price_times(Backend::PricesFixed).is_empty() {
+                registry.shutdown();
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("GetPricesFixed's call never ended");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_registry_that_does_not_allow_chaos_refuses_it() {
         let (_backends, registry, _gateway) = setup().await;
         let chaos = Chaos {
