@@ -222,6 +222,9 @@ impl Tick {
                 if row.chaos > 0 {
                     short.push_str(&format!(" {}/s chaos", row.chaos));
                 }
+                if row.isolation == "ADAPTIVE" {
+                    short.push_str(&format!(" limit {}", row.capacity));
+                }
                 format!(
                     "{} {}/s {}%{short} {}",
                     row.key,
@@ -542,6 +545,36 @@ mod tests {
         assert_eq!(
             draining.line(false),
             "[  4.2s] draining | gateway 50/s 24% degraded p99 31ms | "
+        );
+    }
+
+    #[test]
+    fn an_adaptive_limit_shows_its_places_in_use_of_the_limit_now() {
+        let mut shedding = tick();
+        shedding.commands = vec![CommandRow {
+            key: "GetPrices",
+            isolation: "ADAPTIVE",
+            rate: 50,
+            errors: 6,
+            short_circuited: 0,
+            chaos: 0,
+            state: "CLOSED",
+            p50: 160,
+            p99: 460,
+            in_use: 3,
+            capacity: 3,
+        }];
+        assert_eq!(
+            shedding.table(false).lines().nth(3),
+            Some(
+                "GetPrices            ADAPTIVE      50     6%       0       0  CLOSED      160   \
+                 460  3/3 limit"
+            )
+        );
+        assert_eq!(
+            shedding.line(false),
+            "[  4.2s] error-burst | gateway 50/s 24% degraded p99 31ms | GetPrices 50/s 6% limit \
+             3 CLOSED"
         );
     }
 
