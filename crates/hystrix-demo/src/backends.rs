@@ -1,7 +1,10 @@
-//! The backend services: four axum servers on 127.0.0.1, each with a fault the scenario sets.
+//! The backend services: six axum servers on 127.0.0.1, each with a fault the scenario sets.
 //!
-//! A fault shapes every answer (latency drawn from a distribution, a share of `500`s or of
-//! hangs, `503` with or without `Retry-After`); an outage of kind `refused` closes the port
+//! A fault shapes every answer (latency drawn from a distribution, a long tail, a share of
+//! `500`s or of hangs, `503` with or without `Retry-After`). Each server serves at most its
+//! capacity of calls at once ([`DEFAULT_CAPACITY`] unless the fault lowers it): the others
+//! wait for a place before their latency starts, as requests queue at a saturated server. An
+//! outage of kind `refused` closes the port
 //! itself (the server stops listening, so connections are refused) and opens it again on the
 //! same port when the fault is lifted.
 
@@ -19,10 +22,10 @@ use axum::{Json, Router};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 use crate::catalogue::{self, Title};
-use crate::scenario::{Backend, Fault, HANG, Phase, Reaction};
+use crate::scenario::{Backend, DEFAULT_CAPACITY, Fault, HANG, Phase, Reaction};
 
 /// One backend server's shared state.
 #[derive(Debug)]
@@ -37,12 +40,114 @@ struct Server {
     calls: AtomicU64,
     /// Calls it answered with an error of its own (500, 503) or let hang.
     errors: AtomicU64,
+    /// The places of the calls it serves at once.
+    places: Places,
+}
+
+/// How many calls a server serves at once: a call takes a place before its fault's reaction
+/// and gives it back when answered or dropped (its client gone); without a free place it
+/// waits, first come first served.
+#[derive(Debug)]
+struct Places {
+    state: std::sync::Mutex<PlacesState>,
+    /// Signalled when a place is given back, a waiter leaves or the capacity grows.
+    changed: Notify,
+}
+
+#[derive(Debug)]
+struct PlacesState {
+    /// Places taken.
+    taken: u32,
+    /// How many may be taken.
+    capacity: u32,
+    /// The tickets of the calls waiting, in order of arrival.
+    waiting: std::collections::BTreeSet<u64>,
+    /// The next ticket.
+    next: u64,
+}
+
+impl Places {
+    fn new(capacity: u32) -> Places {
+        Places {
+            state: std::sync::Mutex::new(PlacesState {
+                taken: 0,
+                capacity,
+                waiting: std::collections::BTreeSet::new(),
+                next: 0,
+            }),
+            changed: Notify::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, PlacesState> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Sets the capacity; waiting calls take the places it adds (calls already served above a
+    /// lower capacity finish, and no new one is served until fewer are).
+    fn set_capacity(&self, capacity: u32) {
+        self.lock().capacity = capacity;
+        self.changed.notify_waiters();
+    }
+
+    /// Waits until this call is the first waiting and a place is free, and takes it.
+    async fn take(&self) -> Place<'_> {
+        let ticket = {
+            let mut state = self.lock();
+            let ticket = state.next;
+            state.next += 1;
+            state.waiting.insert(ticket);
+            Waiting(self, ticket)
+        };
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            // Registered before looking, so a change in between is not missed.
+            changed.as_mut().enable();
+            {
+                let mut state = self.lock();
+                if state.taken < state.capacity && state.waiting.first() == Some(&ticket.1) {
+                    state.waiting.remove(&ticket.1);
+                    state.taken += 1;
+                    std::mem::forget(ticket);
+                    // The next in line may find a place free too.
+                    self.changed.notify_waiters();
+                    return Place(self);
+                }
+            }
+            changed.await;
+        }
+    }
+}
+
+/// A call waiting in [`Places`]: leaves the line when dropped (its client gone).
+struct Waiting<'a>(&'a Places, u64);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.lock().waiting.remove(&self.1);
+        self.0.changed.notify_waiters();
+    }
+}
+
+/// A place taken in [`Places`], given back when dropped.
+struct Place<'a>(&'a Places);
+
+impl Drop for Place<'_> {
+    fn drop(&mut self) {
+        self.0.lock().taken -= 1;
+        self.0.changed.notify_waiters();
+    }
 }
 
 impl Server {
-    /// Applies the fault to one call and answers with `answer()` if the fault lets it.
+    /// Waits for a place, applies the fault to the call and answers with `answer()` if the
+    /// fault lets it.
     async fn answer(&self, answer: impl FnOnce() -> Response) -> Response {
         self.calls.fetch_add(1, Ordering::Relaxed);
+        let _place = self.places.take().await;
         let reaction = {
             let fault = self
                 .fault
@@ -85,17 +190,17 @@ impl Server {
     }
 }
 
-/// The four running backends.
+/// The running backends, one per [`Backend`].
 #[derive(Debug)]
 pub struct Backends {
     servers: BTreeMap<Backend, (SocketAddr, Arc<Server>)>,
 }
 
 impl Backends {
-    /// Starts every backend on a free port of 127.0.0.1, healthy; backend number `i` (in
-    /// [`Backend::ALL`]) draws its faults' reactions from a generator seeded with `seed + i`,
-    /// so the n-th call to a backend meets the same reaction in every instance started with
-    /// `seed` (given the same fault).
+    /// Starts every backend on a free port of 127.0.0.1, healthy (at its
+    /// [`Backend::healthy_latency`]); backend number `i` (in [`Backend::ALL`]) draws its
+    /// faults' reactions from a generator seeded with `seed + i`, so the n-th call to a backend
+    /// meets the same reaction in every instance started with `seed` (given the same fault).
     ///
     /// # Errors
     /// A port cannot be bound.
@@ -105,11 +210,15 @@ impl Backends {
             let listener = TcpListener::bind("127.0.0.1:0").await?;
             let addr = listener.local_addr()?;
             let server = Arc::new(Server {
-                fault: RwLock::new(Fault::default()),
+                fault: RwLock::new(Fault {
+                    latency: Some(backend.healthy_latency()),
+                    ..Fault::default()
+                }),
                 rng: Mutex::new(StdRng::seed_from_u64(seed.wrapping_add(index))),
                 up: watch::Sender::new(true),
                 calls: AtomicU64::new(0),
                 errors: AtomicU64::new(0),
+                places: Places::new(DEFAULT_CAPACITY),
             });
             let router = routes(backend).with_state(Arc::clone(&server));
             tokio::spawn(supervise(addr, listener, router, Arc::clone(&server)));
@@ -133,11 +242,16 @@ impl Backends {
         self.servers[&backend].1.errors.load(Ordering::Relaxed)
     }
 
-    /// Sets every backend's fault to `phase`'s (healthy if it names none), closing the port of
-    /// a backend whose outage refuses connections and opening it again when it ends.
+    /// Sets every backend's fault to `phase`'s (healthy if it names none; a fault without a
+    /// latency keeps the backend's [`Backend::healthy_latency`]) and its capacity, closing the
+    /// port of a backend whose outage refuses connections and opening it again when it ends.
     pub fn apply(&self, phase: &Phase) {
         for (backend, (_, server)) in &self.servers {
-            let fault = phase.fault(*backend);
+            let mut fault = phase.fault(*backend);
+            fault.latency.get_or_insert(backend.healthy_latency());
+            server
+                .places
+                .set_capacity(fault.capacity.unwrap_or(DEFAULT_CAPACITY));
             let up = !fault.refuses_connections();
             // The fault first: a call that slips in while the port closes is answered 503.
             *server
@@ -159,6 +273,7 @@ fn routes(backend: Backend) -> Router<Arc<Server>> {
             Router::new().route("/recommendations/{id}", get(recommendations))
         }
         Backend::Availability => Router::new().route("/availability/{id}", get(availability)),
+        Backend::Prices | Backend::PricesFixed => Router::new().route("/prices/{id}", get(prices)),
     }
 }
 
@@ -196,6 +311,12 @@ async fn recommendations(State(server): State<Arc<Server>>, Path(id): Path<u32>)
 async fn availability(State(server): State<Arc<Server>>, Path(id): Path<u32>) -> Response {
     server
         .answer(|| Json(catalogue::availability_of(id)).into_response())
+        .await
+}
+
+async fn prices(State(server): State<Arc<Server>>, Path(id): Path<u32>) -> Response {
+    server
+        .answer(|| Json(catalogue::price_of(id)).into_response())
         .await
 }
 
@@ -326,6 +447,71 @@ mod tests {
         assert_eq!(backends.errors(Backend::Ratings), 1);
         assert_eq!(backends.errors(Backend::Availability), 1);
         assert_eq!(backends.errors(Backend::Catalog), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn calls_past_the_capacity_wait_their_turn_and_a_higher_capacity_lets_them_in() {
+        let places = Arc::new(Places::new(1));
+        let (served, mut order) = tokio::sync::mpsc::unbounded_channel();
+        let (release, _) = tokio::sync::broadcast::channel::<()>(1);
+        let first = places.take().await;
+        let mut callers = Vec::new();
+        for call in 1..=3 {
+            let (places, served, mut released) =
+                (Arc::clone(&places), served.clone(), release.subscribe());
+            callers.push(tokio::spawn(async move {
+                let _place = places.take().await;
+                let _ = served.send(call);
+                let _ = released.recv().await;
+            }));
+            // Each call in line before the next one arrives.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let nothing = tokio::time::timeout(Duration::from_millis(50), order.recv()).await;
+        assert!(nothing.is_err(), "no place is free: {nothing:?}");
+        drop(first);
+        assert_eq!(order.recv().await, Some(1));
+        // Capacity 3: the two others come in, in the order they arrived.
+        places.set_capacity(3);
+        assert_eq!((order.recv().await, order.recv().await), (Some(2), Some(3)));
+        assert_eq!(places.lock().taken, 3);
+        let _ = release.send(());
+        for caller in callers {
+            caller.await.unwrap();
+        }
+        let state = places.lock();
+        assert_eq!((state.taken, state.waiting.len()), (0, 0));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_call_that_leaves_the_line_lets_the_next_one_in() {
+        let places = Arc::new(Places::new(1));
+        let first = places.take().await;
+        let gone = {
+            let places = Arc::clone(&places);
+            tokio::spawn(async move {
+                let _place = places.take().await;
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let next = {
+            let places = Arc::clone(&places);
+            tokio::spawn(async move {
+                let _place = places.take().await;
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(places.lock().waiting.len(), 2);
+        // The first in line gives up (its client went away): it leaves the line.
+        gone.abort();
+        let _ = gone.await;
+        assert_eq!(places.lock().waiting.len(), 1);
+        drop(first);
+        tokio::time::timeout(Duration::from_secs(1), next)
+            .await
+            .expect("the next in line is served")
+            .unwrap();
+        assert_eq!(places.lock().taken, 0);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -81,6 +81,20 @@ pub fn availability_of(id: u32) -> Availability {
     Availability { regions }
 }
 
+/// What a movie costs to rent, as the prices backends answer `GET /prices/{id}`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Price {
+    /// The rental price in cents (US dollars).
+    pub rent_cents: u32,
+}
+
+/// Movie `id`'s rental price: from 199 to 599 cents, in steps of 100.
+pub fn price_of(id: u32) -> Price {
+    Price {
+        rent_cents: 199 + id % 5 * 100,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,5 +116,7 @@ mod tests {
         assert_eq!(recommendations_for(1)[0].title, "The Crimson Harbour");
         assert_eq!(availability_of(1).regions, ["BR", "DE", "JP", "US"]);
         assert_eq!(availability_of(2).regions, ["BR", "IN", "JP"]);
+        assert_eq!(price_of(7), Price { rent_cents: 399 });
+        assert_eq!(price_of(10), Price { rent_cents: 199 });
     }
 }

@@ -1,15 +1,23 @@
-//! The gateway: a movie-catalogue edge API whose every page is put together from four
-//! backends, each called through a hystrix-rs command.
+//! The gateway: a movie-catalogue edge API whose every page is put together from five
+//! backends, each called through a hystrix-rs command (and a sixth called beside it, only to
+//! compare).
 //!
 //! `GET /movies/{id}` answers the movie's title and year, its rating, three recommended
-//! movies with theirs, where it can be streamed, and a "because you watched" line:
+//! movies with theirs, where it can be streamed, its rental price, and a "because you
+//! watched" line:
 //!
 //! | part | command | how it is called | fallback |
 //! |---|---|---|---|
 //! | title | `GetTitle` | blocking client (ureq), THREAD isolation on pool `Catalog` | the last title seen for the id (stale), else a placeholder |
 //! | ratings | `GetRatings` via collapser `GetRating` | one async call for the page's ratings, SEMAPHORE | the last rating seen per id (stale) |
-//! | recommendations | `GetRecommendations` | async, SEMAPHORE, through `HystrixLayer` | none shown (fail silent) |
-//! | availability | `GetAvailability` | async, SEMAPHORE, through `HystrixLayer`; 503 + Retry-After trips it now | "unknown" (a static value) |
+//! | recommendations | `GetRecommendations` | async, SEMAPHORE, through `HystrixLayer`; up to 3 attempts through the breaker, within a retry budget | none shown (fail silent) |
+//! | availability | `GetAvailability` | async, SEMAPHORE, through `HystrixLayer`; a hedge after 40 ms; 503 + Retry-After trips it now | "unknown" (a static value) |
+//! | price | `GetPrices` | async, through `HystrixLayer`, under an adaptive concurrency limit (AIMD), no breaker | none shown ("price unknown") |
+//!
+//! Beside each page the gateway calls the second prices backend through `GetPricesFixed`, the
+//! same command under a fixed limit of [`FIXED_PRICES_LIMIT`] permits, without waiting for it:
+//! its answer is not used, it is there to compare the two limits when the prices backends'
+//! capacity drops.
 //!
 //! The title is looked up twice per page (for the header and for the "because you watched"
 //! line); the request cache answers the second. Each page runs in its own request context,
@@ -22,7 +30,7 @@ use std::convert::Infallible;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderName, StatusCode};
@@ -38,9 +46,9 @@ use serde::Serialize;
 use tower::ServiceExt;
 use tower::util::BoxCloneSyncService;
 
-use crate::catalogue::{Availability, CATALOGUE_SIZE, Recommendation, Title};
+use crate::catalogue::{Availability, CATALOGUE_SIZE, Price, Recommendation, Title};
 use crate::http::{self, BackendError, HttpClient};
-use crate::scenario::{Backend, Chaos};
+use crate::scenario::{Backend, Chaos, FIXED_PRICES_LIMIT};
 
 /// The header listing a page's parts that came from a fallback, e.g. `title,ratings`.
 pub static DEGRADED: HeaderName = HeaderName::from_static("x-degraded");
@@ -79,41 +87,149 @@ fn command(key: &str, group: &str, timeout_ms: u64, volume: u32) -> CommandBuild
 
 /// An async command calling `backend` under SEMAPHORE isolation (20 permits, its
 /// [`Backend::timeout_ms`]).
-fn semaphore_command(
-    backend: Backend,
-    group: &str,
-    volume: u32,
-    registry: &Registry,
-) -> Result<DemoCommand, ConfigError> {
+fn semaphore_command(backend: Backend, group: &str, volume: u32) -> CommandBuilder {
     command(backend.command_key(), group, backend.timeout_ms(), volume)
         .isolation(IsolationStrategy::Semaphore)
         .semaphore_max_concurrent_requests(20)
-        .classify(http::classify)
-        .build_in(registry)
 }
 
-/// A page part as a tower service wrapped in `HystrixLayer`: `GET url_of(id)`, its JSON made
-/// into the part by `into_part`, and `fallback` when the call fails.
-fn through_layer<B, T>(
-    command: DemoCommand,
+/// The most attempts of a `GetRecommendations` call, the first included.
+pub const RECOMMENDATION_ATTEMPTS: u32 = 3;
+
+/// `GetRecommendations`'s retries: up to [`RECOMMENDATION_ATTEMPTS`] attempts, each through the
+/// breaker and within its share of the 300 ms timeout (100 ms), 10 ms then 20 ms of backoff
+/// (with jitter), and a retry budget of 50% of the executions of the last 10 s plus 10 a
+/// second. At 50 pages a second with 30% of calls failing, 3 attempts need about
+/// 0.3 + 0.09 = 0.39 retries per execution (20 a second): the budget (35 a second) covers
+/// them, and in an outage it holds the backend's extra load at that until the breaker opens.
+fn with_retries(builder: CommandBuilder) -> CommandBuilder {
+    builder
+        .property("retry.maxAttempts", u64::from(RECOMMENDATION_ATTEMPTS))
+        .property("retry.backoff.initialInMilliseconds", 10u64)
+        .property("retry.budget.percent", 50u64)
+}
+
+/// The fixed delay, in ms, after which a `GetAvailability` call still running gets a hedge:
+/// about three times a healthy backend's p99 (14 ms), so few healthy calls are hedged.
+pub const HEDGE_DELAY_MS: u64 = 40;
+
+/// `GetAvailability`'s hedging: a call still running after [`HEDGE_DELAY_MS`] gets one more
+/// attempt beside it (a fixed delay: `hedging.delayPercentile` 0), and the first answer wins.
+fn with_hedging(builder: CommandBuilder) -> CommandBuilder {
+    builder
+        .property("hedging.maxAttempts", 2u64)
+        .property("hedging.delayInMilliseconds", HEDGE_DELAY_MS)
+        .property("hedging.delayPercentile", 0.0)
+}
+
+/// The run time, in ms, above which `GetPrices`'s adaptive limit takes a window of calls as
+/// queued (a drop): twice the prices backends' service time of about 100 ms.
+pub const PRICES_SLOW_MS: u64 = 200;
+
+/// `GetPrices`'s adaptive concurrency limit: AIMD, starting at 20 (the fixed side's limit),
+/// from 1 to 64 (the semaphore caps it at 64), one sample per window of 5 executions (their
+/// mean run time); a window slower than [`PRICES_SLOW_MS`] or with a timeout halves the limit,
+/// one that uses at least half of it adds 1; a call over the limit is refused at once
+/// (LIMIT_REJECTED, answered by the fallback).
+///
+/// AIMD with a run-time threshold, because it settles just above the backend's capacity
+/// whatever that is: once more calls are in flight than the backend serves, they queue, the
+/// runs take twice the service time and the limit halves, so with a capacity of 2 it moves
+/// between about 2 and 5, and it comes down from 20 in a few windows. VEGAS (tried first)
+/// tolerates up to 6 calls queued (its `beta`, fixed below a limit of 100), which at a
+/// capacity of 2 is three service times of waiting: it settled at 7 to 8, its calls taking
+/// 350 to 400 ms, close to the timeout; GRADIENT2 also keeps a queue of its own
+/// (`gradient2.queueSize`) and follows a long-term average that the drop itself drags up.
+fn with_adaptive_limit(builder: CommandBuilder) -> CommandBuilder {
+    builder
+        .isolation(IsolationStrategy::Semaphore)
+        .semaphore_max_concurrent_requests(64)
+        .property("execution.isolation.adaptive.enabled", true)
+        .property("execution.isolation.adaptive.algorithm", "AIMD")
+        .property("execution.isolation.adaptive.aimd.backoffRatio", 0.5)
+        .property(
+            "execution.isolation.adaptive.aimd.timeoutInMilliseconds",
+            PRICES_SLOW_MS,
+        )
+        .property("execution.isolation.adaptive.initialLimit", 20u64)
+        .property("execution.isolation.adaptive.minLimit", 1u64)
+        .property("execution.isolation.adaptive.maxLimit", 64u64)
+        .property("execution.isolation.adaptive.windowSize", 5u64)
+}
+
+/// One attempt of a call through [`HystrixLayer`]: the movie id, and whether it is the call's
+/// first attempt (a retry or a hedge is not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Attempt {
+    id: u32,
+    first: bool,
+}
+
+/// A page part as a tower service wrapped in `HystrixLayer` with `fallback`, its calls
+/// retried and hedged as the command's properties say (every attempt after the first is
+/// made with `first: false`).
+fn through_layer<S, T>(command: DemoCommand, call: S, fallback: T) -> Part<T>
+where
+    S: tower::Service<Attempt, Response = T, Error = BackendError> + Clone + Send + Sync + 'static,
+    S::Future: Send + 'static,
+    T: Clone + Send + Sync + 'static,
+{
+    BoxCloneSyncService::new(
+        tower::ServiceBuilder::new()
+            .map_request(|id: u32| Attempt { id, first: true })
+            .layer(
+                HystrixLayer::new(command)
+                    .fallback_value(fallback)
+                    .retry_with(|attempt: &Attempt| {
+                        Some(Attempt {
+                            first: false,
+                            ..*attempt
+                        })
+                    }),
+            )
+            .service(call),
+    )
+}
+
+/// `GET url_of(id)` as a service of [`Attempt`]s, its JSON made into the part by `into_part`.
+fn get_part<B, T>(
     client: HttpClient,
     url_of: impl Fn(u32) -> String + Clone + Send + Sync + 'static,
     into_part: fn(B) -> T,
-    fallback: T,
-) -> Part<T>
+) -> impl tower::Service<Attempt, Response = T, Error = BackendError, Future: Send + 'static>
++ Clone
++ Send
++ Sync
++ 'static
 where
     B: serde::de::DeserializeOwned + Send + 'static,
-    T: Clone + Send + Sync + 'static,
+    T: Send + 'static,
 {
-    let call = tower::service_fn(move |id: u32| {
-        let (client, url) = (client.clone(), url_of(id));
+    tower::service_fn(move |attempt: Attempt| {
+        let (client, url) = (client.clone(), url_of(attempt.id));
         async move { http::get_json(&client, &url).await.map(into_part) }
-    });
-    BoxCloneSyncService::new(
-        tower::ServiceBuilder::new()
-            .layer(HystrixLayer::new(command).fallback_value(fallback))
-            .service(call),
-    )
+    })
+}
+
+/// Durations recorded as the calls end, taken out at each phase boundary.
+#[derive(Debug, Default)]
+pub struct TimeLog(Mutex<Vec<Duration>>);
+
+impl TimeLog {
+    fn record(&self, took: Duration) {
+        self.lock().push(took);
+    }
+
+    /// The durations recorded since the last call, in the order they were recorded.
+    pub fn take(&self) -> Vec<Duration> {
+        std::mem::take(&mut *self.lock())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Duration>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
 }
 
 /// Sets the chaos injected into `backend`'s command in `registry` (which must allow chaos, see
@@ -232,6 +348,9 @@ pub struct Page {
     pub because_you_watched: String,
     /// Regions where it can be streamed; `null` when unknown.
     pub availability: Option<Vec<String>>,
+    /// Its rental price in cents; `null` when unknown (the adaptive limit shed the call, or
+    /// it failed).
+    pub price_cents: Option<u32>,
     /// The parts that came from a fallback.
     pub degraded: Vec<&'static str>,
 }
@@ -261,6 +380,14 @@ pub struct Gateway {
     rating_fallbacks: Arc<AtomicU64>,
     recommendations: Part<Recommendations>,
     availability: Part<Regions>,
+    /// Hedges of `GetAvailability` that answered first.
+    hedges_won: Arc<AtomicU64>,
+    /// How long each availability part took, as the page waited for it.
+    availability_times: Arc<TimeLog>,
+    prices: Part<Option<Price>>,
+    prices_fixed: Part<Option<Price>>,
+    /// Per prices command, the run times of its calls that the backend answered.
+    price_times: BTreeMap<Backend, Arc<TimeLog>>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -296,7 +423,9 @@ impl Gateway {
         .classify(http::classify)
         .build_in(registry)?;
 
-        let get_ratings = semaphore_command(Backend::Ratings, "Ratings", volume, registry)?;
+        let get_ratings = semaphore_command(Backend::Ratings, "Ratings", volume)
+            .classify(http::classify)
+            .build_in(registry)?;
         let mut commands = BTreeMap::from([
             (Backend::Catalog, get_title.clone()),
             (Backend::Ratings, get_ratings.clone()),
@@ -343,39 +472,99 @@ impl Gateway {
                 )?
         };
 
-        let get_recommendations = semaphore_command(
+        let get_recommendations = with_retries(semaphore_command(
             Backend::Recommendations,
             "Recommendations",
             volume,
-            registry,
-        )?;
+        ))
+        .classify(http::classify)
+        .build_in(registry)?;
         commands.insert(Backend::Recommendations, get_recommendations.clone());
         let base = url(Backend::Recommendations);
         let recommendations = through_layer(
             get_recommendations,
-            client.clone(),
-            move |id| format!("{base}/recommendations/{id}"),
-            |items| Recommendations {
-                items,
-                omitted: false,
-            },
+            get_part(
+                client.clone(),
+                move |id| format!("{base}/recommendations/{id}"),
+                |items| Recommendations {
+                    items,
+                    omitted: false,
+                },
+            ),
             Recommendations {
                 items: Vec::new(),
                 omitted: true,
             },
         );
 
-        let get_availability =
-            semaphore_command(Backend::Availability, "Availability", volume, registry)?;
+        let get_availability = with_hedging(semaphore_command(
+            Backend::Availability,
+            "Availability",
+            volume,
+        ))
+        .classify(http::classify)
+        .build_in(registry)?;
         commands.insert(Backend::Availability, get_availability.clone());
-        let base = url(Backend::Availability);
-        let availability = through_layer(
-            get_availability,
-            client,
-            move |id| format!("{base}/availability/{id}"),
-            |available: Availability| Regions(Some(available.regions)),
-            Regions(None),
-        );
+        let hedges_won = Arc::new(AtomicU64::new(0));
+        let availability = {
+            let (client, base, won) = (
+                client.clone(),
+                url(Backend::Availability),
+                Arc::clone(&hedges_won),
+            );
+            // A hedge that answers is the winner: the loser's call is dropped unanswered.
+            let call = tower::service_fn(move |attempt: Attempt| {
+                let (client, won) = (client.clone(), Arc::clone(&won));
+                let url = format!("{base}/availability/{}", attempt.id);
+                async move {
+                    let available: Availability = http::get_json(&client, &url).await?;
+                    if !attempt.first {
+                        won.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(Regions(Some(available.regions)))
+                }
+            });
+            through_layer(get_availability, call, Regions(None))
+        };
+
+        // No breaker on either prices command: what the capacity drop compares is the two
+        // limits alone (a breaker opening on timeouts would shed the fixed side's calls too).
+        let mut price_times = BTreeMap::new();
+        let mut prices_part = |backend: Backend, builder: CommandBuilder| {
+            let command = builder
+                .circuit_breaker_enabled(false)
+                .classify(http::classify)
+                .build_in(registry)?;
+            commands.insert(backend, command.clone());
+            let times = Arc::new(TimeLog::default());
+            price_times.insert(backend, Arc::clone(&times));
+            let (client, base) = (client.clone(), url(backend));
+            let call = tower::service_fn(move |attempt: Attempt| {
+                let (client, times) = (client.clone(), Arc::clone(&times));
+                let url = format!("{base}/prices/{}", attempt.id);
+                async move {
+                    let start = Instant::now();
+                    let price: Price = http::get_json(&client, &url).await?;
+                    times.record(start.elapsed());
+                    Ok(Some(price))
+                }
+            });
+            Ok::<_, ConfigError>(through_layer(command, call, None))
+        };
+        let prices = prices_part(
+            Backend::Prices,
+            with_adaptive_limit(command(
+                Backend::Prices.command_key(),
+                "Prices",
+                Backend::Prices.timeout_ms(),
+                volume,
+            )),
+        )?;
+        let prices_fixed = prices_part(
+            Backend::PricesFixed,
+            semaphore_command(Backend::PricesFixed, "PricesFixed", volume)
+                .semaphore_max_concurrent_requests(FIXED_PRICES_LIMIT),
+        )?;
 
         Ok(Gateway {
             commands,
@@ -388,6 +577,11 @@ impl Gateway {
             rating_fallbacks,
             recommendations,
             availability,
+            hedges_won,
+            availability_times: Arc::new(TimeLog::default()),
+            prices,
+            prices_fixed,
+            price_times,
         })
     }
 
@@ -400,6 +594,26 @@ impl Gateway {
     /// pool threads) and the async ones.
     pub fn backend_calls_in_flight(&self) -> u64 {
         self.catalog.in_flight().now() + self.async_calls.now()
+    }
+
+    /// Hedges of `GetAvailability` that answered first, so far.
+    pub fn hedges_won(&self) -> u64 {
+        self.hedges_won.load(Ordering::Relaxed)
+    }
+
+    /// How long each availability part took since the last call, as the pages waited for it
+    /// (hedges included, fallbacks too).
+    pub fn take_availability_times(&self) -> Vec<Duration> {
+        self.availability_times.take()
+    }
+
+    /// The run times of `backend`'s calls that its backend answered since the last call (the
+    /// calls admitted by the command's limit and not cut off at the timeout), for the two
+    /// prices backends; empty for the others.
+    pub fn take_price_times(&self, backend: Backend) -> Vec<Duration> {
+        self.price_times
+            .get(&backend)
+            .map_or_else(Vec::new, |times| times.take())
     }
 
     /// The rating collapser's metrics (batches and their sizes).
@@ -425,9 +639,17 @@ impl Gateway {
     pub async fn page(&self, id: u32) -> Page {
         let title = self.title(id);
         let availability = async {
+            let start = Instant::now();
             let available = self.availability.clone().oneshot(id).await;
+            self.availability_times.record(start.elapsed());
             available.unwrap_or(Regions(None))
         };
+        let price = async {
+            let price = self.prices.clone().oneshot(id).await;
+            price.ok().flatten()
+        };
+        // The fixed limit's call, for comparison only: the page does not wait for it.
+        tokio::spawn(self.prices_fixed.clone().oneshot(id));
         let recommendations_and_ratings = async {
             let recommendations = self.recommendations.clone().oneshot(id).await;
             let recommendations = recommendations.unwrap_or(Recommendations {
@@ -451,8 +673,8 @@ impl Gateway {
             }
             (recommendations, ratings)
         };
-        let (title, availability, (recommendations, ratings)) =
-            tokio::join!(title, availability, recommendations_and_ratings);
+        let (title, availability, price, (recommendations, ratings)) =
+            tokio::join!(title, availability, price, recommendations_and_ratings);
         // Another part of the page needs the title again: the request cache answers it.
         let again = self.title(id).await;
 
@@ -468,6 +690,9 @@ impl Gateway {
         }
         if availability.0.is_none() {
             degraded.push("availability");
+        }
+        if price.is_none() {
+            degraded.push("price");
         }
         let placeholder = title.source == Source::Placeholder;
         Page {
@@ -487,6 +712,7 @@ impl Gateway {
                 .collect(),
             because_you_watched: again.title.title,
             availability: availability.0,
+            price_cents: price.map(|price| price.rent_cents),
             degraded,
         }
     }
@@ -610,6 +836,7 @@ mod tests {
                     .collect(),
                 because_you_watched: "The Last Orchard".into(),
                 availability: Some(crate::catalogue::availability_of(9).regions),
+                price_cents: Some(crate::catalogue::price_of(9).rent_cents),
                 degraded: vec![],
             }
         );
@@ -617,6 +844,7 @@ mod tests {
             logged(&context),
             [
                 "GetAvailability[SUCCESS]",
+                "GetPrices[SUCCESS]",
                 "GetRatings[SUCCESS, COLLAPSED]",
                 "GetRecommendations[SUCCESS]",
                 "GetTitle[SUCCESS, RESPONSE_FROM_CACHE]",
@@ -650,14 +878,16 @@ mod tests {
         assert!(page.recommendations.is_empty());
         assert!(
             logged(&context).contains(
-                &"GetRecommendations[FAILURE, FALLBACK_SUCCESS, CHAOS_INJECTED]".to_owned()
+                &"GetRecommendations[FAILURE, FALLBACK_SUCCESS, RETRY, CHAOS_INJECTED]".to_owned()
             ),
             "{:?}",
             logged(&context)
         );
         assert_eq!(backends.calls(Backend::Recommendations), 0);
         let metrics = registry.command_metrics("GetRecommendations").unwrap();
-        assert_eq!(metrics.cumulative_count(EventType::ChaosInjected), 1);
+        // Three attempts (retries through the breaker), each injected.
+        assert_eq!(metrics.cumulative_count(EventType::ChaosInjected), 3);
+        assert_eq!(metrics.cumulative_count(EventType::Retry), 2);
 
         // Off again: the next page has its recommendations from the backend.
         set_chaos(&registry, Backend::Recommendations, &Chaos::default()).unwrap();
@@ -666,6 +896,72 @@ mod tests {
         assert_eq!(backends.calls(Backend::Recommendations), 1);
         assert_eq!(backends.errors(Backend::Recommendations), 0);
         registry.shutdown();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_slow_availability_call_gets_a_hedge_through_the_layer() {
+        let (backends, registry, gateway) = setup().await;
+        let mut phase = calm_phase();
+        // Every call 150 ms slower: the hedge sent at 40 ms is as slow, and the first attempt,
+        // ahead by 40 ms, answers first.
+        let tail = crate::scenario::Tail {
+            rate: 1.0,
+            delay_ms: 150,
+        };
+        phase.faults.insert(
+            Backend::Availability,
+            Fault {
+                tail: Some(tail),
+                ..Fault::default()
+            },
+        );
+        backends.apply(&phase);
+        let context = RequestContext::new();
+        let page = context.scope(gateway.page(4)).await;
+        assert!(page.degraded.is_empty(), "{:?}", page.degraded);
+        let metrics = registry.command_metrics("GetAvailability").unwrap();
+        assert_eq!(
+            (
+                metrics.cumulative_count(EventType::Success),
+                metrics.cumulative_count(EventType::Hedge),
+                metrics.cumulative_count(EventType::HedgeCancelled),
+                gateway.hedges_won(),
+                backends.calls(Backend::Availability),
+            ),
+            (1, 1, 1, 0, 2)
+        );
+        let waited = gateway.take_availability_times();
+        assert_eq!(waited.len(), 1);
+        assert!(waited[0] >= Duration::from_millis(150), "{waited:?}");
+        assert!(gateway.take_availability_times().is_empty());
+        registry.shutdown();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn prices_come_from_the_adaptive_command_and_their_run_times_are_kept() {
+        let (_backends, registry, gateway) = setup().await;
+        let page = RequestContext::new().scope(gateway.page(7)).await;
+        assert_eq!(page.price_cents, Some(399));
+        let limit = registry
+            .command_metrics("GetPrices")
+            .unwrap()
+            .adaptive_limit()
+            .map(|limit| limit.limit);
+        assert_eq!(limit, Some(20));
+        let runs = gateway.take_price_times(Backend::Prices);
+        assert_eq!(runs.len(), 1);
+        // The prices backends take 90 ms at least.
+        assert!(runs[0] >= Duration::from_millis(90), "{runs:?}");
+        assert!(gateway.take_price_times(Backend::Catalog).is_empty());
+        // GetPricesFixed runs beside the page, not waited for: its call ends on its own.
+        for _ in 0..100 {
+            if !gateway.take_price_times(Backend::PricesFixed).is_empty() {
+                registry.shutdown();
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("GetPricesFixed's call never ended");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -723,6 +1019,7 @@ mod tests {
                 recommendations: vec![],
                 because_you_watched: Title::of(3).title,
                 availability: None,
+                price_cents: Some(crate::catalogue::price_of(3).rent_cents),
                 degraded: vec!["title", "ratings", "recommendations", "availability"],
             }
         );
@@ -730,13 +1027,26 @@ mod tests {
             logged(&context),
             [
                 "GetAvailability[FAILURE, FALLBACK_SUCCESS]",
+                "GetPrices[SUCCESS]",
                 "GetRatings[FAILURE, FALLBACK_MISSING, COLLAPSED]",
-                "GetRecommendations[FAILURE, FALLBACK_SUCCESS]",
+                "GetRecommendations[FAILURE, FALLBACK_SUCCESS, RETRY]",
                 "GetTitle[FAILURE, FALLBACK_SUCCESS, RESPONSE_FROM_CACHE]",
                 "GetTitle[FAILURE, FALLBACK_SUCCESS]",
             ]
         );
         assert_eq!(gateway.rating_fallbacks(), 1);
+        let recommendations = registry.command_metrics("GetRecommendations").unwrap();
+        assert_eq!(
+            (
+                backends.calls(Backend::Recommendations),
+                recommendations.cumulative_count(EventType::Failure),
+                recommendations.cumulative_count(EventType::Retry),
+                recommendations.cumulative_count(EventType::RetryBudgetExhausted),
+            ),
+            // The first page's call, then three attempts: the request log above shows the
+            // entry's events as the tower layer recorded them (RETRY once), the metrics all.
+            (4, 3, 2, 0)
+        );
         // One 503 with Retry-After opened the availability breaker, for at least 30 s.
         let breaker = registry.circuit_breaker("GetAvailability").unwrap();
         assert_eq!(breaker.status(), Status::Open);

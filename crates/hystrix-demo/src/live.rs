@@ -294,7 +294,7 @@ impl SideRow {
 pub struct CommandRow {
     /// The command key.
     pub key: &'static str,
-    /// THREAD or SEMAPHORE.
+    /// THREAD, SEMAPHORE, or ADAPTIVE (a semaphore under an adaptive concurrency limit).
     pub isolation: &'static str,
     /// Executions in the last second.
     pub rate: u64,
@@ -312,9 +312,9 @@ pub struct CommandRow {
     pub p50: i64,
     /// See `p50`.
     pub p99: i64,
-    /// Pool threads or semaphore permits in use.
+    /// Pool threads, semaphore permits or places of the adaptive limit in use.
     pub in_use: u32,
-    /// Pool threads or semaphore permits in all.
+    /// Pool threads or semaphore permits in all, or the adaptive limit now.
     pub capacity: u32,
 }
 
@@ -325,12 +325,12 @@ impl CommandRow {
         self.state != "CLOSED" || self.errors > 0 || self.short_circuited > 0 || self.chaos > 0
     }
 
-    /// `threads` under THREAD isolation, else `permits`.
+    /// `threads` under THREAD isolation, `limit` under an adaptive limit, else `permits`.
     fn unit(&self) -> &'static str {
-        if self.isolation == "THREAD" {
-            "threads"
-        } else {
-            "permits"
+        match self.isolation {
+            "THREAD" => "threads",
+            "ADAPTIVE" => "limit",
+            _ => "permits",
         }
     }
 
@@ -469,6 +469,9 @@ impl Tick {
             }
             if row.chaos > 0 {
                 entry.push_str(&format!(", {}/s chaos", row.chaos));
+            }
+            if row.isolation == "ADAPTIVE" {
+                entry.push_str(&format!(", limit {}", row.capacity));
             }
             lines.push(entry);
         }
@@ -800,8 +803,12 @@ impl LiveView {
             let latency = metrics.execution_latency();
             let thread = command.properties().execution_isolation_strategy
                 != Some(IsolationStrategy::Semaphore);
+            let adaptive = metrics.adaptive_limit();
             let (in_use, capacity) = match command.thread_pool_metrics() {
                 Some(pool) if thread => (pool.current_active_count, pool.current_core_pool_size),
+                _ if adaptive.is_some() => {
+                    adaptive.map_or((0, 0), |limit| (limit.in_flight, limit.limit))
+                }
                 _ => (
                     metrics.current_concurrent_execution_count(),
                     command
@@ -811,7 +818,11 @@ impl LiveView {
             };
             commands.push(CommandRow {
                 key: backend.command_key(),
-                isolation: if thread { "THREAD" } else { "SEMAPHORE" },
+                isolation: match (thread, adaptive) {
+                    (true, _) => "THREAD",
+                    (false, Some(_)) => "ADAPTIVE",
+                    (false, None) => "SEMAPHORE",
+                },
                 rate: last_second.executions(),
                 errors: metrics.health_counts().error_percentage,
                 short_circuited: last_second.short_circuits,
@@ -1050,6 +1061,37 @@ mod tests {
             "[  4.2 s] error-burst\n          \
              protected    50/s answered, 24% degraded, p99 31 ms, 3 in flight, 2 conns, 1 thread\n          \
              unprotected  17/s answered, p99 4871 ms, 183 in flight, 140 conns, 8 threads"
+        );
+    }
+
+    #[test]
+    fn an_adaptive_limit_shows_its_places_in_use_of_the_limit_now() {
+        let mut shedding = tick();
+        shedding.commands = vec![CommandRow {
+            key: "GetPrices",
+            isolation: "ADAPTIVE",
+            rate: 50,
+            errors: 6,
+            short_circuited: 0,
+            chaos: 0,
+            state: "CLOSED",
+            p50: 160,
+            p99: 460,
+            in_use: 3,
+            capacity: 3,
+        }];
+        assert_eq!(
+            shedding.table(false).lines().nth(4),
+            Some(
+                "GetPrices             50/s     6%     0/s     0/s  CLOSED         160 ms  460 ms  \
+                 3/3 limit"
+            )
+        );
+        assert_eq!(
+            shedding.lines(false),
+            "[  4.2 s] error-burst\n          \
+             gateway      50/s answered, 24% degraded, p99 31 ms, 3 in flight, 2 conns, 1 thread\n          \
+             GetPrices CLOSED, 50 calls/s, 6% errors, limit 3"
         );
     }
 

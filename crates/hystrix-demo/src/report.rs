@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::gateway::RECOMMENDATION_ATTEMPTS;
 use crate::load::PhaseLoad;
-use crate::scenario::{Backend, Phase, Schedule};
+use crate::scenario::{Backend, FIXED_PRICES_LIMIT, Phase, Schedule};
 use crate::stats::{
     BackendCounts, BreakerRecord, Change, CommandCounts, Held, Trigger, percentile,
 };
@@ -143,6 +144,8 @@ pub struct PhaseReport {
     /// The unprotected twin's answers to the same load (absent with `--no-compare`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unprotected: Option<TwinPhase>,
+    /// What hedging and the two prices limits did (retries are in `commands`).
+    pub policies: Policies,
 }
 
 /// The unprotected twin's answers to the requests sent in one phase.
@@ -177,6 +180,41 @@ impl TwinPhase {
     }
 }
 
+/// What the gateway measured of its policies beyond Hystrix over one phase, for
+/// [`Policies::of`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PolicyInput {
+    /// Hedges of `GetAvailability` that answered first.
+    pub hedges_won: u64,
+    /// How long each availability part took, as the pages waited for it.
+    pub availability_times: Vec<Duration>,
+    /// Run times of the `GetPrices` calls the backend answered.
+    pub prices_times: Vec<Duration>,
+    /// Run times of the `GetPricesFixed` calls the backend answered.
+    pub prices_fixed_times: Vec<Duration>,
+    /// `GetPrices`'s adaptive limit, sampled every 100 ms, in order.
+    pub limits: Vec<u32>,
+}
+
+/// Latencies of some calls: how many and their summary, in ms.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Timed {
+    /// How many.
+    pub count: u64,
+    /// Their p50, p99 and slowest, in ms.
+    #[serde(flatten)]
+    pub ms: LatencySummary,
+}
+
+impl Timed {
+    fn of(times: &[Duration]) -> Timed {
+        Timed {
+            count: times.len() as u64,
+            ms: LatencySummary::of(times),
+        }
+    }
+}
+
 /// A latency in ms, in ms below a second (`251 ms`) and in seconds above (`4.8 s`).
 fn latency_text(ms: f64) -> String {
     if ms < 1000.0 {
@@ -202,6 +240,95 @@ fn share(part: u64, whole: u64) -> f64 {
         0.0
     } else {
         (part as f64 * 1000.0 / whole as f64).round() / 10.0
+    }
+}
+
+/// `GetPrices`'s adaptive limit over a phase (executions admitted at once), sampled every
+/// 100 ms.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LimitSeen {
+    /// Samples taken.
+    pub samples: u64,
+    /// The first sample.
+    pub first: u32,
+    /// The lowest.
+    pub min: u32,
+    /// The highest.
+    pub max: u32,
+    /// The last sample.
+    pub last: u32,
+    /// The median of the samples of the phase's second half: where it settled.
+    pub settled: u32,
+    /// One sample a second (every tenth), to show the limit over time.
+    pub per_second: Vec<u32>,
+}
+
+impl LimitSeen {
+    fn of(limits: &[u32]) -> LimitSeen {
+        let Some((&first, &last)) = limits.first().zip(limits.last()) else {
+            return LimitSeen::default();
+        };
+        let mut second_half = limits[limits.len() / 2..].to_vec();
+        second_half.sort_unstable();
+        LimitSeen {
+            samples: limits.len() as u64,
+            first,
+            min: limits.iter().copied().min().unwrap_or(first),
+            max: limits.iter().copied().max().unwrap_or(first),
+            last,
+            settled: second_half[second_half.len() / 2],
+            per_second: limits.iter().step_by(10).copied().collect(),
+        }
+    }
+}
+
+/// What the policies beyond Hystrix did in a phase.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Policies {
+    /// Hedges of `GetAvailability` that answered first.
+    pub hedges_won: u64,
+    /// The availability parts, as long as the pages waited for them (hedges and fallbacks
+    /// included).
+    pub availability: Timed,
+    /// The phase's long-tail delay of availability, in ms, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tail_delay_ms: Option<u64>,
+    /// Of the availability parts, those that took the tail's delay or longer.
+    pub availability_slow: u64,
+    /// The `GetPrices` calls the backend answered (admitted by the adaptive limit and not
+    /// cut off at the timeout), by their run time.
+    pub prices: Timed,
+    /// The `GetPricesFixed` calls the backend answered, by their run time.
+    pub prices_fixed: Timed,
+    /// `GetPrices`'s adaptive limit.
+    pub limit: LimitSeen,
+}
+
+impl Policies {
+    /// The policies' report over `phase` from what the gateway measured.
+    pub fn of(phase: &Phase, input: &PolicyInput) -> Policies {
+        let tail_delay_ms = phase
+            .fault(Backend::Availability)
+            .tail
+            .filter(|tail| tail.rate > 0.0)
+            .map(|tail| tail.delay_ms);
+        let availability_slow = tail_delay_ms.map_or(0, |delay| {
+            let delay = Duration::from_millis(delay);
+            input
+                .availability_times
+                .iter()
+                .filter(|&&took| took >= delay)
+                .count() as u64
+        });
+        Policies {
+            hedges_won: input.hedges_won,
+            availability: Timed::of(&input.availability_times),
+            tail_delay_ms,
+            availability_slow,
+            prices: Timed::of(&input.prices_times),
+            prices_fixed: Timed::of(&input.prices_fixed_times),
+            limit: LimitSeen::of(&input.limits),
+        }
     }
 }
 
@@ -259,6 +386,7 @@ impl PhaseReport {
             unanswered_errors: load.errors.clone(),
             held: Held::default(),
             unprotected: None,
+            policies: Policies::default(),
         }
     }
 
@@ -524,6 +652,265 @@ fn unless_operator(
     check
 }
 
+/// The share of its executions a retrying command must answer from its backend, at least,
+/// where the backend fails `rate` of the calls at random: `1 - rate²`, what two attempts give
+/// (three give `1 - rate³`: at 30%, 0.973 against the 0.91 asked), the third attempt's worth
+/// being the margin for retries the budget refuses, attempts cut off by their share of the
+/// timeout on a slow machine, and chance.
+pub fn retry_success_floor(rate: f64) -> f64 {
+    1.0 - rate * rate
+}
+
+/// The checks of the policies beyond Hystrix, for each phase that exercises one:
+/// - a phase where a retrying command's backend fails a share of its calls (not down): the
+///   command retried (at least half as many retries as the backend's errors), its executions
+///   succeeded at least [`retry_success_floor`] of the time, and its breaker stayed closed;
+/// - a phase where the availability backend has a long tail: `GetAvailability` sent hedges and
+///   at least a quarter of the tail's share of its calls were won by a hedge, and at most half
+///   the tail's share of the answers took the tail's delay or longer;
+/// - a phase where the prices backends' capacity drops: `GetPrices`'s adaptive limit settled
+///   at half the fixed limit or less and rose again to at least twice that in the next phase;
+///   it shed calls that its fallback answered, and every page was answered; of the calls
+///   each side admitted, the adaptive side timed out at most half as often and answered at
+///   least as many.
+pub fn policy_checks(
+    schedule: &Schedule,
+    phases: &[PhaseReport],
+    events: &[BreakerRecord],
+) -> Vec<Check> {
+    let mut checks = Vec::new();
+    for (index, (phase, report)) in schedule.phases.iter().zip(phases).enumerate() {
+        let fault = phase.fault(Backend::Recommendations);
+        if fault.error_rate > 0.0 && !fault.is_down() {
+            checks.extend(retry_checks(phase, report, fault.error_rate, events));
+        }
+        if let Some(tail) = phase
+            .fault(Backend::Availability)
+            .tail
+            .filter(|tail| tail.rate > 0.0)
+        {
+            checks.extend(hedging_checks(phase, report, tail.rate));
+        }
+        if phase.fault(Backend::Prices).capacity.is_some() {
+            checks.extend(limit_checks(phase, report, phases.get(index + 1)));
+        }
+    }
+    checks
+}
+
+fn retry_checks(
+    phase: &Phase,
+    report: &PhaseReport,
+    rate: f64,
+    events: &[BreakerRecord],
+) -> Vec<Check> {
+    let backend = Backend::Recommendations;
+    let command = backend.command_key();
+    let counts = report
+        .command(backend)
+        .map(|c| c.counts)
+        .unwrap_or_default();
+    let calls = report.backend_calls.get(&backend).copied().unwrap_or(0);
+    let errors = report.backend_errors.get(&backend).copied().unwrap_or(0);
+    let executions = counts.successes + counts.fallbacks + counts.fallback_failures;
+    let share = |part: u64, whole: u64| {
+        if whole == 0 {
+            0.0
+        } else {
+            part as f64 / whole as f64
+        }
+    };
+    let success = share(counts.successes, executions);
+    let floor = retry_success_floor(rate);
+    let (start, end) = (millis(phase.start), millis(phase.end()));
+    let opened = events.iter().find(|r| {
+        r.command == command && r.change == Change::Opened && (start..end).contains(&r.at_ms)
+    });
+    vec![
+        Check::new(
+            format!(
+                "{command} retried its backend's errors during `{}`",
+                phase.name
+            ),
+            counts.retries > 0 && counts.retries * 2 >= errors,
+            format!(
+                "{} retries (up to {RECOMMENDATION_ATTEMPTS} attempts) for {errors} errors of \
+                 {calls} backend calls; {} refused by the budget",
+                counts.retries, counts.budget_exhausted
+            ),
+        ),
+        Check::new(
+            format!(
+                "{command} succeeded at least {:.0}% of the time during `{}`",
+                floor * 100.0,
+                phase.name
+            ),
+            executions > 0 && success >= floor,
+            format!(
+                "{:.1}% of {executions} executions succeeded, the backend answered {:.1}% of its \
+                 calls (a {:.0}% error fault)",
+                success * 100.0,
+                (1.0 - share(errors, calls)) * 100.0,
+                rate * 100.0
+            ),
+        ),
+        Check::new(
+            format!("{command} breaker stayed closed during `{}`", phase.name),
+            opened.is_none(),
+            opened.map_or_else(
+                || "no opening".to_owned(),
+                |r| format!("{} at {}", r.describe(), seconds(r.at_ms)),
+            ),
+        ),
+    ]
+}
+
+fn hedging_checks(phase: &Phase, report: &PhaseReport, rate: f64) -> Vec<Check> {
+    let command = Backend::Availability.command_key();
+    let counts = report
+        .command(Backend::Availability)
+        .map(|c| c.counts)
+        .unwrap_or_default();
+    let policies = &report.policies;
+    let answers = policies.availability.count;
+    let delay = policies.tail_delay_ms.unwrap_or_default();
+    let least_won = rate * answers as f64 / 4.0;
+    let most_slow = rate * answers as f64 / 2.0;
+    vec![
+        Check::new(
+            format!("{command} hedges were sent and won during `{}`", phase.name),
+            counts.hedges > 0 && policies.hedges_won as f64 >= least_won,
+            format!(
+                "{} hedges sent after {} ms, {} answered first (at least {least_won:.1} \
+                 asked: a quarter of the tail's share of {answers} calls); {} refused by the \
+                 budget",
+                counts.hedges,
+                crate::gateway::HEDGE_DELAY_MS,
+                policies.hedges_won,
+                counts.budget_exhausted
+            ),
+        ),
+        Check::new(
+            format!(
+                "availability answers of {delay} ms or more cut to under half the tail's share \
+                 during `{}`",
+                phase.name
+            ),
+            answers > 0 && (policies.availability_slow as f64) <= most_slow,
+            format!(
+                "{} of {answers} took {delay} ms or more (at most {most_slow:.1}; the backend \
+                 delays {:.0}%); p50 {:.1} ms, p99 {:.1} ms",
+                policies.availability_slow,
+                rate * 100.0,
+                policies.availability.ms.p50,
+                policies.availability.ms.p99
+            ),
+        ),
+    ]
+}
+
+fn limit_checks(phase: &Phase, report: &PhaseReport, next: Option<&PhaseReport>) -> Vec<Check> {
+    let adaptive = report
+        .command(Backend::Prices)
+        .map(|c| c.counts)
+        .unwrap_or_default();
+    let fixed = report
+        .command(Backend::PricesFixed)
+        .map(|c| c.counts)
+        .unwrap_or_default();
+    let policies = &report.policies;
+    let limit = &policies.limit;
+    let half = FIXED_PRICES_LIMIT / 2;
+    let recovered_to = next.map_or(0, |next| next.policies.limit.max);
+    let next_name = next.map_or("", |next| next.name.as_str());
+    // Of the calls admitted: answered, failed or cut off at the timeout.
+    let admitted = |c: &CommandCounts| c.successes + c.failures + c.timeouts;
+    let timeout_share = |c: &CommandCounts| {
+        if admitted(c) == 0 {
+            0.0
+        } else {
+            c.timeouts as f64 / admitted(c) as f64
+        }
+    };
+    vec![
+        Check::new(
+            format!(
+                "GetPrices adaptive limit settled at {half} or less (fixed: {FIXED_PRICES_LIMIT}) \
+                 during `{}`",
+                phase.name
+            ),
+            limit.samples > 0 && limit.settled <= half,
+            format!(
+                "settled at {} (second half's median), from {} down to {}, per second: {}",
+                limit.settled,
+                limit.first,
+                limit.min,
+                join(&limit.per_second)
+            ),
+        ),
+        Check::new(
+            format!("GetPrices adaptive limit rose again during `{next_name}`"),
+            limit.samples > 0 && recovered_to >= (2 * limit.settled).max(limit.settled + 2),
+            format!(
+                "up to {recovered_to} (at least {} asked: twice where it settled, 2 more at \
+                 least), per second: {}",
+                (2 * limit.settled).max(limit.settled + 2),
+                next.map_or_else(String::new, |next| join(&next.policies.limit.per_second))
+            ),
+        ),
+        Check::new(
+            format!(
+                "GetPrices shed calls to its fallback and every page was answered during `{}`",
+                phase.name
+            ),
+            adaptive.limit_rejections > 0
+                && adaptive.fallbacks > 0
+                && report.requests > 0
+                && report.answered == report.requests,
+            format!(
+                "{} refused by the limit, {} fallbacks; {} of {} pages answered",
+                adaptive.limit_rejections, adaptive.fallbacks, report.answered, report.requests
+            ),
+        ),
+        Check::new(
+            format!(
+                "GetPrices' admitted calls timed out at most half as often as GetPricesFixed's \
+                 and answered as many during `{}`",
+                phase.name
+            ),
+            admitted(&fixed) > 0
+                && timeout_share(&adaptive) * 2.0 <= timeout_share(&fixed)
+                && adaptive.successes >= fixed.successes,
+            format!(
+                "adaptive: {} admitted, {} timed out ({:.0}%), {} answered (p50 {:.0} ms, p99 \
+                 {:.0} ms); fixed: {} admitted, {} timed out ({:.0}%), {} answered (p50 {:.0} \
+                 ms, p99 {:.0} ms), {} short-circuited",
+                admitted(&adaptive),
+                adaptive.timeouts,
+                timeout_share(&adaptive) * 100.0,
+                policies.prices.count,
+                policies.prices.ms.p50,
+                policies.prices.ms.p99,
+                admitted(&fixed),
+                fixed.timeouts,
+                timeout_share(&fixed) * 100.0,
+                policies.prices_fixed.count,
+                policies.prices_fixed.ms.p50,
+                policies.prices_fixed.ms.p99,
+                fixed.short_circuits
+            ),
+        ),
+    ]
+}
+
+fn join(values: &[u32]) -> String {
+    values
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// How a breaker that opened during a phase must be seen closed after it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Closing {
@@ -713,7 +1100,8 @@ fn chaos_only_where_set(schedule: &Schedule, phases: &[PhaseReport]) -> Check {
 }
 
 impl Report {
-    /// A table of one value per phase (rows) and backend (columns, headed `header(backend)`).
+    /// A table of one value per phase (rows) and backend (columns of 12 characters, headed
+    /// `header(backend)`).
     fn backend_table(
         &self,
         out: &mut String,
@@ -723,13 +1111,13 @@ impl Report {
     ) {
         let _ = write!(out, "\n{title:<18}");
         for backend in Backend::ALL {
-            let _ = write!(out, " {:>19}", header(backend));
+            let _ = write!(out, " {:>12}", header(backend));
         }
         let _ = writeln!(out);
         for phase in &self.phases {
             let _ = write!(out, "{:<18}", phase.name);
             for backend in Backend::ALL {
-                let _ = write!(out, " {:>19}", cell(phase, backend));
+                let _ = write!(out, " {:>12}", cell(phase, backend));
             }
             let _ = writeln!(out);
         }
@@ -843,7 +1231,7 @@ impl Report {
         self.backend_table(
             &mut out,
             "errors % (* fault)",
-            Backend::command_key,
+            Backend::column,
             |phase, backend| {
                 let disturbed =
                     phase.faults.contains_key(&backend) || phase.chaos.contains_key(&backend);
@@ -855,7 +1243,7 @@ impl Report {
             self.backend_table(
                 &mut out,
                 "chaos injected (*)",
-                Backend::command_key,
+                Backend::column,
                 |phase, backend| {
                     let mark = if phase.chaos.contains_key(&backend) {
                         "*"
@@ -870,7 +1258,7 @@ impl Report {
         self.backend_table(
             &mut out,
             "backend calls",
-            Backend::name,
+            Backend::column,
             |phase, backend| {
                 let calls = phase.backend_calls.get(&backend).copied().unwrap_or(0);
                 format!("{calls} ")
@@ -880,6 +1268,7 @@ impl Report {
         if self.phases.iter().any(|p| p.unprotected.is_some()) {
             self.comparison(&mut out);
         }
+        self.policies_text(&mut out);
 
         let _ = writeln!(out, "\nbreakers:");
         if self.breaker_events.is_empty() {
@@ -907,6 +1296,138 @@ impl Report {
             let _ = writeln!(out, "\n{failed} of {} checks FAILED", self.checks.len());
         }
         out
+    }
+}
+
+impl Report {
+    /// The policies beyond Hystrix: the retries and hedges of the phases that had any, and
+    /// the two prices limits per phase.
+    fn policies_text(&self, out: &mut String) {
+        let retrying = Backend::Recommendations;
+        let hedging = Backend::Availability;
+        let counts = |phase: &PhaseReport, backend| {
+            phase.command(backend).map(|c| c.counts).unwrap_or_default()
+        };
+        let retried: Vec<&PhaseReport> = self
+            .phases
+            .iter()
+            .filter(|p| counts(p, retrying).retries > 0)
+            .collect();
+        if !retried.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nretries ({}, up to {RECOMMENDATION_ATTEMPTS} attempts through the breaker):",
+                retrying.command_key()
+            );
+        }
+        for phase in retried {
+            let c = counts(phase, retrying);
+            let executions = c.successes + c.fallbacks + c.fallback_failures;
+            let calls = phase.backend_calls.get(&retrying).copied().unwrap_or(0);
+            let errors = phase.backend_errors.get(&retrying).copied().unwrap_or(0);
+            let _ = writeln!(
+                out,
+                "  {:<18} {} retries, {} over budget; {} of {executions} calls succeeded, \
+                 backend {} of {calls}",
+                phase.name,
+                c.retries,
+                c.budget_exhausted,
+                c.successes,
+                calls.saturating_sub(errors)
+            );
+        }
+        let hedged: Vec<&PhaseReport> = self
+            .phases
+            .iter()
+            .filter(|p| counts(p, hedging).hedges > 0)
+            .collect();
+        if !hedged.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nhedges ({}, one after {} ms):",
+                hedging.command_key(),
+                crate::gateway::HEDGE_DELAY_MS
+            );
+        }
+        for phase in hedged {
+            let c = counts(phase, hedging);
+            let policies = &phase.policies;
+            let slow = policies.tail_delay_ms.map_or_else(String::new, |delay| {
+                format!(
+                    "; {} of {} took {delay}+ ms",
+                    policies.availability_slow, policies.availability.count
+                )
+            });
+            let _ = writeln!(
+                out,
+                "  {:<18} {} sent, {} won, {} over budget{slow}; p50 {:.1}, p99 {:.1} ms",
+                phase.name,
+                c.hedges,
+                policies.hedges_won,
+                c.budget_exhausted,
+                policies.availability.ms.p50,
+                policies.availability.ms.p99
+            );
+        }
+
+        let _ = writeln!(
+            out,
+            "\n{:<18}{:<18} |{:<26} | GetPricesFixed's calls",
+            "prices limits", " GetPrices' limit", " GetPrices' calls"
+        );
+        let _ = writeln!(
+            out,
+            "{:<18}{:>8}{:>5}{:>5} |{:>6}{:>5}{:>5}{:>5}{:>5} |{:>6}{:>5}{:>5}{:>5}{:>5}",
+            format!("(AIMD vs fixed {FIXED_PRICES_LIMIT})"),
+            "settled",
+            "min",
+            "max",
+            "ok",
+            "p50",
+            "p99",
+            "t/o",
+            "shed",
+            "ok",
+            "p50",
+            "p99",
+            "t/o",
+            "rej"
+        );
+        for phase in &self.phases {
+            let (adaptive, fixed) = (
+                counts(phase, Backend::Prices),
+                counts(phase, Backend::PricesFixed),
+            );
+            let (limit, policies) = (&phase.policies.limit, &phase.policies);
+            let _ = writeln!(
+                out,
+                "{:<18}{:>8}{:>5}{:>5} |{:>6}{:>5.0}{:>5.0}{:>5}{:>5} |{:>6}{:>5.0}{:>5.0}{:>5}{:>5}",
+                phase.name,
+                limit.settled,
+                limit.min,
+                limit.max,
+                policies.prices.count,
+                policies.prices.ms.p50,
+                policies.prices.ms.p99,
+                adaptive.timeouts,
+                adaptive.rejections,
+                policies.prices_fixed.count,
+                policies.prices_fixed.ms.p50,
+                policies.prices_fixed.ms.p99,
+                fixed.timeouts,
+                fixed.rejections
+            );
+        }
+        for phase in self.phases.iter().filter(|p| !p.faults.is_empty()) {
+            if phase.faults.contains_key(&Backend::Prices) {
+                let _ = writeln!(
+                    out,
+                    "  GetPrices limit each second of `{}`: {}",
+                    phase.name,
+                    join(&phase.policies.limit.per_second)
+                );
+            }
+        }
     }
 }
 
@@ -976,8 +1497,20 @@ mod tests {
     use super::*;
     use crate::scenario::Scenario;
 
+    /// The faults of the classic tour (before the policies beyond Hystrix joined it): these
+    /// tests check the breaker, chaos and health checks against its phases' times.
+    const CLASSIC_TOUR: &str = "[[phase]]\nname = \"warm-up\"\nweight = 10\n\
+        [[phase]]\nname = \"latency-spike\"\nweight = 15\n[phase.faults.catalog]\n\
+        latency = { base_ms = 120, median_ms = 100, sigma = 0.8 }\nhang_rate = 0.05\n\
+        [[phase]]\nname = \"error-burst\"\nweight = 15\n[phase.faults.ratings]\nerror_rate = 0.7\n\
+        [[phase]]\nname = \"outage\"\nweight = 15\n[phase.faults.recommendations]\n\
+        outage = \"refused\"\n[[phase]]\nname = \"recovery\"\nweight = 10\n\
+        [[phase]]\nname = \"retry-after-storm\"\nweight = 15\n[phase.faults.availability]\n\
+        retry_after_s = 1\n[[phase]]\nname = \"cool-down\"\nweight = 20\n";
+
+    /// The classic tour over 10 s.
     fn tour() -> Schedule {
-        Scenario::load("tour")
+        Scenario::from_toml(CLASSIC_TOUR, "classic", "tour")
             .unwrap()
             .schedule(Duration::from_secs(10))
             .unwrap()
@@ -1109,11 +1642,12 @@ mod tests {
         assert_eq!(details[4], "closed at 8.70 s, 0.70 s after the phase ended");
         assert_eq!(
             details[6],
-            "GetRatings 0.0%, GetRecommendations 0.0%, GetAvailability 0.0%"
+            "GetRatings 0.0%, GetRecommendations 0.0%, GetAvailability 0.0%, GetPrices 0.0%, GetPricesFixed 0.0%"
         );
         assert_eq!(
             details[12],
-            "GetAvailability CLOSED, GetRatings CLOSED, GetRecommendations CLOSED, GetTitle CLOSED"
+            "GetAvailability CLOSED, GetPrices CLOSED, GetPricesFixed CLOSED, GetRatings CLOSED, \
+             GetRecommendations CLOSED, GetTitle CLOSED"
         );
     }
 
@@ -1211,24 +1745,24 @@ mod tests {
             ),
             (
                 "healthy commands kept errors at or under 20% during `warm-up`",
-                "GetTitle 0.0%, GetRatings 0.0%, GetRecommendations 0.0%, GetAvailability 0.0%",
+                "GetTitle 0.0%, GetRatings 0.0%, GetRecommendations 0.0%, GetAvailability 0.0%, GetPrices 0.0%, GetPricesFixed 0.0%",
             ),
             (
                 "healthy commands kept errors at or under 20% during `injected-faults`",
-                "GetTitle 0.0%, GetRatings 0.0%, GetAvailability 0.0%",
+                "GetTitle 0.0%, GetRatings 0.0%, GetAvailability 0.0%, GetPrices 0.0%, GetPricesFixed 0.0%",
             ),
             (
                 "healthy commands kept errors at or under 20% during `injected-latency`",
-                "GetRatings 0.0%, GetAvailability 0.0%",
+                "GetRatings 0.0%, GetAvailability 0.0%, GetPrices 0.0%, GetPricesFixed 0.0%",
             ),
             (
                 "healthy commands kept errors at or under 20% during `recovery`",
-                "GetRatings 0.0%, GetRecommendations 0.0%, GetAvailability 0.0%",
+                "GetRatings 0.0%, GetRecommendations 0.0%, GetAvailability 0.0%, GetPrices 0.0%, GetPricesFixed 0.0%",
             ),
             (
                 "every breaker closed at the end",
-                "GetAvailability CLOSED, GetRatings CLOSED, GetRecommendations CLOSED, GetTitle \
-                 CLOSED",
+                "GetAvailability CLOSED, GetPrices CLOSED, GetPricesFixed CLOSED, GetRatings \
+                 CLOSED, GetRecommendations CLOSED, GetTitle CLOSED",
             ),
         ];
         let seen: Vec<(&str, &str)> = checks
@@ -1433,7 +1967,7 @@ mod tests {
             failed(&first),
             [(
                 "healthy commands kept errors at or under 20% during `outage`",
-                "GetTitle 30.0%, GetAvailability 0.0%"
+                "GetTitle 30.0%, GetAvailability 0.0%, GetPrices 0.0%, GetPricesFixed 0.0%"
             )]
         );
         // Exactly at the limit passes.
@@ -1674,16 +2208,16 @@ mod tests {
             ),
             (
                 true,
-                "GetAvailability 0.0%; not judged, forced by the operator: GetTitle 100.0% (the \
-                 operator's circuitBreaker.forceOpen=true at 4.20 s, circuitBreaker.forceOpen \
-                 removed at 5.00 s)"
+                "GetAvailability 0.0%, GetPrices 0.0%, GetPricesFixed 0.0%; not judged, forced by \
+                 the operator: GetTitle 100.0% (the operator's circuitBreaker.forceOpen=true at \
+                 4.20 s, circuitBreaker.forceOpen removed at 5.00 s)"
             )
         );
         assert_eq!(
             failed(&checks),
             [(
                 "healthy commands kept errors at or under 20% during `recovery`",
-                "GetTitle 30.0%, GetRatings 0.0%, GetAvailability 0.0%"
+                "GetTitle 30.0%, GetRatings 0.0%, GetAvailability 0.0%, GetPrices 0.0%, GetPricesFixed 0.0%"
             )]
         );
     }
@@ -1716,16 +2250,18 @@ mod tests {
             ),
             (
                 true,
-                "GetRatings 0.0%, GetRecommendations 0.0%; not judged, forced by the operator: \
-                 GetTitle 100.0% (the operator's circuitBreaker.forceOpen=true at 7.00 s)"
+                "GetRatings 0.0%, GetRecommendations 0.0%, GetPrices 0.0%, GetPricesFixed 0.0%; \
+                 not judged, forced by the operator: GetTitle 100.0% (the operator's \
+                 circuitBreaker.forceOpen=true at 7.00 s)"
             )
         );
         assert_eq!(
             check(&held, "every breaker closed at the end"),
             (
                 true,
-                "GetAvailability CLOSED, GetRatings CLOSED, GetRecommendations CLOSED, GetTitle \
-                 FORCED_OPEN; excused: GetTitle held open by the operator"
+                "GetAvailability CLOSED, GetPrices CLOSED, GetPricesFixed CLOSED, GetRatings CLOSED, \
+                 GetRecommendations CLOSED, GetTitle FORCED_OPEN; excused: GetTitle held open by \
+                 the operator"
             )
         );
         assert_eq!(failed(&held), []);
@@ -1741,9 +2277,9 @@ mod tests {
             failed(&left_open),
             [(
                 "every breaker closed at the end",
-                "GetAvailability CLOSED, GetRatings OPEN, GetRecommendations CLOSED, GetTitle \
-                 OPEN; excused: GetTitle OPEN after the operator's force-open, one sleep window \
-                 at 9.80 s"
+                "GetAvailability CLOSED, GetPrices CLOSED, GetPricesFixed CLOSED, GetRatings OPEN, \
+                 GetRecommendations CLOSED, GetTitle OPEN; excused: GetTitle OPEN after the \
+                 operator's force-open, one sleep window at 9.80 s"
             )]
         );
     }
@@ -1797,6 +2333,295 @@ mod tests {
                 "  6.00 s  GetRecommendations released by operator \
                  (circuitBreaker.forceOpen=false)",
             ]
+        );
+    }
+    /// The tour over 40 s (the demo tier's run), its phase reports clean, and the index of
+    /// each policy phase: transient-errors, long-tail, capacity-drop.
+    fn tour_40s() -> (Schedule, Vec<PhaseReport>, [usize; 3]) {
+        let schedule = Scenario::load("tour")
+            .unwrap()
+            .schedule(Duration::from_secs(40))
+            .unwrap();
+        let phases = clean_phases(&schedule);
+        let at = |name: &str| schedule.phases.iter().position(|p| p.name == name).unwrap();
+        let indexes = [at("transient-errors"), at("long-tail"), at("capacity-drop")];
+        (schedule, phases, indexes)
+    }
+
+    fn counts_of(phase: &mut PhaseReport, backend: Backend) -> &mut CommandCounts {
+        &mut phase
+            .commands
+            .get_mut(backend.command_key())
+            .unwrap()
+            .counts
+    }
+
+    /// Phase reports where every policy did what the tour shows.
+    fn good_policies() -> (Schedule, Vec<PhaseReport>, [usize; 3]) {
+        let (schedule, mut phases, [flaky, tail, drop]) = tour_40s();
+        let recommendations = &mut phases[flaky];
+        *counts_of(recommendations, Backend::Recommendations) = CommandCounts {
+            successes: 176,
+            failures: 70,
+            fallbacks: 4,
+            retries: 66,
+            ..CommandCounts::default()
+        };
+        recommendations
+            .backend_calls
+            .insert(Backend::Recommendations, 246);
+        recommendations
+            .backend_errors
+            .insert(Backend::Recommendations, 70);
+
+        let availability = &mut phases[tail];
+        counts_of(availability, Backend::Availability).hedges = 20;
+        availability.policies = Policies::of(
+            &schedule.phases[tail],
+            &PolicyInput {
+                hedges_won: 18,
+                // 39 fast answers and one as slow as the tail.
+                availability_times: std::iter::repeat_n(Duration::from_millis(6), 39)
+                    .chain([Duration::from_millis(260)])
+                    .collect(),
+                ..PolicyInput::default()
+            },
+        );
+
+        let prices = &mut phases[drop];
+        *counts_of(prices, Backend::Prices) = CommandCounts {
+            successes: 80,
+            timeouts: 6,
+            rejections: 140,
+            limit_rejections: 140,
+            fallbacks: 146,
+            ..CommandCounts::default()
+        };
+        *counts_of(prices, Backend::PricesFixed) = CommandCounts {
+            successes: 20,
+            timeouts: 150,
+            rejections: 70,
+            fallbacks: 220,
+            ..CommandCounts::default()
+        };
+        let ms = |values: &[u64]| values.iter().map(|&v| Duration::from_millis(v)).collect();
+        prices.policies = Policies::of(
+            &schedule.phases[drop],
+            &PolicyInput {
+                prices_times: ms(&[120, 150, 180]),
+                prices_fixed_times: ms(&[300, 450]),
+                limits: vec![20, 10, 5, 2, 3, 4, 2, 3, 4, 3],
+                ..PolicyInput::default()
+            },
+        );
+        phases[drop + 1].policies.limit = LimitSeen::of(&[3, 4, 5, 6, 7, 8]);
+        (schedule, phases, [flaky, tail, drop])
+    }
+
+    fn named(checks: &[Check]) -> Vec<(&str, bool, &str)> {
+        checks
+            .iter()
+            .map(|c| (c.name.as_str(), c.passed, c.detail.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn the_policy_checks_pass_with_their_numbers() {
+        let (schedule, phases, _) = good_policies();
+        let checks = policy_checks(&schedule, &phases, &[]);
+        assert_eq!(
+            named(&checks),
+            [
+                (
+                    "GetRecommendations retried its backend's errors during `transient-errors`",
+                    true,
+                    "66 retries (up to 3 attempts) for 70 errors of 246 backend calls; 0 refused \
+                     by the budget"
+                ),
+                (
+                    "GetRecommendations succeeded at least 91% of the time during \
+                     `transient-errors`",
+                    true,
+                    "97.8% of 180 executions succeeded, the backend answered 71.5% of its calls \
+                     (a 30% error fault)"
+                ),
+                (
+                    "GetRecommendations breaker stayed closed during `transient-errors`",
+                    true,
+                    "no opening"
+                ),
+                (
+                    "GetAvailability hedges were sent and won during `long-tail`",
+                    true,
+                    "20 hedges sent after 40 ms, 18 answered first (at least 1.0 asked: a \
+                     quarter of the tail's share of 40 calls); 0 refused by the budget"
+                ),
+                (
+                    "availability answers of 250 ms or more cut to under half the tail's share \
+                     during `long-tail`",
+                    true,
+                    "1 of 40 took 250 ms or more (at most 2.0; the backend delays 10%); p50 6.0 \
+                     ms, p99 260.0 ms"
+                ),
+                (
+                    "GetPrices adaptive limit settled at 10 or less (fixed: 20) during \
+                     `capacity-drop`",
+                    true,
+                    "settled at 3 (second half's median), from 20 down to 2, per second: 20"
+                ),
+                (
+                    "GetPrices adaptive limit rose again during `chaos`",
+                    true,
+                    "up to 8 (at least 6 asked: twice where it settled, 2 more at least), per \
+                     second: 3"
+                ),
+                (
+                    "GetPrices shed calls to its fallback and every page was answered during \
+                     `capacity-drop`",
+                    true,
+                    "140 refused by the limit, 146 fallbacks; 10 of 10 pages answered"
+                ),
+                (
+                    "GetPrices' admitted calls timed out at most half as often as \
+                     GetPricesFixed's and answered as many during `capacity-drop`",
+                    true,
+                    "adaptive: 86 admitted, 6 timed out (7%), 3 answered (p50 150 ms, p99 180 \
+                     ms); fixed: 170 admitted, 150 timed out (88%), 2 answered (p50 300 ms, p99 \
+                     450 ms), 0 short-circuited"
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_policy_checks_fail_when_a_policy_did_not_work() {
+        let (schedule, mut phases, [flaky, tail, drop]) = good_policies();
+        // Retries: too few, too many failed executions, the breaker opened.
+        let retried = counts_of(&mut phases[flaky], Backend::Recommendations);
+        retried.retries = 34;
+        retried.successes = 163;
+        retried.fallbacks = 17;
+        // Hedging: none won, and 3 of 40 answers slow (at most 2 allowed).
+        phases[tail].policies.hedges_won = 0;
+        phases[tail].policies.availability_slow = 3;
+        // The limit stayed high and never rose after; the adaptive side timed out as often.
+        phases[drop].policies.limit = LimitSeen::of(&[20, 15, 12, 11, 11, 11]);
+        phases[drop + 1].policies.limit = LimitSeen::of(&[11, 12]);
+        // 80 of 166 admitted (48%) against the fixed side's 150 of 170 (88%).
+        counts_of(&mut phases[drop], Backend::Prices).timeouts = 80;
+        counts_of(&mut phases[drop], Backend::Prices).limit_rejections = 0;
+        let opened = BreakerRecord {
+            at_ms: millis(schedule.phases[flaky].start) + 100,
+            command: "GetRecommendations".into(),
+            change: Change::Opened,
+            trigger: Some(Trigger::Health),
+            open_ms: Some(500),
+            cause: None,
+        };
+        let checks = policy_checks(&schedule, &phases, &[opened]);
+        let failed: Vec<&str> = checks
+            .iter()
+            .filter(|c| !c.passed)
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(
+            failed,
+            [
+                "GetRecommendations retried its backend's errors during `transient-errors`",
+                "GetRecommendations succeeded at least 91% of the time during `transient-errors`",
+                "GetRecommendations breaker stayed closed during `transient-errors`",
+                "GetAvailability hedges were sent and won during `long-tail`",
+                "availability answers of 250 ms or more cut to under half the tail's share \
+                 during `long-tail`",
+                "GetPrices adaptive limit settled at 10 or less (fixed: 20) during \
+                 `capacity-drop`",
+                "GetPrices adaptive limit rose again during `chaos`",
+                "GetPrices shed calls to its fallback and every page was answered during \
+                 `capacity-drop`",
+                "GetPrices' admitted calls timed out at most half as often as GetPricesFixed's \
+                 and answered as many during `capacity-drop`",
+            ]
+        );
+        assert_eq!(
+            checks[2].detail,
+            "GetRecommendations OPENED by error threshold for 500 ms at 19.30 s"
+        );
+    }
+
+    #[test]
+    fn the_success_floor_is_what_two_attempts_give() {
+        assert_eq!(retry_success_floor(0.3), 1.0 - 0.09);
+        assert_eq!(retry_success_floor(0.0), 1.0);
+        assert_eq!(retry_success_floor(1.0), 0.0);
+    }
+
+    #[test]
+    fn the_limit_is_summarised_by_where_it_settled_and_once_a_second() {
+        let limits: Vec<u32> = (0..25).map(|i| 20 - (i % 20)).collect();
+        let seen = LimitSeen::of(&limits);
+        assert_eq!(
+            seen,
+            LimitSeen {
+                samples: 25,
+                first: 20,
+                min: 1,
+                max: 20,
+                last: 16,
+                // Samples 12 to 24: 8 down to 1, then 20 down to 16; their median is 7.
+                settled: 7,
+                per_second: vec![20, 10, 20],
+            }
+        );
+        assert_eq!(LimitSeen::of(&[]), LimitSeen::default());
+    }
+
+    #[test]
+    fn the_policies_text_shows_retries_hedges_and_both_limits() {
+        let (schedule, phases, _) = good_policies();
+        let report = Report {
+            scenario: "tour".into(),
+            description: String::new(),
+            duration_ms: 40_000,
+            rps: 50.0,
+            dashboard_url: String::new(),
+            gateway_url: String::new(),
+            checks: policy_checks(&schedule, &phases, &[]),
+            phases,
+            breaker_events: Vec::new(),
+            final_breakers: BTreeMap::new(),
+            passed: true,
+            contrast: Vec::new(),
+        };
+        let mut text = String::new();
+        report.policies_text(&mut text);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[..6],
+            [
+                "",
+                "retries (GetRecommendations, up to 3 attempts through the breaker):",
+                "  transient-errors   66 retries, 0 over budget; 176 of 180 calls succeeded, \
+                 backend 176 of 246",
+                "",
+                "hedges (GetAvailability, one after 40 ms):",
+                "  long-tail          20 sent, 18 won, 0 over budget; 1 of 40 took 250+ ms; p50 \
+                 6.0, p99 260.0 ms",
+            ]
+        );
+        assert!(
+            lines.iter().all(|line| line.chars().count() <= 100),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "capacity-drop            3    2   20 |     3  150  180    6  140 |     2  300  \
+                 450  150   70"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("  GetPrices limit each second of `capacity-drop`: 20\n"),
+            "{text}"
         );
     }
 }

@@ -14,7 +14,7 @@ use crate::backends::Backends;
 use crate::gateway::{self, Gateway};
 use crate::live::{Console, LiveView};
 use crate::load::LoadGenerator;
-use crate::report::{self, PhaseReport, Report, TwinPhase};
+use crate::report::{self, PhaseReport, Policies, PolicyInput, Report, TwinPhase};
 use crate::scenario::{Backend, Chaos, Phase, Scenario, Schedule};
 use crate::stats::{self, BackendCounts, BreakerLog, ChaosLog, CommandCounts, Held, circuit_state};
 use crate::twin::Twin;
@@ -222,9 +222,16 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
     let twin_sending = twin.as_ref().map(|twin| twin.send(start, &schedule));
     // The most each gateway held during each phase: the protected one, the twin.
     let mut held = vec![(Held::default(), Held::default()); schedule.phases.len()];
-    // Counts, backend calls and errors, and chaos injected at each phase boundary; a phase's
-    // are the differences.
+    // Counts, backend calls and errors, chaos injected and hedges won at each phase boundary
+    // (a phase's are the differences), and the times the gateway recorded since the last one.
     let sample = || {
+        let policies = PolicyInput {
+            hedges_won: gateway.hedges_won(),
+            availability_times: gateway.take_availability_times(),
+            prices_times: gateway.take_price_times(Backend::Prices),
+            prices_fixed_times: gateway.take_price_times(Backend::PricesFixed),
+            limits: Vec::new(),
+        };
         let reached: BTreeMap<Backend, BackendCounts> = Backend::ALL
             .into_iter()
             .map(|b| {
@@ -236,8 +243,12 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
                 (b, counts)
             })
             .collect();
-        (stats::read_counts(&registry, &gateway), reached)
+        (stats::read_counts(&registry, &gateway), reached, policies)
     };
+    // `GetPrices`'s adaptive limit every 100 ms: when, and the limit.
+    let mut limits: Vec<(Duration, u32)> = Vec::new();
+    let prices = gateway.command(Backend::Prices).clone();
+    let limit_now = || prices.metrics().adaptive_limit().map(|l| l.limit);
     let mut boundaries = vec![sample()];
     // One loop: each phase starts on time (the counts sampled, its faults and chaos applied),
     // chaos is turned off when the last phase ends, breaker transitions are shown within
@@ -283,6 +294,9 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
                         *unprotected = unprotected.max(twin.held());
                     }
                 }
+                if let Some(limit) = limit_now() {
+                    limits.push((elapsed, limit));
+                }
                 if elapsed >= next_second {
                     view.tick(elapsed);
                     next_second += Duration::from_secs(1);
@@ -304,7 +318,7 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
         .iter()
         .enumerate()
         .map(|(index, phase)| {
-            let ((before, reached_before), (after, reached_after)) =
+            let ((before, reached_before, policies_before), (after, reached_after, policies)) =
                 (&boundaries[index], &boundaries[index + 1]);
             let counts: BTreeMap<Backend, CommandCounts> = after
                 .iter()
@@ -317,8 +331,21 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
             let unprotected = twin_loads
                 .as_ref()
                 .map(|loads| TwinPhase::new(&loads[index], held[index].1));
-            PhaseReport::new(phase, &loads[index], &counts, &reached)
-                .held(held[index].0, unprotected)
+            let mut report = PhaseReport::new(phase, &loads[index], &counts, &reached)
+                .held(held[index].0, unprotected);
+            let input = PolicyInput {
+                hedges_won: policies
+                    .hedges_won
+                    .saturating_sub(policies_before.hedges_won),
+                limits: limits
+                    .iter()
+                    .filter(|(at, _)| phase.start <= *at && *at < phase.end())
+                    .map(|(_, limit)| *limit)
+                    .collect(),
+                ..policies.clone()
+            };
+            report.policies = Policies::of(phase, &input);
+            report
         })
         .collect();
     let breaker_events = breakers.since(0);
@@ -329,7 +356,8 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
             (backend.command_key().to_owned(), state)
         })
         .collect();
-    let checks = report::checks(&schedule, &phases, &breaker_events, &final_breakers);
+    let mut checks = report::checks(&schedule, &phases, &breaker_events, &final_breakers);
+    checks.extend(report::policy_checks(&schedule, &phases, &breaker_events));
     let contrast = phases.iter().filter_map(PhaseReport::contrast).collect();
     Ok(Report {
         scenario: scenario.name,

@@ -1,7 +1,8 @@
 //! Scenarios: phases of faults on the backends, read from TOML and scaled to the run's length.
 //!
 //! A scenario is a list of phases, each with a name, a weight (its share of `--duration`), the
-//! faults of each backend during it (a backend a phase does not name is healthy), and the chaos
+//! faults of each backend during it (`catalog`, `ratings`, `recommendations`, `availability`,
+//! `prices`, `prices-fixed`; a backend a phase does not name is healthy), and the chaos
 //! injected in-process into a backend's command while the backend itself stays healthy. The
 //! built-in scenarios are TOML files in `scenarios/`, read with the same parser as a user's
 //! file. [`Scenario::schedule`] turns the weights into start times and lengths for a given
@@ -28,6 +29,9 @@
 //! error_rate = 0.1            # fraction of calls answered 500
 //! hang_rate = 0.01            # fraction of calls never answered in time
 //! # retry_after_s = 1         # every call answered 503 with Retry-After: 1
+//! tail = { rate = 0.1, delay_ms = 250 }  # 10% of calls 250 ms slower still
+//! [phase.faults.prices]
+//! capacity = 2                # serves 2 calls at once (64 when left out); the others queue
 //!
 //! [[phase]]
 //! name = "chaos"
@@ -68,7 +72,7 @@ pub const BUILTINS: [(&str, &str); 6] = [
 
 /// One of the demo's backend services.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum Backend {
     /// Titles and details of movies (`GET /titles/{id}`), called with a blocking client under
     /// THREAD isolation.
@@ -79,15 +83,31 @@ pub enum Backend {
     Recommendations,
     /// Where a movie can be streamed (`GET /availability/{id}`), async through the tower layer.
     Availability,
+    /// Prices of a movie (`GET /prices/{id}`), a slower service of limited capacity (see
+    /// [`Backend::healthy_latency`] and [`Fault::capacity`]), called under an adaptive
+    /// concurrency limit.
+    Prices,
+    /// A second instance of the prices service, called under a fixed limit (a semaphore of
+    /// [`FIXED_PRICES_LIMIT`]) only to compare with [`Backend::Prices`]: its answer is not shown.
+    PricesFixed,
 }
+
+/// The fixed concurrency limit of `GetPricesFixed` (its semaphore's permits).
+pub const FIXED_PRICES_LIMIT: u32 = 20;
+
+/// How many calls a backend serves at once when its fault sets no [`Fault::capacity`]; more
+/// wait for a place.
+pub const DEFAULT_CAPACITY: u32 = 64;
 
 impl Backend {
     /// Every backend, in display order.
-    pub const ALL: [Backend; 4] = [
+    pub const ALL: [Backend; 6] = [
         Backend::Catalog,
         Backend::Ratings,
         Backend::Recommendations,
         Backend::Availability,
+        Backend::Prices,
+        Backend::PricesFixed,
     ];
 
     /// Its name in scenario files and reports.
@@ -97,6 +117,17 @@ impl Backend {
             Backend::Ratings => "ratings",
             Backend::Recommendations => "recommendations",
             Backend::Availability => "availability",
+            Backend::Prices => "prices",
+            Backend::PricesFixed => "prices-fixed",
+        }
+    }
+
+    /// Its column header in the report's tables: its name, `recommend.` for recommendations
+    /// (at most 12 characters, so that six columns fit in 100).
+    pub const fn column(self) -> &'static str {
+        match self {
+            Backend::Recommendations => "recommend.",
+            _ => self.name(),
         }
     }
 
@@ -107,14 +138,27 @@ impl Backend {
             Backend::Ratings => "GetRatings",
             Backend::Recommendations => "GetRecommendations",
             Backend::Availability => "GetAvailability",
+            Backend::Prices => "GetPrices",
+            Backend::PricesFixed => "GetPricesFixed",
+        }
+    }
+
+    /// How long it takes to answer when its fault sets no latency: [`Latency::HEALTHY`], but
+    /// [`Latency::PRICES`] for the two prices services.
+    pub const fn healthy_latency(self) -> Latency {
+        match self {
+            Backend::Prices | Backend::PricesFixed => Latency::PRICES,
+            _ => Latency::HEALTHY,
         }
     }
 
     /// The timeout of the gateway's command that calls it, in ms: 250 for the catalog's
-    /// thread pool, 300 for the others.
+    /// thread pool, 500 for the prices services (five times their service time of about
+    /// 100 ms: a call may wait for four ahead of it at a capacity of 1), 300 for the others.
     pub const fn timeout_ms(self) -> u64 {
         match self {
             Backend::Catalog => 250,
+            Backend::Prices | Backend::PricesFixed => 500,
             _ => 300,
         }
     }
@@ -145,6 +189,15 @@ impl Latency {
         base_ms: 2.0,
         median_ms: 3.0,
         sigma: 0.5,
+    };
+
+    /// The prices services: 90 ms plus a tail of median 10 ms (about 100 ms; p99 about
+    /// 120 ms), so that 50 calls a second keep 5 in service, and a capacity of 2 serves at
+    /// most 20 a second.
+    pub const PRICES: Latency = Latency {
+        base_ms: 90.0,
+        median_ms: 10.0,
+        sigma: 0.3,
     };
 
     /// One delay from the distribution, at most [`MAX_LATENCY`].
@@ -191,6 +244,25 @@ pub struct Fault {
     /// Every call answered `503` with `Retry-After: <seconds>` (1 to 60).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after_s: Option<u32>,
+    /// A long tail: a share of the calls delayed by a fixed time more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tail: Option<Tail>,
+    /// How many calls it serves at once (1 to 1000; [`DEFAULT_CAPACITY`] when left out): the
+    /// others wait for a place, first come first served, so its answers slow down once more
+    /// calls arrive than it serves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<u32>,
+}
+
+/// A long tail of latency: `rate` of the calls are delayed `delay_ms` more than the latency
+/// distribution says (a slow replica, a garbage collection).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tail {
+    /// The fraction of calls delayed (0 to 1).
+    pub rate: f64,
+    /// The delay added to them, in ms (1 to 10000).
+    pub delay_ms: u64,
 }
 
 /// How long a hanging call takes to be answered: longer than any of the gateway's timeouts
@@ -225,6 +297,8 @@ impl Fault {
             && self.hang_rate == 0.0
             && self.outage.is_none()
             && self.retry_after_s.is_none()
+            && self.tail.is_none_or(|tail| tail.rate == 0.0)
+            && self.capacity.is_none()
     }
 
     /// Whether the backend's port is closed.
@@ -254,7 +328,13 @@ impl Fault {
         if rng.random::<f64>() < self.hang_rate {
             return Reaction::Hang;
         }
-        let delay = self.latency.unwrap_or(Latency::HEALTHY).sample(rng);
+        let mut delay = self.latency.unwrap_or(Latency::HEALTHY).sample(rng);
+        // Drawn only with a tail, so a fault without one draws as before.
+        if let Some(tail) = self.tail
+            && rng.random::<f64>() < tail.rate
+        {
+            delay = (delay + Duration::from_millis(tail.delay_ms)).min(MAX_LATENCY);
+        }
         let fail = rng.random::<f64>() < self.error_rate;
         Reaction::Answer { delay, fail }
     }
@@ -275,6 +355,16 @@ impl Fault {
                 "latency {}+{}ms σ{}",
                 latency.base_ms, latency.median_ms, latency.sigma
             ));
+        }
+        if let Some(tail) = self.tail.filter(|tail| tail.rate > 0.0) {
+            parts.push(format!(
+                "{}% delayed {} ms more",
+                percent(tail.rate),
+                tail.delay_ms
+            ));
+        }
+        if let Some(capacity) = self.capacity {
+            parts.push(format!("serves {capacity} at once"));
         }
         if self.error_rate > 0.0 {
             parts.push(format!("{}% errors", percent(self.error_rate)));
@@ -713,6 +803,19 @@ fn validate_fault(fault: &Fault) -> Result<(), FieldError> {
             return Err(("latency.sigma", latency.sigma.to_string(), rule));
         }
     }
+    if let Some(tail) = fault.tail {
+        fraction("tail.rate", tail.rate)?;
+        if !(1..=millis(MAX_LATENCY)).contains(&tail.delay_ms) {
+            let rule = "must be from 1 to 10000 (ms)";
+            return Err(("tail.delay_ms", tail.delay_ms.to_string(), rule));
+        }
+    }
+    if let Some(capacity) = fault.capacity
+        && !(1..=1000).contains(&capacity)
+    {
+        let rule = "must be from 1 to 1000 (calls served at once)";
+        return Err(("capacity", capacity.to_string(), rule));
+    }
     if let Some(seconds) = fault.retry_after_s {
         if !(1..=60).contains(&seconds) {
             return Err((
@@ -908,18 +1011,23 @@ mod tests {
         };
         let expected = |scale: u64| -> Vec<(String, u64, u64)> {
             [
-                ("warm-up", 0, 10),
-                ("latency-spike", 10, 15),
-                ("error-burst", 25, 15),
-                ("outage", 40, 15),
-                ("recovery", 55, 10),
-                ("retry-after-storm", 65, 15),
-                ("cool-down", 80, 20),
+                ("warm-up", 0, 6),
+                ("latency-spike", 6, 9),
+                ("error-burst", 15, 9),
+                ("outage", 24, 9),
+                ("recovery", 33, 7),
+                ("retry-after-storm", 40, 8),
+                ("transient-errors", 48, 9),
+                ("long-tail", 57, 9),
+                ("capacity-drop", 66, 12),
+                ("chaos", 78, 8),
+                ("cool-down", 86, 14),
             ]
             .map(|(name, start, length)| (name.to_owned(), start * scale, length * scale))
             .to_vec()
         };
         assert_eq!(lengths(10), expected(100));
+        assert_eq!(lengths(40), expected(400));
         assert_eq!(lengths(60), expected(600));
     }
 
@@ -961,16 +1069,17 @@ mod tests {
                 scenario: "tour".into(),
                 duration: ms(3000),
                 phase: "warm-up".into(),
-                phase_ms: 300,
-                needed: Duration::from_secs(5),
+                phase_ms: 180,
+                needed: Duration::from_secs(9),
             }
         );
         assert_eq!(
             err.to_string(),
-            "--duration 3s is too short for scenario `tour`: phase `warm-up` would last 300 ms, \
-             and each phase needs at least 500 ms; use --duration 5s or more"
+            "--duration 3s is too short for scenario `tour`: phase `warm-up` would last 180 ms, \
+             and each phase needs at least 500 ms; use --duration 9s or more"
         );
-        assert!(tour.schedule(Duration::from_secs(5)).is_ok());
+        assert!(tour.schedule(Duration::from_secs(8)).is_err());
+        assert!(tour.schedule(Duration::from_secs(9)).is_ok());
     }
 
     #[test]
@@ -1100,6 +1209,18 @@ mod tests {
             (
                 "retry_after_s = 0\n",
                 "faults.catalog.retry_after_s = 0: must be from 1 to 60 (seconds)",
+            ),
+            (
+                "tail = { rate = 1.5, delay_ms = 100 }\n",
+                "faults.catalog.tail.rate = 1.5: must be a fraction from 0 to 1",
+            ),
+            (
+                "tail = { rate = 0.1, delay_ms = 0 }\n",
+                "faults.catalog.tail.delay_ms = 0: must be from 1 to 10000 (ms)",
+            ),
+            (
+                "capacity = 0\n",
+                "faults.catalog.capacity = 0: must be from 1 to 1000 (calls served at once)",
             ),
             (
                 "retry_after_s = 1\noutage = \"refused\"\n",
@@ -1312,10 +1433,17 @@ mod tests {
         assert_eq!(
             settled,
             [
-                vec![Catalog, Ratings, Recommendations, Availability],
-                vec![Catalog, Ratings, Availability],
-                vec![Ratings, Availability],
-                vec![Ratings, Recommendations, Availability],
+                vec![
+                    Catalog,
+                    Ratings,
+                    Recommendations,
+                    Availability,
+                    Prices,
+                    PricesFixed
+                ],
+                vec![Catalog, Ratings, Availability, Prices, PricesFixed],
+                vec![Ratings, Availability, Prices, PricesFixed],
+                vec![Ratings, Recommendations, Availability, Prices, PricesFixed],
             ]
         );
     }
@@ -1371,17 +1499,25 @@ mod tests {
     fn settled_healthy_leaves_out_the_faulty_backend_and_the_phase_after_it() {
         let schedule = tour_10s();
         use Backend::*;
-        let settled: Vec<Vec<Backend>> = (0..7).map(|i| schedule.settled_healthy(i)).collect();
+        let settled: Vec<Vec<Backend>> = (0..11).map(|i| schedule.settled_healthy(i)).collect();
+        let prices = [Prices, PricesFixed];
+        let with_prices = |backends: &[Backend]| [backends, &prices].concat();
         assert_eq!(
             settled,
             [
-                vec![Catalog, Ratings, Recommendations, Availability],
-                vec![Ratings, Recommendations, Availability],
-                vec![Recommendations, Availability],
-                vec![Catalog, Availability],
-                vec![Catalog, Ratings, Availability],
+                with_prices(&[Catalog, Ratings, Recommendations, Availability]),
+                with_prices(&[Ratings, Recommendations, Availability]),
+                with_prices(&[Recommendations, Availability]),
+                with_prices(&[Catalog, Availability]),
+                with_prices(&[Catalog, Ratings, Availability]),
+                with_prices(&[Catalog, Ratings, Recommendations]),
+                // transient-errors, then long-tail
+                with_prices(&[Catalog, Ratings]),
+                with_prices(&[Catalog, Ratings]),
+                // capacity-drop, chaos (in ratings), then cool-down
                 vec![Catalog, Ratings, Recommendations],
-                vec![Catalog, Ratings, Recommendations],
+                vec![Catalog, Recommendations, Availability],
+                vec![Catalog, Recommendations, Availability, Prices, PricesFixed],
             ]
         );
     }
@@ -1473,6 +1609,41 @@ mod tests {
     }
 
     #[test]
+    fn a_tail_delays_its_share_of_calls_and_capacity_is_kept_for_the_servers() {
+        let scenario = parse(
+            "[[phase]]\nname = \"p\"\nweight = 1\n[phase.faults.availability]\n\
+             tail = { rate = 0.25, delay_ms = 250 }\n[phase.faults.prices-fixed]\ncapacity = 2\n",
+        )
+        .unwrap();
+        let faults = &scenario.phases[0].faults;
+        let tail = faults[&Backend::Availability].clone();
+        assert_eq!(
+            tail.tail,
+            Some(Tail {
+                rate: 0.25,
+                delay_ms: 250
+            })
+        );
+        assert_eq!(faults[&Backend::PricesFixed].capacity, Some(2));
+        assert!(!tail.is_healthy() && !faults[&Backend::PricesFixed].is_healthy());
+        assert_eq!(tail.describe(), "25% delayed 250 ms more");
+        // Healthy latency is at most 2 + 3 × e^(0.5 × 4.5) ≈ 30 ms in 10 000 draws (σ 4.5):
+        // every delay of 250 ms or more is the tail's.
+        let mut rng = SmallRng::seed_from_u64(7);
+        let delayed = (0..10_000)
+            .filter(|_| {
+                matches!(tail.react(&mut rng), Reaction::Answer { delay, .. }
+                    if delay >= Duration::from_millis(250))
+            })
+            .count();
+        // About a quarter of 10 000, exactly as the seeded draws fall (SmallRng, 64-bit).
+        assert_eq!(delayed, 2467);
+        assert_eq!(Backend::Prices.healthy_latency(), Latency::PRICES);
+        assert_eq!(Backend::Catalog.healthy_latency(), Latency::HEALTHY);
+        assert_eq!(Backend::PricesFixed.timeout_ms(), 500);
+    }
+
+    #[test]
     fn latency_has_its_base_as_floor_and_its_median_above_it() {
         let mut rng = SmallRng::seed_from_u64(1);
         let latency = Latency {
@@ -1507,6 +1678,10 @@ mod tests {
                 "ratings: 70% errors",
                 "recommendations: down (connection refused)",
                 "availability: 503 Retry-After: 1",
+                "recommendations: 30% errors",
+                "availability: 10% delayed 250 ms more",
+                "prices: serves 2 at once",
+                "prices-fixed: serves 2 at once",
             ]
         );
         assert_eq!(Fault::default().describe(), "healthy");

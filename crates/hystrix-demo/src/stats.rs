@@ -61,8 +61,19 @@ pub struct CommandCounts {
     pub timeouts: u64,
     /// SHORT_CIRCUITED: refused at once by an open breaker.
     pub short_circuits: u64,
-    /// THREAD_POOL_REJECTED and SEMAPHORE_REJECTED: refused by a full bulkhead.
+    /// THREAD_POOL_REJECTED, SEMAPHORE_REJECTED and LIMIT_REJECTED: refused by a full
+    /// bulkhead or an adaptive concurrency limit.
     pub rejections: u64,
+    /// LIMIT_REJECTED: of the rejections, those refused by an adaptive concurrency limit.
+    pub limit_rejections: u64,
+    /// RETRY: attempts made after a failed one.
+    pub retries: u64,
+    /// RETRY_BUDGET_EXHAUSTED: retries and hedges the retry budget refused.
+    pub budget_exhausted: u64,
+    /// HEDGE: hedges started beside a slow attempt.
+    pub hedges: u64,
+    /// HEDGE_CANCELLED: attempts cancelled because another answered first.
+    pub hedges_cancelled: u64,
     /// Answers given by a fallback: FALLBACK_SUCCESS, and for `GetRatings` the ratings the
     /// collapser's per-request fallback gave.
     pub fallbacks: u64,
@@ -81,7 +92,14 @@ impl CommandCounts {
             failures: count(EventType::Failure),
             timeouts: count(EventType::Timeout),
             short_circuits: count(EventType::ShortCircuited),
-            rejections: count(EventType::ThreadPoolRejected) + count(EventType::SemaphoreRejected),
+            rejections: count(EventType::ThreadPoolRejected)
+                + count(EventType::SemaphoreRejected)
+                + count(EventType::LimitRejected),
+            limit_rejections: count(EventType::LimitRejected),
+            retries: count(EventType::Retry),
+            budget_exhausted: count(EventType::RetryBudgetExhausted),
+            hedges: count(EventType::Hedge),
+            hedges_cancelled: count(EventType::HedgeCancelled),
             fallbacks: count(EventType::FallbackSuccess),
             fallback_failures: count(EventType::FallbackFailure)
                 + count(EventType::FallbackRejection),
@@ -97,6 +115,17 @@ impl CommandCounts {
             timeouts: self.timeouts.saturating_sub(earlier.timeouts),
             short_circuits: self.short_circuits.saturating_sub(earlier.short_circuits),
             rejections: self.rejections.saturating_sub(earlier.rejections),
+            limit_rejections: self
+                .limit_rejections
+                .saturating_sub(earlier.limit_rejections),
+            retries: self.retries.saturating_sub(earlier.retries),
+            budget_exhausted: self
+                .budget_exhausted
+                .saturating_sub(earlier.budget_exhausted),
+            hedges: self.hedges.saturating_sub(earlier.hedges),
+            hedges_cancelled: self
+                .hedges_cancelled
+                .saturating_sub(earlier.hedges_cancelled),
             fallbacks: self.fallbacks.saturating_sub(earlier.fallbacks),
             fallback_failures: self
                 .fallback_failures
@@ -619,6 +648,12 @@ mod tests {
             fallbacks: 5,
             fallback_failures: 0,
             cache_hits: 7,
+            // Retries and hedges are attempts, not executions: they change nothing here.
+            limit_rejections: 1,
+            retries: 4,
+            budget_exhausted: 1,
+            hedges: 3,
+            hedges_cancelled: 3,
         };
         assert_eq!(
             (counts.executions(), counts.errors(), counts.error_percent()),

@@ -27,7 +27,7 @@ use indicatif::ProgressBar;
 use tokio::net::TcpListener;
 
 use crate::backends::Backends;
-use crate::catalogue::{Availability, CATALOGUE_SIZE, Recommendation, Title};
+use crate::catalogue::{Availability, CATALOGUE_SIZE, Price, Recommendation, Title};
 use crate::gateway::{Page, RecommendedMovie};
 use crate::http::{self, BackendError, BlockingClient, HttpClient, InFlight};
 use crate::load::LoadGenerator;
@@ -108,10 +108,16 @@ impl Naive {
                 .await?;
             Ok((recommendations, ratings))
         };
-        let availability_path = format!("/availability/{id}");
+        let (availability_path, price_path) =
+            (format!("/availability/{id}"), format!("/prices/{id}"));
         let availability = self.get::<Availability>(Backend::Availability, &availability_path);
-        let (title, availability, (recommendations, ratings)) =
-            tokio::try_join!(self.title(id), availability, recommendations_and_ratings)?;
+        let price = self.get::<Price>(Backend::Prices, &price_path);
+        let (title, availability, price, (recommendations, ratings)) = tokio::try_join!(
+            self.title(id),
+            availability,
+            price,
+            recommendations_and_ratings
+        )?;
         // No request cache: the "because you watched" line calls the catalog again.
         let again = self.title(id).await?;
         Ok(Page {
@@ -129,6 +135,7 @@ impl Naive {
                 .collect(),
             because_you_watched: again.title,
             availability: Some(availability.regions),
+            price_cents: Some(price.rent_cents),
             degraded: Vec::new(),
         })
     }

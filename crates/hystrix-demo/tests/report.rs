@@ -1,36 +1,52 @@
-//! Checks the JSON reports of two short demo runs: their structure, and the resilience
+//! Checks the JSON report of a demo run of the tour: its structure, and the resilience
 //! promises in qualitative terms (every request answered, the outage's breaker opened during it
 //! and closed after, the Retry-After storm tripped its breaker at once; chaos injected into a
-//! healthy backend's command tripped its breaker while the backend answered no error; the
-//! unprotected twin got the same load and lost pages where a backend was down), never latency
+//! healthy backend's command tripped its breaker while the backend answered no error; retries,
+//! hedges and the adaptive limit did their part and their checks held; the unprotected twin got
+//! the same load and lost pages where a backend was down), never latency
 //! percentiles.
 //!
 //! The `demo` tier of `scripts/test` runs
-//! `cargo run --release -p hystrix-demo -- --duration 10s --no-tui --json <file>` and
-//! `... -- --scenario chaos --duration 6s --no-tui --json <file>`, then these tests with
-//! `HYSTRIX_DEMO_REPORT=<file>` and `HYSTRIX_DEMO_CHAOS_REPORT=<file>` and `--ignored`.
-//! Without its variable a test fails: it never passes without having read a report.
+//! `cargo run --release -p hystrix-demo -- --duration 40s --no-tui --json <file>`, then these
+//! tests with `HYSTRIX_DEMO_REPORT=<file>` and `--ignored`. Without the variable a test fails:
+//! it never passes without having read a report.
 
 use serde_json::Value;
 
-const PHASES: [&str; 7] = [
+/// The tour's length in the demo tier, in ms.
+const DURATION_MS: u64 = 40_000;
+
+const PHASES: [&str; 11] = [
     "warm-up",
     "latency-spike",
     "error-burst",
     "outage",
     "recovery",
     "retry-after-storm",
+    "transient-errors",
+    "long-tail",
+    "capacity-drop",
+    "chaos",
     "cool-down",
 ];
 
-const COMMANDS: [&str; 4] = [
+const COMMANDS: [&str; 6] = [
     "GetAvailability",
+    "GetPrices",
+    "GetPricesFixed",
     "GetRatings",
     "GetRecommendations",
     "GetTitle",
 ];
 
-const BACKENDS: [&str; 4] = ["availability", "catalog", "ratings", "recommendations"];
+const BACKENDS: [&str; 6] = [
+    "availability",
+    "catalog",
+    "prices",
+    "prices-fixed",
+    "ratings",
+    "recommendations",
+];
 
 /// The report named by the environment variable `var`.
 fn read_report(var: &str) -> Value {
@@ -241,9 +257,9 @@ fn check_verdict(report: &Value) {
 
 #[test]
 #[ignore = "reads the report of a demo run: scripts/test demo"]
-fn the_short_run_report_has_its_structure_and_kept_its_promises() {
+fn the_tour_report_has_its_structure_and_kept_its_promises() {
     let report = read_report("HYSTRIX_DEMO_REPORT");
-    check_structure(&report, "tour", 10_000, &PHASES);
+    check_structure(&report, "tour", DURATION_MS, &PHASES);
 
     // The outage: the recommendations breaker opened during it, short-circuited calls (which
     // never reached the backend) and closed after it.
@@ -294,17 +310,12 @@ fn the_short_run_report_has_its_structure_and_kept_its_promises() {
 
 #[test]
 #[ignore = "reads the report of a demo run: scripts/test demo"]
-fn the_chaos_run_report_shows_injected_chaos_and_the_protections_reacting() {
-    let report = read_report("HYSTRIX_DEMO_CHAOS_REPORT");
-    let phases = check_structure(
-        &report,
-        "chaos",
-        6_000,
-        &["warm-up", "injected-faults", "injected-latency", "recovery"],
-    );
+fn the_tour_report_shows_injected_chaos_and_the_protections_reacting() {
+    let report = read_report("HYSTRIX_DEMO_REPORT");
+    let phases = check_structure(&report, "tour", DURATION_MS, &PHASES);
 
-    // Chaos only where a phase sets it, into the command it names; no backend answered an
-    // error of its own in any phase (they stayed healthy: no phase has faults).
+    // Chaos only in the `chaos` phase, into GetRatings; the ratings backend answered no error
+    // of its own there (it stayed healthy).
     let injected = |phase: &str, command: &str| {
         u64_at(
             &self::phase(&report, phase)["commands"][command],
@@ -316,51 +327,100 @@ fn the_chaos_run_report_shows_injected_chaos_and_the_protections_reacting() {
         let set: Vec<&str> = phase
             .get("chaos")
             .map_or_else(Vec::new, |chaos| keys(chaos));
-        let expected: &[&str] = match name {
-            "injected-faults" => &["recommendations"],
-            "injected-latency" => &["catalog"],
-            _ => &[],
-        };
+        let expected: &[&str] = if name == "chaos" { &["ratings"] } else { &[] };
         assert_eq!(set, expected, "{name}");
-        assert!(
-            keys(&phase["faults"]).is_empty(),
-            "{name}: no backend faults"
-        );
-        for backend in BACKENDS {
-            assert_eq!(
-                u64_at(&phase["backend_errors"], backend),
-                0,
-                "{name}: {backend}"
-            );
-        }
         let total: u64 = COMMANDS.iter().map(|command| injected(name, command)).sum();
         assert_eq!(u64_at(phase, "chaos_injected"), total, "{name}");
         if expected.is_empty() {
             assert_eq!(total, 0, "no chaos injected in `{name}`");
         }
     }
-    assert!(injected("injected-faults", "GetRecommendations") > 0);
-    assert_eq!(injected("injected-faults", "GetTitle"), 0);
-    assert!(injected("injected-latency", "GetTitle") > 0);
-    assert_eq!(injected("injected-latency", "GetRecommendations"), 0);
+    let chaos = phase(&report, "chaos");
+    assert!(keys(&chaos["faults"]).is_empty(), "no backend faults");
+    assert_eq!(u64_at(&chaos["backend_errors"], "ratings"), 0);
+    assert!(injected("chaos", "GetRatings") > 0);
 
-    // Injected faults: GetRecommendations's breaker opened during the phase and closed after
-    // it; its fallback answered; every failure it had was injected.
-    opened_during_then_closed(&report, "GetRecommendations", "injected-faults");
-    let faults = &phase(&report, "injected-faults")["commands"]["GetRecommendations"];
-    assert!(u64_at(faults, "fallbacks") > 0, "{faults}");
-    assert!(u64_at(faults, "failures") > 0, "{faults}");
+    // Injected faults: GetRatings's breaker opened during the phase and closed after it; its
+    // fallback answered; every failure it had was injected.
+    opened_during_then_closed(&report, "GetRatings", "chaos");
+    let ratings = &chaos["commands"]["GetRatings"];
+    assert!(u64_at(ratings, "fallbacks") > 0, "{ratings}");
+    assert!(u64_at(ratings, "failures") > 0, "{ratings}");
     assert!(
-        u64_at(faults, "failures") <= u64_at(faults, "chaos_injected"),
-        "{faults}"
+        u64_at(ratings, "failures") <= u64_at(ratings, "chaos_injected"),
+        "{ratings}"
     );
 
-    // Injected latency past GetTitle's timeout: timeouts, its breaker opened during the phase
-    // and closed after it, titles from the fallback.
-    let title = &phase(&report, "injected-latency")["commands"]["GetTitle"];
-    assert!(u64_at(title, "timeouts") > 0, "{title}");
-    assert!(u64_at(title, "fallbacks") > 0, "{title}");
-    opened_during_then_closed(&report, "GetTitle", "injected-latency");
-
     check_verdict(&report);
+}
+
+/// The check named `name`: it was made, and it passed.
+fn passed(report: &Value, name: &str) {
+    let checks = report["checks"].as_array().expect("checks is a list");
+    let check = checks
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no check `{name}` in {checks:?}"));
+    assert_eq!(check["passed"], true, "{check}");
+}
+
+#[test]
+#[ignore = "reads the report of a demo run: scripts/test demo"]
+fn the_tour_report_shows_retries_hedges_and_the_adaptive_limit_at_work() {
+    let report = read_report("HYSTRIX_DEMO_REPORT");
+    check_structure(&report, "tour", DURATION_MS, &PHASES);
+
+    // Retries: the backend failed calls, the command retried them, its breaker stayed closed.
+    let flaky = phase(&report, "transient-errors");
+    let recommendations = &flaky["commands"]["GetRecommendations"];
+    assert!(u64_at(&flaky["backend_errors"], "recommendations") > 0);
+    assert!(u64_at(recommendations, "retries") > 0, "{recommendations}");
+    assert!(
+        u64_at(&flaky["backend_calls"], "recommendations") > u64_at(recommendations, "successes"),
+        "retries reached the backend: {flaky}"
+    );
+    for name in [
+        "GetRecommendations retried its backend's errors during `transient-errors`",
+        "GetRecommendations succeeded at least 91% of the time during `transient-errors`",
+        "GetRecommendations breaker stayed closed during `transient-errors`",
+    ] {
+        passed(&report, name);
+    }
+
+    // Hedging: hedges sent and won.
+    let tail = phase(&report, "long-tail");
+    assert!(u64_at(&tail["commands"]["GetAvailability"], "hedges") > 0);
+    assert!(u64_at(&tail["policies"], "hedges_won") > 0);
+    assert_eq!(u64_at(&tail["policies"], "tail_delay_ms"), 250);
+    for name in [
+        "GetAvailability hedges were sent and won during `long-tail`",
+        "availability answers of 250 ms or more cut to under half the tail's share during \
+         `long-tail`",
+    ] {
+        passed(&report, name);
+    }
+
+    // The adaptive limit: below the fixed limit during the drop, shedding to the fallback;
+    // the fixed side timed out more.
+    let drop = phase(&report, "capacity-drop");
+    let limit = &drop["policies"]["limit"];
+    assert!(u64_at(limit, "settled") <= 10, "{limit}");
+    assert_eq!(u64_at(limit, "first"), 20, "{limit}");
+    let prices = &drop["commands"]["GetPrices"];
+    let fixed = &drop["commands"]["GetPricesFixed"];
+    assert!(u64_at(prices, "limit_rejections") > 0, "{prices}");
+    assert!(
+        u64_at(fixed, "timeouts") > u64_at(prices, "timeouts"),
+        "{fixed} {prices}"
+    );
+    for name in [
+        "GetPrices adaptive limit settled at 10 or less (fixed: 20) during `capacity-drop`",
+        "GetPrices adaptive limit rose again during `chaos`",
+        "GetPrices shed calls to its fallback and every page was answered during \
+         `capacity-drop`",
+        "GetPrices' admitted calls timed out at most half as often as GetPricesFixed's and \
+         answered as many during `capacity-drop`",
+    ] {
+        passed(&report, name);
+    }
 }
