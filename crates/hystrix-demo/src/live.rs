@@ -54,7 +54,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::gateway::Gateway;
 use crate::load::LoadGenerator;
-use crate::scenario::{Backend, Schedule};
+use crate::scenario::{Backend, FIXED_PRICES_LIMIT, Schedule};
 use crate::stats::{
     BreakerLog, BreakerRecord, Change, ChaosLog, CommandCounts, Held, Trigger, percent, percentile,
     shown_state,
@@ -320,9 +320,14 @@ pub struct CommandRow {
 
 impl CommandRow {
     /// Whether the plain output shows it: its breaker not CLOSED, or errors, short-circuits or
-    /// chaos.
+    /// chaos, or an adaptive limit below the one it starts from (the fixed limit beside it,
+    /// [`FIXED_PRICES_LIMIT`]).
     pub fn worth_noting(&self) -> bool {
-        self.state != "CLOSED" || self.errors > 0 || self.short_circuited > 0 || self.chaos > 0
+        self.state != "CLOSED"
+            || self.errors > 0
+            || self.short_circuited > 0
+            || self.chaos > 0
+            || (self.isolation == "ADAPTIVE" && self.capacity < FIXED_PRICES_LIMIT)
     }
 
     /// `threads` under THREAD isolation, `limit` under an adaptive limit, else `permits`.
@@ -1093,6 +1098,15 @@ mod tests {
              gateway      50/s answered, 24% degraded, p99 31 ms, 3 in flight, 2 conns, 1 thread\n          \
              GetPrices CLOSED, 50 calls/s, 6% errors, limit 3"
         );
+        // Without errors, a limit below where it started is still worth a line.
+        shedding.commands[0].errors = 0;
+        assert!(
+            shedding
+                .lines(false)
+                .ends_with("GetPrices CLOSED, 50 calls/s, 0% errors, limit 3")
+        );
+        shedding.commands[0].capacity = FIXED_PRICES_LIMIT;
+        assert!(!shedding.lines(false).contains("GetPrices"));
     }
 
     #[test]
