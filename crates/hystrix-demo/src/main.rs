@@ -1,11 +1,13 @@
-//! The hystrix-rs demo: a movie-catalogue gateway keeps answering, fast, while its four
-//! backends slow down, fail, go away and ask for a pause, all on 127.0.0.1.
+//! The hystrix-rs demo: a movie-catalogue gateway keeps answering while its backends slow
+//! down, fail, go away, ask for a pause and lose capacity, all on 127.0.0.1, beside an
+//! unprotected twin of it that does not.
 //!
 //! `cargo run --release -p hystrix-demo` runs the default scenario for about a minute: the
 //! backends ([`backends`]) follow the scenario's phases ([`scenario`]), a load generator
-//! ([`load`]) requests movie pages from the gateway ([`gateway`]) at a set rate, the live view
-//! ([`live`]) shows each command's breaker open, short-circuit, probe and close, the
-//! dashboard serves the Hystrix stream, and the report ([`report`]) checks the resilience
+//! ([`load`]) requests movie pages from the gateway ([`gateway`]) and, with the same requests,
+//! from its unprotected twin ([`twin`]) at a set rate, the live view ([`live`]) shows both and
+//! each command's breaker open, short-circuit, probe and close, the dashboard serves the
+//! Hystrix stream, and the report ([`report`]) compares the two and checks the resilience
 //! promises at the end. The exit code is 0 only if every check held.
 
 mod backends;
@@ -33,8 +35,8 @@ use crate::scenario::Scenario;
 /// The fewest requests per second `--rps` takes: breakers need a few calls in their 1 s
 /// window to open.
 const MIN_RPS: f64 = 5.0;
-/// The most requests per second `--rps` takes: the machine runs the gateway, four backends
-/// and the load itself.
+/// The most requests per second `--rps` takes: the machine runs the gateway, its twin, their
+/// backends and the load itself.
 const MAX_RPS: f64 = 1000.0;
 
 /// Exit code for a check that failed.
@@ -44,12 +46,14 @@ const USAGE: u8 = 2;
 
 /// Watch hystrix-rs keep a service healthy while its dependencies misbehave.
 ///
-/// A movie-catalogue gateway on 127.0.0.1 builds each page from four backends (catalog,
-/// ratings, recommendations, availability) through hystrix-rs commands: a thread pool, a
-/// collapser, the request cache, tower layers, fallbacks and circuit breakers. A scripted
-/// scenario makes the backends slow, failing, down or asking for a pause, phase after phase,
-/// under a steady load. Watch it live here or on the dashboard; the report at the end checks
-/// that every request was answered and every breaker opened and closed when it should.
+/// A movie-catalogue gateway on 127.0.0.1 builds each page from five backends (catalog,
+/// ratings, recommendations, availability, prices) through hystrix-rs commands: a thread
+/// pool, a collapser, the request cache, tower layers, fallbacks, circuit breakers, retries,
+/// hedging and an adaptive limit. A scripted scenario makes the backends slow, failing, down,
+/// asking for a pause or short of capacity, phase after phase, under a steady load; an
+/// unprotected twin of the gateway gets the same load from its own backends. Watch both live
+/// here or on the dashboard; the report at the end compares them and checks that every
+/// request was answered and every breaker opened and closed when it should.
 #[derive(Debug, Parser)]
 #[command(name = "hystrix-demo", version)]
 struct Cli {
