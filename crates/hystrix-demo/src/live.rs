@@ -206,6 +206,9 @@ pub struct SideRow {
     pub sent: u64,
     /// Answered 200 in the last second.
     pub answered: u64,
+    /// Given up on in the last second: answered other than `200`, or not within the client's
+    /// timeout.
+    pub unanswered: u64,
     /// Of those, with a part from a fallback (the twin has none).
     pub degraded: u64,
     /// Median latency of the last second's answers, in ms.
@@ -221,13 +224,24 @@ pub struct SideRow {
 }
 
 impl SideRow {
-    /// Answered in percent of sent in the last second, at most 100 (answers lag their
-    /// requests, so a second may answer more than it sent); 100 when nothing was sent.
+    /// Answered in percent of the requests that ended in the last second (answered, or given
+    /// up on: not answered `200` within the client's timeout); 100 when none ended. Requests
+    /// still in flight are not counted: a slow second is not a lost one.
     pub fn answered_percent(&self) -> f64 {
-        if self.sent == 0 {
+        let ended = self.answered + self.unanswered;
+        if ended == 0 {
             return 100.0;
         }
-        percent(self.answered.min(self.sent), self.sent)
+        percent(self.answered, ended)
+    }
+
+    /// A latency of the last second's answers, `-` when there were none.
+    fn latency(&self, ms: f64) -> String {
+        if self.answered == 0 {
+            "-".to_owned()
+        } else {
+            format!("{ms:.0} ms")
+        }
     }
 
     /// Degraded in percent of answered.
@@ -258,8 +272,8 @@ impl SideRow {
                 5
             ),
             right(&degraded, 9),
-            format!("{:.0} ms", self.p50_ms),
-            format!("{:.0} ms", self.p99_ms),
+            self.latency(self.p50_ms),
+            self.latency(self.p99_ms),
             count(self.in_flight, "request"),
             count(self.held, "conn"),
             count(self.threads, "thread")
@@ -279,9 +293,9 @@ impl SideRow {
             String::new()
         };
         format!(
-            "{}/s answered{degraded}, p99 {:.0} ms, {} in flight, {}, {}",
+            "{}/s answered{degraded}, p99 {}, {} in flight, {}, {}",
             self.answered,
-            self.p99_ms,
+            self.latency(self.p99_ms),
             self.in_flight,
             count(self.held, "conn"),
             count(self.threads, "thread")
@@ -305,6 +319,10 @@ pub struct CommandRow {
     pub short_circuited: u64,
     /// Attempts chaos was injected into in the last second (CHAOS_INJECTED).
     pub chaos: u64,
+    /// Calls its adaptive concurrency limit refused in the last second (LIMIT_REJECTED): shed
+    /// at once to the fallback. Not in `errors`: a shed call is not a failure of the
+    /// dependency, and the breaker does not count it.
+    pub shed: u64,
     /// The worst of CLOSED, HALF_OPEN and OPEN the breaker was in during the last second (so
     /// a short OPEN episode between two samples still shows), or FORCED_OPEN / FORCED_CLOSED.
     pub state: &'static str,
@@ -319,14 +337,15 @@ pub struct CommandRow {
 }
 
 impl CommandRow {
-    /// Whether the plain output shows it: its breaker not CLOSED, or errors, short-circuits or
-    /// chaos, or an adaptive limit below the one it starts from (the fixed limit beside it,
+    /// Whether the plain output shows it: its breaker not CLOSED, or errors, short-circuits,
+    /// chaos or shed calls, or an adaptive limit below the one it starts from (the fixed limit beside it,
     /// [`FIXED_PRICES_LIMIT`]).
     pub fn worth_noting(&self) -> bool {
         self.state != "CLOSED"
             || self.errors > 0
             || self.short_circuited > 0
             || self.chaos > 0
+            || self.shed > 0
             || (self.isolation == "ADAPTIVE" && self.capacity < FIXED_PRICES_LIMIT)
     }
 
@@ -413,6 +432,16 @@ impl Tick {
                 row.unit()
             ));
         }
+        for row in self
+            .commands
+            .iter()
+            .filter(|row| row.isolation == "ADAPTIVE")
+        {
+            lines.push(format!(
+                "adaptive limit {}: {} now, {}/s shed (fixed limit beside it: {FIXED_PRICES_LIMIT})",
+                row.key, row.capacity, row.shed
+            ));
+        }
         let (batches, ratings) = self.batches;
         lines.push(format!(
             "collapser GetRating: {batches} batches/s, {:.1} ratings per batch",
@@ -477,6 +506,9 @@ impl Tick {
             }
             if row.isolation == "ADAPTIVE" {
                 entry.push_str(&format!(", limit {}", row.capacity));
+            }
+            if row.shed > 0 {
+                entry.push_str(&format!(", {}/s shed", row.shed));
             }
             lines.push(entry);
         }
@@ -588,42 +620,40 @@ struct SideCounts {
     sent: u64,
     answered: u64,
     degraded: u64,
+    unanswered: u64,
 }
 
 impl SideCounts {
     /// The gateway's row for the second since the last call, from the cumulative counts and
     /// the latencies of `load` (which it takes) and what the gateway holds now (`held`).
     fn sample(&mut self, load: &LoadGenerator, held: Held) -> SideRow {
-        let (sent, answered, degraded, mut recent) = {
+        let (now, mut recent) = {
             let mut stats = load.stats();
             let sum = |field: fn(&crate::load::PhaseLoad) -> u64| {
                 stats.phases.iter().map(field).sum::<u64>()
             };
-            let counts = (sum(|p| p.sent), sum(|p| p.answered), sum(|p| p.degraded));
-            (
-                counts.0,
-                counts.1,
-                counts.2,
-                std::mem::take(&mut stats.recent),
-            )
+            let now = SideCounts {
+                sent: sum(|p| p.sent),
+                answered: sum(|p| p.answered),
+                degraded: sum(|p| p.degraded),
+                unanswered: sum(|p| p.unanswered),
+            };
+            (now, std::mem::take(&mut stats.recent))
         };
         recent.sort_unstable();
         let ms = |d: Duration| d.as_secs_f64() * 1000.0;
         let row = SideRow {
-            sent: sent.saturating_sub(self.sent),
-            answered: answered.saturating_sub(self.answered),
-            degraded: degraded.saturating_sub(self.degraded),
+            sent: now.sent.saturating_sub(self.sent),
+            answered: now.answered.saturating_sub(self.answered),
+            degraded: now.degraded.saturating_sub(self.degraded),
+            unanswered: now.unanswered.saturating_sub(self.unanswered),
             p50_ms: ms(percentile(&recent, 50.0)),
             p99_ms: ms(percentile(&recent, 99.0)),
             in_flight: held.requests,
             held: held.connections,
             threads: held.threads,
         };
-        *self = SideCounts {
-            sent,
-            answered,
-            degraded,
-        };
+        *self = now;
         row
     }
 }
@@ -685,7 +715,7 @@ impl LiveView {
             let planned = load.planned(&schedule);
             let bar = ProgressBar::with_draw_target(Some(planned), ProgressDrawTarget::stderr());
             let style = ProgressStyle::with_template(
-                "{msg}\n[{elapsed_precise}] {wide_bar} {pos}/{len} requests",
+                "{msg}\n[{elapsed_precise}] {bar:40} {pos}/{len} requests",
             )
             .unwrap_or_else(|_| ProgressStyle::default_bar());
             bar.set_style(style);
@@ -832,6 +862,7 @@ impl LiveView {
                 errors: metrics.health_counts().error_percentage,
                 short_circuited: last_second.short_circuits,
                 chaos: injected.saturating_sub(last_injected),
+                shed: last_second.limit_rejections,
                 state: shown_state(command, &self.breakers),
                 p50: latency.p50,
                 p99: latency.p99,
@@ -885,6 +916,7 @@ mod tests {
             gateway: SideRow {
                 sent: 50,
                 answered: 50,
+                unanswered: 0,
                 degraded: 12,
                 p50_ms: 6.2,
                 p99_ms: 31.4,
@@ -901,6 +933,7 @@ mod tests {
                     errors: 0,
                     short_circuited: 0,
                     chaos: 0,
+                    shed: 0,
                     state: "CLOSED",
                     p50: 3,
                     p99: 8,
@@ -914,6 +947,7 @@ mod tests {
                     errors: 0,
                     short_circuited: 12,
                     chaos: 0,
+                    shed: 0,
                     state: "OPEN",
                     p50: 4,
                     p99: 9,
@@ -927,6 +961,7 @@ mod tests {
                     errors: 40,
                     short_circuited: 4,
                     chaos: 0,
+                    shed: 0,
                     state: "HALF_OPEN",
                     p50: 2,
                     p99: 6,
@@ -944,6 +979,7 @@ mod tests {
         SideRow {
             sent: 50,
             answered: 17,
+            unanswered: 33,
             degraded: 0,
             p50_ms: 480.0,
             p99_ms: 4870.6,
@@ -1032,6 +1068,26 @@ mod tests {
         );
     }
 
+    /// The answered share counts the requests that ended in the second, not those still in
+    /// flight; a gateway that answered nothing has no latency to show.
+    #[test]
+    fn the_answered_share_is_of_the_requests_that_ended() {
+        let row = |answered, unanswered| SideRow {
+            sent: 50,
+            answered,
+            unanswered,
+            ..SideRow::default()
+        };
+        assert_eq!(row(46, 0).answered_percent(), 100.0);
+        assert_eq!(row(3, 1).answered_percent(), 75.0);
+        assert_eq!(row(0, 0).answered_percent(), 100.0);
+        assert_eq!(row(0, 50).answered_percent(), 0.0);
+        assert_eq!(
+            row(0, 50).plain(false, false),
+            "0/s answered, p99 -, 0 in flight, 0 conns, 0 threads"
+        );
+    }
+
     #[test]
     fn the_plain_output_is_a_gateway_line_and_the_commands_worth_noting() {
         assert_eq!(
@@ -1079,26 +1135,32 @@ mod tests {
             errors: 6,
             short_circuited: 0,
             chaos: 0,
+            shed: 30,
             state: "CLOSED",
             p50: 160,
             p99: 460,
             in_use: 3,
             capacity: 3,
         }];
+        let table = shedding.table(false);
         assert_eq!(
-            shedding.table(false).lines().nth(4),
-            Some(
+            table.lines().skip(4).collect::<Vec<_>>(),
+            [
                 "GetPrices             50/s     6%     0/s     0/s  CLOSED         160 ms  460 ms  \
-                 3/3 limit"
-            )
+                 3/3 limit",
+                "adaptive limit GetPrices: 3 now, 30/s shed (fixed limit beside it: 20)",
+                "collapser GetRating: 12 batches/s, 4.0 ratings per batch",
+            ]
         );
+        // The shed calls are not errors: the plain line says them apart.
         assert_eq!(
             shedding.lines(false),
             "[  4.2 s] error-burst\n          \
              gateway      50/s answered, 24% degraded, p99 31 ms, 3 in flight, 2 conns, 1 thread\n          \
-             GetPrices CLOSED, 50 calls/s, 6% errors, limit 3"
+             GetPrices CLOSED, 50 calls/s, 6% errors, limit 3, 30/s shed"
         );
-        // Without errors, a limit below where it started is still worth a line.
+        // Without errors or shed calls, a limit below where it started is still worth a line.
+        shedding.commands[0].shed = 0;
         shedding.commands[0].errors = 0;
         assert!(
             shedding
@@ -1191,6 +1253,7 @@ mod tests {
             twin: Some(SideRow {
                 sent: 2000,
                 answered: 1999,
+                unanswered: 1,
                 degraded: 0,
                 p50_ms: 4999.0,
                 p99_ms: 5000.0,
@@ -1406,6 +1469,7 @@ mod tests {
                 SideRow {
                     sent: 15,
                     answered: 7,
+                    unanswered: 1,
                     degraded: 2,
                     p50_ms: 250.0,
                     p99_ms: 500.0,
@@ -1416,6 +1480,7 @@ mod tests {
                 Some(SideRow {
                     sent: 10,
                     answered: 3,
+                    unanswered: 2,
                     degraded: 0,
                     p50_ms: 900.0,
                     p99_ms: 4800.0,
@@ -1437,6 +1502,7 @@ mod tests {
             SideRow {
                 sent: 0,
                 answered: 4,
+                unanswered: 0,
                 degraded: 4,
                 p50_ms: 1000.0,
                 p99_ms: 1000.0,
