@@ -475,7 +475,8 @@ fn seconds(ms: u64) -> String {
 /// - when a phase injects chaos: none was injected into a command in a phase that sets none
 ///   for it;
 /// - in each phase, the commands of backends healthy and free of chaos in it and in the phase
-///   before kept their errors at or under [`HEALTHY_ERROR_LIMIT`];
+///   before kept their errors at or under [`HEALTHY_ERROR_LIMIT`] (those disturbed in the
+///   phase before are named as recovering, not judged);
 /// - when the last phase has no fault and no chaos, every breaker was closed at the end.
 ///
 /// An operator's actions are accounted for, not failed: a command whose breaker the operator
@@ -549,6 +550,30 @@ pub fn checks(
                 "not judged, forced by the operator: {}",
                 excused.join(", ")
             ));
+        }
+        // The backends disturbed in the phase before and not in this one: their breakers may
+        // still be closing, so they are named, not judged.
+        if let Some(before) = index.checked_sub(1).map(|i| &schedule.phases[i]) {
+            let disturbed_now = phase.disturbed();
+            let recovering: Vec<String> = before
+                .disturbed()
+                .into_iter()
+                .filter(|backend| !disturbed_now.contains(backend))
+                .map(|backend| {
+                    let command = backend.command_key();
+                    format!("{command} {:.1}%", report.error_percent(backend))
+                })
+                .collect();
+            if !recovering.is_empty() {
+                if !detail.is_empty() {
+                    detail.push_str("; ");
+                }
+                detail.push_str(&format!(
+                    "not judged, recovering from `{}`: {}",
+                    before.name,
+                    recovering.join(", ")
+                ));
+            }
         }
         checks.push(Check::new(
             format!(
@@ -1753,11 +1778,11 @@ mod tests {
             ),
             (
                 "healthy commands kept errors at or under 20% during `injected-latency`",
-                "GetRatings 0.0%, GetAvailability 0.0%, GetPrices 0.0%, GetPricesFixed 0.0%",
+                "GetRatings 0.0%, GetAvailability 0.0%, GetPrices 0.0%, GetPricesFixed 0.0%; not judged, recovering from `injected-faults`: GetRecommendations 0.0%",
             ),
             (
                 "healthy commands kept errors at or under 20% during `recovery`",
-                "GetRatings 0.0%, GetRecommendations 0.0%, GetAvailability 0.0%, GetPrices 0.0%, GetPricesFixed 0.0%",
+                "GetRatings 0.0%, GetRecommendations 0.0%, GetAvailability 0.0%, GetPrices 0.0%, GetPricesFixed 0.0%; not judged, recovering from `injected-latency`: GetTitle 0.0%",
             ),
             (
                 "every breaker closed at the end",
@@ -1967,7 +1992,7 @@ mod tests {
             failed(&first),
             [(
                 "healthy commands kept errors at or under 20% during `outage`",
-                "GetTitle 30.0%, GetAvailability 0.0%, GetPrices 0.0%, GetPricesFixed 0.0%"
+                "GetTitle 30.0%, GetAvailability 0.0%, GetPrices 0.0%, GetPricesFixed 0.0%; not judged, recovering from `error-burst`: GetRatings 0.0%"
             )]
         );
         // Exactly at the limit passes.
@@ -2210,14 +2235,14 @@ mod tests {
                 true,
                 "GetAvailability 0.0%, GetPrices 0.0%, GetPricesFixed 0.0%; not judged, forced by \
                  the operator: GetTitle 100.0% (the operator's circuitBreaker.forceOpen=true at \
-                 4.20 s, circuitBreaker.forceOpen removed at 5.00 s)"
+                 4.20 s, circuitBreaker.forceOpen removed at 5.00 s); not judged, recovering from `error-burst`: GetRatings 0.0%"
             )
         );
         assert_eq!(
             failed(&checks),
             [(
                 "healthy commands kept errors at or under 20% during `recovery`",
-                "GetTitle 30.0%, GetRatings 0.0%, GetAvailability 0.0%, GetPrices 0.0%, GetPricesFixed 0.0%"
+                "GetTitle 30.0%, GetRatings 0.0%, GetAvailability 0.0%, GetPrices 0.0%, GetPricesFixed 0.0%; not judged, recovering from `outage`: GetRecommendations 0.0%"
             )]
         );
     }
@@ -2252,7 +2277,7 @@ mod tests {
                 true,
                 "GetRatings 0.0%, GetRecommendations 0.0%, GetPrices 0.0%, GetPricesFixed 0.0%; \
                  not judged, forced by the operator: GetTitle 100.0% (the operator's \
-                 circuitBreaker.forceOpen=true at 7.00 s)"
+                 circuitBreaker.forceOpen=true at 7.00 s); not judged, recovering from `retry-after-storm`: GetAvailability 0.0%"
             )
         );
         assert_eq!(
