@@ -770,7 +770,7 @@ async fn movie(State(gateway): State<Arc<Gateway>>, Path(id): Path<u32>) -> Resp
 async fn index() -> String {
     format!(
         "hystrix-rs demo gateway\n\nGET /movies/{{id}}  a movie page (ids 1 to {CATALOGUE_SIZE}), put together \
-         from the catalog, ratings, recommendations and availability backends\n"
+         from the catalog, ratings, recommendations, availability and prices backends\n"
     )
 }
 

@@ -35,6 +35,11 @@ pub struct Report {
     pub dashboard_url: String,
     /// Where the gateway was served.
     pub gateway_url: String,
+    /// Where the unprotected twin was served (absent with `--no-compare`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub twin_url: Option<String>,
+    /// The seed of the backends' fault scripts and of the movies asked for (`--seed`).
+    pub seed: u64,
     /// One entry per phase, in order.
     pub phases: Vec<PhaseReport>,
     /// Every breaker transition, in order.
@@ -2051,6 +2056,8 @@ mod tests {
             rps: 50.0,
             dashboard_url: String::new(),
             gateway_url: String::new(),
+            twin_url: None,
+            seed: 1,
             contrast: phase.contrast().into_iter().collect(),
             phases: vec![phase],
             breaker_events: vec![],
@@ -2610,6 +2617,8 @@ mod tests {
             rps: 50.0,
             dashboard_url: String::new(),
             gateway_url: String::new(),
+            twin_url: None,
+            seed: 1,
             checks: policy_checks(&schedule, &phases, &[]),
             phases,
             breaker_events: Vec::new(),

@@ -366,6 +366,8 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
         rps,
         dashboard_url,
         gateway_url,
+        twin_url: twin.as_ref().map(|twin| twin.url().to_owned()),
+        seed,
         passed: checks.iter().all(|check| check.passed),
         phases,
         breaker_events,

@@ -454,7 +454,8 @@ impl BreakerLog {
 
     /// Records an operator's change made through the dashboard's admin routes, if it holds or
     /// lets go of a breaker: `circuitBreaker.forceOpen` or `forceClosed` of a command set or
-    /// removed (of the `default` key: of every command of the demo). The one-time actions
+    /// removed (of the `default` key: of every command of the demo; of a key the demo does not
+    /// have: nothing). The one-time actions
     /// (force-open, force-close, reset) are not recorded here: the breaker listener hears them.
     pub fn on_admin_change(&self, change: &AdminChange) {
         let (name, value) = match &change.action {
@@ -479,11 +480,13 @@ impl BreakerLog {
             Some(value) => format!("{property}={}", value.trim()),
             None => format!("{property} removed"),
         };
-        let keys: Vec<&str> = if key == "default" {
-            Backend::ALL.into_iter().map(Backend::command_key).collect()
-        } else {
-            vec![key]
-        };
+        // Of the demo's own commands only: a hold on a key the demo does not have (accepted by
+        // the admin routes, as a configuration for a later key) holds nothing here.
+        let keys: Vec<&str> = Backend::ALL
+            .into_iter()
+            .map(Backend::command_key)
+            .filter(|command| key == "default" || key == *command)
+            .collect();
         let at_ms = self.elapsed_ms();
         let mut records = self.records();
         for key in keys {
@@ -817,6 +820,13 @@ mod tests {
             None,
             AdminAction::ForceOpen {
                 command: "GetTitle".into(),
+            },
+        ));
+        log.on_admin_change(&AdminChange::new(
+            None,
+            AdminAction::PropertySet {
+                name: "hystrix.command.NoSuch.circuitBreaker.forceOpen".into(),
+                value: "true".into(),
             },
         ));
         let seen: Vec<(String, Change, Option<String>)> = log

@@ -213,6 +213,13 @@ fn check_structure<'r>(
 /// refused; the Retry-After storm: every call 503) the twin, which has no fallbacks, answered
 /// at most half of its pages while the gateway answered all of them.
 fn check_contrast(report: &Value) {
+    assert!(
+        report["twin_url"]
+            .as_str()
+            .is_some_and(|u| u.starts_with("http://127.0.0.1:")),
+        "the twin's address"
+    );
+    u64_at(report, "seed");
     let phases = report["phases"].as_array().expect("phases is a list");
     let contrast = report["contrast"].as_array().expect("contrast is a list");
     assert_eq!(contrast.len(), phases.len(), "a contrast line per phase");
