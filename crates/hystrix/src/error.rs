@@ -177,7 +177,7 @@ pub enum TripCause {
     ForcedOpen,
     /// The breaker was opened by hand with
     /// [`CircuitBreakerHandle::force_open`](crate::CircuitBreakerHandle::force_open), for one
-    /// sleep window (SPEC Part A 22).
+    /// sleep window.
     ManuallyOpened,
     /// A failure, as shared error or as text.
     Failure(Arc<dyn StdError + Send + Sync + 'static>),
@@ -389,7 +389,7 @@ impl<E> HystrixError<E> {
         }
     }
 
-    /// The panic message, if the run panicked (caught and treated as a failure, SPEC Part A 6).
+    /// The panic message, if the run panicked (caught and treated as a failure).
     pub fn panic_message(&self) -> Option<&str> {
         match &self.cause {
             Cause::Panic(msg) => Some(msg),
@@ -403,7 +403,7 @@ impl<E> HystrixError<E> {
         self.fallback.as_ref()
     }
 
-    /// The fallback's own error, if it returned one (SPEC Part A 33: kept beside the run's).
+    /// The fallback's own error, if it returned one (kept beside the run's).
     pub fn fallback_error(&self) -> Option<&(dyn StdError + Send + Sync + 'static)> {
         match &self.fallback {
             Some(FallbackFailure::Failed(err)) => Some(err.as_ref()),

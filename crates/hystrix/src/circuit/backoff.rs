@@ -1,5 +1,5 @@
 //! How long an opened breaker stays open: the sleep window, grown on repeated re-opens (the
-//! cloud circuit-breaker pattern's open-duration backoff, SPEC Part C).
+//! cloud circuit-breaker pattern's open-duration backoff).
 
 use std::fmt;
 use std::sync::Arc;

@@ -1,5 +1,5 @@
-//! Circuit-breaker state changes and journal records, for monitoring (SPEC Part A 23, Part C
-//! "events").
+//! Circuit-breaker state changes and journal records, for monitoring (the cloud
+//! circuit-breaker pattern's "events").
 
 use std::sync::Arc;
 

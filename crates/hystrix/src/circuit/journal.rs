@@ -1,6 +1,5 @@
 //! The replay journal: requests short-circuited while a breaker is open, kept for the
-//! application to replay after it closes (the cloud circuit-breaker pattern's "replay",
-//! SPEC Part C).
+//! application to replay after it closes (the cloud circuit-breaker pattern's "replay").
 //!
 //! A command with a [`JournalConfig`] journals every request its open breaker refuses, as a
 //! [`JournalEntry`]. The journal is bounded: when it is full, the oldest entry is dropped to make

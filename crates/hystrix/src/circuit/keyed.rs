@@ -1,5 +1,5 @@
 //! Keyed breakers (the cloud pattern's resource differentiation): one breaker per shard, host
-//! or tenant of a command, made on demand in a bounded map (SPEC Part A 35). The command's
+//! or tenant of a command, made on demand in a bounded map. The command's
 //! metrics, bulkhead, timeout and fallback stay shared; only the decision to short-circuit is
 //! per key. A keyed breaker has its own compact health window and the command's breaker
 //! properties and backoff; health probes, the journal and the shared state store apply to the

@@ -1,6 +1,6 @@
 //! The circuit breaker: whether an execution may run at all.
 //!
-//! Hystrix's breaker (SPEC §4) with our fixes to its stuck states (Part A 1-3, 14-15, 21-22, 31):
+//! Hystrix's breaker with our fixes to its stuck states:
 //!
 //! - **CLOSED**: executions run. Health is checked once per health bucket (500 ms by default):
 //!   with at least `circuitBreaker.requestVolumeThreshold` (20) requests and an error percentage
@@ -217,7 +217,7 @@ impl fmt::Debug for BreakerSpec {
     }
 }
 
-/// What a command's breaker has beyond Hystrix's (SPEC Part C), fixed at the key's first
+/// What a command's breaker has beyond Hystrix's, fixed at the key's first
 /// definition: the open-duration backoff, a health probe, the journal, the shared state store
 /// link and the keyed breakers.
 #[derive(Default)]
@@ -477,7 +477,7 @@ impl CircuitBreaker {
     }
 
     /// Checks the health counts if a health bucket completed since the last check (any read of
-    /// the state brings it up to date, SPEC Part A 29).
+    /// the state brings it up to date).
     #[inline]
     pub(crate) fn refresh(&self, site: Site<'_>, now_ms: u64) {
         if now_ms >= self.next_check_ms.load(Ordering::Relaxed) {
@@ -927,8 +927,8 @@ impl CircuitBreaker {
     }
 
     /// Another instance's trial closed the shared state: closes this breaker if it is OPEN
-    /// past its own open duration or HALF_OPEN (never within its own open duration, SPEC Part
-    /// A 28); returns whether it closed.
+    /// past its own open duration or HALF_OPEN (never within its own open duration); returns
+    /// whether it closed.
     pub(crate) fn close_from_store(&self, site: Site<'_>, now_ms: u64) -> bool {
         let word = self.state.load();
         let sleep_window_ms = site.command.properties.hot().sleep_window_ms();
@@ -981,7 +981,7 @@ impl CircuitBreaker {
             && (flags.force_open() || (!flags.force_closed() && self.status() != Status::Closed))
     }
 
-    /// `force_open()`: OPEN now, for a new sleep window (SPEC Part A 22).
+    /// `force_open()`: OPEN now, for a new sleep window.
     pub(crate) fn force_open(&self, site: Site<'_>, now_ms: u64) {
         let opened = {
             let _one_at_a_time = self.opening.lock();
@@ -1051,7 +1051,7 @@ impl CircuitBreaker {
 }
 
 /// A command key's circuit breaker, or one of its keyed breakers, to look at and to override by
-/// hand (SPEC Part A 22). Obtain it with
+/// hand. Obtain it with
 /// [`Command::circuit_breaker`](crate::Command::circuit_breaker) or
 /// [`Registry::circuit_breaker`](crate::Registry::circuit_breaker), and a keyed one with
 /// [`Command::keyed_circuit_breaker`](crate::Command::keyed_circuit_breaker) or

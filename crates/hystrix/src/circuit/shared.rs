@@ -1,5 +1,5 @@
-//! The link between a command's breaker and the registry's shared state store (SPEC Part A 28,
-//! Part C; DISTRIBUTED.md §5.3).
+//! The link between a command's breaker and the registry's shared state store
+//! (DISTRIBUTED.md §5.3).
 //!
 //! The local breaker always decides, and the hot path never waits on the store: a sync round
 //! (every `state_store_sync_interval` on the registry's executor, or on demand with
@@ -415,7 +415,7 @@ impl StoreEnv {
         true
     }
 
-    /// Applies a fetched view to the local breaker (SPEC Part A 28).
+    /// Applies a fetched view to the local breaker.
     fn apply(&self, command: &CommandState, link: &SharedLink, view: &SharedView) {
         let site = Site::command(command);
         let now_ms = self.clock.now_ms();

@@ -4,8 +4,7 @@
 //!
 //! Layout: status (2 bits) | generation (30 bits) | trial slots taken (16 bits) | trial
 //! successes (16 bits). The generation grows on every transition; an outcome carries the
-//! generation it was admitted in and moves the breaker only if it is still current (SPEC
-//! Part A 1, 15).
+//! generation it was admitted in and moves the breaker only if it is still current.
 
 #[cfg(hystrix_loom)]
 use loom::sync::atomic::{AtomicU64, Ordering};

@@ -1,6 +1,6 @@
 //! A pluggable shared-state store: circuit-breaker state shared by several instances.
 //!
-//! A [`StateStore`] is an asynchronous side channel (SPEC Part A 28, Part C; DISTRIBUTED.md §5.3):
+//! A [`StateStore`] is an asynchronous side channel (DISTRIBUTED.md §5.3):
 //! instances [`publish`](StateStore::publish) the health counts they observed, [`fetch`]
 //! a coarse [`SharedView`] of a command, [`try_trip`](StateStore::try_trip) and
 //! [`close`](StateStore::close) it with a compare-and-set on its `generation`, and take the one

@@ -55,7 +55,7 @@ impl Waiting {
 }
 
 /// One slot of a batch: an argument and where its response goes. Duplicate arguments share a
-/// slot while `requestCache.enabled` (SPEC Part A 27).
+/// slot while `requestCache.enabled`.
 pub(crate) struct Slot<A, R, E> {
     pub(crate) arg: A,
     pub(crate) entry: Arc<Entry<R, E>>,

@@ -143,7 +143,7 @@ impl CollapserMetrics {
     }
 
     /// Events in the completed buckets of the rolling window
-    /// (`metrics.rollingStats.timeInMilliseconds`, default 10 s; SPEC Part A 29).
+    /// (`metrics.rollingStats.timeInMilliseconds`, default 10 s).
     pub fn rolling_count(&self, event: CollapserEvent) -> u64 {
         self.rolling[event.index()]
     }

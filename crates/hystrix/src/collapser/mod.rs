@@ -1,4 +1,4 @@
-//! The request collapser (Hystrix's `HystrixCollapser`, SPEC §8): requests for one item each,
+//! The request collapser (Hystrix's `HystrixCollapser`): requests for one item each,
 //! made within a short window, are batched into one call of a batch command, and the batch's
 //! response is mapped back to each request.
 //!
@@ -53,8 +53,8 @@
 //!   rejection) gives each request its error, or the per-request fallback's value
 //!   ([`CollapserBuilder::fallback`]).
 //! - **Duplicates**: with `requestCache.enabled` (default true) requests for equal arguments in
-//!   one batch share one slot (one argument in the batch, one response for all; SPEC Part A
-//!   27); with it false each request is its own slot. With a cache-key function
+//!   one batch share one slot (one argument in the batch, one response for all); with it
+//!   false each request is its own slot. With a cache-key function
 //!   ([`CollapserBuilder::cache_key`]) responses are also shared within a request context, as
 //!   the command request cache does (RESPONSE_FROM_CACHE on the collapser's metrics).
 //! - **Scope**: [`CollapserScope::Request`] (the default, as Hystrix) batches the requests of

@@ -223,7 +223,7 @@ where
     E: Send + Sync + 'static,
 {
     /// Builds a [`StreamCollapser`] whose batches run as stream executions of `command`
-    /// (`run_stream`, SPEC Part A 20): `batch` makes the stream of values for a batch's
+    /// (`run_stream`): `batch` makes the stream of values for a batch's
     /// arguments; `key_of_value` and `key_of_arg` give the key that routes a value to the
     /// requests of equal key. The per-request fallback, if any, is the last item of each
     /// request's stream when the batch fails (instead of the error).

@@ -1,4 +1,4 @@
-//! Executions with a cache key: the request cache's modes (SPEC §3.2 steps 3–4, §3.3, §7).
+//! Executions with a cache key: the request cache's modes.
 //!
 //! The first execution of a (command key, cache key) in a request context runs and leaves its
 //! outcome in the context's cache; later ones, and those that arrive while it runs, share that

@@ -374,7 +374,7 @@ macro_rules! blocking_execute {
             ///
             /// SEMAPHORE isolation: the run executes on this thread and keeps its permit until
             /// it returns; a run that returns after the deadline is a TIMEOUT whose value is
-            /// discarded (SPEC Part A 12).
+            /// discarded.
             ///
             /// # Blocking inside async code
             /// Either way this thread blocks, for up to the timeout. On a thread a tokio

@@ -17,9 +17,9 @@ use crate::registry::Registry;
 
 type Factory<C> = dyn Fn(&str) -> CommandBuilder<C> + Send + Sync;
 
-/// Command definitions keyed by name, made on first use by a factory and kept in a bounded map
-/// (SPEC Part A 35): at most [`max_keys`](KeyedCommandsBuilder::max_keys) keys, the least
-/// recently used evicted first, and keys unused for longer than
+/// Command definitions keyed by name, made on first use by a factory and kept in a bounded
+/// map: at most [`max_keys`](KeyedCommandsBuilder::max_keys) keys, the least recently used
+/// evicted first, and keys unused for longer than
 /// [`idle_timeout`](KeyedCommandsBuilder::idle_timeout) evicted. An evicted key's state
 /// (breaker, metrics, semaphores, and its thread pool if no other key uses it) is removed from
 /// the registry with [`Registry::remove`]: executions in flight finish on it, and the key's

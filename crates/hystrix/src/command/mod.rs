@@ -80,7 +80,7 @@ use crate::error::ConfigError;
 use crate::key::{CommandKey, GroupKey, ThreadPoolKey};
 use crate::registry::{CommandState, Registry};
 
-/// How an error returned by a run counts (SPEC Part A 8).
+/// How an error returned by a run counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Class {
@@ -93,7 +93,7 @@ pub enum Class {
     /// A business error from a healthy dependency (e.g. "not found"): IGNORED, counts as a
     /// success for health, no fallback, the error is returned as is.
     Ignored,
-    /// A failure that also opens the breaker at once (accelerated tripping, SPEC Part A 8), for
+    /// A failure that also opens the breaker at once (accelerated tripping), for
     /// at least `min_open` if given, e.g. an HTTP 503 with `Retry-After` (see
     /// [`http::retry_after`](crate::http::retry_after)). FAILURE, the fallback runs; the breaker
     /// stays open for the larger of `min_open` and its usual open duration (the sleep window,
@@ -370,7 +370,7 @@ impl<C> Command<C> {
     /// [`CancellationToken`](crate::CancellationToken), cancelled when the execution times out
     /// (if `execution.isolation.thread.interruptOnTimeout`, default true) or its queued handle is
     /// cancelled (if `interruptOnFutureCancel`). A run that checks it can stop early; one that
-    /// ignores it keeps its permit or pool thread until it returns (SPEC Part A 4, 13).
+    /// ignores it keeps its permit or pool thread until it returns.
     pub fn run_cancellable<F, T, E>(&self, run: F) -> Execution<'_, C, Cancellable<F>, NoFallback>
     where
         F: FnOnce(crate::CancellationToken) -> Result<T, E> + Send + 'static,
@@ -382,7 +382,7 @@ impl<C> Command<C> {
 
     /// An execution of an async run, consumed by a mode such as
     /// [`execute_async`](Execution::execute_async). At the timeout the future is dropped
-    /// (real cancellation, SPEC Part A 7). A future that blocks its thread instead of awaiting
+    /// (real cancellation). A future that blocks its thread instead of awaiting
     /// cannot be interrupted: the deadline is noticed at its next `Pending`, and a value it
     /// returns without ever yielding after the deadline is a TIMEOUT.
     ///
@@ -528,7 +528,7 @@ impl<C> Command<C> {
     /// The timeout (`execution.isolation.thread.timeoutInMilliseconds`, or
     /// [`StreamExecution::timeout`]) bounds the time to the first value, as in Hystrix; an
     /// [`idle_timeout`](StreamExecution::idle_timeout) may bound the gaps after it. Isolation
-    /// is SEMAPHORE unless THREAD is set explicitly (SPEC Part A 18): the permit is held until
+    /// is SEMAPHORE unless THREAD is set explicitly: the permit is held until
     /// the run stream ends. Under THREAD the stream is driven on the pool's own runtime, so it
     /// and its items are `Send + 'static`, as for `tokio::spawn`; it runs at most
     /// [`STREAM_BUFFER_CAPACITY`] values ahead of its consumer. Both timeouts measure the run,
@@ -682,7 +682,8 @@ impl<C> CommandBuilder<C> {
         };
     }
 
-    /// `execution.isolation.strategy`: THREAD or SEMAPHORE (default: by run kind, SPEC Part A 18).
+    /// `execution.isolation.strategy`: THREAD or SEMAPHORE (default: THREAD for blocking runs,
+    /// SEMAPHORE for async and stream runs).
     pub fn isolation(self, strategy: IsolationStrategy) -> Self {
         self.property("execution.isolation.strategy", strategy.name())
     }
@@ -765,7 +766,7 @@ impl<C> CommandBuilder<C> {
         self
     }
 
-    /// Takes part in the registry's shared state store (SPEC Part A 28; see
+    /// Takes part in the registry's shared state store (see
     /// [`RegistryBuilder::state_store`](crate::RegistryBuilder::state_store)). Off by default;
     /// building fails with [`ConfigError::InvalidValue`] if the registry has no store, and if
     /// `circuitBreaker.window.type` is `COUNT` or `CONSECUTIVE` (the store's payload carries a
@@ -819,7 +820,7 @@ impl<C> CommandBuilder<C> {
         self
     }
 
-    /// Sets how the run's errors of type `E` count (SPEC Part A 8): [`Class::Failure`] (the
+    /// Sets how the run's errors of type `E` count: [`Class::Failure`] (the
     /// default), [`Class::BadRequest`] or [`Class::Ignored`]. Runs of the built command must
     /// then return `Result<_, E>`.
     ///

@@ -1,4 +1,4 @@
-//! The execution pipeline, in one place and in order (ARCHITECTURE §2, SPEC §3.2):
+//! The execution pipeline, in one place and in order (ARCHITECTURE §2):
 //!
 //! 1. the circuit breaker allows the execution, or it is SHORT_CIRCUITED;
 //! 2. the deadline is fixed (start + timeout), so time waiting in a pool queue counts;
@@ -676,7 +676,7 @@ where
     rec.run_ended(end);
     drop(permit);
 
-    // Past the deadline the outcome is TIMEOUT whatever the run returned (SPEC Part A 12). Only
+    // Past the deadline the outcome is TIMEOUT whatever the run returned. Only
     // the deadline timer cancels the token, so a cancelled token means the deadline passed even
     // if a coarse clock does not show it yet.
     let past_deadline = deadline.is_some_and(|deadline| end >= deadline)
@@ -2057,7 +2057,7 @@ impl Recorder {
         }
     }
 
-    /// Tells the execution hook what `event` means, in Hystrix's order (SPEC §10).
+    /// Tells the execution hook what `event` means, in Hystrix's order.
     fn hook_event(&self, state: &CommandState, event: EventType) {
         let key = &state.key;
         let in_thread = self.started_run && self.isolation == IsolationStrategy::Thread;
@@ -2129,7 +2129,7 @@ impl Recorder {
         });
     }
 
-    /// Tells the event notifier of EXCEPTION_THROWN (SPEC §10): the caller gets an error after
+    /// Tells the event notifier of EXCEPTION_THROWN: the caller gets an error after
     /// fallback handling (a bad request; a failed, missing or rejected fallback; fallback
     /// disabled). The metrics derive the same count when read.
     #[cold]

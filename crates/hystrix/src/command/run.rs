@@ -242,7 +242,7 @@ pub trait Interrupt {
     /// The caller abandons this run, a half-open trial of breaker generation `generation`.
     /// Returns true if the run goes on working (a blocking run on a pool thread) and will give
     /// the trial slot back itself when it stops, so no other trial starts while it still calls
-    /// the dependency (SPEC Part A 4). A run that stops when dropped returns false.
+    /// the dependency. A run that stops when dropped returns false.
     #[doc(hidden)]
     fn hold_trial(self: Pin<&mut Self>, generation: u32) -> bool {
         let _ = generation;
@@ -397,7 +397,7 @@ where
                     return Poll::Ready(ended);
                 }
                 let token = R::CANCELLABLE.then(CancellationToken::new);
-                // A cancellable run sees its token cancelled at the deadline (Part A 12).
+                // A cancellable run sees its token cancelled at the deadline.
                 let timer: Option<TimerId> = match (&token, deadline_ms) {
                     (Some(token), Some(deadline)) => {
                         let token = token.clone();
@@ -475,7 +475,7 @@ impl<R, T, E> Interrupt for BlockingRunning<R, T, E> {
 impl<R, T, E> Drop for BlockingRunning<R, T, E> {
     fn drop(&mut self) {
         if let BlockingRunning::OnPool { task, job, pool } = self {
-            // Abandoned while still queued: it never runs (SPEC §6, a queued task is removed).
+            // Abandoned while still queued: it is taken off the pool's queue and never runs.
             pool.withdraw(job);
             task.disarm();
         }

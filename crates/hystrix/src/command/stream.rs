@@ -1,7 +1,7 @@
 //! Stream commands (Hystrix's `HystrixObservableCommand`): a run that is a
 //! `Stream<Item = Result<T, E>>`, delivering many values, with a fallback that is a stream too.
 //!
-//! The execution takes the pipeline's steps (SPEC §3.2) with the shared helpers of
+//! The execution takes the pipeline's steps with the shared helpers of
 //! [`pipeline`](super::pipeline); only what differs for a stream lives here:
 //!
 //! - each value of the run is an EMIT (counted) and is delivered at once; the run's normal end
@@ -10,7 +10,7 @@
 //!   (or a panic, TIMEOUT, short-circuit, rejection) is followed by the fallback stream's values,
 //!   each a FALLBACK_EMIT, then FALLBACK_SUCCESS at its end; a failed, missing or rejected
 //!   fallback ends the stream with one final `Err` item;
-//! - the timeout bounds the time to the first value (SPEC §3.6, Part A 20); an optional idle
+//! - the timeout bounds the time to the first value, as in Hystrix; an optional idle
 //!   timeout bounds each gap after it;
 //! - the execution permit is held until the run stream ends (or times out), the fallback permit
 //!   while the fallback stream runs.
@@ -60,7 +60,7 @@ use crate::registry::CommandState;
 
 /// One execution of a stream command: a run stream plus per-call options, consumed by
 /// [`to_observable`](StreamExecution::to_observable) or [`observe`](StreamExecution::observe)
-/// (the two modes Hystrix's `HystrixObservableCommand` offers; SPEC Part A 20). Made by
+/// (the two modes Hystrix's `HystrixObservableCommand` offers). Made by
 /// [`Command::run_stream`].
 ///
 /// # Isolation
@@ -81,7 +81,7 @@ use crate::registry::CommandState;
 ///
 /// - the timeout (`execution.isolation.thread.timeoutInMilliseconds`, or the call's
 ///   [`timeout`](StreamExecution::timeout)) runs from the execution's start to the run's first
-///   value (or end). A first step that comes at or after it is a TIMEOUT (SPEC Part A 12), as
+///   value (or end). A first step that comes at or after it is a TIMEOUT, as
 ///   seen where the run is polled: in the consumer's poll under SEMAPHORE, by the pool task
 ///   under THREAD (where a value that arrived in time stays in time however late it is read);
 /// - the [`idle_timeout`](StreamExecution::idle_timeout) is armed (now + idle) when, after a
@@ -242,8 +242,8 @@ impl<C, S, FB> StreamExecution<'_, C, S, FB> {
     /// consumer of values that are ready is never timed out (details in the
     /// [`StreamExecution`'s "Timeouts"](StreamExecution#timeouts)). A longer gap is a TIMEOUT: the run stream is dropped, the
     /// values before stay delivered, and the fallback follows; its error reads "timed out
-    /// waiting N ms for its next value (idle timeout)". Off by default (SPEC Part A 20;
-    /// Hystrix has none). Not affected by `execution.timeout.enabled`.
+    /// waiting N ms for its next value (idle timeout)". Off by default (Hystrix
+    /// has none). Not affected by `execution.timeout.enabled`.
     pub fn idle_timeout(mut self, idle: Duration) -> Self {
         self.idle_timeout_ms = Some(crate::config::ceil_millis(idle));
         self
@@ -284,7 +284,7 @@ where
     /// it is first polled. It yields the run's values, then, after a failure, the fallback's
     /// values, or one final `Err`; then it ends.
     ///
-    /// SEMAPHORE isolation (the default for stream commands, SPEC Part A 18): the run stream is
+    /// SEMAPHORE isolation (the default for stream commands): the run stream is
     /// polled inside this stream. THREAD isolation: the run stream is spawned on the pool's own
     /// runtime (admitted by a pool slot, held until it stops, or THREAD_POOL_REJECTED) and its
     /// values are passed here as they come, at most [`STREAM_BUFFER_CAPACITY`] ahead of this
@@ -293,7 +293,7 @@ where
     /// # Cancel safety
     /// Dropping it before its end drops the run (or fallback) stream, releases every permit and
     /// pool slot, and, if it had been polled, records CANCELLED. A half-open trial that
-    /// delivered at least one value and no error counts as a success (SPEC Part A 30).
+    /// delivered at least one value and no error counts as a success.
     pub fn to_observable(self) -> ExecutionStream<'c, &'c C, S, FB, FB::Stream, T, E> {
         ExecutionStream::new(
             StateRef::Borrowed(self.command.state_arc()),
@@ -581,7 +581,7 @@ where
 ///   it waits for room, and after every [`STREAM_BUFFER_CAPACITY`] values in any case, so it
 ///   can always be aborted.
 /// - The first value (or end) must come before `limits.first_deadline_ms`, as it arrives here:
-///   a value at or past it is a timeout (SPEC Part A 12), one that came before is in time
+///   a value at or past it is a timeout, one that came before is in time
 ///   however late its consumer reads it.
 /// - The idle timeout is armed when the task finds the run pending for its next value (time
 ///   spent waiting for room does not count), and passes only while the run is pending.
@@ -790,8 +790,8 @@ impl<'c, K, S, FB, FS, T, E> ExecutionStream<'c, K, S, FB, FS, T, E> {
             return None;
         }
         let state: &CommandState = this.state;
-        // A half-open trial that delivered values and no error counts as a success (SPEC
-        // Part A 30); any other unfinished execution says nothing to the breaker.
+        // A half-open trial that delivered values and no error counts as a success; any other
+        // unfinished execution says nothing to the breaker.
         if *this.emitted
             && matches!(this.phase.as_mut().project(), PhaseProj::Running { .. })
             && this.recorder.trial_generation().is_some()
@@ -854,7 +854,7 @@ where
                         unreachable!("matched Start above")
                     };
                     let props = state.properties.hot().load();
-                    // SEMAPHORE unless THREAD is chosen explicitly (SPEC Part A 18).
+                    // SEMAPHORE unless THREAD is chosen explicitly.
                     let isolation = props.isolation().unwrap_or(IsolationStrategy::Semaphore);
                     rec.begin(state, isolation);
                     let checked = check_options(state, rec, this.options)
@@ -944,8 +944,8 @@ where
                     let ended = match step {
                         Some(Step::TimedOut) => RunEnd::TimedOut,
                         Some(Step::Injected) => RunEnd::Injected,
-                        // A first step at or past the deadline comes too late (SPEC Part A
-                        // 12); after a value, a step that is ready is in time.
+                        // A first step at or past the deadline comes too late; after a
+                        // value, a step that is ready is in time.
                         Some(_)
                             if !*this.emitted
                                 && deadline_ms.is_some_and(|deadline| now >= deadline) =>
@@ -958,7 +958,7 @@ where
                                 rec.first_value(state, now);
                             }
                             *this.emitted = true;
-                            // The first value ends the timeout (SPEC §3.6); an idle timeout is
+                            // The first value ends the timeout; an idle timeout is
                             // armed when the run is next found pending.
                             *deadline_ms = None;
                             *sleep = None;

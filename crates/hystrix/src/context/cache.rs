@@ -1,10 +1,10 @@
-//! The request cache (Hystrix's `HystrixRequestCache`, SPEC §7): per request context, one shared
+//! The request cache (Hystrix's `HystrixRequestCache`): per request context, one shared
 //! outcome per (command key, cache key).
 //!
 //! An entry is inserted before its execution runs, so identical executions that arrive while it
 //! runs wait for it and share its outcome instead of running again. Every outcome is kept for the
 //! rest of the request — values, fallback values, failures, timeouts, rejections — as Hystrix
-//! does. Values and errors are shared behind `Arc` (SPEC Part A 19), so neither needs `Clone`.
+//! does. Values and errors are shared behind `Arc`, so neither needs `Clone`.
 //!
 //! An entry whose execution is dropped before it ends, while nobody waits for it, is
 //! abandoned: it leaves the map, and a later execution runs anew. While executions wait for it,
@@ -28,7 +28,7 @@ use crate::error::HystrixError;
 use crate::key::CommandKey;
 
 /// A response shared by every execution of one cache key in one request: the value or the
-/// error behind `Arc`, so neither `T` nor `E` needs `Clone` (SPEC Part A 19).
+/// error behind `Arc`, so neither `T` nor `E` needs `Clone`.
 pub type SharedResponse<T, E> = Result<Arc<T>, Arc<HystrixError<E>>>;
 
 /// The shared response of a cached execution together with its
@@ -80,7 +80,7 @@ impl<T, E> CachedOutcome<T, E> {
     }
 }
 
-/// Whose cache key an entry is: a command's or a collapser's (SPEC §7: the same cache-key
+/// Whose cache key an entry is: a command's or a collapser's (the same cache-key
 /// string under another command or collapser key is another entry).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum CacheOwner {

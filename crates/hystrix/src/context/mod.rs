@@ -1,4 +1,4 @@
-//! The request context (Hystrix's `HystrixRequestContext`, SPEC §7): a scope for one request
+//! The request context (Hystrix's `HystrixRequestContext`): a scope for one request
 //! that request-scoped features attach to — the request log, the request cache
 //! ([`Execution::cache_key`](crate::Execution::cache_key)) and the request collapser's REQUEST
 //! scope.
@@ -14,7 +14,7 @@
 //! A context ends when its last handle is dropped (every clone, including those an execution
 //! carried to a pool thread, a timer or an executor task). Its request log is then complete,
 //! and is handed to the listeners of [`subscribe_request_logs`] (what Hystrix's request log
-//! publishes to its "requests" stream on `HystrixRequestContext.shutdown()`, SPEC §7, §9.4).
+//! publishes to its "requests" stream on `HystrixRequestContext.shutdown()`).
 
 use std::cell::RefCell;
 use std::fmt;
@@ -474,7 +474,7 @@ static LISTENER_PANICKED: AtomicBool = AtomicBool::new(false);
 /// to pool threads, timers and executor tasks by executions still running — e.g. a blocking
 /// run that outlived its timeout keeps its request open until it returns). Its log is then
 /// complete; Hystrix publishes it at the same point, `HystrixRequestContext.shutdown()`, to its
-/// "requests" stream (SPEC §9.4). A context that logged no execution is not published (as
+/// "requests" stream. A context that logged no execution is not published (as
 /// Hystrix, whose request log exists only once a command used it).
 ///
 /// `listener` runs synchronously on the thread that dropped the last handle, once per context
