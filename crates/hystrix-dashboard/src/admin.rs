@@ -1,5 +1,5 @@
 //! The admin endpoint: the effective configuration with its provenance, run-time property
-//! changes, and the manual override of circuit breakers (SPEC Part A 22 and 25).
+//! changes, and the manual override of circuit breakers.
 //!
 //! Off unless the builder enables it ([`DashboardBuilder::admin`](crate::DashboardBuilder::admin)
 //! or [`admin_token`](crate::DashboardBuilder::admin_token)). Routes (JSON answers):
@@ -17,7 +17,7 @@
 //! | `POST /hystrix/admin/circuit/{command}/force-close` | closes it now with zeroed health counts (failures may trip it again) |
 //! | `POST /hystrix/admin/circuit/{command}/reset` | closes it, restarts its health counts and forgets why it last opened |
 //!
-//! The three POSTs are one-time actions on the breaker (SPEC Part A 22). To hold a breaker
+//! The three POSTs are one-time actions on the breaker. To hold a breaker
 //! open or closed until told otherwise, as Hystrix's operators do, PUT the sticky properties
 //! `hystrix.command.<Key>.circuitBreaker.forceOpen` (or `forceClosed`) to `true`, and DELETE
 //! them to let go; `GET .../circuit/{command}` shows both as `forcedOpen` / `forcedClosed`.
@@ -42,7 +42,7 @@
 //! it would take once re-created (`pending`, else `null`); and the lower values it hides,
 //! highest first (`overridden`, each `{"value", "layer", "origin", "source"}`).
 //!
-//! A run-time value ranks above the file and the environment within its layer (SPEC Part A 25)
+//! A run-time value ranks above the file and the environment within its layer
 //! and survives a reload of the file. A refused change answers 400 (invalid value, or not
 //! UTF-8), 404 (unknown property; unknown command for the circuit routes), 409 (a fixed
 //! property of a key in use) or 413 (a value over 1024 bytes) with

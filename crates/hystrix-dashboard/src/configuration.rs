@@ -1,4 +1,4 @@
-//! The message of Hystrix's configuration stream (`/hystrix/config.stream`, SPEC §9.4): the
+//! The message of Hystrix's configuration stream (`/hystrix/config.stream`): the
 //! properties in force for every command, thread pool and collapser, with Hystrix 1.5's key set
 //! (`HystrixConfigurationJsonStream`), one line on the wire:
 //!

@@ -1,6 +1,6 @@
 //! The Hystrix metrics streams and Prometheus metrics for [`hystrix`], as an [axum] router.
 //!
-//! Routes (the paths of Hystrix's example web app, SPEC §9.1):
+//! Routes (the paths of Hystrix's example web app):
 //!
 //! - `GET /hystrix.stream`: the dashboard stream, for the Hystrix Dashboard and Turbine: every
 //!   `hystrix.stream.dashboard.intervalInMilliseconds` (500 ms by default,
@@ -205,7 +205,7 @@ impl StreamKind {
         StreamKind::Requests,
     ];
 
-    /// The stream's path in [`Dashboard::router`] (SPEC §9.1).
+    /// The stream's path in [`Dashboard::router`].
     pub fn path(self) -> &'static str {
         match self {
             StreamKind::Dashboard => "/hystrix.stream",
@@ -435,7 +435,7 @@ struct Shared {
 }
 
 impl Dashboard {
-    /// Options, starting from `registry`'s stream properties, read now (SPEC §1.5: as Hystrix
+    /// Options, starting from `registry`'s stream properties, read now (as Hystrix
     /// reads them once at start-up; changing them later does not change this dashboard):
     /// `hystrix.stream.dashboard.intervalInMilliseconds`,
     /// `hystrix.stream.utilization.intervalInMilliseconds`,
@@ -519,8 +519,8 @@ impl Dashboard {
 
     /// Shuts every stream down (Hystrix's servlet `shutdown()`): every connected stream ends
     /// (its response body closes after the data already sent), the samplers stop, and every
-    /// later stream request gets 503 `Service has been shut down.` (SPEC §9.1). `/metrics`
-    /// keeps working. Irreversible; calling it again does nothing.
+    /// later stream request gets 503 with the body `Service has been shut down.` (as in
+    /// Hystrix). `/metrics` keeps working. Irreversible; calling it again does nothing.
     pub fn shutdown(&self) {
         self.shared.shutdown.send_replace(true);
     }

@@ -1,4 +1,4 @@
-//! The message of Hystrix's requests stream (`/hystrix/requests.stream`, SPEC §9.4): one JSON
+//! The message of Hystrix's requests stream (`/hystrix/requests.stream`): one JSON
 //! array per finished request context, listing what its executions did, as Hystrix 1.5's
 //! `HystrixRequestEventsJsonStream` writes it, one line on the wire:
 //!

@@ -1,4 +1,4 @@
-//! The Server-Sent Events plumbing every stream shares (SPEC §9.1, as Hystrix's
+//! The Server-Sent Events plumbing every stream shares (as Hystrix's
 //! `HystrixSampleSseServlet`): per stream a connection counter limited by
 //! `hystrix.config.stream.maxConcurrentConnections`, one sampler task shared by its clients
 //! (started by the first, stopped when the last leaves), `ping: \n\n` on connect and every

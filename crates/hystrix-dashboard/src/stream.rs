@@ -1,6 +1,5 @@
 //! The messages of Hystrix's dashboard stream (`/hystrix.stream`): one JSON object per command
-//! key, thread pool and collapser, with Hystrix's keys in Hystrix's order (ECOSYSTEM §1.2-1.4,
-//! SPEC §9.2-9.3).
+//! key, thread pool and collapser, with Hystrix's keys in Hystrix's order (ECOSYSTEM §1.2-1.4).
 //!
 //! Field order is the declaration order of the structs below (serde writes struct fields in
 //! order), so no ordered map is needed.
@@ -412,7 +411,7 @@ impl<T: Serialize> Serialize for Keyed<T> {
 }
 
 /// The isolation a command key reports: the configured strategy, or, when
-/// `execution.isolation.strategy` is unset (isolation by run kind, SPEC Part A 18), THREAD once
+/// `execution.isolation.strategy` is unset (isolation by run kind), THREAD once
 /// the key has used its thread pool and SEMAPHORE before.
 pub(crate) fn isolation_of(props: &CommandProperties, info: &CommandInfo) -> IsolationStrategy {
     match props.execution_isolation_strategy {

@@ -1,4 +1,4 @@
-//! The message of Hystrix's utilization stream (`/hystrix/utilization.stream`, SPEC §9.4): how
+//! The message of Hystrix's utilization stream (`/hystrix/utilization.stream`): how
 //! busy each command and thread pool is right now, as Hystrix 1.5's
 //! `HystrixUtilizationJsonStream` writes it.
 //!

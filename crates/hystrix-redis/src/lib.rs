@@ -1,7 +1,7 @@
 //! Circuit-breaker state shared across the instances of a service, through Redis.
 //!
 //! [`RedisStateStore`] is a [`StateStore`](hystrix::circuit::store::StateStore) for
-//! hystrix-rs (SPEC Part A 28, Part C; the design is DISTRIBUTED.md). When one instance learns
+//! hystrix-rs (the design is DISTRIBUTED.md). When one instance learns
 //! that a dependency is down, the others open their breakers too, instead of each paying for
 //! the lesson with its own failed calls.
 //!

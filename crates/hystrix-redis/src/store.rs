@@ -27,7 +27,7 @@ use crate::pubsub::Hub;
 use crate::scripts::{self, Call, FetchReply, Layout, OtherFingerprint, Report, Scripts};
 
 /// A [`StateStore`] in Redis: circuit-breaker state shared by every instance of a service
-/// (SPEC Part A 28, Part C; DISTRIBUTED.md).
+/// (DISTRIBUTED.md).
 ///
 /// Made with [`RedisStateStore::builder`]; give it to
 /// [`RegistryBuilder::state_store`](hystrix::RegistryBuilder::state_store). Cheap to clone:

@@ -427,7 +427,7 @@ impl fmt::Debug for EventCounts {
 }
 
 /// Receives every event as it happens and every finished execution, synchronously, on the thread
-/// that produced it (Hystrix's `HystrixEventNotifier`; per registry, SPEC Part A 16).
+/// that produced it (Hystrix's `HystrixEventNotifier`, but one per registry, not per process).
 ///
 /// Implementations must be fast and must not block: they run on the hot path. A panic inside one
 /// is caught and logged once; it never changes a command's outcome.
@@ -490,12 +490,12 @@ impl<N: EventNotifier> EventNotifier for std::sync::Arc<N> {
 }
 
 /// Hears each execution's steps, synchronously, in Hystrix's order (Hystrix's
-/// `HystrixCommandExecutionHook`; per registry, SPEC Part A 16). An observer: it sees the
+/// `HystrixCommandExecutionHook`, but one per registry, not per process). An observer: it sees the
 /// command key (and the failure type), not the values, and cannot change anything. A panic inside
 /// one is caught and logged once; it never changes a command's outcome. Every method defaults to
 /// doing nothing.
 ///
-/// The orders (SPEC §10), e.g. a THREAD success: `on_start`, `on_thread_start`,
+/// The orders, e.g. a THREAD success: `on_start`, `on_thread_start`,
 /// `on_execution_start`, `on_execution_emit`, `on_emit`, `on_execution_success`,
 /// `on_thread_complete`, `on_success`; a failure with a fallback: `on_start`,
 /// `on_execution_start`, `on_execution_error`, `on_fallback_start`, `on_fallback_emit`,

@@ -1,7 +1,7 @@
 //! A bounded map from names to values, for state made per key on demand (command definitions
 //! per host or route, keyed breakers): at most `capacity` entries, the least recently used
-//! evicted first, and entries unused for longer than an idle bound evicted as time passes
-//! (SPEC Part A 35). Time is the registry's [`Clock`]; eviction happens lazily on access.
+//! evicted first, and entries unused for longer than an idle bound evicted as time passes.
+//! Time is the registry's [`Clock`]; eviction happens lazily on access.
 //!
 //! An owner may ask the map to hold an entry until a time (a keyed breaker that is OPEN or
 //! HALF_OPEN, until its open period and its trial end). A held entry is never evicted before

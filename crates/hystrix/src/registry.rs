@@ -1,6 +1,6 @@
 //! The registry: per-key state, properties, clock and plugins.
 //!
-//! Everything Hystrix keeps in static maps lives in a [`Registry`] (SPEC Part A 10): command
+//! Everything Hystrix keeps in static maps lives in a [`Registry`]: command
 //! state (breaker, semaphores, metrics) per command key, the property layers, the clock and the
 //! plugins. [`Registry::global`] is a process-wide default for convenience; tests and
 //! multi-tenant services create isolated ones with [`Registry::new`] or [`Registry::builder`].
@@ -56,7 +56,7 @@ pub(crate) struct Env {
     observed: bool,
     breaker_listener: Option<Arc<dyn CircuitBreakerListener>>,
     breaker_listener_panicked: AtomicBool,
-    /// The shared state store, if any (SPEC Part A 28), and the sync interval in ms (`None`:
+    /// The shared state store, if any, and the sync interval in ms (`None`:
     /// rounds only on demand).
     store: Option<Arc<StoreEnv>>,
     store_interval_ms: Option<u64>,
@@ -437,7 +437,7 @@ pub struct CommandInfo {
     pub thread_pool_key: ThreadPoolKey,
     /// Whether an execution of this key has used its thread pool (ran under THREAD isolation,
     /// or was rejected by the pool). With `execution.isolation.strategy` unset, the isolation
-    /// depends on the run kind of each call (SPEC Part A 18); this tells which one was seen.
+    /// depends on the run kind of each call; this tells which one was seen.
     pub used_thread_pool: bool,
     /// Whether it has a breaker per key
     /// ([`CommandBuilder::breaker_per_key`](crate::command::CommandBuilder::breaker_per_key)):
@@ -512,7 +512,8 @@ impl CommandState {
 
     pub(crate) fn metrics(&self) -> CommandMetrics {
         let hot = self.properties.hot();
-        // A read brings the breaker up to date (SPEC Part A 29).
+        // A read brings the breaker up to date: it applies the health buckets completed since its
+        // last look.
         if hot.load().circuit_breaker_enabled() {
             self.breaker
                 .refresh(Site::command(self), self.env.clock.now_ms());
@@ -676,7 +677,7 @@ impl CommandState {
     }
 
     /// Counts a finished execution and tells the notifier; `health` is false for an execution
-    /// admitted by an older breaker generation (SPEC Part A 15).
+    /// admitted before the breaker's latest state change (it stays out of the health counts).
     #[inline]
     pub(crate) fn record(
         &self,
@@ -1020,7 +1021,7 @@ impl Registry {
     }
 
     /// Drops a command key's state (breaker, semaphores, metrics, live properties) so memory
-    /// does not grow with keys no longer used (SPEC Part A 35). Returns whether there was state.
+    /// does not grow with keys no longer used. Returns whether there was state.
     ///
     /// Its thread pool goes too when no other command key here uses it: the pool stops taking
     /// work, its idle threads end at once and busy ones when their task returns (queued tasks
@@ -1330,7 +1331,7 @@ impl RegistryBuilder {
     }
 
     /// Shares breaker state with other instances (or other registries in this process)
-    /// through `store` (SPEC Part A 28): commands that opt in with
+    /// through `store`: commands that opt in with
     /// [`CommandBuilder::shared_state`](crate::command::CommandBuilder::shared_state) take part.
     /// The local breaker always decides and never waits on the store; see
     /// [`Registry::sync_state_store`] for what a sync round does. None by default.

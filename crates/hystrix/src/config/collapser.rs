@@ -1,4 +1,4 @@
-//! Collapser properties (`hystrix.collapser.*`, SPEC §1.4).
+//! Collapser properties (`hystrix.collapser.*`).
 
 use crate::config::{at_least_one, no_check, positive_ms, property_table};
 use crate::error::ConfigError;
@@ -20,8 +20,8 @@ property_table! {
     /// this period after its first request. Default 10. Dynamic (read when the timer starts).
     timer_delay_in_milliseconds: u64 = 10;
         "timerDelayInMilliseconds", Dynamic, Any, positive_ms;
-    /// `requestCache.enabled`: duplicate arguments in one batch share one slot (SPEC Part A
-    /// 27), and a collapser with a cache-key function shares responses within a request.
+    /// `requestCache.enabled`: duplicate arguments in one batch share one slot, and a
+    /// collapser with a cache-key function shares responses within a request.
     /// Default true. Dynamic.
     request_cache_enabled: bool = true;
         "requestCache.enabled", Dynamic, Any, no_check;

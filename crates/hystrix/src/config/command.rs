@@ -1,4 +1,4 @@
-//! Command properties (`hystrix.command.*`, SPEC §1.2 and our extensions of Part A 2 and 15).
+//! Command properties (`hystrix.command.*`): Hystrix's, and our extensions (marked as such).
 
 use crate::config::{IsolationStrategy, at_least_one, no_check, positive_ms, property_table};
 use crate::error::ConfigError;
@@ -81,7 +81,7 @@ property_table! {
     info COMMAND_PROPERTIES;
 
     /// `execution.isolation.strategy`: `THREAD` or `SEMAPHORE`. Default unset, meaning by run
-    /// kind (SPEC Part A 18): blocking runs use THREAD, async runs SEMAPHORE. Dynamic: read
+    /// kind: blocking runs use THREAD, async runs SEMAPHORE. Dynamic: read
     /// when each execution starts.
     execution_isolation_strategy: Option<IsolationStrategy> = None;
         "execution.isolation.strategy", Dynamic, Any, no_check;
@@ -93,7 +93,7 @@ property_table! {
     execution_timeout_enabled: bool = true;
         "execution.timeout.enabled", Dynamic, Any, no_check;
     /// `execution.isolation.thread.interruptOnTimeout`: on timeout, cancel the cancellation token
-    /// of a cancellable run (Rust cannot interrupt a thread; SPEC Part A 13). Default true.
+    /// of a cancellable run (Rust cannot interrupt a thread). Default true.
     /// Dynamic.
     execution_isolation_thread_interrupt_on_timeout: bool = true;
         "execution.isolation.thread.interruptOnTimeout", Dynamic, Any, no_check;
@@ -102,8 +102,8 @@ property_table! {
     execution_isolation_thread_interrupt_on_future_cancel: bool = false;
         "execution.isolation.thread.interruptOnFutureCancel", Dynamic, Any, no_check;
     /// `execution.isolation.semaphore.maxConcurrentRequests`: execution permits per command key
-    /// under SEMAPHORE isolation. Default 10; 0 rejects every execution (a kill switch, SPEC
-    /// Part A 32). Dynamic: read at every acquire.
+    /// under SEMAPHORE isolation. Default 10; 0 rejects every execution (a kill switch).
+    /// Dynamic: read at every acquire.
     execution_isolation_semaphore_max_concurrent_requests: u32 = 10;
         "execution.isolation.semaphore.maxConcurrentRequests", Dynamic, Any, no_check;
     /// `fallback.isolation.semaphore.maxConcurrentRequests`: concurrent fallbacks per command
@@ -114,7 +114,7 @@ property_table! {
     fallback_enabled: bool = true;
         "fallback.enabled", Dynamic, Any, no_check;
     /// `circuitBreaker.enabled`: whether the breaker is consulted at all. Default true. Dynamic
-    /// (read at each attempt; Hystrix reads it once, SPEC Part A 21).
+    /// (read at each attempt; Hystrix reads it once).
     circuit_breaker_enabled: bool = true;
         "circuitBreaker.enabled", Dynamic, Any, no_check;
     /// `circuitBreaker.requestVolumeThreshold`: minimum requests in the rolling health window
@@ -137,18 +137,18 @@ property_table! {
     /// Dynamic.
     circuit_breaker_force_closed: bool = false;
         "circuitBreaker.forceClosed", Dynamic, Any, no_check;
-    /// `circuitBreaker.dryRun` (our extension, SPEC Part A 23): the breaker decides and reports
+    /// `circuitBreaker.dryRun` (our extension): the breaker decides and reports
     /// as usual, but admits every call; a call it would have short-circuited records
     /// WOULD_SHORT_CIRCUIT instead (for calibrating thresholds in production). Default false.
     /// Dynamic.
     circuit_breaker_dry_run: bool = false;
         "circuitBreaker.dryRun", Dynamic, Any, no_check;
-    /// `circuitBreaker.halfOpen.permittedRequests` (our extension, SPEC Part A 2): trial
-    /// requests admitted per half-open period. Default 1 (Hystrix), at least 1. Dynamic.
+    /// `circuitBreaker.halfOpen.permittedRequests` (our extension): trial requests
+    /// admitted per half-open period. Default 1 (Hystrix), at least 1. Dynamic.
     circuit_breaker_half_open_permitted_requests: u32 = 1;
         "circuitBreaker.halfOpen.permittedRequests", Dynamic, Any, trial_budget;
-    /// `circuitBreaker.halfOpen.successThreshold` (our extension, SPEC Part A 2): successful
-    /// trials needed to close. Default 1, at least 1 and at most `permittedRequests`. Dynamic.
+    /// `circuitBreaker.halfOpen.successThreshold` (our extension): successful trials
+    /// needed to close. Default 1, at least 1 and at most `permittedRequests`. Dynamic.
     circuit_breaker_half_open_success_threshold: u32 = 1;
         "circuitBreaker.halfOpen.successThreshold", Dynamic, Any, at_least_one;
     /// `circuitBreaker.slowCall.durationThresholdInMilliseconds` (our extension, resilience4j's
@@ -204,7 +204,7 @@ property_table! {
     metrics_rolling_stats_num_buckets: u32 = 10;
         "metrics.rollingStats.numBuckets", Fixed, Any, bucket_count;
     /// `metrics.rollingPercentile.enabled`: whether latencies are recorded (when false the
-    /// percentiles read -1, SPEC Part A 34). Default true. Dynamic.
+    /// percentiles read -1). Default true. Dynamic.
     metrics_rolling_percentile_enabled: bool = true;
         "metrics.rollingPercentile.enabled", Dynamic, Any, no_check;
     /// `metrics.rollingPercentile.timeInMilliseconds`: length of the latency window in ms.

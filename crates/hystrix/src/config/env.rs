@@ -50,7 +50,7 @@ impl Properties {
     /// Loads the process environment as the environment source (see the [config module
     /// docs](crate::config#environment-variables) for the variable names), replacing the values
     /// it gave before.
-    /// Its values rank above files and below run-time values in their layer (SPEC Part A 25).
+    /// Its values rank above files and below run-time values in their layer.
     ///
     /// # Errors
     /// As [`load_env_from`](Properties::load_env_from); also [`LoadError::Invalid`] for a
@@ -89,7 +89,7 @@ impl Properties {
     ///
     /// # Errors
     /// - [`LoadError::Invalid`] naming the variable and the property, for a value that does not
-    ///   parse, is out of range or breaks a rule (SPEC Part A 9), or a per-key change of a fixed
+    ///   parse, is out of range or breaks a rule, or a per-key change of a fixed
     ///   property of a key in use;
     /// - [`LoadError::Conflict`] if two variables set one property;
     /// - [`LoadError::Removal`] if dropping a value the environment gave before breaks a rule.

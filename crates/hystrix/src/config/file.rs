@@ -50,7 +50,7 @@ impl Properties {
     /// Loads a configuration file, its format named by its extension (`.properties` or
     /// `.toml`), as a file source: its values enter the dynamic layers (global default, per
     /// key) their names give, above the values of files loaded before it and below the
-    /// environment's and run-time values (SPEC Part A 25). Loading the same path again
+    /// environment's and run-time values. Loading the same path again
     /// replaces the values it gave before (a reload); run-time and environment values stay.
     ///
     /// ```
@@ -85,7 +85,7 @@ impl Properties {
     /// - [`LoadError::Internal`] if the file's parser panicked on it (caught: a bug in the
     ///   parser, met on unusual input);
     /// - [`LoadError::Invalid`] naming the line and the property, for a value that does not
-    ///   parse, is out of range or breaks a rule (SPEC Part A 9), or a per-key change of a
+    ///   parse, is out of range or breaks a rule, or a per-key change of a
     ///   fixed property of a key in use; [`LoadError::Removal`] if dropping a value the file
     ///   gave before breaks a rule.
     ///

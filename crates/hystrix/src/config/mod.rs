@@ -2,7 +2,7 @@
 //!
 //! Every command and thread-pool property has its Hystrix name (`execution.isolation.thread.
 //! timeoutInMilliseconds`, `coreSize`, ...) and default. Values come from four layers, lowest to
-//! highest, exactly as Hystrix's chained properties (SPEC §1.1):
+//! highest, exactly as Hystrix's chained properties:
 //!
 //! 1. the default in code ([`CommandProperties::default`]);
 //! 2. the dynamic global default, `hystrix.command.default.<name>`;
@@ -16,7 +16,7 @@
 //! created later and is reported for the others ([`LoadWarning::FixedKept`] and a log line).
 //!
 //! Invalid values are refused with the property's full name and the reason, never replaced by a
-//! default (SPEC Part A 9).
+//! default.
 //!
 //! ```
 //! use hystrix::Registry;
@@ -40,7 +40,7 @@
 //! # Sources
 //!
 //! The two dynamic layers (global default, per key) are each fed by three kinds of source,
-//! ranked within the layer (SPEC Part A 25), lowest first:
+//! ranked within the layer, lowest first:
 //!
 //! 1. configuration files ([`Properties::load_file`], feature `config-files`, on by default);
 //!    among several files, the one first loaded later ranks higher (a reload keeps a file's rank);
@@ -48,8 +48,8 @@
 //! 3. run-time changes ([`Properties::set`], [`Properties::set_all`], [`Properties::unset`];
 //!    the admin endpoint uses them).
 //!
-//! So a per-key value from a file still beats a global default set at run time: the layers of
-//! SPEC §1.1 come first, the sources only order values within one layer. Loading a source again
+//! So a per-key value from a file still beats a global default set at run time: the four layers
+//! above come first, the sources only order values within one layer. Loading a source again
 //! replaces only what that source gave before: a reload of a file keeps run-time and
 //! environment values. Every load checks the whole result before it swaps it in, so an invalid
 //! source changes nothing ([`LoadError`] names the file and line, or the variable, and the
@@ -307,7 +307,7 @@ macro_rules! property_table {
         }
 
         impl Default for $Props {
-            /// Hystrix's defaults (SPEC Appendix A).
+            /// Hystrix's defaults.
             fn default() -> Self {
                 Self { $( $field: $default, )* }
             }
@@ -429,7 +429,7 @@ macro_rules! property_table {
                 Ok(merged)
             }
 
-            /// Resolves the four layers of SPEC §1.1: per-key value, else builder value, else
+            /// Resolves the four layers: per-key value, else builder value, else
             /// global default, else the default in code.
             pub(crate) fn resolve(global: &Self, builder: &Self, instance: &Self) -> $Props {
                 $Props {

@@ -228,8 +228,7 @@ impl Properties {
     /// Each reload parses and checks the whole file, then swaps its values in at once; an
     /// invalid file changes nothing (the last good values stay) and the error, naming the file,
     /// line and property, is logged with `tracing::error!` and handed to the callback. A reload
-    /// replaces only the values that came from this file: run-time and environment values stay
-    /// (SPEC Part A 25).
+    /// replaces only the values that came from this file: run-time and environment values stay.
     ///
     /// It watches the file's folder, so edits in place, editors' rename-over saves and
     /// Kubernetes ConfigMap `..data` swaps are all seen; a deleted file keeps the last values

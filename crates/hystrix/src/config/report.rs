@@ -6,18 +6,18 @@ use std::path::PathBuf;
 
 use crate::config::PropertyValue;
 
-/// One of SPEC §1.1's four layers, lowest precedence first: a property takes its value from the
+/// One of the four layers of a value, lowest precedence first: a property takes its value from the
 /// highest layer that has one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum PropertyLayer {
-    /// Hystrix's default, in code (the tables of SPEC §1.2–§1.5).
+    /// Hystrix's default, in code.
     CodeDefault,
     /// The dynamic global default, `hystrix.<kind>.default.<name>` (for the global stream
     /// properties, their only name).
     GlobalDefault,
     /// The value given in code to the key's builder (e.g. `Command::builder(..).timeout(..)`);
-    /// it hides the dynamic global default (SPEC §1.1).
+    /// it hides the dynamic global default.
     Builder,
     /// The dynamic per-key value, `hystrix.<kind>.<Key>.<name>`.
     PerKey,
@@ -42,7 +42,7 @@ impl fmt::Display for PropertyLayer {
 }
 
 /// Where a value was written. Within a dynamic layer the sources rank file < environment <
-/// run time (SPEC Part A 25); among files, the one first loaded later ranks higher (reloading a
+/// run time; among files, the one first loaded later ranks higher (reloading a
 /// file keeps its rank).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -114,7 +114,7 @@ pub struct PropertyReport {
     /// The source that wrote the value.
     pub origin: Origin,
     /// `true` if a change applies to keys in use at their next execution; `false` for a
-    /// property fixed once its key is in use (SPEC §1.1), and for the stream properties, which
+    /// property fixed once its key is in use, and for the stream properties, which
     /// are read once when a stream server is built.
     pub dynamic: bool,
     /// `true` if the key has live state (a definition uses it).

@@ -74,7 +74,7 @@ pub enum LoadWarning {
         /// The earlier value, ignored.
         ignored: Origin,
     },
-    /// A changed global default of a property that is fixed once a key is in use (SPEC §1.1):
+    /// A changed global default of a property that is fixed once a key is in use:
     /// the keys listed keep their value; keys created later take the new one.
     FixedKept {
         /// The global default's full name.

@@ -225,7 +225,7 @@ impl<K: PropertyKind> fmt::Debug for PropertyCell<K> {
 }
 
 /// A source of dynamic values. Within each dynamic layer (global default, per key) the sources
-/// rank as listed, lowest first (SPEC Part A 25).
+/// rank as listed, lowest first.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum SourceId {
     /// A configuration file, by path; a file first loaded later ranks above those first loaded
@@ -789,7 +789,7 @@ pub(crate) struct StoreState {
 /// `hystrix.threadpool.<ThreadPoolKey>.<name>`, `hystrix.collapser.default.<name>`,
 /// `hystrix.collapser.<CollapserKey>.<name>` (see the [module docs](crate::config) for the
 /// layers and sources), and the global stream properties `hystrix.stream.*` /
-/// `hystrix.config.stream.*` (SPEC §1.5, see [`StreamProperties`]).
+/// `hystrix.config.stream.*` (see [`StreamProperties`]).
 pub struct Properties {
     state: Arc<Mutex<StoreState>>,
 }
@@ -1119,7 +1119,7 @@ impl Properties {
     }
 
     /// Sets a dynamic property by its full Hystrix name, as a run-time value: it ranks above
-    /// the values of files and the environment in its layer (SPEC Part A 25), survives their
+    /// the values of files and the environment in its layer, survives their
     /// reloads, and applies to the next execution.
     ///
     /// # Errors
@@ -1316,7 +1316,7 @@ impl Properties {
         self.state.lock().collapser.resolved(Some(key.as_str()))
     }
 
-    /// The stream properties (SPEC §1.5): the values set, else Hystrix's defaults.
+    /// The stream properties: the values set, else Hystrix's defaults.
     pub fn stream(&self) -> StreamProperties {
         self.state.lock().stream.resolved(None)
     }
@@ -1483,7 +1483,7 @@ mod tests {
             .unwrap();
         assert_eq!(timeout_of(&p, "A"), 700);
 
-        // A builder value hides the dynamic global default (SPEC §1.1) ...
+        // A builder value hides the dynamic global default ...
         let builder = CommandLayer {
             execution_timeout_in_milliseconds: Some(300),
             ..CommandLayer::default()

@@ -1,4 +1,4 @@
-//! Stream properties (SPEC §1.5): global values, no per-key form, read once by whoever serves
+//! Stream properties: global values, no per-key form, read once by whoever serves
 //! the streams (the `hystrix-dashboard` crate reads them when a dashboard is built).
 
 use crate::config::{no_check, positive_ms, property_table};

@@ -1,4 +1,4 @@
-//! Thread-pool properties (`hystrix.threadpool.*`, SPEC §1.3).
+//! Thread-pool properties (`hystrix.threadpool.*`).
 
 use crate::config::{no_check, positive_ms, property_table};
 use crate::error::ConfigError;
@@ -92,7 +92,7 @@ impl ThreadPoolProperties {
             });
         }
         if self.allow_maximum_size_to_diverge_from_core_size && self.maximum_size < self.core_size {
-            // Hystrix's documented meaning, not an error (SPEC Part A 9).
+            // Hystrix's documented meaning (the pool runs at coreSize), not an error.
             tracing::warn!(
                 "{prefix}maximumSize ({}) is below coreSize ({}); the pool runs at coreSize",
                 self.maximum_size,

@@ -1,8 +1,8 @@
 //! THREAD isolation: one pool of our own OS threads per thread-pool key (Hystrix's
 //! `HystrixThreadPool` over a `ThreadPoolExecutor`), plus, on first use, a tokio runtime of its
-//! own for async runs, both under one admission budget (SPEC Part A 26).
+//! own for async runs, both under one admission budget.
 //!
-//! Scheduling follows `ThreadPoolExecutor` as Hystrix configures it (SPEC §6): below `coreSize`
+//! Scheduling follows `ThreadPoolExecutor` as Hystrix configures it: below `coreSize`
 //! threads a new thread takes the task; otherwise the task is queued (a bounded FIFO when
 //! `maxQueueSize > 0`; with hand-off, only if an idle thread waits for it); otherwise a thread is
 //! added up to `actualMaximumSize`; otherwise the task is rejected. With a queue, a task is also
@@ -607,8 +607,8 @@ impl Drop for AsyncSlot {
 
 /// A snapshot of a thread pool's gauges and rolling counts (Hystrix's
 /// `HystrixThreadPoolMetrics`). Rolling values cover the completed buckets of the pool's
-/// `metrics.rollingStats.timeInMilliseconds` / `numBuckets` window (10 000 ms / 10 by default;
-/// SPEC Part A 29); cumulative ones everything since the pool was created.
+/// `metrics.rollingStats.timeInMilliseconds` / `numBuckets` window (10 000 ms / 10 by default);
+/// cumulative ones everything since the pool was created.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ThreadPoolMetrics {

@@ -1,7 +1,7 @@
 //! Rolling latency distributions: HdrHistogram's layout (two significant digits) in atomic
 //! counters, read without building a histogram.
 //!
-//! Precision (SPEC Part A 24): two significant digits, so every value up to 255 ms is exact and
+//! Precision: two significant digits, so every value up to 255 ms is exact and
 //! above that a value is within 1 % (256 and 257 share a counter, 1000 and 1003 do). A value's
 //! counter is found with HdrHistogram's index arithmetic (its counter `i` counts the values of
 //! `[s << b, (s + 1) << b)` where `b = max(i / 128, 1) - 1` and `s = i - 128 * b`: the values
@@ -115,7 +115,7 @@ pub(crate) struct RollingLatency {
 }
 
 /// Percentiles of a latency distribution, in whole ms; all 0 with no data, all -1 when
-/// `metrics.rollingPercentile.enabled` is false (nothing was measured; SPEC Part A 34).
+/// `metrics.rollingPercentile.enabled` is false (nothing was measured).
 ///
 /// Values up to 255 ms are exact. Above, values share a counter with their neighbours within
 /// 1 %, and a percentile reads as the highest value of its counter, as HdrHistogram (and so

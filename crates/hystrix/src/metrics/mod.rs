@@ -5,7 +5,7 @@
 //! passes, by whoever touches the window next; no timer thread):
 //! - events: `metrics.rollingStats.timeInMilliseconds` / `numBuckets` (10 000 ms / 10);
 //! - health: buckets of `metrics.healthSnapshot.intervalInMilliseconds` (500 ms) over the
-//!   rolling-stats window (20 buckets), as SPEC §2.3 and Part A 14;
+//!   rolling-stats window (20 buckets), as Hystrix's `HealthCountsStream`;
 //! - latency: `metrics.rollingPercentile.timeInMilliseconds` / `numBuckets` (60 000 ms / 6).
 //!
 //! The first two are read from one ring of event counters in buckets of the greatest common
@@ -42,8 +42,8 @@ const SLOW: usize = 0;
 const SAMPLED: usize = 1;
 const ENDED: usize = 2;
 
-/// Events that count as a request in health; the error ones count as errors too (SPEC §2.3,
-/// with IGNORED as a success, Part A 23).
+/// Events that count as a request in health; the error ones count as errors too (as in Hystrix,
+/// plus IGNORED, our event, as a success).
 const HEALTH_OK: u32 = EventType::Success.bit() | EventType::Ignored.bit();
 const HEALTH_ERROR: u32 = EventType::Failure.bit()
     | EventType::Timeout.bit()
@@ -689,7 +689,7 @@ impl CommandMetrics {
     }
 
     /// What the circuit breaker sees: requests, errors and the error percentage over the
-    /// completed health buckets (SPEC §2.3).
+    /// completed health buckets.
     pub fn health_counts(&self) -> HealthCounts {
         self.health
     }

@@ -5,8 +5,8 @@
 //! and the one filling now). Every counter carries the epoch it counts for, packed with its
 //! count in one atomic word, and a write into a later epoch resets it in the same
 //! compare-and-swap: no thread ever rolls the window, stale buckets are never summed, and a
-//! write is one CAS whatever the traffic. Reads sum the *completed* buckets of the window
-//! (SPEC Part A 29): the bucket still filling is excluded.
+//! write is one CAS whatever the traffic. Reads sum the *completed* buckets of the window:
+//! the bucket still filling is excluded.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
