@@ -1,5 +1,5 @@
-//! Prometheus text exposition (format 0.0.4) rendered from registry snapshots, with the names of
-//! ECOSYSTEM §3.7.
+//! Prometheus text exposition (format 0.0.4) rendered from registry snapshots, with the names in
+//! the table below.
 //!
 //! | metric | type | labels |
 //! |---|---|---|

@@ -1,5 +1,5 @@
 //! The messages of Hystrix's dashboard stream (`/hystrix.stream`): one JSON object per command
-//! key, thread pool and collapser, with Hystrix's keys in Hystrix's order (ECOSYSTEM §1.2-1.4).
+//! key, thread pool and collapser, with Hystrix's keys in Hystrix's order.
 //!
 //! Field order is the declaration order of the structs below (serde writes struct fields in
 //! order), so no ordered map is needed.

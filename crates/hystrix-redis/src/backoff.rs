@@ -1,5 +1,5 @@
-//! Exponential backoff after connection failures: the store's own small breaker
-//! (DISTRIBUTED.md §5.2 item 1), so that a fleet does not hammer a Redis that is down.
+//! Exponential backoff after connection failures: the store's own small breaker, so that a fleet
+//! does not hammer a Redis that is down.
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! Circuit-breaker state shared across the instances of a service, through Redis.
 //!
 //! [`RedisStateStore`] is a [`StateStore`](hystrix::circuit::store::StateStore) for
-//! hystrix-rs (the design is DISTRIBUTED.md). When one instance learns
+//! hystrix-rs. When one instance learns
 //! that a dependency is down, the others open their breakers too, instead of each paying for
 //! the lesson with its own failed calls.
 //!
@@ -91,7 +91,7 @@
 //! [`RedisStateStore::fingerprint_mismatches`]. An instance whose fingerprint changed is seen
 //! with both until its old buckets leave the window.
 //!
-//! # Where this differs from the design notes (DISTRIBUTED.md §5)
+//! # Design choices
 //!
 //! - One transition channel per service (`hystrix:{S}:transitions`), not per command: one
 //!   subscription per store whatever the number of commands; the message names the command.

@@ -1,5 +1,4 @@
-//! The Pub/Sub subscriber: trips and closes pushed by other instances (DISTRIBUTED.md §5.2
-//! item 6).
+//! The Pub/Sub subscriber: trips and closes pushed by other instances.
 //!
 //! A subscribed connection can issue no other commands, so it is a connection of its own,
 //! apart from the [`ConnectionManager`](redis::aio::ConnectionManager). It pings the server

@@ -26,8 +26,7 @@ use crate::keys::CommandKeys;
 use crate::pubsub::Hub;
 use crate::scripts::{self, Call, FetchReply, Layout, OtherFingerprint, Report, Scripts};
 
-/// A [`StateStore`] in Redis: circuit-breaker state shared by every instance of a service
-/// (DISTRIBUTED.md).
+/// A [`StateStore`] in Redis: circuit-breaker state shared by every instance of a service.
 ///
 /// Made with [`RedisStateStore::builder`]; give it to
 /// [`RegistryBuilder::state_store`](hystrix::RegistryBuilder::state_store). Cheap to clone:

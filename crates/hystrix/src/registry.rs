@@ -1358,7 +1358,7 @@ impl RegistryBuilder {
     /// store's rolling window before this instance publishes a trip of its own breaker (default
     /// 1: every local trip is published). Below it the local breaker still opens, for this
     /// instance only (OR semantics): one instance with a local problem (its own network, a
-    /// noisy neighbour) cannot open the breaker of the whole fleet (DISTRIBUTED.md §5.2 item 7).
+    /// noisy neighbour) cannot open the breaker of the whole fleet.
     /// The trip stays pending while the local breaker is open and is published by the first
     /// round that sees enough reporters. A trip made by hand
     /// ([`force_open`](crate::CircuitBreakerHandle::force_open)) is always published.

@@ -1,5 +1,4 @@
-//! The link between a command's breaker and the registry's shared state store
-//! (DISTRIBUTED.md §5.3).
+//! The link between a command's breaker and the registry's shared state store.
 //!
 //! The local breaker always decides, and the hot path never waits on the store: a sync round
 //! (every `state_store_sync_interval` on the registry's executor, or on demand with
@@ -14,7 +13,7 @@
 //!    [`state_store_min_reporters`](crate::RegistryBuilder::state_store_min_reporters) N > 1, a
 //!    trip of the breaker's own health is published only once the shared view counts at least
 //!    N distinct reporting instances (it stays pending until then, while the local breaker is
-//!    open); the local breaker opens anyway (OR semantics, DISTRIBUTED.md §5.2 item 7);
+//!    open); the local breaker opens anyway (OR semantics);
 //! 3. fetches the shared view: shared OPEN opens a CLOSED local breaker for what is left of
 //!    the shared open period; a close published by another instance closes a local breaker
 //!    only once it is past its own open duration; shared state never closes a breaker within

@@ -1,6 +1,6 @@
 //! A pluggable shared-state store: circuit-breaker state shared by several instances.
 //!
-//! A [`StateStore`] is an asynchronous side channel (DISTRIBUTED.md §5.3):
+//! A [`StateStore`] is an asynchronous side channel:
 //! instances [`publish`](StateStore::publish) the health counts they observed, [`fetch`]
 //! a coarse [`SharedView`] of a command, [`try_trip`](StateStore::try_trip) and
 //! [`close`](StateStore::close) it with a compare-and-set on its `generation`, and take the one
@@ -108,7 +108,7 @@ pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StateStoreEr
 /// Returns `false` once its registry is gone: the store may then forget it.
 pub type ChangeListener = Arc<dyn Fn() -> bool + Send + Sync>;
 
-/// A shared circuit-breaker state store (DISTRIBUTED.md §5.3).
+/// A shared circuit-breaker state store.
 ///
 /// All times are milliseconds on the **store's** clock. Every call may fail with a
 /// [`StateStoreError`]; a failed call changes nothing. Implementations should time-box their
@@ -188,8 +188,8 @@ pub trait StateStore: Send + Sync + 'static {
     /// health window and the half-open budget). A registry calls it before it first publishes
     /// the command's counts and again whenever the fingerprint changes (properties are
     /// dynamic). A store may keep it beside the published counts and flag instances whose
-    /// fingerprint differs (their counts and trips follow other rules: DISTRIBUTED.md §5.2
-    /// item 9). Synchronous and cheap: no I/O here.
+    /// fingerprint differs (their counts and trips follow other rules). Synchronous and cheap:
+    /// no I/O here.
     ///
     /// The default ignores it.
     fn set_fingerprint(&self, command_key: &CommandKey, fingerprint: &str) {

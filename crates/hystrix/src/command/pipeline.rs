@@ -1,4 +1,4 @@
-//! The execution pipeline, in one place and in order (ARCHITECTURE §2):
+//! The execution pipeline, in one place and in order:
 //!
 //! 1. the circuit breaker allows the execution, or it is SHORT_CIRCUITED;
 //! 2. the deadline is fixed (start + timeout), so time waiting in a pool queue counts;

@@ -412,7 +412,7 @@ impl ThreadPool {
 
 impl Shared {
     /// One budget for blocking and async runs: `actualMaximumSize` running plus what the queue
-    /// may hold (Part A 26).
+    /// may hold.
     /// Where a blocking job submitted now would go (a new thread, or the queue), or why the
     /// pool refuses it.
     fn placement(

@@ -1,5 +1,5 @@
 //! Events, latencies and circuit-breaker transitions through the [`metrics`] facade (feature
-//! `metrics`), under the names the team chose for Prometheus (ECOSYSTEM §3.7). The application
+//! `metrics`), under Prometheus-style names (listed below). The application
 //! installs the recorder (e.g. `metrics-exporter-prometheus`); with none installed the calls do
 //! nothing.
 //!
