@@ -72,6 +72,8 @@
 //! - [`clock`]: the time source; [`testing`]: a registry on a manual clock for your tests.
 
 #![deny(missing_docs)]
+// On docs.rs (`--cfg docsrs`, nightly), each item behind a cargo feature says which one.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(rust_2018_idioms)]
 
