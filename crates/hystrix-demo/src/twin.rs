@@ -191,7 +191,10 @@ impl TwinGauges {
 /// The running twin: its runtime, backends, gateway and load.
 #[derive(Debug)]
 pub struct Twin {
+    /// Its runtime, taken when the twin is dropped (to shut it down).
     runtime: Option<tokio::runtime::Runtime>,
+    /// Spawns on that runtime.
+    handle: tokio::runtime::Handle,
     backends: Arc<Backends>,
     naive: Arc<Naive>,
     load: LoadGenerator,
@@ -225,6 +228,7 @@ impl Twin {
         let (backends, naive, url) = started.await.map_err(std::io::Error::other)??;
         let load = LoadGenerator::new(url.clone(), rps, phases, seed);
         Ok(Twin {
+            handle: runtime.handle().clone(),
             runtime: Some(runtime),
             backends,
             naive,
@@ -247,13 +251,9 @@ impl Twin {
     /// every request has its answer (or was given up on).
     pub fn send(&self, start: Instant, schedule: &Schedule) -> tokio::task::JoinHandle<()> {
         let (load, schedule) = (self.load.clone(), schedule.clone());
-        let handle = self.runtime.as_ref().map(tokio::runtime::Runtime::handle);
-        match handle {
-            Some(handle) => handle.spawn(async move {
-                load.run(start, &schedule, ProgressBar::hidden()).await;
-            }),
-            None => tokio::spawn(async {}),
-        }
+        self.handle.spawn(async move {
+            load.run(start, &schedule, ProgressBar::hidden()).await;
+        })
     }
 
     /// Applies `phase`'s faults to the twin's backends (chaos is injected into the protected
