@@ -111,11 +111,11 @@ mod sse;
 pub mod stream;
 pub mod utilization;
 
-/// The README's Rust snippets that use this crate, each a doc test (written by `build.rs` from
-/// README.md and `doctests/readme.rs`).
+/// The Rust snippets of README.md and of the guide (docs/*.md) set up in this crate's
+/// `doctests/*.rs`, each a doc test (written by `build.rs`).
 #[cfg(doctest)]
-mod readme {
-    include!(concat!(env!("OUT_DIR"), "/readme_doctests.rs"));
+mod snippets {
+    include!(concat!(env!("OUT_DIR"), "/snippet_doctests.rs"));
 }
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
