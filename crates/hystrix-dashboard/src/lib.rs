@@ -1,4 +1,6 @@
 //! The Hystrix metrics streams and Prometheus metrics for [`hystrix`], as an [axum] router.
+//! The guide's [observability page](https://github.com/hystrix-rs/hystrix-rs/blob/main/docs/observability.md)
+//! shows them in use, with the real Hystrix Dashboard and ours.
 //!
 //! Routes (the paths of Hystrix's example web app):
 //!

@@ -1,4 +1,5 @@
-//! Circuit-breaker state shared across the instances of a service, through Redis.
+//! Circuit-breaker state shared across the instances of a service, through Redis (the guide:
+//! [circuit breakers](https://github.com/hystrix-rs/hystrix-rs/blob/main/docs/breakers.md)).
 //!
 //! [`RedisStateStore`] is a [`StateStore`](hystrix::circuit::store::StateStore) for
 //! hystrix-rs. When one instance learns

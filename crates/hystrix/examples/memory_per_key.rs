@@ -1,4 +1,5 @@
-//! Memory per command key, measured with a counting global allocator: the README's numbers.
+//! Memory per command key, measured with a counting global allocator: the guide's numbers
+//! (docs/differences.md).
 //!
 //! Run with `cargo run --example memory_per_key [-- KEYS] [--once]` (default 5000 keys;
 //! `--once`: only the first table, each key run once).
@@ -10,7 +11,7 @@
 //! bytes asked for, allocated minus freed, so the allocator's own overhead per allocation
 //! comes on top (the number of live allocations is shown too). Then it lists each allocation
 //! one idle key keeps, with the code that made it. `tests/memory_per_key.rs` holds the
-//! README's numbers to the same measurement (`tests/memory/mod.rs`).
+//! guide's numbers to the same measurement (`tests/memory/mod.rs`).
 
 #![allow(clippy::unwrap_used)]
 

@@ -4,8 +4,27 @@
 //! Hystrix: every call runs as a **command** that is bounded by a **bulkhead** (semaphore),
 //! cut off by a **timeout**, refused fast by a **circuit breaker** when the dependency is
 //! sick, and answered by a **fallback** when it fails, while **metrics** record what happened.
-//! Hystrix's property names, defaults and event semantics carry over; see the README for the
-//! Hystrix → hystrix-rs table.
+//! Hystrix's property names, defaults and event semantics carry over.
+//!
+//! **The guide** explains each concept with examples that are compiled and run as tests:
+//! [commands and execution modes][commands], [isolation: pools, semaphores, limits and
+//! priorities][isolation], [circuit breakers][breakers], [retry, budgets and hedging][retry],
+//! [request context, cache, log and collapser][requests], [HTTP: tower, axum, hyper,
+//! reqwest][http-guide], [configuration][configuration], [observability][observability],
+//! [testing your resilience][testing], [migrating from Hystrix and resilience4j][migrating],
+//! and [where we deliberately differ][differences]. This reference says what each item does.
+//!
+//! [commands]: https://github.com/hystrix-rs/hystrix-rs/blob/main/docs/commands.md
+//! [isolation]: https://github.com/hystrix-rs/hystrix-rs/blob/main/docs/isolation.md
+//! [breakers]: https://github.com/hystrix-rs/hystrix-rs/blob/main/docs/breakers.md
+//! [retry]: https://github.com/hystrix-rs/hystrix-rs/blob/main/docs/retry.md
+//! [requests]: https://github.com/hystrix-rs/hystrix-rs/blob/main/docs/requests.md
+//! [http-guide]: https://github.com/hystrix-rs/hystrix-rs/blob/main/docs/http.md
+//! [configuration]: https://github.com/hystrix-rs/hystrix-rs/blob/main/docs/configuration.md
+//! [observability]: https://github.com/hystrix-rs/hystrix-rs/blob/main/docs/observability.md
+//! [testing]: https://github.com/hystrix-rs/hystrix-rs/blob/main/docs/testing.md
+//! [migrating]: https://github.com/hystrix-rs/hystrix-rs/blob/main/docs/migrating.md
+//! [differences]: https://github.com/hystrix-rs/hystrix-rs/blob/main/docs/differences.md
 //!
 //! ## Quick start (blocking)
 //!

@@ -1,4 +1,4 @@
-//! The README's memory per command key ("Where hystrix-rs deliberately differs"), held to a
+//! The guide's memory per command key (docs/differences.md), held to a
 //! measurement: heap bytes per key, allocated minus freed, counted by a global allocator
 //! (`memory/mod.rs`, shared with `cargo run --example memory_per_key`, which prints them).
 //! One test in its own binary, since the allocator counts every thread.
@@ -7,7 +7,7 @@ mod memory;
 
 use memory::{Run, measure};
 
-/// The README's figure for a key that ran once and then stayed idle, in KiB.
+/// The guide's figure (docs/differences.md) for a key that ran once and then stayed idle, in KiB.
 const IDLE_KIB: f64 = 11.5;
 /// The latency table of one 10 s bucket of latencies under 64 ms: 64 counters of 8 bytes and
 /// a pointer to the other segments' pointers (16 bytes, a `OnceLock`).
@@ -18,14 +18,14 @@ const WINDOW: f64 = 48.0 + 8.0 * 16.0;
 
 #[test]
 fn memory_per_command_key_is_what_the_readme_says() {
-    // 5000 keys, as the README: a key's share of the registry's maps depends on their number.
+    // 5000 keys, as the guide: a key's share of the registry's maps depends on their number.
     let measured = measure(5000, 1, Run::Success);
     let (defined, idle) = (measured.defined.bytes, measured.registry_only.bytes);
     let readme_idle = IDLE_KIB * 1024.0;
     assert!(
         (idle - readme_idle).abs() <= readme_idle * 0.1,
-        "a key that ran once keeps {idle} B, more than 10 % away from the README's \
-         {IDLE_KIB} KiB: update README.md and IDLE_KIB"
+        "a key that ran once keeps {idle} B, more than 10 % away from the guide's \
+         {IDLE_KIB} KiB: update docs/differences.md and IDLE_KIB"
     );
 
     // What more latency buckets add is exact; fewer keys measure it faster.
@@ -55,9 +55,9 @@ fn memory_per_command_key_is_what_the_readme_says() {
         "up to 8 buckets with a fallback"
     );
 
-    // The README's figures, to 0.1 KiB, from this measurement.
+    // The guide's figures, to 0.1 KiB, from this measurement.
     let kib = |bytes: f64| format!("{:.1}", bytes / 1024.0);
-    let readme = include_str!("../../../README.md");
+    let page = include_str!("../../../docs/differences.md");
     for claim in [
         format!("{} KiB for a key defined and never run", kib(defined)),
         format!("{} KiB for a key that ran once", kib(idle)),
@@ -65,8 +65,8 @@ fn memory_per_command_key_is_what_the_readme_says() {
         format!("up to {} KiB", kib(idle + 2.0 * WINDOW + 15.0 * TABLE)),
     ] {
         assert!(
-            readme.replace("\n  ", " ").contains(&claim),
-            "README.md no longer says `{claim}`"
+            page.replace("\n  ", " ").contains(&claim),
+            "docs/differences.md no longer says `{claim}`"
         );
     }
 }

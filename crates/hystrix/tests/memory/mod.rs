@@ -1,6 +1,6 @@
 //! Measures the heap memory a command key keeps, with a counting global allocator: used by
-//! `tests/memory_per_key.rs` (which holds the README's numbers to it) and by
-//! `examples/memory_per_key.rs` (which prints them). Its binary must run nothing else at the
+//! `tests/memory_per_key.rs` (which holds the guide's numbers, docs/differences.md, to it) and
+//! by `examples/memory_per_key.rs` (which prints them). Its binary must run nothing else at the
 //! same time: the counts are of every thread.
 #![allow(dead_code, unreachable_pub, unsafe_code, clippy::unwrap_used)]
 
