@@ -104,3 +104,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     Ok(())
 }
+
+// doctest: breaker-shared-state
+use futures::executor::block_on;
+use std::sync::Arc;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // [snippet]
+    assert_eq!(on_b.circuit_breaker().status(), Status::Open);
+    let err = on_b.run(|| Ok::<_, MyError>(1)).execute().unwrap_err();
+    assert_eq!(err.failure_type(), FailureType::ShortCircuit);
+    assert_eq!(on_b.circuit_breaker().open_duration_ms(), Some(5000));
+    assert!(!b.state_store_status().unwrap().degraded);
+    Ok(())
+}
