@@ -7,3 +7,14 @@ fn main() {
     // [snippet]
     drop(registry);
 }
+
+// doctest: event-notifier
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // [snippet]
+    assert_eq!(name, "anonymous");
+    assert_eq!(
+        *log.0.lock().unwrap(),
+        ["GetUser: FAILURE", "GetUser: FALLBACK_SUCCESS"]
+    );
+    Ok(())
+}

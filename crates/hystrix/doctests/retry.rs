@@ -56,6 +56,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "SUCCESS, FAILUREx2, RETRYx2"
     );
     assert_eq!(outcome.execution_result().total_time_ms(), 250);
+    assert_eq!(
+        get_user.retry_budget(),
+        Some(hystrix::retry::RetryBudgetCounts { requests: 1, retries: 2, allowed: 100 })
+    );
+    Ok(())
+}
+
+// doctest: retry-budget
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let test = testing::TestRegistry::new();
+    // [snippet]
+    assert_eq!(outcome.response().as_ref().unwrap(), &0);
+    assert_eq!(
+        outcome.execution_result().execution_events().to_string(),
+        "FAILURE, FALLBACK_SUCCESS, RETRY_BUDGET_EXHAUSTED"
+    );
+    assert_eq!(
+        get_quote.retry_budget(),
+        Some(hystrix::retry::RetryBudgetCounts { requests: 1, retries: 0, allowed: 0 })
+    );
     Ok(())
 }
 
