@@ -52,6 +52,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let export = Command::builder("Export").group("Reports").build_in(&registry)?;
     // [snippet]
     assert_eq!(rows, 1_000);
+
+    // At the timeout the token is cancelled, and a run that waits on it returns.
+    let test = testing::TestRegistry::new();
+    let slow = Command::builder("SlowExport").group("Reports").build_in(test.registry())?;
+    let (started, run_started) = std::sync::mpsc::channel();
+    let (returned, run_returned) = std::sync::mpsc::channel();
+    let handle = slow
+        .run_cancellable(move |token| {
+            started.send(()).unwrap();
+            futures::executor::block_on(token.cancelled());
+            returned.send(()).unwrap();
+            Ok::<_, MyError>(0)
+        })
+        .queue();
+    run_started.recv()?;
+    test.advance_when_pending(1, Duration::from_millis(1000))?;
+    assert!(handle.get().unwrap_err().is_timeout());
+    run_returned.recv_timeout(Duration::from_secs(10))?;
     Ok(())
 }
 
