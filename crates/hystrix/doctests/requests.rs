@@ -2,6 +2,34 @@
 //! one section per snippet, named by its `<!-- doctest: NAME -->` line; `// [snippet]` is
 //! where the snippet goes. The common prelude is `prelude.rs`.
 
+// doctest: request-context-async feature=tower
+// The tower crate, not the glob-imported hystrix::tower module.
+use ::tower;
+
+async fn fetch_title(id: u32) -> Result<String, MyError> {
+    Ok(format!("movie {id}"))
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let test = testing::TestRegistry::new();
+    let get_title = Command::builder("GetTitle")
+        .group("Movies")
+        .build_in(test.registry())?;
+    let handler = tower::service_fn(|_request: ()| async {
+        let logged = RequestContext::current().map(|ctx| ctx.request_log().entries().len());
+        Ok::<_, std::convert::Infallible>(logged)
+    });
+    // [snippet]
+    assert_eq!(title, "movie 7");
+    assert_eq!(ctx.request_log().to_string(), "GetTitle[SUCCESS][0ms]");
+    assert_eq!(RequestContext::current(), None);
+    // Each call of the app runs in a new, empty context.
+    let logged = tower::ServiceExt::oneshot(app, ()).await?;
+    assert_eq!(logged, Some(0));
+    Ok(())
+}
+
 // doctest: request-context
 use std::net::SocketAddr;
 
@@ -14,21 +42,17 @@ fn get(backend: SocketAddr, id: u32) -> Result<String, MyError> {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let registry = Registry::new();
-    let semaphore = |key: &str| {
-        Command::builder(key)
-            .group("Movies")
-            .isolation(IsolationStrategy::Semaphore)
-            .build_in(&registry)
-    };
-    let (get_title, get_rating) = (semaphore("GetTitle")?, semaphore("GetRating")?);
+    let test = testing::TestRegistry::new();
+    let command = |key: &str| Command::builder(key).group("Movies").build_in(test.registry());
+    let (get_title, get_rating) = (command("GetTitle")?, command("GetRating")?);
     let (catalog, ratings, id): (SocketAddr, SocketAddr, u32) =
         (([127, 0, 0, 1], 1).into(), ([127, 0, 0, 1], 2).into(), 7);
     // [snippet]
     assert_eq!(
         ctx.request_log().to_string(),
-        "GetTitle[SUCCESS][0ms], GetRating[FAILURE, FALLBACK_SUCCESS][0ms]"
+        "GetTitle[SUCCESS][0ms], GetRating[FAILURE, FALLBACK_SUCCESS][0ms]x2"
     );
+    assert_eq!(ctx.request_log().entries().len(), 3);
     Ok(())
 }
 
@@ -41,11 +65,18 @@ fn fetch_user(id: u32) -> Result<User, MyError> {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let test = testing::TestRegistry::new();
     let get_user = Command::builder("GetUser")
         .group("UserService")
-        .build_in(&Registry::new())?;
+        .build_in(test.registry())?;
     // [snippet]
     assert!(std::sync::Arc::ptr_eq(&user, &again));
+    assert_eq!(*user, User(7));
+    assert_eq!(
+        ctx.request_log().to_string(),
+        "GetUser[SUCCESS][0ms], GetUser[SUCCESS, RESPONSE_FROM_CACHE][0ms]"
+    );
+    assert!(!get_user.clear_cache("7")?);
     Ok(())
 }
 

@@ -89,10 +89,27 @@ impl Properties {
     ///
     /// # Errors
     /// - [`LoadError::Invalid`] naming the variable and the property, for a value that does not
-    ///   parse, is out of range or breaks a rule, or a per-key change of a fixed
-    ///   property of a key in use;
+    ///   parse, is out of range or breaks a rule tying properties together (below), or a
+    ///   per-key change of a fixed property of a key in use;
     /// - [`LoadError::Conflict`] if two variables set one property;
-    /// - [`LoadError::Removal`] if dropping a value the environment gave before breaks a rule.
+    /// - [`LoadError::Removal`] if dropping a value the environment gave before leaves such a
+    ///   rule broken (a value set at run time relied on it, say).
+    ///
+    /// The rules tying properties together, each stated with its property in the field docs of
+    /// [`CommandProperties`](crate::CommandProperties),
+    /// [`ThreadPoolProperties`](crate::ThreadPoolProperties) and
+    /// [`CollapserProperties`](crate::config::CollapserProperties): a `numBuckets` divides its
+    /// window (`metrics.rollingStats.*`, `metrics.rollingPercentile.*`, `execution.throttle.*`);
+    /// `metrics.healthSnapshot.intervalInMilliseconds` divides
+    /// `metrics.rollingStats.timeInMilliseconds` into at most 1000 buckets;
+    /// `circuitBreaker.halfOpen.successThreshold` is at most `permittedRequests`;
+    /// `retry.backoff.maxInMilliseconds` is at least `initialInMilliseconds`;
+    /// `execution.isolation.adaptive.initialLimit` lies within `minLimit` and `maxLimit`; the
+    /// CRITICAL and NORMAL `execution.isolation.priority.*.reservedPercentage` add up to at most
+    /// 100; `chaos.fault.ratePercentage` and `chaos.hang.ratePercentage` add up to at most 100,
+    /// a hang rate above 0 needs `execution.timeout.enabled`, and `chaos.enabled` needs a
+    /// registry that allows chaos. A thread pool also needs at least one thread (`coreSize`, or
+    /// `maximumSize` with `allowMaximumSizeToDivergeFromCoreSize`).
     ///
     /// On error nothing changes.
     pub fn load_env_from<K, V>(

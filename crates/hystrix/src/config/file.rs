@@ -85,9 +85,26 @@ impl Properties {
     /// - [`LoadError::Internal`] if the file's parser panicked on it (caught: a bug in the
     ///   parser, met on unusual input);
     /// - [`LoadError::Invalid`] naming the line and the property, for a value that does not
-    ///   parse, is out of range or breaks a rule, or a per-key change of a
-    ///   fixed property of a key in use; [`LoadError::Removal`] if dropping a value the file
-    ///   gave before breaks a rule.
+    ///   parse, is out of range or breaks a rule tying properties together (below), or a
+    ///   per-key change of a fixed property of a key in use; [`LoadError::Removal`] if
+    ///   dropping a value the file gave before leaves such a rule broken (a value set at run
+    ///   time relied on it, say).
+    ///
+    /// The rules tying properties together, each stated with its property in the field docs of
+    /// [`CommandProperties`](crate::CommandProperties),
+    /// [`ThreadPoolProperties`](crate::ThreadPoolProperties) and
+    /// [`CollapserProperties`](crate::config::CollapserProperties): a `numBuckets` divides its
+    /// window (`metrics.rollingStats.*`, `metrics.rollingPercentile.*`, `execution.throttle.*`);
+    /// `metrics.healthSnapshot.intervalInMilliseconds` divides
+    /// `metrics.rollingStats.timeInMilliseconds` into at most 1000 buckets;
+    /// `circuitBreaker.halfOpen.successThreshold` is at most `permittedRequests`;
+    /// `retry.backoff.maxInMilliseconds` is at least `initialInMilliseconds`;
+    /// `execution.isolation.adaptive.initialLimit` lies within `minLimit` and `maxLimit`; the
+    /// CRITICAL and NORMAL `execution.isolation.priority.*.reservedPercentage` add up to at most
+    /// 100; `chaos.fault.ratePercentage` and `chaos.hang.ratePercentage` add up to at most 100,
+    /// a hang rate above 0 needs `execution.timeout.enabled`, and `chaos.enabled` needs a
+    /// registry that allows chaos. A thread pool also needs at least one thread (`coreSize`, or
+    /// `maximumSize` with `allowMaximumSizeToDivergeFromCoreSize`).
     ///
     /// On error nothing changes: the values loaded before stay.
     pub fn load_file(&self, path: impl AsRef<Path>) -> Result<LoadReport, LoadError> {
