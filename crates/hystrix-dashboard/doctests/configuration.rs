@@ -30,7 +30,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let call = |request: axum::http::Request<axum::body::Body>| {
         runtime.block_on(async {
-            let response = tower::ServiceExt::oneshot(dashboard.router::<()>(), request).await?;
+            let response = ::tower::ServiceExt::oneshot(dashboard.router::<()>(), request).await?;
             let status = response.status().as_u16();
             let body = axum::body::to_bytes(response.into_body(), 64 * 1024).await?;
             Ok::<_, Box<dyn std::error::Error>>((status, String::from_utf8(body.to_vec())?))

@@ -3,15 +3,14 @@
 //! where the snippet goes. The common prelude is `prelude.rs`, then the helpers below.
 
 /// The page's example file, as /etc/user-service/hystrix.properties.
-const USER_SERVICE_PROPERTIES: &str = concat!(
-    // (Not a line of its own: rustdoc would take a line starting with `# ` for a hidden one.)
-    "# /etc/user-service/hystrix.properties\n",
-    "hystrix.command.default.execution.isolation.thread.timeoutInMilliseconds=1000\n",
-    "hystrix.command.GetUser.execution.isolation.thread.timeoutInMilliseconds=250\n",
-    "hystrix.command.GetUser.circuitBreaker.errorThresholdPercentage=40\n",
-    "hystrix.threadpool.UserService.coreSize=20\n",
-    "ribbon.ReadTimeout=3000\n",
-);
+const USER_SERVICE_PROPERTIES: &str = "\
+# /etc/user-service/hystrix.properties
+hystrix.command.default.execution.isolation.thread.timeoutInMilliseconds=1000
+hystrix.command.GetUser.execution.isolation.thread.timeoutInMilliseconds=250
+hystrix.command.GetUser.circuitBreaker.errorThresholdPercentage=40
+hystrix.threadpool.UserService.coreSize=20
+ribbon.ReadTimeout=3000
+";
 
 /// Writes `text` to a new file `name` in a folder of the snippet's own under the temporary
 /// folder.

@@ -227,17 +227,18 @@ fn try_generate(root: &Path, manifest_dir: &Path, crates_dir: &Path) -> Result<S
                     None => write!(fence, ",{attribute}").expect("writing to a String"),
                 }
             }
-            let doc = format!(
-                "{} line {}: `{}`.\n\n{fence}\n{}{}// {} line {}\n{}{}```\n",
-                snippet.page,
-                snippet.line,
-                snippet.name,
+            let code = literal(&format!(
+                "{}{}// {} line {}\n{}{}",
                 setup.prelude,
                 section.before,
                 snippet.page,
                 snippet.line,
                 snippet.code,
                 section.after
+            ));
+            let doc = format!(
+                "{} line {}: `{}`.\n\n{fence}\n{code}```\n",
+                snippet.page, snippet.line, snippet.name
             );
             let page = Path::new(&snippet.page)
                 .file_stem()
@@ -253,6 +254,27 @@ fn try_generate(root: &Path, manifest_dir: &Path, crates_dir: &Path) -> Result<S
         }
     }
     Ok(items)
+}
+
+/// `code` as rustdoc must see it to compile it unchanged: rustdoc hides a line that starts
+/// (after its indentation) with `# ` or is `#`, and drops one `#` of a line starting with `##`,
+/// so each such line gets one more `#` (e.g. a `# comment` line of a string literal).
+fn literal(code: &str) -> String {
+    let mut out = String::with_capacity(code.len());
+    for line in code.lines() {
+        let rest = line.trim_start();
+        let indent = &line[..line.len() - rest.len()];
+        match rest.strip_prefix('#') {
+            Some(after) if after.is_empty() || after.starts_with([' ', '\t', '#']) => {
+                out.push_str(indent);
+                out.push('#');
+                out.push_str(rest);
+            }
+            _ => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// The ```rust blocks of a page, each with the name of its marker.
