@@ -81,8 +81,8 @@ property_table! {
     info COMMAND_PROPERTIES;
 
     /// `execution.isolation.strategy`: `THREAD` or `SEMAPHORE`. Default unset, meaning by run
-    /// kind: blocking runs use THREAD, async runs SEMAPHORE. Dynamic: read
-    /// when each execution starts.
+    /// kind: blocking (and cancellable) runs use THREAD, async and stream runs SEMAPHORE.
+    /// Dynamic: read when each execution starts.
     execution_isolation_strategy: Option<IsolationStrategy> = None;
         "execution.isolation.strategy", Dynamic, Any, no_check;
     /// `execution.isolation.thread.timeoutInMilliseconds`: the execution timeout in ms, for every

@@ -20,7 +20,9 @@ property_table! {
     layer ThreadPoolLayer;
     info THREAD_POOL_PROPERTIES;
 
-    /// `coreSize`: threads kept in the pool. Default 10. Dynamic.
+    /// `coreSize`: threads kept in the pool. Default 10. Dynamic. The pool needs at least one
+    /// thread: 0 is refused unless `allowMaximumSizeToDivergeFromCoreSize` gives it a
+    /// `maximumSize` of 1 or more.
     core_size: u32 = 10;
         "coreSize", Dynamic, Any, no_check;
     /// `maximumSize`: the pool's maximum when `allowMaximumSizeToDivergeFromCoreSize` is true.

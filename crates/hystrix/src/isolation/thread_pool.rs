@@ -74,10 +74,18 @@ impl fmt::Display for Rejection {
             Rejection::Full {
                 maximum_size,
                 queue_size,
-            } => write!(
-                f,
-                "all {maximum_size} threads busy and {queue_size} tasks queued"
-            ),
+            } => {
+                let threads = if *maximum_size == 1 {
+                    "thread"
+                } else {
+                    "threads"
+                };
+                let tasks = if *queue_size == 1 { "task" } else { "tasks" };
+                write!(
+                    f,
+                    "all {maximum_size} {threads} busy and {queue_size} {tasks} queued"
+                )
+            }
             Rejection::Shutdown => f.write_str("the registry is shutting down"),
         }
     }
