@@ -34,14 +34,15 @@ impl<Src, FB, Rt, Cl> HystrixLayer<Src, FB, Rt, Cl> {
     /// | status | counts as | retried (with [`retry_with`](HystrixLayer::retry_with)) | the caller gets |
     /// |---|---|---|---|
     /// | below 400 | SUCCESS | no | the response |
-    /// | 503 with `Retry-After` | FAILURE, and the breaker opens now for at least the delay ([`Class::TripNow`]) | no (the breaker is open) | the fallback's response, else this response |
+    /// | 503 with `Retry-After` | FAILURE, and the breaker opens now for at least the delay ([`Class::TripNow`]) | as the breaker's trial once the delay has passed, if that fits in the call's deadline | the fallback's response, else this response |
     /// | other 5xx, 408, 429 | FAILURE | yes, not before its `Retry-After` | the fallback's response, else this response |
     /// | other 4xx | BAD_REQUEST (not counted, no fallback) | no | this response |
     ///
     /// A response that is a failure counts in the breaker's error percentage, and is retried
     /// like an error of the service: within `retry.maxAttempts`, the retry budget and the
     /// deadlines, with its `Retry-After` (seconds or an HTTP date) as the least delay before
-    /// the next attempt. Whether a request may be sent again is the clone hook's decision
+    /// the next attempt; a delay that does not fit in the call's deadline (its timeout) ends
+    /// the call at once. Whether a request may be sent again is the clone hook's decision
     /// ([`IdempotentHttp`](crate::tower::IdempotentHttp) refuses a POST), not the status's.
     ///
     /// **What the caller gets**: when the call's final outcome is a failure response, the
