@@ -10,6 +10,11 @@
 //! retry loop's (a [`RetryAnswer`]) for a status code; with the `http` feature,
 //! `classify_response` and `classify_parts` read the status, `Retry-After` and method of the
 //! `http` crate's types, which hyper, axum, reqwest (`status()`, `headers()`) and ureq use.
+//!
+//! **Servers**: [`error_status`] (and with the `http` feature `error_response`) says which
+//! status answers a call that ended in a [`HystrixError`]. The tower layer applies both sides
+//! in one line each: `HystrixLayer::classify_http` and `HystrixLayer::errors_as_responses`
+//! (features `tower` and `http`).
 use std::time::{Duration, SystemTime};
 
 use crate::command::Class;

@@ -36,6 +36,13 @@
 //! that is the per-call opt-out. With the `http` feature, `IdempotentHttp` is a ready hook for
 //! `http::Request`s: it refuses non-idempotent methods and requests marked [`NoRetry`].
 //!
+//! **HTTP** (feature `http`): by itself the layer sees errors only, so an `Ok` response with a
+//! status of 500 is a success. `classify_http` judges `http::Response`s by their status
+//! (5xx, 408 and 429 are failures, a 503 with `Retry-After` opens the breaker at once, other
+//! 4xx are bad requests; a failure response no fallback replaced is returned as it came), and
+//! `errors_as_responses` answers the layer's own errors with statuses (503, 504, 502), so the
+//! service's error is `Infallible` and axum's `Router` takes it as is.
+//!
 //! **Hedging** takes the same opt-in: with `retry_with`, `hedging.maxAttempts` over 1 races
 //! another copy of a slow call's request against it (see the [`hedging`](crate::hedging)
 //! module); a request the hook refuses is not hedged either.
