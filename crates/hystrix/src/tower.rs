@@ -101,8 +101,8 @@ use crate::retry::Again;
 mod http;
 #[cfg(feature = "http")]
 pub use http::{
-    ClassifyHttp, ErrorResponseFuture, ErrorResponses, ErrorResponsesLayer, HttpFailure,
-    HttpResponseFuture, HttpService,
+    AlwaysReady, ClassifyHttp, ErrorResponseFuture, ErrorResponses, ErrorResponsesLayer,
+    HttpFailure, HttpResponseFuture, HttpService,
 };
 
 /// Middleware that runs every call of the wrapped service as an execution of a command.

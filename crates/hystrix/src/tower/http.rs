@@ -13,7 +13,7 @@ use pin_project_lite::pin_project;
 use tower::layer::util::Stack;
 use tower::{Layer, Service};
 
-use super::{CommandSource, HystrixLayer, HystrixService, LayerResponses, ServiceCall};
+use super::{CommandSource, HystrixLayer, HystrixService, LayerResponses};
 use crate::command::{Class, Classify, Command};
 use crate::error::HystrixError;
 use crate::http::{classify_head, classify_status, error_response};
@@ -427,28 +427,39 @@ impl<S> Layer<S> for ErrorResponsesLayer {
 
 /// A service whose errors are answered with responses: `S`'s `HystrixError`s become empty
 /// responses with [`http::error_status`](crate::http::error_status)'s status; made by
-/// [`ErrorResponsesLayer`].
+/// [`ErrorResponsesLayer`] over a layer's service ([`AlwaysReady`]).
 #[derive(Debug, Clone)]
 pub struct ErrorResponses<S>(S);
 
+/// A service whose [`poll_ready`](Service::poll_ready) is always `Ready(Ok(()))` and
+/// reserves nothing, so that it may be called without being polled ready: the layer's
+/// [`HystrixService`] and [`HttpService`]. [`ErrorResponses`] wraps such services only (it has
+/// no response to answer a readiness error with).
+pub trait AlwaysReady {}
+
+impl<S, Src, FB, Rt> AlwaysReady for HystrixService<S, Src, FB, Rt> {}
+
+impl<S, Src, FB, Rt> AlwaysReady for HttpService<S, Src, FB, Rt> {}
+
 impl<S, Req, E, B> Service<Req> for ErrorResponses<S>
 where
-    S: Service<Req, Response = http::Response<B>, Error = HystrixError<E>> + Clone,
+    S: Service<Req, Response = http::Response<B>, Error = HystrixError<E>> + AlwaysReady,
     B: Default,
 {
     type Response = http::Response<B>;
     type Error = Infallible;
-    type Future = ErrorResponseFuture<ServiceCall<S, Req, S::Future>>;
+    type Future = ErrorResponseFuture<S::Future>;
 
-    /// Always ready: each call awaits the readiness of its own clone of the service (a
-    /// [`HystrixService`] is always ready), and answers its readiness error as a response.
+    /// Always ready, as the service it wraps.
+    #[inline]
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         Poll::Ready(Ok(()))
     }
 
+    #[inline]
     fn call(&mut self, request: Req) -> Self::Future {
         ErrorResponseFuture {
-            future: ServiceCall::new(self.0.clone(), request),
+            future: self.0.call(request),
         }
     }
 }
