@@ -269,7 +269,7 @@ fn a_429_is_retried_no_sooner_than_its_retry_after() {
 }
 
 #[test]
-fn a_failure_response_passes_through_without_a_fallback_and_is_replaced_with_one() {
+fn a_failure_response_passes_through_unless_a_fallback_replaces_it() {
     let test = TestRegistry::new();
     let cmd = builder("Gateway").build_in(test.registry()).unwrap();
     let backend = Backend::new(&test, 502);
@@ -306,6 +306,24 @@ fn a_failure_response_passes_through_without_a_fallback_and_is_replaced_with_one
     assert_eq!(
         context.request_log().to_string(),
         "Gateway[FAILURE, FALLBACK_SUCCESS][0ms]"
+    );
+
+    // A fallback that fails: the backend's response is still what the caller gets.
+    let mut failing_fallback = HystrixLayer::new(cmd.clone())
+        .fallback_fn(|_: &HystrixError<HttpFailure<std::io::Error, String>>| {
+            Err::<Response, _>(std::io::Error::other("cache down"))
+        })
+        .classify_http()
+        .layer(backend.service());
+    let context = RequestContext::new();
+    let response =
+        block_on(context.scope(async { failing_fallback.ready().await?.call(get("/")).await }))
+            .unwrap();
+    assert_eq!(response.status(), 502);
+    assert_eq!(response.body(), "GET 502 #3");
+    assert_eq!(
+        context.request_log().to_string(),
+        "Gateway[FAILURE, FALLBACK_FAILURE][0ms]"
     );
 }
 

@@ -58,7 +58,12 @@ impl<Src, FB, Rt, Cl> HystrixLayer<Src, FB, Rt, Cl> {
     /// or the failure response ([`HttpFailure::response`]), so `fallback_fn` takes a
     /// `&HystrixError<HttpFailure<E, B>>`. The request cache
     /// ([`cache_key`](HystrixLayer::cache_key)) is not available on such a layer (a streaming
-    /// body cannot be shared). The other calls of the layer can come before or after this one.
+    /// body cannot be shared). The command's own classifier
+    /// ([`classify`](crate::CommandBuilder::classify),
+    /// [`classify_retry`](crate::CommandBuilder::classify_retry)) still answers for the
+    /// service's errors; responses are judged by their status alone. The other builder calls
+    /// (fallbacks, `retry_with`, `priority_with`, `breaker_key`) can come before or after this
+    /// one; [`errors_as_responses`](HystrixLayer::errors_as_responses) comes last.
     ///
     /// ```
     /// use hystrix::testing::TestRegistry;
