@@ -1,28 +1,32 @@
 //! An axum gateway whose `/quote/{item}` handler is protected by a `HystrixLayer`, in front of
 //! a flaky price backend. Everything runs on 127.0.0.1.
 //!
-//! Run with `cargo run --example tower_axum_server`.
+//! Run with `cargo run --features http --example tower_axum_server`.
 //!
-//! The handler calls the backend over HTTP; a 5xx answer is an error, so the command sees it.
-//! Three phases of traffic go through the gateway:
+//! The handler is a plain axum handler: it forwards the backend's answer, status and body. The
+//! layer judges the responses by their status (`classify_http`: a 5xx is a failure) and
+//! answers its own errors with a status (`errors_as_responses`: 503 when short-circuited), so
+//! it goes into `Router::layer` as is, without `HandleErrorLayer`. Four phases of traffic go
+//! through the gateway:
 //! 1. the backend is healthy: every quote is a 200;
-//! 2. the backend fails: the first calls get 502 (they reached it), then the breaker opens and
-//!    the gateway answers 503 at once without calling the backend;
+//! 2. the backend fails: the first calls get its 500 and its body (they reached it, and each
+//!    counts as a failure), then the breaker opens and the gateway answers 503 at once
+//!    without calling the backend;
 //! 3. the backend recovers: after the sleep window one trial call goes through, succeeds, and
-//!    the breaker closes: 200s again.
-//!
-//! The errors reach axum's `HandleErrorLayer`, which maps each failure type to a status code.
+//!    the breaker closes: 200s again;
+//! 4. the backend is overloaded and answers 503 with `Retry-After: 5`: that one answer opens
+//!    the breaker at once, and the backend sees no other call for 5 s.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::error_handling::HandleErrorLayer;
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use axum::http::header::RETRY_AFTER;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use http_body_util::{BodyExt, Empty};
@@ -31,25 +35,43 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use hystrix::tower::HystrixLayer;
-use hystrix::{BoxError, Command, FailureType, HystrixError, Registry, Status};
+use hystrix::{BoxError, Command, Registry, Status};
 use tokio::net::TcpListener;
-use tower::{ServiceBuilder, service_fn};
 
 type HttpClient = Client<HttpConnector, Empty<Bytes>>;
 
-/// The backend: healthy or failing, and how many calls it saw.
+const HEALTHY: u8 = 0;
+const FAILING: u8 = 1;
+const OVERLOADED: u8 = 2;
+
+/// The backend: healthy, failing or overloaded, and how many calls it saw.
 #[derive(Default)]
 struct Backend {
-    failing: AtomicBool,
+    state: AtomicU8,
     calls: AtomicU64,
+}
+
+impl Backend {
+    fn set(&self, state: u8) {
+        self.state.store(state, Ordering::Relaxed);
+    }
+
+    fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
 }
 
 async fn price(State(backend): State<Arc<Backend>>, Path(item): Path<u64>) -> Response {
     backend.calls.fetch_add(1, Ordering::Relaxed);
-    if backend.failing.load(Ordering::Relaxed) {
-        (StatusCode::INTERNAL_SERVER_ERROR, "database down").into_response()
-    } else {
-        format!("{}", item * 100).into_response()
+    match backend.state.load(Ordering::Relaxed) {
+        FAILING => (StatusCode::INTERNAL_SERVER_ERROR, "database down").into_response(),
+        OVERLOADED => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [("retry-after", "5")],
+            "overloaded",
+        )
+            .into_response(),
+        _ => format!("{}", item * 100).into_response(),
     }
 }
 
@@ -60,54 +82,45 @@ async fn serve(router: Router) -> std::io::Result<SocketAddr> {
     Ok(addr)
 }
 
-/// The backend answered with a server error.
-#[derive(Debug)]
-struct BackendError(StatusCode);
-
-impl std::fmt::Display for BackendError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "backend answered {}", self.0)
-    }
-}
-
-impl std::error::Error for BackendError {}
-
-/// The protected handler: fetch the price from the backend; a 5xx is an error.
-async fn quote(
+/// The gateway's state: the HTTP client and the backend's address.
+#[derive(Clone)]
+struct Gateway {
     client: HttpClient,
     backend: SocketAddr,
-    request: Request,
-) -> Result<Response, BoxError> {
-    let item = request
-        .uri()
-        .path()
-        .trim_start_matches("/quote/")
-        .to_owned();
-    let uri = format!("http://{backend}/price/{item}").parse::<hyper::Uri>()?;
-    let answer = client.get(uri).await?;
+}
+
+/// The protected handler: fetches the price from the backend and answers with the backend's
+/// status, body and `Retry-After`, whatever they are (the layer judges the status).
+async fn quote(
+    State(gateway): State<Gateway>,
+    Path(item): Path<u64>,
+) -> Result<Response, (StatusCode, String)> {
+    let bad_gateway = |err: &dyn std::fmt::Display| (StatusCode::BAD_GATEWAY, err.to_string());
+    let uri = format!("http://{}/price/{item}", gateway.backend)
+        .parse::<hyper::Uri>()
+        .map_err(|err| bad_gateway(&err))?;
+    let answer = gateway
+        .client
+        .get(uri)
+        .await
+        .map_err(|err| bad_gateway(&err))?;
     let status = answer.status();
-    if status.is_server_error() {
-        return Err(Box::new(BackendError(status)));
-    }
-    let body = answer.into_body().collect().await?.to_bytes();
-    Ok((
+    let retry_after = answer.headers().get(RETRY_AFTER).cloned();
+    let body = answer
+        .into_body()
+        .collect()
+        .await
+        .map_err(|err| bad_gateway(&err))?
+        .to_bytes();
+    let mut response = (
         status,
         format!("quote for {item}: {}", String::from_utf8_lossy(&body)),
     )
-        .into_response())
-}
-
-/// Each failure type of the layer's error becomes a status code.
-async fn to_response(err: HystrixError<BoxError>) -> Response {
-    let status = match err.failure_type() {
-        FailureType::ShortCircuit => StatusCode::SERVICE_UNAVAILABLE,
-        FailureType::Timeout => StatusCode::GATEWAY_TIMEOUT,
-        FailureType::RejectedSemaphoreExecution | FailureType::RejectedThreadExecution => {
-            StatusCode::TOO_MANY_REQUESTS
-        }
-        _ => StatusCode::BAD_GATEWAY,
-    };
-    (status, err.to_string()).into_response()
+        .into_response();
+    if let Some(retry_after) = retry_after {
+        response.headers_mut().insert(RETRY_AFTER, retry_after);
+    }
+    Ok(response)
 }
 
 #[tokio::main]
@@ -131,29 +144,36 @@ async fn main() -> Result<(), BoxError> {
     let breaker = command.circuit_breaker();
     let client: HttpClient = Client::builder(TokioExecutor::new()).build_http();
 
-    let handler = {
-        let client = client.clone();
-        service_fn(move |request: Request| quote(client.clone(), backend_addr, request))
-    };
-    let protected = ServiceBuilder::new()
-        .layer(HandleErrorLayer::new(to_response))
-        .layer(HystrixLayer::new(command.clone()))
-        .service(handler);
-    let gateway = serve(Router::new().route_service("/quote/{item}", protected)).await?;
+    let app = Router::new()
+        .route("/quote/{item}", get(quote))
+        .layer(
+            HystrixLayer::new(command.clone())
+                .classify_http() // a 5xx is a failure; 503 + Retry-After trips at once
+                .errors_as_responses(), // short-circuited: 503, timed out: 504, ...
+        )
+        .with_state(Gateway {
+            client: client.clone(),
+            backend: backend_addr,
+        });
+    let gateway = serve(app).await?;
     println!("backend on {backend_addr}, gateway on {gateway}");
 
+    // A call of the gateway: its status and body.
     let call = |item: u64| {
         let client = client.clone();
         async move {
             let uri = format!("http://{gateway}/quote/{item}").parse::<hyper::Uri>()?;
-            Ok::<_, BoxError>(client.get(uri).await?.status().as_u16())
+            let response = client.get(uri).await?;
+            let status = response.status().as_u16();
+            let body = response.into_body().collect().await?.to_bytes();
+            Ok::<_, BoxError>((status, String::from_utf8_lossy(&body).into_owned()))
         }
     };
 
     // 1. Healthy.
     let mut healthy = BTreeMap::new();
     for item in 0..30 {
-        *healthy.entry(call(item).await?).or_insert(0) += 1;
+        *healthy.entry(call(item).await?.0).or_insert(0) += 1;
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     println!("1. backend healthy:    status codes {healthy:?}");
@@ -163,25 +183,28 @@ async fn main() -> Result<(), BoxError> {
     )?;
 
     // 2. Failing, until the breaker has been open for a while.
-    backend.failing.store(true, Ordering::Relaxed);
-    let before = backend.calls.load(Ordering::Relaxed);
+    backend.set(FAILING);
+    let before = backend.calls();
     let mut failing = BTreeMap::new();
+    let mut bodies = BTreeMap::new();
     let (mut short_circuited, deadline) = (0, Instant::now() + Duration::from_secs(10));
     while short_circuited < 50 && Instant::now() < deadline {
-        let status = call(1).await?;
+        let (status, body) = call(1).await?;
         *failing.entry(status).or_insert(0) += 1;
+        bodies.entry(status).or_insert(body);
         if status == 503 {
             short_circuited += 1;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let reached = backend.calls.load(Ordering::Relaxed) - before;
+    let reached = backend.calls() - before;
     let sent: u64 = failing.values().sum();
     println!(
         "2. backend failing:    status codes {failing:?}; the backend saw {reached} of {sent} \
          calls, breaker {:?}",
         breaker.status()
     );
+    println!("   a 500's body: {:?}", bodies.get(&500));
     println!(
         "   trip cause: {}",
         breaker
@@ -194,20 +217,28 @@ async fn main() -> Result<(), BoxError> {
         "the breaker opens and answers 503 at once",
     )?;
     check(
+        failing.get(&500) == Some(&reached),
+        "every call that reached the backend got its 500",
+    )?;
+    check(
+        bodies.get(&500).map(String::as_str) == Some("quote for 1: database down"),
+        "the backend's 500 reaches the client with its body",
+    )?;
+    check(
         reached < sent,
         "short-circuited calls never reach the backend",
     )?;
 
     // 3. Recovered: the first call after the sleep window is the trial; it closes the breaker.
-    backend.failing.store(false, Ordering::Relaxed);
+    backend.set(HEALTHY);
     let mut recovered = BTreeMap::new();
     let deadline = Instant::now() + Duration::from_secs(10);
     while breaker.status() != Status::Closed && Instant::now() < deadline {
-        *recovered.entry(call(2).await?).or_insert(0) += 1;
+        *recovered.entry(call(2).await?.0).or_insert(0) += 1;
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     for item in 0..10 {
-        *recovered.entry(call(item).await?).or_insert(0) += 1;
+        *recovered.entry(call(item).await?.0).or_insert(0) += 1;
     }
     println!(
         "3. backend recovered:  status codes {recovered:?}, breaker {:?}",
@@ -216,6 +247,24 @@ async fn main() -> Result<(), BoxError> {
     check(
         breaker.status() == Status::Closed,
         "a successful trial closes the breaker",
+    )?;
+
+    // 4. Overloaded: one 503 with Retry-After: 5 opens the breaker at once.
+    backend.set(OVERLOADED);
+    let before = backend.calls();
+    let mut overloaded = BTreeMap::new();
+    for item in 0..20 {
+        *overloaded.entry(call(item).await?.0).or_insert(0) += 1;
+    }
+    let reached = backend.calls() - before;
+    println!(
+        "4. backend overloaded: status codes {overloaded:?}; the backend saw {reached} of 20 \
+         calls, breaker {:?}",
+        breaker.status()
+    );
+    check(
+        reached == 1 && breaker.status() == Status::Open,
+        "one 503 with Retry-After opens the breaker at once",
     )?;
 
     let metrics = command.metrics();

@@ -1,49 +1,72 @@
 //! hyper-util's HTTP client as a tower `Service`, wrapped in a keyed `HystrixLayer`: one
 //! command, and so one circuit breaker, per host. Everything runs on 127.0.0.1.
 //!
-//! Run with `cargo run --example tower_http_client`.
+//! Run with `cargo run --features http --example tower_http_client`.
 //!
-//! Two loopback services play two hosts: `inventory` answers, `reviews` fails with 503 for a
-//! while. A product page fetches both, product after product. The layer's key function picks
-//! the command by the request's host, so the failing `reviews` host trips its own breaker and
-//! is then skipped at once (the page renders without reviews: the fallback), while `inventory`
-//! keeps being called normally. When `reviews` recovers, its breaker's trial closes it again.
+//! Two loopback services play two hosts, `inventory` and `reviews`. A product page fetches
+//! both, product after product. The layer judges each response by its status
+//! (`classify_http`), retries GETs once (`retry_with(IdempotentHttp)`, `retry.maxAttempts`
+//! 2) and degrades a failed part of the page (its fallback):
+//! 1. `reviews` answers 503: each GET is tried twice, the pages render without reviews, and
+//!    the reviews breaker opens (then its calls are skipped at once) while `inventory` keeps
+//!    being called normally;
+//! 2. `reviews` recovers: after the sleep window a trial closes its breaker;
+//! 3. `inventory` is overloaded and answers 503 with `Retry-After: 5`: that one answer opens
+//!    its breaker at once, for at least 5 s, and it sees no other call meanwhile (the retry
+//!    would have to wait past the call's 2 s timeout, so the fallback answers at once);
+//! 4. a POST that gets a 503 is sent once, never retried.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::any;
 use http_body_util::{BodyExt, Empty};
 use hyper::Request;
 use hyper::body::{Bytes, Incoming};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use hystrix::command::KeyedCommands;
-use hystrix::tower::HystrixLayer;
-use hystrix::{BoxError, Command, HystrixError, IsolationStrategy, Registry, Status};
+use hystrix::tower::{HttpFailure, HystrixLayer, IdempotentHttp};
+use hystrix::{BoxError, Command, EventType, HystrixError, IsolationStrategy, Registry, Status};
 use tokio::net::TcpListener;
 use tower::{Service, ServiceBuilder, ServiceExt};
 
-/// A loopback host: answers `body`, or 503 while `down`; counts the calls it sees.
+const UP: u8 = 0;
+const DOWN: u8 = 1;
+const OVERLOADED: u8 = 2;
+
+/// A loopback host: answers `body`, 503 while DOWN, 503 with `Retry-After: 5` while
+/// OVERLOADED; counts the calls it sees.
 #[derive(Default)]
 struct Host {
     body: &'static str,
-    down: AtomicBool,
+    state: AtomicU8,
     calls: AtomicU64,
+}
+
+impl Host {
+    fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
 }
 
 async fn answer(State(host): State<Arc<Host>>) -> Response {
     host.calls.fetch_add(1, Ordering::Relaxed);
-    if host.down.load(Ordering::Relaxed) {
-        (StatusCode::SERVICE_UNAVAILABLE, "overloaded").into_response()
-    } else {
-        host.body.into_response()
+    match host.state.load(Ordering::Relaxed) {
+        DOWN => (StatusCode::SERVICE_UNAVAILABLE, "down").into_response(),
+        OVERLOADED => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [("retry-after", "5")],
+            "overloaded",
+        )
+            .into_response(),
+        _ => host.body.into_response(),
     }
 }
 
@@ -51,21 +74,23 @@ async fn start(host: &Arc<Host>) -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let router = Router::new()
-        .route("/{*path}", get(answer))
+        .route("/{*path}", any(answer))
         .with_state(Arc::clone(host));
     tokio::spawn(async move { axum::serve(listener, router).await });
     Ok(addr)
 }
 
-/// A server error is an error for the breaker; otherwise the body as text.
-async fn read_body(response: hyper::Response<Incoming>) -> Result<String, BoxError> {
-    let status = response.status();
-    let body = response.into_body().collect().await?.to_bytes();
-    let text = String::from_utf8_lossy(&body).into_owned();
-    if status.is_server_error() {
-        return Err(format!("{status}: {text}").into());
-    }
-    Ok(text)
+/// Reads the body within the call (so the command's timeout covers it too): a response of
+/// text, which a fallback can make as well.
+async fn buffered(
+    response: hyper::Response<Incoming>,
+) -> Result<hyper::Response<String>, BoxError> {
+    let (parts, body) = response.into_parts();
+    let body = body.collect().await?.to_bytes();
+    Ok(hyper::Response::from_parts(
+        parts,
+        String::from_utf8_lossy(&body).into_owned(),
+    ))
 }
 
 #[tokio::main]
@@ -89,6 +114,8 @@ async fn main() -> Result<(), BoxError> {
             .timeout(Duration::from_millis(2000))
             .circuit_breaker_request_volume_threshold(10)
             .circuit_breaker_sleep_window(Duration::from_millis(300))
+            .property("retry.maxAttempts", 2)
+            .property("retry.backoff.initialInMilliseconds", 5)
     })
     .registry(&registry)
     .build();
@@ -103,21 +130,26 @@ async fn main() -> Result<(), BoxError> {
                     .map_or("no-authority", |authority| authority.as_str())
                     .into()
             })
-            .fallback_fn(|err: &HystrixError<BoxError>| {
+            .classify_http() // 5xx, 408, 429 are failures; 503 + Retry-After trips at once
+            .retry_with(IdempotentHttp) // GETs may be retried, POSTs never
+            .fallback_fn(|err: &HystrixError<HttpFailure<BoxError, String>>| {
                 // Degrade: the page renders without this part.
-                Ok::<_, BoxError>(format!("(unavailable: {})", err.failure_type()))
+                let why = match err.cause().and_then(HttpFailure::response) {
+                    Some(response) => response.status().to_string(),
+                    None => err.failure_type().to_string(),
+                };
+                Ok::<_, BoxError>(hyper::Response::new(format!("(unavailable: {why})")))
             }),
         )
-        .and_then(read_body)
+        .and_then(buffered)
         .service(client);
 
-    let mut get = async |addr: SocketAddr, path: String| {
-        let request = Request::get(format!("http://{addr}/{path}")).body(Empty::new())?;
-        http.ready()
-            .await?
-            .call(request)
-            .await
-            .map_err(BoxError::from)
+    let mut send = async |request: Request<Empty<Bytes>>| {
+        let response = http.ready().await?.call(request).await?;
+        Ok::<_, BoxError>(response.into_body())
+    };
+    let get = |addr: SocketAddr, path: String| {
+        Request::get(format!("http://{addr}/{path}")).body(Empty::new())
     };
 
     let breaker = |addr: SocketAddr| {
@@ -125,19 +157,21 @@ async fn main() -> Result<(), BoxError> {
             .circuit_breaker(&format!("Http-{addr}"))
             .map(|b| b.status())
     };
+    let metrics = |addr: SocketAddr| registry.command_metrics(&format!("Http-{addr}"));
+    let count = |addr: SocketAddr, event| metrics(addr).map_or(0, |m| m.cumulative_count(event));
     let mut pages: Vec<String> = Vec::new();
     let mut product = 0;
     let mut page = async |pages: &mut Vec<String>| -> Result<(), BoxError> {
-        let stock = get(inventory_addr, format!("stock/{product}")).await?;
-        let stars = get(reviews_addr, format!("reviews/{product}")).await?;
-        pages.push(format!("product {product:>3}: {stock:<12} | {stars}"));
+        let stock = send(get(inventory_addr, format!("stock/{product}"))?).await?;
+        let stars = send(get(reviews_addr, format!("reviews/{product}"))?).await?;
+        pages.push(format!("product {product:>3}: {stock:<38} | {stars}"));
         product += 1;
         tokio::time::sleep(Duration::from_millis(10)).await;
         Ok(())
     };
 
-    // Reviews down: pages render without them; the reviews breaker opens.
-    reviews.down.store(true, Ordering::Relaxed);
+    // 1. Reviews down: pages render without them; the reviews breaker opens.
+    reviews.state.store(DOWN, Ordering::Relaxed);
     let deadline = Instant::now() + Duration::from_secs(10);
     while pages.iter().filter(|p| p.contains("SHORTCIRCUIT")).count() < 10
         && Instant::now() < deadline
@@ -145,58 +179,41 @@ async fn main() -> Result<(), BoxError> {
         page(&mut pages).await?;
     }
     let tripped_after = pages.len();
-    // Reviews back: after the sleep window a trial closes the breaker.
-    reviews.down.store(false, Ordering::Relaxed);
+    let failed_calls = pages
+        .iter()
+        .filter(|p| p.ends_with("503 Service Unavailable)"))
+        .count() as u64;
+    println!("1. reviews down:");
+    for index in [0, 1, tripped_after - 2, tripped_after - 1] {
+        println!("   {}", pages[index]);
+    }
+    println!(
+        "   reviews saw {} calls for {failed_calls} failed pages (each GET tried twice), \
+         breaker {:?}",
+        reviews.calls(),
+        breaker(reviews_addr)
+    );
+    // The call during which the breaker opened may have made one attempt only.
+    check(
+        (2 * failed_calls..=2 * failed_calls + 1).contains(&reviews.calls()),
+        "each failed GET was sent twice (one retry)",
+    )?;
+    check(
+        count(reviews_addr, EventType::ShortCircuited) > 0
+            && breaker(inventory_addr) == Some(Status::Closed),
+        "the reviews breaker opens, inventory's stays closed",
+    )?;
+
+    // 2. Reviews back: after the sleep window a trial closes the breaker.
+    reviews.state.store(UP, Ordering::Relaxed);
     while breaker(reviews_addr) != Some(Status::Closed) && Instant::now() < deadline {
         page(&mut pages).await?;
     }
-    for _ in 0..5 {
+    for _ in 0..3 {
         page(&mut pages).await?;
     }
-    let shown = [
-        0,
-        1,
-        tripped_after - 2,
-        tripped_after - 1,
-        pages.len() - 2,
-        pages.len() - 1,
-    ];
-    for index in shown {
-        println!("{}", pages[index]);
-    }
-    let total = pages.len() as u64;
-
-    let metrics = |addr: SocketAddr| registry.command_metrics(&format!("Http-{addr}"));
-    let (inv, rev) = (metrics(inventory_addr), metrics(reviews_addr));
-    let count = |m: &Option<hystrix::CommandMetrics>, event| {
-        m.as_ref().map_or(0, |m| m.cumulative_count(event))
-    };
-    println!(
-        "inventory: {} calls seen, breaker {:?}, {} successes",
-        inventory.calls.load(Ordering::Relaxed),
-        breaker(inventory_addr),
-        count(&inv, hystrix::EventType::Success)
-    );
-    println!(
-        "reviews:   {} calls seen of {total}, breaker {:?}, {} failures, {} short-circuited, {} \
-         fallbacks",
-        reviews.calls.load(Ordering::Relaxed),
-        breaker(reviews_addr),
-        count(&rev, hystrix::EventType::Failure),
-        count(&rev, hystrix::EventType::ShortCircuited),
-        count(&rev, hystrix::EventType::FallbackSuccess)
-    );
-    println!("commands per host: {:?}", per_host.keys());
-
-    check(
-        count(&inv, hystrix::EventType::Success) == total,
-        "inventory, a healthy host, is never affected by the other host's breaker",
-    )?;
-    check(
-        count(&rev, hystrix::EventType::ShortCircuited) > 0
-            && reviews.calls.load(Ordering::Relaxed) < total,
-        "the reviews breaker opens and short-circuited calls never reach it",
-    )?;
+    println!("2. reviews recovered:");
+    println!("   {}", pages[pages.len() - 1]);
     check(
         breaker(reviews_addr) == Some(Status::Closed),
         "the reviews breaker closes after it recovers",
@@ -205,6 +222,52 @@ async fn main() -> Result<(), BoxError> {
         pages.last().is_some_and(|page| page.ends_with("4.5 stars")),
         "the last page has its reviews again",
     )?;
+
+    // 3. Inventory overloaded: one 503 with Retry-After: 5 opens its breaker for 5 s.
+    inventory.state.store(OVERLOADED, Ordering::Relaxed);
+    let (before, since) = (inventory.calls(), Instant::now());
+    let first = pages.len();
+    while since.elapsed() < Duration::from_millis(800) {
+        page(&mut pages).await?;
+    }
+    let seen = inventory.calls() - before;
+    println!("3. inventory overloaded (503, Retry-After: 5):");
+    println!("   {}", pages[first]);
+    println!("   {}", pages[pages.len() - 1]);
+    println!(
+        "   inventory saw {seen} call(s) in 800 ms ({} pages), breaker {:?}",
+        pages.len() - first,
+        breaker(inventory_addr)
+    );
+    check(
+        seen == 1,
+        "one 503 with Retry-After opens the breaker at once, not retried",
+    )?;
+    check(
+        breaker(inventory_addr) == Some(Status::Open),
+        "the inventory breaker stays open for the Retry-After",
+    )?;
+
+    // 4. A POST answered 503 is sent once.
+    reviews.state.store(DOWN, Ordering::Relaxed);
+    let before = reviews.calls();
+    let post = Request::post(format!("http://{reviews_addr}/reviews/1")).body(Empty::new())?;
+    let answer = send(post).await?;
+    println!(
+        "4. POST to reviews while down: {answer}, reviews saw {} call(s)",
+        reviews.calls() - before
+    );
+    check(reviews.calls() - before == 1, "a POST is never retried")?;
+
+    println!(
+        "reviews: {} failures, {} short-circuited, {} retries, {} fallbacks; commands per host: \
+         {:?}",
+        count(reviews_addr, EventType::Failure),
+        count(reviews_addr, EventType::ShortCircuited),
+        count(reviews_addr, EventType::Retry),
+        count(reviews_addr, EventType::FallbackSuccess),
+        per_host.keys()
+    );
     Ok(())
 }
 

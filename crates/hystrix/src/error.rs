@@ -474,18 +474,30 @@ impl<E> HystrixError<E> {
     where
         F: FnOnce(E) -> E2,
     {
-        HystrixError {
+        match self.try_map_cause(|e| Ok::<_, std::convert::Infallible>(f(e))) {
+            Ok(error) => error,
+            Err(never) => match never {},
+        }
+    }
+
+    /// Converts the run's error with `f`, keeping everything else, or gives what `f` took out
+    /// of it instead (`Err`), the rest of the error dropped.
+    pub(crate) fn try_map_cause<F, E2, T>(self, f: F) -> Result<HystrixError<E2>, T>
+    where
+        F: FnOnce(E) -> Result<E2, T>,
+    {
+        Ok(HystrixError {
             failure_type: self.failure_type,
             command_key: self.command_key,
             cause: match self.cause {
-                Cause::Error(e) => Cause::Error(f(e)),
+                Cause::Error(e) => Cause::Error(f(e)?),
                 Cause::Panic(msg) => Cause::Panic(msg),
                 Cause::None => Cause::None,
             },
             fallback: self.fallback,
             detail: self.detail,
             attempts: self.attempts,
-        }
+        })
     }
 
     /// Boxes the run's error, so errors of commands with different error types share one type.

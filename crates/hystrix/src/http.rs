@@ -10,9 +10,15 @@
 //! retry loop's (a [`RetryAnswer`]) for a status code; with the `http` feature,
 //! `classify_response` and `classify_parts` read the status, `Retry-After` and method of the
 //! `http` crate's types, which hyper, axum, reqwest (`status()`, `headers()`) and ureq use.
+//!
+//! **Servers**: [`error_status`] (and with the `http` feature `error_response`) says which
+//! status answers a call that ended in a [`HystrixError`]. The tower layer applies both sides
+//! in one line each: `HystrixLayer::classify_http` and `HystrixLayer::errors_as_responses`
+//! (features `tower` and `http`).
 use std::time::{Duration, SystemTime};
 
 use crate::command::Class;
+use crate::error::{FailureType, HystrixError};
 use crate::retry::RetryAnswer;
 
 /// The [`Class`] and [`RetryAnswer`] of an HTTP error response with status `status`, its
@@ -127,11 +133,86 @@ pub fn classify_parts(
     headers: &::http::HeaderMap,
     method: &::http::Method,
 ) -> (Class, RetryAnswer) {
+    classify_head(status, headers, is_idempotent(method.as_str()))
+}
+
+/// [`classify_status`] of a status and its headers' `Retry-After` (read against the wall
+/// clock), for a request that may be repeated or not.
+#[cfg(feature = "http")]
+pub(crate) fn classify_head(
+    status: ::http::StatusCode,
+    headers: &::http::HeaderMap,
+    idempotent: bool,
+) -> (Class, RetryAnswer) {
     let delay = headers
         .get(::http::header::RETRY_AFTER)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| retry_after(value, SystemTime::now()));
-    classify_status(status.as_u16(), delay, is_idempotent(method.as_str()))
+    classify_status(status.as_u16(), delay, idempotent)
+}
+
+/// The status code an HTTP server answers with when a call of a command ended in `error`
+/// (the mapping of [`HystrixLayer::errors_as_responses`](crate::tower::HystrixLayer::errors_as_responses)):
+///
+/// | the call ended in | status |
+/// |---|---|
+/// | a short-circuit (open breaker) or a rejection (semaphore, thread pool, adaptive limit, priority reserve, throttling, fallback semaphore) | 503 Service Unavailable |
+/// | a timeout | 504 Gateway Timeout |
+/// | a misuse of the API, or no request context for a request-scoped feature (this server's own fault) | 500 Internal Server Error |
+/// | any other failure (the dependency's error, a panic, an injected fault) | 502 Bad Gateway |
+///
+/// ```
+/// use hystrix::http::error_status;
+/// use hystrix::{Command, FailureType, IsolationStrategy, Registry};
+///
+/// let registry = Registry::new();
+/// let command = Command::builder("Users")
+///     .group("Users")
+///     .isolation(IsolationStrategy::Semaphore)
+///     .build_in(&registry)?;
+/// let err = command.run(|| Err::<(), _>("refused")).execute().unwrap_err();
+/// assert_eq!(err.failure_type(), FailureType::CommandException);
+/// assert_eq!(error_status(&err), 502);
+/// command.circuit_breaker().force_open();
+/// let err = command.run(|| Ok::<_, &str>(())).execute().unwrap_err();
+/// assert_eq!(error_status(&err), 503);
+/// # Ok::<(), hystrix::ConfigError>(())
+/// ```
+pub fn error_status<E>(error: &HystrixError<E>) -> u16 {
+    match error.failure_type() {
+        FailureType::Misuse | FailureType::NoRequestContext => 500,
+        FailureType::RejectedSemaphoreFallback => 503,
+        _ if error.is_rejection() => 503,
+        _ if error.is_timeout() => 504,
+        _ => 502,
+    }
+}
+
+/// An empty response with [`error_status`]'s status for `error`, as an HTTP server answers a
+/// call that ended in it (its body is `B::default()`, e.g. an empty axum `Body`).
+///
+/// ```
+/// use hystrix::http::error_response;
+/// use hystrix::{Command, IsolationStrategy, Registry};
+///
+/// let registry = Registry::new();
+/// let command = Command::builder("Users")
+///     .group("Users")
+///     .isolation(IsolationStrategy::Semaphore)
+///     .build_in(&registry)?;
+/// command.circuit_breaker().force_open();
+/// let err = command.run(|| Ok::<_, &str>(())).execute().unwrap_err();
+/// let response: http::Response<String> = error_response(&err);
+/// assert_eq!(response.status(), http::StatusCode::SERVICE_UNAVAILABLE);
+/// assert_eq!(response.body(), "");
+/// # Ok::<(), hystrix::ConfigError>(())
+/// ```
+#[cfg(feature = "http")]
+pub fn error_response<E, B: Default>(error: &HystrixError<E>) -> ::http::Response<B> {
+    let mut response = ::http::Response::new(B::default());
+    *response.status_mut() = ::http::StatusCode::from_u16(error_status(error))
+        .unwrap_or(::http::StatusCode::BAD_GATEWAY);
+    response
 }
 
 /// The delay a `Retry-After` header value asks for (RFC 9110 §10.2.3), or `None` when `value`

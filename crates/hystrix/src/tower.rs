@@ -36,6 +36,13 @@
 //! that is the per-call opt-out. With the `http` feature, `IdempotentHttp` is a ready hook for
 //! `http::Request`s: it refuses non-idempotent methods and requests marked [`NoRetry`].
 //!
+//! **HTTP** (feature `http`): by itself the layer sees errors only, so an `Ok` response with a
+//! status of 500 is a success. `classify_http` judges `http::Response`s by their status
+//! (5xx, 408 and 429 are failures, a 503 with `Retry-After` opens the breaker at once, other
+//! 4xx are bad requests; a failure response no fallback replaced is returned as it came), and
+//! `errors_as_responses` answers the layer's own errors with statuses (503, 504, 502), so the
+//! service's error is `Infallible` and axum's `Router` takes it as is.
+//!
 //! **Hedging** takes the same opt-in: with `retry_with`, `hedging.maxAttempts` over 1 races
 //! another copy of a slow call's request against it (see the [`hedging`](crate::hedging)
 //! module); a request the hook refuses is not hedged either.
@@ -90,20 +97,58 @@ use crate::isolation::thread_pool::{Rejection, ThreadPool};
 use crate::key::CommandKey;
 use crate::retry::Again;
 
+#[cfg(feature = "http")]
+mod http;
+#[cfg(feature = "http")]
+pub use http::{
+    AlwaysReady, ClassifyHttp, ErrorResponseFuture, ErrorResponses, ErrorResponsesLayer,
+    HttpFailure, HttpResponseFuture, HttpService,
+};
+
 /// Middleware that runs every call of the wrapped service as an execution of a command.
 ///
 /// `Src` is where the command comes from ([`Command`] or [`ByKey`]); `FB` the fallback
 /// ([`NoFallback`], [`FallbackValue`], [`FallbackFn`] or [`FallbackService`]); `Rt` whether
 /// calls may be retried ([`OneAttempt`], the default, or [`RetryWith`], see
-/// [`retry_with`](HystrixLayer::retry_with)).
+/// [`retry_with`](HystrixLayer::retry_with)); `Cl` how responses count ([`OkIsSuccess`], the
+/// default: every `Ok` response is a success; with the `http` feature `ClassifyHttp`, see
+/// `classify_http`).
 #[derive(Clone)]
-pub struct HystrixLayer<Src, FB = NoFallback, Rt = OneAttempt> {
+pub struct HystrixLayer<Src, FB = NoFallback, Rt = OneAttempt, Cl = OkIsSuccess> {
     source: Src,
     fallback: FB,
     retry: Rt,
+    class: Cl,
 }
 
-impl<Src, FB, Rt> fmt::Debug for HystrixLayer<Src, FB, Rt> {
+/// Every `Ok` response of the wrapped service is a success: a layer without `classify_http`
+/// (the default).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OkIsSuccess;
+
+/// How a layer makes the service of each wrapped service: the [`HystrixService`] itself
+/// ([`OkIsSuccess`]), or with the `http` feature one that judges the responses' statuses
+/// (`ClassifyHttp`).
+pub trait LayerResponses<S, Src, FB, Rt> {
+    /// The service the layer makes.
+    #[doc(hidden)]
+    type Service;
+
+    /// The service the layer makes of `service`.
+    #[doc(hidden)]
+    fn service(service: HystrixService<S, Src, FB, Rt>) -> Self::Service;
+}
+
+impl<S, Src, FB, Rt> LayerResponses<S, Src, FB, Rt> for OkIsSuccess {
+    type Service = HystrixService<S, Src, FB, Rt>;
+
+    #[inline]
+    fn service(service: HystrixService<S, Src, FB, Rt>) -> Self::Service {
+        service
+    }
+}
+
+impl<Src, FB, Rt, Cl> fmt::Debug for HystrixLayer<Src, FB, Rt, Cl> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HystrixLayer").finish_non_exhaustive()
     }
@@ -116,6 +161,7 @@ impl<C> HystrixLayer<Command<C>> {
             source: command,
             fallback: NoFallback,
             retry: OneAttempt,
+            class: OkIsSuccess,
         }
     }
 }
@@ -138,18 +184,19 @@ where
             },
             fallback: NoFallback,
             retry: OneAttempt,
+            class: OkIsSuccess,
         }
     }
 }
 
-impl<C, FB, Rt> HystrixLayer<Command<C>, FB, Rt> {
+impl<C, FB, Rt, Cl> HystrixLayer<Command<C>, FB, Rt, Cl> {
     /// Each call goes through the keyed breaker that `key_fn` names for its request (a host, a
     /// shard, a tenant; borrowed or owned), so one failing host opens its own breaker while
     /// the others' calls go on; the command must have keyed breakers
     /// ([`CommandBuilder::breaker_per_key`](crate::command::CommandBuilder::breaker_per_key)),
     /// otherwise every call ends in a misuse error. Metrics, bulkhead, timeout and fallback
     /// stay the command's.
-    pub fn breaker_key<F, Req>(self, key_fn: F) -> HystrixLayer<BreakerByKey<C, F, Req>, FB, Rt>
+    pub fn breaker_key<F, Req>(self, key_fn: F) -> HystrixLayer<BreakerByKey<C, F, Req>, FB, Rt, Cl>
     where
         F: for<'r> Fn(&'r Req) -> Cow<'r, str>,
     {
@@ -161,11 +208,12 @@ impl<C, FB, Rt> HystrixLayer<Command<C>, FB, Rt> {
             },
             fallback: self.fallback,
             retry: self.retry,
+            class: self.class,
         }
     }
 }
 
-impl<Src, FB, Rt> HystrixLayer<Src, FB, Rt> {
+impl<Src, FB, Rt, Cl> HystrixLayer<Src, FB, Rt, Cl> {
     /// Gives each call the [`Priority`] that `priority_fn` reads from its request (a header, a
     /// route, the caller's identity), as [`Execution::priority`](crate::Execution::priority):
     /// under the command's priority reserves
@@ -204,7 +252,7 @@ impl<Src, FB, Rt> HystrixLayer<Src, FB, Rt> {
     pub fn priority_with<F, Req>(
         self,
         priority_fn: F,
-    ) -> HystrixLayer<Prioritized<Src, F, Req>, FB, Rt>
+    ) -> HystrixLayer<Prioritized<Src, F, Req>, FB, Rt, Cl>
     where
         F: Fn(&Req) -> Priority,
     {
@@ -216,9 +264,13 @@ impl<Src, FB, Rt> HystrixLayer<Src, FB, Rt> {
             },
             fallback: self.fallback,
             retry: self.retry,
+            class: self.class,
         }
     }
+}
 
+/// The request cache, for layers whose `Ok` responses are all successes.
+impl<Src, FB, Rt> HystrixLayer<Src, FB, Rt> {
     /// Turns on the request cache for the calls: `key_fn` gives a request's cache key
     /// (Hystrix's `getCacheKey()`; `None`: that call is not cached). Within one
     /// [`RequestContext`] current where the call's future is
@@ -241,33 +293,41 @@ impl<Src, FB, Rt> HystrixLayer<Src, FB, Rt> {
             key_fn: Arc::new(key_fn),
         }
     }
+}
 
+impl<Src, FB, Rt, Cl> HystrixLayer<Src, FB, Rt, Cl> {
     /// On failure (error, timeout, short-circuit, rejection) answer with a clone of `value`.
-    pub fn fallback_value<T: Clone>(self, value: T) -> HystrixLayer<Src, FallbackValue<T>, Rt> {
+    pub fn fallback_value<T: Clone>(self, value: T) -> HystrixLayer<Src, FallbackValue<T>, Rt, Cl> {
         HystrixLayer {
             source: self.source,
             fallback: FallbackValue(value),
             retry: self.retry,
+            class: self.class,
         }
     }
 
     /// On failure answer with `f(&error)`; its error becomes the call's FALLBACK_FAILURE.
-    pub fn fallback_fn<F>(self, f: F) -> HystrixLayer<Src, FallbackFn<F>, Rt> {
+    pub fn fallback_fn<F>(self, f: F) -> HystrixLayer<Src, FallbackFn<F>, Rt, Cl> {
         HystrixLayer {
             source: self.source,
             fallback: FallbackFn(Arc::new(f)),
             retry: self.retry,
+            class: self.class,
         }
     }
 
     /// On failure send the same request to `service` (a secondary backend, a cache); needs
     /// the request to be `Clone` (it is cloned before each call). Its readiness is awaited
     /// within the fallback.
-    pub fn fallback_service<S2>(self, service: S2) -> HystrixLayer<Src, FallbackService<S2>, Rt> {
+    pub fn fallback_service<S2>(
+        self,
+        service: S2,
+    ) -> HystrixLayer<Src, FallbackService<S2>, Rt, Cl> {
         HystrixLayer {
             source: self.source,
             fallback: FallbackService(service),
             retry: self.retry,
+            class: self.class,
         }
     }
 
@@ -343,25 +403,29 @@ impl<Src, FB, Rt> HystrixLayer<Src, FB, Rt> {
     /// );
     /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
     /// ```
-    pub fn retry_with<H>(self, hook: H) -> HystrixLayer<Src, FB, RetryWith<H>> {
+    pub fn retry_with<H>(self, hook: H) -> HystrixLayer<Src, FB, RetryWith<H>, Cl> {
         HystrixLayer {
             source: self.source,
             fallback: self.fallback,
             retry: RetryWith(Arc::new(hook)),
+            class: self.class,
         }
     }
 }
 
-impl<S, Src: Clone, FB: Clone, Rt: Clone> Layer<S> for HystrixLayer<Src, FB, Rt> {
-    type Service = HystrixService<S, Src, FB, Rt>;
+impl<S, Src: Clone, FB: Clone, Rt: Clone, Cl> Layer<S> for HystrixLayer<Src, FB, Rt, Cl>
+where
+    Cl: LayerResponses<S, Src, FB, Rt>,
+{
+    type Service = Cl::Service;
 
     fn layer(&self, inner: S) -> Self::Service {
-        HystrixService {
+        Cl::service(HystrixService {
             inner,
             source: self.source.clone(),
             fallback: self.fallback.clone(),
             retry: self.retry.clone(),
-        }
+        })
     }
 }
 

@@ -578,6 +578,15 @@ impl<C> Command<C> {
     pub(crate) fn into_parts(self) -> (Arc<CommandState>, C) {
         (self.state, self.classifier)
     }
+
+    /// The same command with its classifier wrapped by `f`.
+    #[cfg(all(feature = "tower", feature = "http"))]
+    pub(crate) fn map_classifier<C2>(self, f: impl FnOnce(C) -> C2) -> Command<C2> {
+        Command {
+            state: self.state,
+            classifier: f(self.classifier),
+        }
+    }
 }
 
 /// Builds a [`Command`]: keys, properties given in code, and the error classifier.
