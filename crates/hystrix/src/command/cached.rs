@@ -47,15 +47,16 @@ use crate::registry::{CommandState, EagerGuard};
 ///
 /// ```
 /// use hystrix::context::RequestContext;
-/// use hystrix::{Command, IsolationStrategy, Registry};
+/// use hystrix::testing::TestRegistry;
+/// use hystrix::{Command, IsolationStrategy};
 /// use std::sync::Arc;
 /// use std::sync::atomic::{AtomicU32, Ordering};
 ///
-/// let registry = Registry::new();
+/// let test = TestRegistry::new(); // a manual clock: the times logged are exact
 /// let get_user = Command::builder("GetUser")
 ///     .group("Users")
 ///     .isolation(IsolationStrategy::Semaphore)
-///     .build_in(&registry)?;
+///     .build_in(test.registry())?;
 /// let calls = Arc::new(AtomicU32::new(0));
 /// let fetch = |calls: &Arc<AtomicU32>| {
 ///     let calls = Arc::clone(calls);

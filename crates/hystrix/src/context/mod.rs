@@ -65,13 +65,14 @@ thread_local! {
 ///
 /// ```
 /// use hystrix::context::RequestContext;
-/// use hystrix::{Command, IsolationStrategy, Registry};
+/// use hystrix::testing::TestRegistry;
+/// use hystrix::{Command, IsolationStrategy};
 ///
-/// let registry = Registry::new();
+/// let test = TestRegistry::new(); // a manual clock: the times logged are exact
 /// let get_user = Command::builder("GetUser")
 ///     .group("Users")
 ///     .isolation(IsolationStrategy::Semaphore)
-///     .build_in(&registry)?;
+///     .build_in(test.registry())?;
 ///
 /// let ctx = RequestContext::new();
 /// {
@@ -486,13 +487,14 @@ static LISTENER_PANICKED: AtomicBool = AtomicBool::new(false);
 /// ```
 /// use std::sync::{Arc, Mutex};
 /// use hystrix::context::{RequestContext, subscribe_request_logs};
-/// use hystrix::{Command, IsolationStrategy, Registry};
+/// use hystrix::testing::TestRegistry;
+/// use hystrix::{Command, IsolationStrategy};
 ///
-/// let registry = Registry::new();
+/// let test = TestRegistry::new(); // a manual clock: the times logged are exact
 /// let get_user = Command::builder("GetUser")
 ///     .group("Users")
 ///     .isolation(IsolationStrategy::Semaphore)
-///     .build_in(&registry)?;
+///     .build_in(test.registry())?;
 /// let heard = Arc::new(Mutex::new(Vec::new()));
 /// let sink = Arc::clone(&heard);
 /// let subscription = subscribe_request_logs(move |log| {
