@@ -1,10 +1,8 @@
 //! The setup of the Rust snippets of docs/http.md (see crates/hystrix/doctests/generate.rs):
 //! one section per snippet, named by its `<!-- doctest: NAME -->` line; `// [snippet]` is
-//! where the snippet goes. The common prelude is `prelude.rs`.
-
-// The http crate, not the glob-imported hystrix::http module.
-#[allow(unused_imports)]
-use ::http;
+//! where the snippet goes. The common prelude is `prelude.rs`. A section with the `http`
+//! feature imports `::http`, the http crate, over the glob-imported `hystrix::http` module
+//! (without the feature there is no http crate to import).
 
 // doctest: tower-layer feature=tower
 // The tower crate, not the glob-imported hystrix::tower module.
@@ -52,6 +50,8 @@ async fn main() -> Result<(), BoxError> {
 }
 
 // doctest: http-one-liners feature=http
+#[allow(unused_imports)]
+use ::http;
 use ::tower;
 use tower::Layer;
 
@@ -68,6 +68,8 @@ fn main() -> Result<(), BoxError> {
 }
 
 // doctest: http-axum-server feature=http
+#[allow(unused_imports)]
+use ::http;
 use ::tower;
 use axum::body::Body;
 use axum::extract::{Path, Request};
@@ -94,66 +96,66 @@ async fn send(app: &Router, path: &str) -> Result<(u16, String), BoxError> {
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let get_quote = Command::builder("GetQuoteAxum").group("Quotes").build()?;
-    let breaker = get_quote.circuit_breaker();
     // [snippet]
     assert_eq!(send(&app, "/quote/7").await?, (200, "700".to_owned()));
+    // A route without the layer: no command, no 503 below.
+    assert_eq!(send(&app, "/health").await?, (200, "ok".to_owned()));
     // A 500 of the handler is counted as a failure, and returned with its body.
     assert_eq!(send(&app, "/quote/0").await?, (500, "database down".to_owned()));
     breaker.force_open();
     assert_eq!(send(&app, "/quote/7").await?, (503, String::new()));
+    assert_eq!(send(&app, "/health").await?, (200, "ok".to_owned()));
     Ok(())
 }
 
 // doctest: http-hyper-client feature=http
+#[allow(unused_imports)]
+use ::http;
 use ::tower;
-use http_body_util::Full;
-use hyper::body::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use tower::{Service, ServiceExt};
 
-/// Stands for hyper-util's `Client` (a tower service of `Request`s): answers 503, counts the
-/// requests.
-fn hyper_client(
-    calls: Arc<AtomicU32>,
-) -> impl Service<
-    Request<Full<Bytes>>,
-    Response = Response<Full<Bytes>>,
-    Error = BoxError,
-    Future = impl Future<Output = Result<Response<Full<Bytes>>, BoxError>> + Send,
-> + Clone
-+ Send
-+ 'static {
-    tower::service_fn(move |_: Request<Full<Bytes>>| {
+/// A backend on 127.0.0.1 that answers every request 503 "busy" (no Retry-After) and counts
+/// them; its address.
+async fn busy_backend(calls: Arc<AtomicU32>) -> std::io::Result<std::net::SocketAddr> {
+    let app = axum::Router::new().fallback(move || {
         calls.fetch_add(1, Ordering::SeqCst);
-        async {
-            Ok(Response::builder()
-                .status(503)
-                .body(Full::new(Bytes::from("busy")))?)
-        }
-    })
+        async { (axum::http::StatusCode::SERVICE_UNAVAILABLE, "busy") }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok(addr)
 }
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
     let calls = Arc::new(AtomicU32::new(0));
-    let hyper_client = hyper_client(Arc::clone(&calls));
+    let backend = busy_backend(Arc::clone(&calls)).await?;
     // [snippet]
-    let get = Request::get("http://inventory.internal/stock/7").body(Full::default())?;
+    let url = format!("http://{backend}/stock/7");
+    let get = Request::get(url.as_str()).body(Full::default())?;
     let response = client.ready().await?.call(get).await?;
-    assert_eq!(response.status(), 503, "no fallback: the last answer, as is");
+    assert_eq!(response.into_body(), "unavailable: 503 Service Unavailable");
     assert_eq!(calls.swap(0, Ordering::SeqCst), 2, "a GET: two attempts");
-    let post = Request::post("http://inventory.internal/orders").body(Full::default())?;
-    client.ready().await?.call(post).await?;
+    let post = Request::post(url.as_str()).body(Full::default())?;
+    let response = client.ready().await?.call(post).await?;
+    assert_eq!(response.into_body(), "unavailable: 503 Service Unavailable");
     assert_eq!(calls.load(Ordering::SeqCst), 1, "a POST: one");
-    let metrics = Registry::global().command_metrics("Http-inventory.internal");
+    let metrics = Registry::global().command_metrics(&format!("Http-{backend}"));
     assert_eq!(metrics.map(|m| m.cumulative_count(EventType::Failure)), Some(3));
     Ok(())
 }
 
 // doctest: http-reqwest feature=http
+#[allow(unused_imports)]
+use ::http;
 use std::sync::{Arc, Mutex};
 
 /// A stand-in for reqwest's `Client`, `RequestBuilder`, `Response` and `Error` (its
@@ -233,6 +235,8 @@ async fn main() -> Result<(), BoxError> {
 }
 
 // doctest: http-idempotency feature=http
+#[allow(unused_imports)]
+use ::http;
 use ::tower;
 use hystrix::testing::TestRegistry;
 use hystrix::tower::HystrixLayer;
