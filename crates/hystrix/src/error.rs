@@ -50,17 +50,15 @@ pub enum ConfigError {
          before any command is built with .build() or Registry::global() is called"
     )]
     GlobalRegistryInUse,
-    /// A name that is not a known property.
-    #[error(
-        "unknown property `{}` (expected hystrix.command.<Key|default>.<name>, \
-         hystrix.threadpool.<Key|default>.<name> or hystrix.collapser.<Key|default>.<name> \
-         with a Hystrix property name, or a stream property such as \
-         hystrix.stream.dashboard.intervalInMilliseconds)",
-        .name.escape_debug()
-    )]
+    /// A name that is not a known property. The message suggests the closest property name
+    /// when one is close (a typo, or the wrong case), else says what names look like.
+    #[error("unknown property `{}`{}", .name.escape_debug(), unknown_property_hint(.suggestion.as_deref()))]
     UnknownProperty {
         /// The name given.
         name: String,
+        /// The closest property name, the key kept as given, if one is close (within a
+        /// quarter of its length in edits, at least 2).
+        suggestion: Option<String>,
     },
     /// A command defined without a group key (Hystrix requires one).
     #[error("command `{key}` has no group key; Hystrix requires one: call .group(\"...\")")]
@@ -673,3 +671,15 @@ impl<E: fmt::Debug> fmt::Debug for HystrixError<E> {
 /// `None`: error reporters that walk sources print it once. [`HystrixError::cause`] gives it
 /// typed.
 impl<E: fmt::Debug + fmt::Display> StdError for HystrixError<E> {}
+
+/// The end of [`ConfigError::UnknownProperty`]'s message: the suggestion, or the name's shape.
+fn unknown_property_hint(suggestion: Option<&str>) -> String {
+    match suggestion {
+        Some(suggestion) => format!("; did you mean `{}`?", suggestion.escape_debug()),
+        None => " (expected hystrix.command.<Key|default>.<name>, \
+                 hystrix.threadpool.<Key|default>.<name> or hystrix.collapser.<Key|default>.<name> \
+                 with a Hystrix property name, or a stream property such as \
+                 hystrix.stream.dashboard.intervalInMilliseconds)"
+            .to_owned(),
+    }
+}

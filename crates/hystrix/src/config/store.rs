@@ -854,9 +854,7 @@ macro_rules! by_kind {
 /// [`ConfigError::UnknownProperty`] for a name that is not a property;
 /// [`ConfigError::InvalidKey`] for a key no command, pool or collapser can have.
 pub(crate) fn parse_name(full_name: &str) -> Result<Target<'_>, ConfigError> {
-    let unknown = || ConfigError::UnknownProperty {
-        name: full_name.to_owned(),
-    };
+    let unknown = || unknown_property(full_name);
     if let Some(property) = full_name
         .strip_prefix(StreamKind::PREFIX)
         .and_then(|rest| STREAM_PROPERTIES.iter().find(|p| p.name == rest))
@@ -908,12 +906,19 @@ pub(crate) fn parse_name(full_name: &str) -> Result<Target<'_>, ConfigError> {
     })
 }
 
+/// [`ConfigError::UnknownProperty`] for `full_name`, with the closest property name if one is
+/// close.
+fn unknown_property(full_name: &str) -> ConfigError {
+    ConfigError::UnknownProperty {
+        name: full_name.to_owned(),
+        suggestion: super::source::suggest(full_name),
+    }
+}
+
 /// The error for a value a layer refused, named by its full property name.
 pub(crate) fn layer_error(err: LayerError, full_name: &str, value: &PropertyValue) -> ConfigError {
     match err {
-        LayerError::Unknown => ConfigError::UnknownProperty {
-            name: full_name.to_owned(),
-        },
+        LayerError::Unknown => unknown_property(full_name),
         LayerError::InstanceOnly => ConfigError::InvalidValue {
             name: full_name.to_owned(),
             value: value.to_string(),
@@ -1556,13 +1561,46 @@ mod tests {
             "hystrix.other.A.coreSize",
             "coreSize",
         ] {
-            assert_eq!(
-                p.set(name, 1).unwrap_err(),
-                ConfigError::UnknownProperty {
-                    name: name.to_owned()
-                }
+            assert!(
+                matches!(
+                    p.set(name, 1).unwrap_err(),
+                    ConfigError::UnknownProperty { name: given, .. } if given == name
+                ),
+                "{name}"
             );
         }
+    }
+
+    #[test]
+    fn a_misspelt_name_set_in_code_gets_a_suggestion() {
+        let p = Properties::new(Rules::default());
+        let name = "hystrix.command.GetOrder.execution.isolation.thread.timeoutInMiliseconds";
+        let err = p.set(name, 500).unwrap_err();
+        assert_eq!(
+            err,
+            ConfigError::UnknownProperty {
+                name: name.to_owned(),
+                suggestion: Some(
+                    "hystrix.command.GetOrder.execution.isolation.thread.timeoutInMilliseconds"
+                        .to_owned()
+                ),
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "unknown property \
+             `hystrix.command.GetOrder.execution.isolation.thread.timeoutInMiliseconds`; did you \
+             mean `hystrix.command.GetOrder.execution.isolation.thread.timeoutInMilliseconds`?"
+        );
+        // From the builder too, which names the full property.
+        let err = crate::Command::builder("GetOrder")
+            .group("Orders")
+            .property("execution.isolation.thread.timeoutInMiliseconds", 500)
+            .build_in(&crate::Registry::new())
+            .unwrap_err();
+        assert!(err.to_string().ends_with(
+            "did you mean `hystrix.command.GetOrder.execution.isolation.thread.timeoutInMilliseconds`?"
+        ));
     }
 
     #[test]
