@@ -110,8 +110,17 @@ async fn price_of(item: u64) -> Result<u64, MyError> {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let registry = Registry::new();
     let get_price = Command::builder("GetPrice").group("Pricing").build_in(&registry)?;
+    let get_user = Command::builder("GetUser").group("Users").build_in(&registry)?;
     // [snippet]
     assert_eq!([a, b, c, d], [100, 200, 300, 400]);
+    assert_eq!(name, "ada");
+    // execute() of an async run on this runtime's thread is refused, with the message above.
+    let err = get_price.run_async(price_of(5)).execute().unwrap_err();
+    assert_eq!(err.failure_type(), FailureType::Misuse);
+    assert!(err.to_string().contains(
+        "executed with execute() on a thread a tokio runtime drives, which it would block; \
+         use execute_async().await or queue()"
+    ));
     Ok(())
 }
 
