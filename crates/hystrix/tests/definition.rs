@@ -64,7 +64,12 @@ fn invalid_builder_values_are_refused_with_the_full_property_name() {
         ),
         (
             builder("A").property("circuitBreaker.sleepWindowInMillis", 10),
-            "unknown property `hystrix.command.A.circuitBreaker.sleepWindowInMillis` (expected \
+            "unknown property `hystrix.command.A.circuitBreaker.sleepWindowInMillis`; did you \
+             mean `hystrix.command.A.circuitBreaker.sleepWindowInMilliseconds`?",
+        ),
+        (
+            builder("A").property("somethingElse", 10),
+            "unknown property `hystrix.command.A.somethingElse` (expected \
              hystrix.command.<Key|default>.<name>, hystrix.threadpool.<Key|default>.<name> or \
              hystrix.collapser.<Key|default>.<name> with a Hystrix property name, or a stream \
              property such as hystrix.stream.dashboard.intervalInMilliseconds)",
