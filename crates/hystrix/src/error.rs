@@ -160,6 +160,7 @@ impl FailureType {
     }
 }
 
+/// Writes [`name`](FailureType::name): Hystrix's name, e.g. `SHORTCIRCUIT`, `TIMEOUT`.
 impl fmt::Display for FailureType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
