@@ -152,7 +152,7 @@ pub(crate) fn classify_head(
 }
 
 /// The status code an HTTP server answers with when a call of a command ended in `error`
-/// (the mapping of [`HystrixLayer::errors_as_responses`](crate::tower::HystrixLayer::errors_as_responses)):
+/// (the mapping of `HystrixLayer::errors_as_responses`, features `tower` and `http`):
 ///
 /// | the call ended in | status |
 /// |---|---|
