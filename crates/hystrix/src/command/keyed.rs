@@ -28,7 +28,7 @@ type Factory<C> = dyn Fn(&str) -> CommandBuilder<C> + Send + Sync;
 /// are its own; do not define them elsewhere in the same registry.
 ///
 /// Cheap to clone (clones share the map). Used by the tower layer for a key per request
-/// ([`HystrixLayer::keyed`](crate::tower::HystrixLayer::keyed)).
+/// (`HystrixLayer::keyed`, feature `tower`).
 ///
 /// ```
 /// use hystrix::command::KeyedCommands;

@@ -42,7 +42,7 @@
 //! The two dynamic layers (global default, per key) are each fed by three kinds of source,
 //! ranked within the layer, lowest first:
 //!
-//! 1. configuration files ([`Properties::load_file`], feature `config-files`, on by default);
+//! 1. configuration files (`Properties::load_file`, feature `config-files`, on by default);
 //!    among several files, the one first loaded later ranks higher (a reload keeps a file's rank);
 //! 2. the environment ([`Properties::load_env`], [`Properties::load_env_from`]);
 //! 3. run-time changes ([`Properties::set`], [`Properties::set_all`], [`Properties::unset`];
@@ -66,7 +66,7 @@
 //!
 //! A Hystrix or Archaius property file loads unchanged: the same names, `=`, `:` or whitespace
 //! between name and value, `#` and `!` comments, `\` continuation lines and escapes, as
-//! `java.util.Properties` reads them ([`FileFormat::Properties`]).
+//! `java.util.Properties` reads them (`FileFormat::Properties`).
 //!
 //! A file that is valid UTF-8 is read as UTF-8; any other is read as ISO-8859-1, as Java's
 //! `Properties.load(InputStream)` reads every file, so a Latin-1 `# café` comment loads. A file
@@ -127,7 +127,7 @@
 //! With the feature `reload` (off by default), `Properties::watch_file` loads a file and
 //! reloads it whenever it changes: it watches the file's folder (editors replace files by
 //! renaming), waits for changes to settle (200 ms by default), then loads the file as
-//! [`Properties::load_file`] does. An invalid file changes nothing; the last good values stay,
+//! `Properties::load_file` does. An invalid file changes nothing; the last good values stay,
 //! the error (file, line, property) is logged with `tracing::error!` and handed to the
 //! `on_reload` callback. No file ends the watcher, not even one that makes a parser panic
 //! (caught: [`LoadError::Internal`]); the next edit is loaded as usual. The watcher stops when

@@ -49,11 +49,11 @@ impl fmt::Display for PropertyLayer {
 pub enum Origin {
     /// In code: Hystrix's default, or a builder call.
     Code,
-    /// A configuration file ([`Properties::load_file`](crate::config::Properties::load_file)),
+    /// A configuration file (`Properties::load_file`, feature `config-files`),
     /// at a 1-based line.
     File {
         /// The file's path, made absolute when it was loaded (or the name given to
-        /// [`Properties::load_text`](crate::config::Properties::load_text)).
+        /// `Properties::load_text`).
         path: PathBuf,
         /// The 1-based line of the value (of its first line, for a continued `.properties`
         /// line).

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Netflix concurrency-limits' partitions and the "criticality" of Google's SRE book).
 ///
 /// Set it per call with [`Execution::priority`](crate::command::Execution::priority) (or per
-/// request with [`HystrixLayer::priority_with`](crate::tower::HystrixLayer::priority_with) when
+/// request with `HystrixLayer::priority_with` (feature `tower`) when
 /// the `tower` feature is on). It matters only once a reserve is set
 /// (`execution.isolation.priority.critical.reservedPercentage`,
 /// `execution.isolation.priority.normal.reservedPercentage`, both 0 by default), and only where
