@@ -142,17 +142,13 @@ fn setups(manifest_dir: &Path, crates_dir: &Path) -> Result<Vec<(Setup, bool)>, 
             })
             .collect();
         paths.sort();
-        let common = match fs::read_to_string(setup_dir.join("prelude.rs")) {
-            Ok(text) => text.lines().filter(|line| !line.starts_with("//!")).fold(
-                String::new(),
-                |mut common, line| {
-                    common.push_str(line);
-                    common.push('\n');
-                    common
-                },
-            ),
-            Err(_) => String::new(),
-        };
+        // The crate's common prelude, without its own doc comment.
+        let common: String = fs::read_to_string(setup_dir.join("prelude.rs"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|line| !line.starts_with("//!"))
+            .map(|line| format!("{line}\n"))
+            .collect();
         for path in paths {
             let text = fs::read_to_string(&path)
                 .map_err(|err| format!("reading {}: {err}", path.display()))?;
