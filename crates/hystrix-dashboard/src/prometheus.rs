@@ -1,11 +1,12 @@
 //! Prometheus text exposition (format 0.0.4) rendered from registry snapshots, with the names in
-//! the table below.
+//! the table below. The text is written by the `prometheus-client` crate (its custom-collector
+//! API: each scrape reads the registry's snapshots), which also escapes label values.
 //!
 //! | metric | type | labels |
 //! |---|---|---|
 //! | `hystrix_command_events_total` | counter (cumulative) | `command`, `group`, `event` (snake_case event type, our extensions included: `ignored`, `would_short_circuit`, `retry`, `retry_budget_exhausted`, `hedge`, `hedge_cancelled`, `limit_rejected`, `throttled`, `slow_call`, `chaos_injected`) |
-//! | `hystrix_command_latency_execute_seconds` | summary | `command`, `group`, `quantile` |
-//! | `hystrix_command_latency_total_seconds` | summary | `command`, `group`, `quantile` |
+//! | `hystrix_command_latency_execute_seconds` | histogram (cumulative) | `command`, `group`, `le` |
+//! | `hystrix_command_latency_total_seconds` | histogram (cumulative) | `command`, `group`, `le` |
 //! | `hystrix_command_concurrent_executions` | gauge | `command`, `group` |
 //! | `hystrix_command_error_ratio` | gauge 0-1 (rolling health window) | `command`, `group` |
 //! | `hystrix_command_slow_call_ratio` | gauge 0-1 (rolling health window; commands with slow calls on) | `command`, `group` |
@@ -24,21 +25,28 @@
 //! | `hystrix_thread_pool_{active_threads,queue_size,pool_size,max_pool_size,queue_capacity}` | gauge | `thread_pool` |
 //! | `hystrix_thread_pool_{executions_total,rejections_total}` | counter | `thread_pool` |
 //! | `hystrix_collapser_{batches_total,requests_batched_total,responses_from_cache_total}` | counter | `collapser` |
-//! | `hystrix_collapser_batch_size` | summary | `collapser`, `quantile` |
 //! | `hystrix_state_store_errors_total` | counter | none (only with a shared state store) |
 //! | `hystrix_state_store_degraded` | gauge 0/1 | none (only with a shared state store) |
 //!
-//! Latency summaries: the quantiles are the rolling percentiles (`metrics.rollingPercentile.*`
-//! window, whole ms, as seconds; absent when percentiles are disabled, `NaN` while the window holds no latency). `_count` is the
-//! cumulative number of runs of user code (SUCCESS, FAILURE, TIMEOUT, BAD_REQUEST, IGNORED):
-//! one per execution, and one per attempt that ran for a retried execution (as the events
-//! count them), while the quantiles take one sample per execution. An attempt whose run chaos
-//! replaced (an injected fault, a FAILURE, or a hang, a TIMEOUT) is counted too, as its event
-//! is, though no user code ran: `chaos_injected` events bound how many such attempts there
-//! were. There is no `_sum`: the library keeps no cumulative latency sum, and an estimate
-//! from rolling means read as zero for bursts (a fresh user's trial showed it), so the summary
-//! is honest quantiles and a count. The collapser's batch-size `_sum` and `_count` are exact
-//! (requests batched, batches).
+//! Latency histograms: `_bucket` counts, for each bound of
+//! [`LATENCY_BUCKET_BOUNDS_SECONDS`](hystrix::metrics::LATENCY_BUCKET_BOUNDS_SECONDS) (`le`
+//! 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10 and `+Inf`: Prometheus's default
+//! buckets), the executions whose latency was at most it; `_sum` is their latencies in
+//! seconds and `_count` their number, all since the command key was created (whole ms, as the
+//! library measures them; see [`LatencyHistogram`](hystrix::LatencyHistogram)). Being
+//! cumulative counts, they sum across instances: `histogram_quantile(0.99, sum by (command,
+//! le) (rate(hystrix_command_latency_execute_seconds_bucket[1m])))` is a fleet's p99. The
+//! execution histogram takes one value per execution whose user code started (a retried
+//! execution counts once; each attempt is an event of `hystrix_command_events_total`), as the
+//! rolling percentiles take them, the total histogram one per execution not refused before
+//! any run, its fallback included. A command has no histogram series until it has a latency,
+//! and none while `metrics.rollingPercentile.enabled` is false (nothing is measured): no series
+//! is ever `NaN`. The rolling percentiles are in the `/hystrix.stream`, as Hystrix's dashboard
+//! shows them.
+//!
+//! Collapsers: a batch's mean size over a range is `rate(hystrix_collapser_requests_batched_total)
+//! / rate(hystrix_collapser_batches_total)`; the rolling batch-size percentiles are in the
+//! `/hystrix.stream`.
 //!
 //! Adaptive concurrency limits (`execution.isolation.adaptive.enabled`): the three
 //! `hystrix_command_adaptive_limit*` gauges are the limit in force (the algorithm's, capped by
@@ -72,97 +80,26 @@
 //! Each injected attempt is one `chaos_injected` event of `hystrix_command_events_total`
 //! (whatever it injected), beside its outcome's event (an injected fault is a `failure`).
 
-use std::fmt::Write as _;
+use std::fmt;
 
 use hystrix::Status;
 use hystrix::collapser::CollapserEvent;
-use hystrix::{EventType, LatencyPercentiles, Registry};
+use hystrix::metrics::LATENCY_BUCKET_BOUNDS_SECONDS;
+use hystrix::{EventType, LatencyHistogram, Registry};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeGaugeValue, EncodeLabelSet, MetricEncoder, NoLabelSet,
+};
+use prometheus_client::metrics::MetricType;
 
 /// Events that are never counted (so never exported).
 const NOT_COUNTED: [EventType; 2] = [EventType::FallbackDisabled, EventType::CommandMaxActive];
 
-/// Executions whose execution latency is measured.
-const RAN: [EventType; 5] = [
-    EventType::Success,
-    EventType::Failure,
-    EventType::Timeout,
-    EventType::BadRequest,
-    EventType::Ignored,
-];
-
-const QUANTILES: [&str; 9] = [
-    "0", "0.25", "0.5", "0.75", "0.9", "0.95", "0.99", "0.995", "1",
-];
-
-/// Escapes a label value: backslash, double quote and newline.
-pub(crate) fn escape_label(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for c in value.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// A metric family being written: its header once, then samples.
-struct Out {
-    text: String,
-}
-
-impl Out {
-    fn header(&mut self, name: &str, kind: &str, help: &str) {
-        let _ = writeln!(self.text, "# HELP {name} {help}");
-        let _ = writeln!(self.text, "# TYPE {name} {kind}");
-    }
-
-    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl std::fmt::Display) {
-        self.text.push_str(name);
-        if !labels.is_empty() {
-            self.text.push('{');
-            for (i, (label, value)) in labels.iter().enumerate() {
-                if i > 0 {
-                    self.text.push(',');
-                }
-                let _ = write!(self.text, "{label}=\"{}\"", escape_label(value));
-            }
-            self.text.push('}');
-        }
-        let _ = writeln!(self.text, " {value}");
-    }
-}
-
-fn seconds(ms: i64) -> f64 {
-    ms as f64 / 1000.0
-}
+/// The labels of a command's series.
+type CommandLabels<'a> = [(&'static str, &'a str); 2];
 
 /// A gauge read from a part `S` of a command's metrics: name, help, value.
 type Gauge<S> = (&'static str, &'static str, fn(&S) -> f64);
-
-/// Writes each of `list`'s gauges for the commands that have the part (`pick`): a command
-/// without it has no series (not a 0).
-fn gauges<S>(
-    out: &mut Out,
-    commands: &[Command],
-    list: &[Gauge<S>],
-    pick: impl Fn(&Command) -> Option<S>,
-) {
-    for (name, help, value) in list {
-        out.header(name, "gauge", help);
-        for c in commands {
-            if let Some(part) = pick(c) {
-                out.sample(
-                    name,
-                    &[("command", &c.key), ("group", &c.group)],
-                    value(&part),
-                );
-            }
-        }
-    }
-}
 
 struct Command {
     key: String,
@@ -178,6 +115,106 @@ struct Command {
     slow_calls: bool,
     /// While chaos is on: whether one of its rates injects anything.
     chaos: Option<bool>,
+}
+
+impl Command {
+    fn labels(&self) -> CommandLabels<'_> {
+        [("command", &self.key), ("group", &self.group)]
+    }
+}
+
+/// The families being written, through prometheus-client's encoder.
+struct Families<'a> {
+    encoder: DescriptorEncoder<'a>,
+}
+
+impl Families<'_> {
+    /// Starts the family `name` (a counter's name without its `_total`, which the encoder
+    /// adds) and writes a sample for each of `items` that `sample` encodes.
+    fn family<T>(
+        &mut self,
+        name: &str,
+        help: &str,
+        kind: MetricType,
+        items: impl IntoIterator<Item = T>,
+        mut sample: impl FnMut(&mut MetricEncoder<'_>, T) -> fmt::Result,
+    ) -> fmt::Result {
+        let mut family = self.encoder.encode_descriptor(name, help, None, kind)?;
+        for item in items {
+            sample(&mut family, item)?;
+        }
+        Ok(())
+    }
+}
+
+/// One gauge sample of `labels`.
+fn gauge(
+    family: &mut MetricEncoder<'_>,
+    labels: &impl EncodeLabelSet,
+    value: impl EncodeGaugeValue,
+) -> fmt::Result {
+    family.encode_family(labels)?.encode_gauge(&value)
+}
+
+/// One counter sample of `labels`.
+fn counter(
+    family: &mut MetricEncoder<'_>,
+    labels: &impl EncodeLabelSet,
+    value: u64,
+) -> fmt::Result {
+    family
+        .encode_family(labels)?
+        .encode_counter::<NoLabelSet, _, f64>(&value, None)
+}
+
+/// One histogram of `labels`, in seconds.
+fn histogram(
+    family: &mut MetricEncoder<'_>,
+    labels: &impl EncodeLabelSet,
+    histogram: &LatencyHistogram,
+) -> fmt::Result {
+    // The encoder takes each bucket's own count and adds them up.
+    let mut below = 0;
+    let buckets: Vec<(f64, u64)> = LATENCY_BUCKET_BOUNDS_SECONDS
+        .iter()
+        .zip(histogram.buckets())
+        .map(|(&bound, (_, at_most))| {
+            let own = at_most - below;
+            below = at_most;
+            (bound, own)
+        })
+        .collect();
+    family
+        .encode_family(labels)?
+        .encode_histogram::<NoLabelSet>(
+            histogram.sum_ms() as f64 / 1000.0,
+            histogram.count(),
+            &buckets,
+            None,
+        )
+}
+
+/// Writes each of `list`'s gauges for the commands that have the part (`pick`): a command
+/// without it has no series (not a 0).
+fn gauges<S>(
+    out: &mut Families<'_>,
+    commands: &[Command],
+    list: &[Gauge<S>],
+    pick: impl Fn(&Command) -> Option<S>,
+) -> fmt::Result {
+    for (name, help, value) in list {
+        out.family(
+            name,
+            help,
+            MetricType::Gauge,
+            commands,
+            |family, c| match pick(c) {
+                Some(part) => gauge(family, &c.labels(), value(&part)),
+                None => Ok(()),
+            },
+        )?;
+    }
+    Ok(())
 }
 
 /// Whether a command's chaos, on, injects anything: a fault or hang rate above 0, or a
@@ -197,9 +234,9 @@ fn ratio(part: u64, whole: u64) -> f64 {
     }
 }
 
-/// Renders the registry as Prometheus text.
-pub(crate) fn render(registry: &Registry) -> String {
-    let commands: Vec<Command> = registry
+/// The registry's commands as exported.
+fn commands(registry: &Registry) -> Vec<Command> {
+    registry
         .command_keys()
         .iter()
         .filter_map(|key| {
@@ -239,93 +276,106 @@ pub(crate) fn render(registry: &Registry) -> String {
                 chaos: props.chaos_enabled.then(|| chaos_injects(&props)),
             })
         })
-        .collect();
-    let mut out = Out {
-        text: String::new(),
-    };
+        .collect()
+}
 
-    out.header(
-        "hystrix_command_events_total",
-        "counter",
-        "Command execution events since the key was created, by Hystrix event type.",
-    );
-    for c in &commands {
-        for event in EventType::ALL {
-            if NOT_COUNTED.contains(&event) {
-                continue;
-            }
-            let name = event.name().to_ascii_lowercase();
-            out.sample(
-                "hystrix_command_events_total",
-                &[("command", &c.key), ("group", &c.group), ("event", &name)],
-                c.metrics.cumulative_count(event),
-            );
-        }
+/// The registry as a prometheus-client collector: each scrape reads its snapshots.
+#[derive(Debug)]
+struct RegistryCollector(Registry);
+
+impl Collector for RegistryCollector {
+    fn encode(&self, encoder: DescriptorEncoder) -> fmt::Result {
+        let mut out = Families { encoder };
+        let commands = commands(&self.0);
+        write_commands(&mut out, &commands)?;
+        write_thread_pools(&mut out, &self.0)?;
+        write_collapsers(&mut out, &self.0)?;
+        write_state_store(&mut out, &self.0)
     }
+}
 
-    for (summary, help, pick) in [
+/// Renders the registry as Prometheus text (format 0.0.4).
+pub(crate) fn render(registry: &Registry) -> String {
+    let mut exporter = prometheus_client::registry::Registry::default();
+    exporter.register_collector(Box::new(RegistryCollector(registry.clone())));
+    let mut text = String::new();
+    // Writing to a String cannot fail, nor can our collector.
+    if let Err(err) = prometheus_client::encoding::prometheus_text::encode(&mut text, &exporter) {
+        tracing::error!(%err, "rendering /metrics failed");
+    }
+    text
+}
+
+fn write_commands(out: &mut Families<'_>, commands: &[Command]) -> fmt::Result {
+    let events: Vec<(EventType, String)> = EventType::ALL
+        .into_iter()
+        .filter(|event| !NOT_COUNTED.contains(event))
+        .map(|event| (event, event.name().to_ascii_lowercase()))
+        .collect();
+    out.family(
+        "hystrix_command_events",
+        "Command execution events since the key was created, by Hystrix event type.",
+        MetricType::Counter,
+        commands,
+        |family, c| {
+            for (event, name) in &events {
+                let labels = [("command", &*c.key), ("group", &c.group), ("event", name)];
+                counter(family, &labels, c.metrics.cumulative_count(*event))?;
+            }
+            Ok(())
+        },
+    )?;
+
+    type Pick = fn(&hystrix::CommandMetrics) -> Option<LatencyHistogram>;
+    let latencies: [(&str, &str, Pick); 2] = [
         (
             "hystrix_command_latency_execute_seconds",
-            "Execution latency: rolling percentiles and the count of executions (no _sum).",
-            hystrix::CommandMetrics::execution_latency as fn(&hystrix::CommandMetrics) -> _,
+            "Execution latency (from the start to the run's end or timeout, queue wait \
+             included) of executions whose user code started, since the key was created.",
+            hystrix::CommandMetrics::execution_histogram,
         ),
         (
             "hystrix_command_latency_total_seconds",
-            "Total latency (fallback included): rolling percentiles and the count (no _sum).",
-            hystrix::CommandMetrics::total_latency,
+            "Total latency (what the caller waited, fallback included) of executions not \
+             refused before any run, since the key was created.",
+            hystrix::CommandMetrics::total_histogram,
         ),
-    ] {
-        out.header(summary, "summary", help);
-        for c in &commands {
-            let latency: LatencyPercentiles = pick(&c.metrics);
-            let labels = [("command", c.key.as_str()), ("group", c.group.as_str())];
-            if latency.mean >= 0 {
-                for (quantile, (_, ms)) in QUANTILES.iter().zip(latency.named()) {
-                    // No latency in the window: NaN (no value), as Prometheus clients write
-                    // it, not a misleading 0 s.
-                    let value = if latency.samples == 0 {
-                        f64::NAN
-                    } else {
-                        seconds(ms)
-                    };
-                    out.sample(
-                        summary,
-                        &[labels[0], labels[1], ("quantile", quantile)],
-                        value,
-                    );
-                }
+    ];
+    for (name, help, pick) in latencies {
+        out.family(name, help, MetricType::Histogram, commands, |family, c| {
+            // No series until the command has a latency (and none with latencies off).
+            match pick(&c.metrics).filter(|h| h.count() > 0) {
+                Some(h) => histogram(family, &c.labels(), &h),
+                None => Ok(()),
             }
-            let count: u64 = RAN.iter().map(|e| c.metrics.cumulative_count(*e)).sum();
-            out.sample(&format!("{summary}_count"), &labels, count);
-        }
+        })?;
     }
 
-    out.header(
+    out.family(
         "hystrix_command_concurrent_executions",
-        "gauge",
         "Executions whose user code is running now.",
-    );
-    for c in &commands {
-        out.sample(
-            "hystrix_command_concurrent_executions",
-            &[("command", &c.key), ("group", &c.group)],
-            c.metrics.current_concurrent_execution_count(),
-        );
-    }
-
-    out.header(
+        MetricType::Gauge,
+        commands,
+        |family, c| {
+            let running = c.metrics.current_concurrent_execution_count();
+            gauge(family, &c.labels(), running)
+        },
+    )?;
+    out.family(
         "hystrix_command_error_ratio",
-        "gauge",
         "Errors / requests over the breaker's rolling health window (0 with no requests); with \
          a breaker per key, over the rolling window of all keys.",
-    );
-    for c in &commands {
-        out.sample(
-            "hystrix_command_error_ratio",
-            &[("command", &c.key), ("group", &c.group)],
-            ratio(c.health.error_count, c.health.total_requests),
-        );
-    }
+        MetricType::Gauge,
+        commands,
+        |family, c| {
+            let health = c.health;
+            gauge(
+                family,
+                &c.labels(),
+                ratio(health.error_count, health.total_requests),
+            )
+        },
+    )?;
     let slow_calls: [Gauge<hystrix::HealthCounts>; 1] = [(
         "hystrix_command_slow_call_ratio",
         "Commands with slow calls: slow calls / requests over the breaker's rolling health \
@@ -333,9 +383,9 @@ pub(crate) fn render(registry: &Registry) -> String {
          keys.",
         |h| ratio(h.slow_call_count, h.total_requests),
     )];
-    gauges(&mut out, &commands, &slow_calls, |c| {
+    gauges(out, commands, &slow_calls, |c| {
         c.slow_calls.then_some(c.health)
-    });
+    })?;
 
     let chaos: [Gauge<bool>; 1] = [(
         "hystrix_command_chaos_enabled",
@@ -343,7 +393,7 @@ pub(crate) fn render(registry: &Registry) -> String {
          delays or hangs into its attempts, 0 while none does.",
         |injects| f64::from(u8::from(*injects)),
     )];
-    gauges(&mut out, &commands, &chaos, |c| c.chaos);
+    gauges(out, commands, &chaos, |c| c.chaos)?;
 
     let adaptive: [Gauge<hystrix::AdaptiveLimitSnapshot>; 3] = [
         (
@@ -363,9 +413,7 @@ pub(crate) fn render(registry: &Registry) -> String {
             |a| f64::from(a.queued),
         ),
     ];
-    gauges(&mut out, &commands, &adaptive, |c| {
-        c.metrics.adaptive_limit()
-    });
+    gauges(out, commands, &adaptive, |c| c.metrics.adaptive_limit())?;
     let throttle: [Gauge<hystrix::ThrottleSnapshot>; 3] = [
         (
             "hystrix_command_throttle_probability",
@@ -386,87 +434,87 @@ pub(crate) fn render(registry: &Registry) -> String {
             |t| t.accepts as f64,
         ),
     ];
-    gauges(&mut out, &commands, &throttle, |c| c.metrics.throttle());
+    gauges(out, commands, &throttle, |c| c.metrics.throttle())?;
 
     type ClassValue = fn(&hystrix::ClassCounts) -> u64;
-    let by_class: [(&str, &str, &str, ClassValue); 3] = [
+    let by_class: [(&str, MetricType, &str, ClassValue); 3] = [
         (
             "hystrix_command_priority_in_flight",
-            "gauge",
+            MetricType::Gauge,
             "Commands with a priority reserve: executions of the class holding a permit.",
             |c| u64::from(c.in_flight),
         ),
         (
-            "hystrix_command_priority_admitted_total",
-            "counter",
+            "hystrix_command_priority_admitted",
+            MetricType::Counter,
             "Commands with a priority reserve: executions of the class admitted (counted while \
              a reserve is set).",
             |c| c.admitted,
         ),
         (
-            "hystrix_command_priority_refused_total",
-            "counter",
+            "hystrix_command_priority_refused",
+            MetricType::Counter,
             "Commands with a priority reserve: executions of the class refused a permit \
              (counted while a reserve is set).",
             |c| c.refused,
         ),
     ];
     for (name, kind, help, value) in by_class {
-        out.header(name, kind, help);
-        for c in &commands {
-            if let Some(priorities) = c.metrics.priorities() {
-                for class in hystrix::Priority::ALL {
-                    out.sample(
-                        name,
-                        &[
-                            ("command", &c.key),
-                            ("group", &c.group),
-                            ("class", &class.name().to_ascii_lowercase()),
-                        ],
-                        value(&priorities.class(class)),
-                    );
+        out.family(name, help, kind, commands, |family, c| {
+            let Some(priorities) = c.metrics.priorities() else {
+                return Ok(());
+            };
+            for class in hystrix::Priority::ALL {
+                let class_name = class.name().to_ascii_lowercase();
+                let labels = [
+                    ("command", &*c.key),
+                    ("group", &c.group),
+                    ("class", &class_name),
+                ];
+                let v = value(&priorities.class(class));
+                if kind == MetricType::Counter {
+                    counter(family, &labels, v)?;
+                } else {
+                    gauge(family, &labels, v)?;
                 }
             }
-        }
+            Ok(())
+        })?;
     }
 
-    out.header(
+    out.family(
         "hystrix_circuit_breaker_open_keys",
-        "gauge",
         "Commands with a breaker per key: how many keys' breakers are open (OPEN or HALF_OPEN).",
-    );
-    for c in &commands {
-        if let Some(open) = c.open_keys {
-            out.sample(
-                "hystrix_circuit_breaker_open_keys",
-                &[("command", &c.key), ("group", &c.group)],
-                open,
-            );
-        }
-    }
-
-    out.header(
+        MetricType::Gauge,
+        commands,
+        |family, c| match c.open_keys {
+            Some(open) => gauge(family, &c.labels(), open),
+            None => Ok(()),
+        },
+    )?;
+    out.family(
         "hystrix_circuit_breaker_state",
-        "gauge",
         "1 for the circuit breaker's current state, 0 for the others.",
-    );
-    for c in &commands {
-        for state in [
-            "closed",
-            "open",
-            "half_open",
-            "forced_open",
-            "forced_closed",
-            "disabled",
-        ] {
-            out.sample(
-                "hystrix_circuit_breaker_state",
-                &[("command", &c.key), ("group", &c.group), ("state", state)],
-                u8::from(c.state == state),
-            );
-        }
-    }
+        MetricType::Gauge,
+        commands,
+        |family, c| {
+            for state in [
+                "closed",
+                "open",
+                "half_open",
+                "forced_open",
+                "forced_closed",
+                "disabled",
+            ] {
+                let labels = [("command", &*c.key), ("group", &c.group), ("state", state)];
+                gauge(family, &labels, u32::from(c.state == state))?;
+            }
+            Ok(())
+        },
+    )
+}
 
+fn write_thread_pools(out: &mut Families<'_>, registry: &Registry) -> fmt::Result {
     let pools: Vec<_> = registry
         .thread_pool_keys()
         .iter()
@@ -478,20 +526,28 @@ pub(crate) fn render(registry: &Registry) -> String {
         .collect();
     type PoolGauge = fn(&hystrix::ThreadPoolMetrics, &hystrix::ThreadPoolProperties) -> i64;
     let gauges: [(&str, &str, PoolGauge); 5] = [
-        ("active_threads", "Tasks running now.", |m, _| {
-            i64::from(m.current_active_count)
-        }),
-        ("queue_size", "Tasks waiting in the queue.", |m, _| {
-            i64::from(m.current_queue_size)
-        }),
-        ("pool_size", "Pool threads alive.", |m, _| {
-            i64::from(m.current_pool_size)
-        }),
-        ("max_pool_size", "The pool's maximum size now.", |m, _| {
-            i64::from(m.current_maximum_pool_size)
-        }),
         (
-            "queue_capacity",
+            "hystrix_thread_pool_active_threads",
+            "Tasks running now.",
+            |m, _| i64::from(m.current_active_count),
+        ),
+        (
+            "hystrix_thread_pool_queue_size",
+            "Tasks waiting in the queue.",
+            |m, _| i64::from(m.current_queue_size),
+        ),
+        (
+            "hystrix_thread_pool_pool_size",
+            "Pool threads alive.",
+            |m, _| i64::from(m.current_pool_size),
+        ),
+        (
+            "hystrix_thread_pool_max_pool_size",
+            "The pool's maximum size now.",
+            |m, _| i64::from(m.current_maximum_pool_size),
+        ),
+        (
+            "hystrix_thread_pool_queue_capacity",
             "Tasks that may wait in the queue: 0 for hand-off (maxQueueSize <= 0), else \
              min(maxQueueSize, queueSizeRejectionThreshold).",
             |_, p| {
@@ -503,33 +559,41 @@ pub(crate) fn render(registry: &Registry) -> String {
             },
         ),
     ];
-    for (suffix, help, value) in gauges {
-        let name = format!("hystrix_thread_pool_{suffix}");
-        out.header(&name, "gauge", help);
-        for (key, metrics, props) in &pools {
-            out.sample(&name, &[("thread_pool", key)], value(metrics, props));
-        }
+    for (name, help, value) in gauges {
+        out.family(
+            name,
+            help,
+            MetricType::Gauge,
+            &pools,
+            |family, (key, m, p)| gauge(family, &[("thread_pool", key)], value(m, p)),
+        )?;
     }
     type PoolCounter = fn(&hystrix::ThreadPoolMetrics) -> u64;
     let counters: [(&str, &str, PoolCounter); 2] = [
         (
-            "hystrix_thread_pool_executions_total",
+            "hystrix_thread_pool_executions",
             "Commands executed on the pool since it was created.",
             |m| m.cumulative_count_threads_executed,
         ),
         (
-            "hystrix_thread_pool_rejections_total",
+            "hystrix_thread_pool_rejections",
             "Commands the pool refused since it was created.",
             |m| m.cumulative_count_command_rejections,
         ),
     ];
     for (name, help, value) in counters {
-        out.header(name, "counter", help);
-        for (key, metrics, _) in &pools {
-            out.sample(name, &[("thread_pool", key)], value(metrics));
-        }
+        out.family(
+            name,
+            help,
+            MetricType::Counter,
+            &pools,
+            |family, (key, m, _)| counter(family, &[("thread_pool", key)], value(m)),
+        )?;
     }
+    Ok(())
+}
 
+fn write_collapsers(out: &mut Families<'_>, registry: &Registry) -> fmt::Result {
     let collapsers: Vec<_> = registry
         .collapser_keys()
         .iter()
@@ -538,78 +602,51 @@ pub(crate) fn render(registry: &Registry) -> String {
             Some((key.as_str().to_owned(), metrics))
         })
         .collect();
-    for (suffix, help, event) in [
+    for (name, help, event) in [
         (
-            "batches_total",
+            "hystrix_collapser_batches",
             "Batches executed.",
             CollapserEvent::BatchExecuted,
         ),
         (
-            "requests_batched_total",
+            "hystrix_collapser_requests_batched",
             "Requests added to a batch.",
             CollapserEvent::AddedToBatch,
         ),
         (
-            "responses_from_cache_total",
+            "hystrix_collapser_responses_from_cache",
             "Requests answered from the collapser's request cache.",
             CollapserEvent::ResponseFromCache,
         ),
     ] {
-        let name = format!("hystrix_collapser_{suffix}");
-        out.header(&name, "counter", help);
-        for (key, metrics) in &collapsers {
-            out.sample(
-                &name,
-                &[("collapser", key)],
-                metrics.cumulative_count(event),
-            );
-        }
+        out.family(
+            name,
+            help,
+            MetricType::Counter,
+            &collapsers,
+            |family, (key, m)| counter(family, &[("collapser", key)], m.cumulative_count(event)),
+        )?;
     }
-    out.header(
-        "hystrix_collapser_batch_size",
-        "summary",
-        "Requests per batch: rolling percentiles; _sum and _count since creation.",
-    );
-    for (key, metrics) in &collapsers {
-        let sizes = metrics.batch_size();
-        if sizes.mean >= 0 {
-            for (quantile, (_, size)) in QUANTILES.iter().zip(sizes.named()) {
-                out.sample(
-                    "hystrix_collapser_batch_size",
-                    &[("collapser", key), ("quantile", quantile)],
-                    size,
-                );
-            }
-        }
-        out.sample(
-            "hystrix_collapser_batch_size_sum",
-            &[("collapser", key)],
-            metrics.cumulative_count(CollapserEvent::AddedToBatch),
-        );
-        out.sample(
-            "hystrix_collapser_batch_size_count",
-            &[("collapser", key)],
-            metrics.cumulative_count(CollapserEvent::BatchExecuted),
-        );
-    }
-    // The shared state store (Registry::state_store_status): absent without one.
-    if let Some(store) = registry.state_store_status() {
-        out.header(
-            "hystrix_state_store_errors_total",
-            "counter",
-            "State store calls that failed or outlived the store timeout.",
-        );
-        out.sample("hystrix_state_store_errors_total", &[], store.errors_total);
-        out.header(
-            "hystrix_state_store_degraded",
-            "gauge",
-            "1 while the latest sync round failed: breakers decide on local state alone.",
-        );
-        out.sample(
-            "hystrix_state_store_degraded",
-            &[],
-            u8::from(store.degraded),
-        );
-    }
-    out.text
+    Ok(())
+}
+
+/// The shared state store (`Registry::state_store_status`): absent without one.
+fn write_state_store(out: &mut Families<'_>, registry: &Registry) -> fmt::Result {
+    let Some(store) = registry.state_store_status() else {
+        return Ok(());
+    };
+    out.family(
+        "hystrix_state_store_errors",
+        "State store calls that failed or outlived the store timeout.",
+        MetricType::Counter,
+        [store.errors_total],
+        |family, errors| family.encode_counter::<NoLabelSet, _, f64>(&errors, None),
+    )?;
+    out.family(
+        "hystrix_state_store_degraded",
+        "1 while the latest sync round failed: breakers decide on local state alone.",
+        MetricType::Gauge,
+        [store.degraded],
+        |family, degraded| family.encode_gauge(&u32::from(degraded)),
+    )
 }

@@ -122,11 +122,12 @@ fn parse(text: &str) -> Exposition {
             rest = &body[end.unwrap() + 1..];
         }
         let value: f64 = rest.trim().parse().unwrap();
-        let family = ["_sum", "_count"]
+        let family = ["_bucket", "_sum", "_count"]
             .iter()
             .find_map(|suffix| name.strip_suffix(suffix))
-            .filter(|base| out.types.get(*base).is_some_and(|t| t == "summary"))
+            .filter(|base| out.types.get(*base).is_some_and(|t| t == "histogram"))
             .unwrap_or(name);
+        assert!(!value.is_nan(), "{line}: no NaN series");
         assert!(out.types.contains_key(family), "no TYPE for {name}");
         out.samples.push((name.to_owned(), labels, value));
     }
@@ -184,27 +185,36 @@ fn metrics_parse_and_equal_the_snapshot() {
         );
     }
 
-    // Latency summaries: quantiles from the rolling percentiles, in seconds.
-    let summary = "hystrix_command_latency_execute_seconds";
-    assert_eq!(metrics.types[summary], "summary");
-    let latency = snapshot.execution_latency();
-    for (quantile, ms) in [
-        ("0.5", latency.p50),
-        ("0.995", latency.p99_5),
-        ("1", latency.p100),
+    // Latency histograms: cumulative buckets of whole-ms latencies, in seconds. Executions
+    // that ran: 2 failures at once (0 ms), 3 successes of 20 ms, and 1 timeout whose run took
+    // 150 ms (a SEMAPHORE run blocks its caller: the timeout shows when it returns).
+    let histogram = "hystrix_command_latency_execute_seconds";
+    assert_eq!(metrics.types[histogram], "histogram");
+    let bucket = |le: &str| {
+        let labels = [mixed[0], mixed[1], ("le", le)];
+        metrics.value(&format!("{histogram}_bucket"), &labels)
+    };
+    for (le, expected) in [
+        ("0.005", 2.0),
+        ("0.01", 2.0),
+        ("0.025", 5.0),
+        ("0.05", 5.0),
+        ("0.1", 5.0),
+        ("0.25", 6.0),
+        ("10", 6.0),
+        ("+Inf", 6.0),
     ] {
-        let labels = [mixed[0], mixed[1], ("quantile", quantile)];
-        assert_eq!(metrics.value(summary, &labels), ms as f64 / 1000.0);
+        assert_eq!(bucket(le), expected, "le={le}");
     }
-    // _count: executions that ran (3 successes, 2 failures, 1 timeout).
-    assert_eq!(metrics.value(&format!("{summary}_count"), &mixed), 6.0);
-    assert!(
-        metrics
-            .samples
-            .iter()
-            .all(|(name, _, _)| name != &format!("{summary}_sum")),
-        "no estimated _sum"
-    );
+    assert_eq!(metrics.value(&format!("{histogram}_count"), &mixed), 6.0);
+    assert_eq!(metrics.value(&format!("{histogram}_sum"), &mixed), 0.21);
+    let exact = snapshot.execution_histogram().unwrap();
+    assert_eq!((exact.count(), exact.sum_ms()), (6, 210));
+    // Total latency: the same runs (the fallbacks took no time); the short-circuits and
+    // rejections have none.
+    let total = "hystrix_command_latency_total_seconds";
+    assert_eq!(metrics.value(&format!("{total}_count"), &mixed), 6.0);
+    assert_eq!(metrics.value(&format!("{total}_sum"), &mixed), 0.21);
 
     // The breaker: closed (only forced open while driving).
     for (state, expected) in [("closed", 1.0), ("open", 0.0), ("forced_open", 0.0)] {
@@ -275,11 +285,11 @@ fn retries_and_budget_refusals_are_events() {
     let later = parse(&dashboard.render_metrics());
     let labels = [retried[0], retried[1], ("event", "retry_budget_exhausted")];
     assert_eq!(later.value("hystrix_command_events_total", &labels), 2.0);
-    // The latency summary's _count counts runs of user code: each attempt that ran (1 success,
-    // 4 failed attempts), not the 3 executions.
+    // The latency histogram's _count counts executions whose user code ran (the 3), as the
+    // rolling percentiles take them; the attempts are the events.
     assert_eq!(
         metrics.value("hystrix_command_latency_execute_seconds_count", &retried),
-        5.0
+        3.0
     );
 }
 
@@ -568,12 +578,11 @@ fn a_disabled_breaker_is_disabled_whatever_its_force_flags() {
             .build()
             .render_metrics(),
     );
-    // Its one run is in the bucket still filling: the window holds no latency yet.
-    let p99 = [("command", "Off"), ("group", "G"), ("quantile", "0.99")];
-    assert!(
-        metrics
-            .value("hystrix_command_latency_execute_seconds", &p99)
-            .is_nan()
+    // Its one run is counted at once (the histograms are cumulative, not rolling).
+    let off = [("command", "Off"), ("group", "G")];
+    assert_eq!(
+        metrics.value("hystrix_command_latency_execute_seconds_count", &off),
+        1.0
     );
     for (state, expected) in [("disabled", 1.0), ("forced_open", 0.0)] {
         let labels = [("command", "Off"), ("group", "G"), ("state", state)];

@@ -141,7 +141,8 @@ pub use isolation::priority::{ClassCounts, Priority, PrioritySnapshot, UnknownPr
 pub use isolation::thread_pool::ThreadPoolMetrics;
 pub use key::{CommandKey, GroupKey, ThreadPoolKey};
 pub use metrics::{
-    AdaptiveLimitSnapshot, CommandMetrics, HealthCounts, LatencyPercentiles, ThrottleSnapshot,
+    AdaptiveLimitSnapshot, CommandMetrics, HealthCounts, LatencyHistogram, LatencyPercentiles,
+    ThrottleSnapshot,
 };
 pub use registry::{CommandInfo, Registry, RegistryBuilder};
 /// The token a cancellable run receives (tokio-util's `CancellationToken`): cancelled at the

@@ -6,7 +6,7 @@
 //! | metric | kind | labels |
 //! |---|---|---|
 //! | `hystrix_command_events_total` | counter | `command`, `group`, `event` (snake_case event name, e.g. `short_circuited`, `retry`, `retry_budget_exhausted`, `hedge`, `hedge_cancelled`, `limit_rejected`, `throttled`, `slow_call`, `chaos_injected`) |
-//! | `hystrix_command_latency_execute_seconds` | histogram | `command`, `group` (executions whose run started) |
+//! | `hystrix_command_latency_execute_seconds` | histogram, seconds | `command`, `group` (executions whose run started) |
 //! | `hystrix_circuit_breaker_transitions_total` | counter | `command`, `group`, `from`, `to` (`closed`, `open`, `half_open`) |
 //!
 //! Events are counted as many times as they happened: an execution of three attempts adds 2 to
@@ -47,8 +47,11 @@
 //! # drop(registry);
 //! ```
 //!
-//! The registry's snapshots (e.g. the dashboard crate's `/metrics`) carry the same names and
-//! labels for events; use one of the two for Prometheus, not both.
+//! The registry's snapshots (e.g. the dashboard crate's `/metrics`) carry the same names,
+//! kinds and labels; use one of the two for Prometheus, not both. The exporter chooses a
+//! histogram's buckets: give it [`LATENCY_BUCKET_BOUNDS_SECONDS`](crate::metrics::LATENCY_BUCKET_BOUNDS_SECONDS)
+//! for `hystrix_command_latency_execute_seconds` (e.g. `metrics-exporter-prometheus`'s
+//! `set_buckets_for_metric`) and the two speak the same series.
 //!
 //! Install the recorder before the first execution: as the `metrics` crate advises, each
 //! command's handles are resolved once, at its first execution, and a handle resolved while no

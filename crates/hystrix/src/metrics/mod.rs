@@ -8,6 +8,10 @@
 //!   rolling-stats window (20 buckets), as Hystrix's `HealthCountsStream`;
 //! - latency: `metrics.rollingPercentile.timeInMilliseconds` / `numBuckets` (60 000 ms / 6).
 //!
+//! Beside the latency window, each key keeps cumulative latency histograms (a count per bucket
+//! of [`LATENCY_BUCKET_BOUNDS_MS`] and a sum, see [`LatencyHistogram`]) for exporters that
+//! aggregate across instances, such as Prometheus.
+//!
 //! The first two are read from one ring of event counters in buckets of the greatest common
 //! divisor of their bucket sizes (500 ms by default): an execution's outcome is counted once,
 //! and the health counts are the sums of its health events.
@@ -18,11 +22,14 @@
 #[cfg(feature = "metrics")]
 pub mod facade;
 pub(crate) mod health_ring;
+mod histogram;
 pub(crate) mod latency;
 pub(crate) mod rolling;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use histogram::CumulativeLatency;
+pub use histogram::{LATENCY_BUCKET_BOUNDS_MS, LATENCY_BUCKET_BOUNDS_SECONDS, LatencyHistogram};
 pub use latency::LatencyPercentiles;
 use latency::RollingLatency;
 use rolling::{RollingCounts, View, gcd};
@@ -75,13 +82,41 @@ pub(crate) struct CommandCounters {
     /// and ends of those) when health restarted: not counted.
     health_baseline: [AtomicU64; 5],
     /// Execution latencies of executions whose total latency differed. Made at first use.
-    execution_latency: std::sync::OnceLock<Box<RollingLatency>>,
+    execution_latency: std::sync::OnceLock<Box<Latencies>>,
     /// Total latencies of executions whose execution latency differed (or had none). Made at
     /// first use.
-    total_latency: std::sync::OnceLock<Box<RollingLatency>>,
+    total_latency: std::sync::OnceLock<Box<Latencies>>,
     /// Latencies of executions whose execution and total latency were equal (the common case
     /// in whole ms): recorded once, read as part of both distributions.
-    same_latency: RollingLatency,
+    same_latency: Latencies,
+}
+
+/// Latencies in ms: the rolling window of the percentiles and the cumulative histogram.
+#[derive(Debug)]
+struct Latencies {
+    window: RollingLatency,
+    histogram: CumulativeLatency,
+}
+
+impl Latencies {
+    #[inline]
+    fn record(&self, now_ms: u64, ms: u64) {
+        self.window.record(now_ms, ms);
+        self.histogram.record(ms);
+    }
+
+    /// Empty latencies with the window's buckets.
+    fn empty_like(&self) -> Self {
+        Latencies {
+            window: self.window.empty_like(),
+            histogram: CumulativeLatency::default(),
+        }
+    }
+
+    /// Heap bytes of the window's tables (the histogram is inline).
+    fn heap_bytes(&self) -> usize {
+        self.window.heap_bytes()
+    }
 }
 
 /// The breaker's view: requests, errors and slow calls over its window (as Hystrix's
@@ -190,10 +225,13 @@ impl CommandCounters {
             health_baseline: std::array::from_fn(|_| AtomicU64::new(0)),
             execution_latency: std::sync::OnceLock::new(),
             total_latency: std::sync::OnceLock::new(),
-            same_latency: RollingLatency::new(
-                latency_ms / u64::from(latency_buckets),
-                latency_buckets,
-            ),
+            same_latency: Latencies {
+                window: RollingLatency::new(
+                    latency_ms / u64::from(latency_buckets),
+                    latency_buckets,
+                ),
+                histogram: CumulativeLatency::default(),
+            },
         }
     }
 
@@ -292,10 +330,7 @@ impl CommandCounters {
     /// `window` (execution or total latencies recorded apart), made at first use with the
     /// window of `same_latency`.
     #[cold]
-    fn apart<'a>(
-        &self,
-        window: &'a std::sync::OnceLock<Box<RollingLatency>>,
-    ) -> &'a RollingLatency {
+    fn apart<'a>(&self, window: &'a std::sync::OnceLock<Box<Latencies>>) -> &'a Latencies {
         window.get_or_init(|| Box::new(self.same_latency.empty_like()))
     }
 
@@ -436,14 +471,22 @@ impl CommandCounters {
         executing: u32,
         latencies: bool,
     ) -> CommandMetrics {
-        let latency = |window: &std::sync::OnceLock<Box<RollingLatency>>| {
+        let latency = |apart: &std::sync::OnceLock<Box<Latencies>>| {
             if !latencies {
                 LatencyPercentiles::DISABLED
-            } else if let Some(window) = window.get() {
-                latency::percentiles_of(&[window, &self.same_latency], now_ms)
+            } else if let Some(apart) = apart.get() {
+                latency::percentiles_of(&[&apart.window, &self.same_latency.window], now_ms)
             } else {
-                latency::percentiles_of(&[&self.same_latency], now_ms)
+                latency::percentiles_of(&[&self.same_latency.window], now_ms)
             }
+        };
+        let histogram = |apart: &std::sync::OnceLock<Box<Latencies>>| {
+            latencies.then(|| match apart.get() {
+                Some(apart) => {
+                    CumulativeLatency::read(&[&apart.histogram, &self.same_latency.histogram])
+                }
+                None => CumulativeLatency::read(&[&self.same_latency.histogram]),
+            })
         };
         CommandMetrics {
             command_key,
@@ -454,6 +497,8 @@ impl CommandCounters {
             rolling_max_concurrent_execution_count: self.events.rolling_max(&self.rolling, now_ms),
             execution_latency: latency(&self.execution_latency),
             total_latency: latency(&self.total_latency),
+            execution_histogram: histogram(&self.execution_latency),
+            total_histogram: histogram(&self.total_latency),
             circuit_open_duration_ms: None,
             adaptive_limit: None,
             priorities: None,
@@ -474,7 +519,7 @@ impl CommandCounters {
             + [&self.execution_latency, &self.total_latency]
                 .into_iter()
                 .filter_map(std::sync::OnceLock::get)
-                .map(|window| std::mem::size_of::<RollingLatency>() + window.heap_bytes())
+                .map(|apart| std::mem::size_of::<Latencies>() + apart.heap_bytes())
                 .sum::<usize>()
             + self.same_latency.heap_bytes()
     }
@@ -533,6 +578,8 @@ pub struct CommandMetrics {
     rolling_max_concurrent_execution_count: u64,
     execution_latency: LatencyPercentiles,
     total_latency: LatencyPercentiles,
+    execution_histogram: Option<LatencyHistogram>,
+    total_histogram: Option<LatencyHistogram>,
     circuit_open_duration_ms: Option<u64>,
     adaptive_limit: Option<AdaptiveLimitSnapshot>,
     /// Boxed: present only while priority reserves are set.
@@ -607,6 +654,8 @@ impl std::fmt::Debug for CommandMetrics {
             )
             .field("execution_latency", &self.execution_latency)
             .field("total_latency", &self.total_latency)
+            .field("execution_histogram", &self.execution_histogram)
+            .field("total_histogram", &self.total_histogram)
             .field("circuit_open_duration_ms", &self.circuit_open_duration_ms)
             .field("adaptive_limit", &self.adaptive_limit)
             .field("throttle", &self.throttle)
@@ -717,5 +766,49 @@ impl CommandMetrics {
     /// ms. Not recorded for short-circuits and rejections.
     pub fn total_latency(&self) -> LatencyPercentiles {
         self.total_latency
+    }
+
+    /// Execution latencies since the key was created, as a cumulative histogram in ms (see
+    /// [`LatencyHistogram`]): one value per execution whose user code started, as
+    /// [`execution_latency`](Self::execution_latency) takes them. `None` while
+    /// `metrics.rollingPercentile.enabled` is false (nothing is measured; default true).
+    ///
+    /// ```
+    /// use hystrix::testing::TestRegistry;
+    /// use hystrix::{Command, IsolationStrategy};
+    /// use std::time::Duration;
+    ///
+    /// let test = TestRegistry::new();
+    /// let cmd = Command::builder("GetUser")
+    ///     .group("Users")
+    ///     .isolation(IsolationStrategy::Semaphore)
+    ///     .build_in(test.registry())?;
+    /// for ms in [3, 40, 700] {
+    ///     let clock = test.clone();
+    ///     cmd.run(move || {
+    ///         clock.advance(Duration::from_millis(ms));
+    ///         Ok::<_, std::io::Error>(())
+    ///     })
+    ///     .execute()?;
+    /// }
+    /// // Cumulative: no need to wait for a window to complete.
+    /// let histogram = cmd.metrics().execution_histogram().expect("latencies are measured");
+    /// assert_eq!((histogram.count(), histogram.sum_ms()), (3, 743));
+    /// let at_most = |bound_ms| histogram.buckets().find(|&(le, _)| le == bound_ms).map(|(_, n)| n);
+    /// assert_eq!(at_most(5), Some(1));
+    /// assert_eq!(at_most(50), Some(2));
+    /// assert_eq!(at_most(500), Some(2));
+    /// assert_eq!(at_most(1_000), Some(3));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn execution_histogram(&self) -> Option<LatencyHistogram> {
+        self.execution_histogram
+    }
+
+    /// Total latencies (what the caller waited, fallback included) since the key was created,
+    /// as a cumulative histogram in ms; not recorded for short-circuits and rejections. `None`
+    /// while `metrics.rollingPercentile.enabled` is false.
+    pub fn total_histogram(&self) -> Option<LatencyHistogram> {
+        self.total_histogram
     }
 }
