@@ -25,6 +25,7 @@
 //! | `hystrix_thread_pool_{active_threads,queue_size,pool_size,max_pool_size,queue_capacity}` | gauge | `thread_pool` |
 //! | `hystrix_thread_pool_{executions_total,rejections_total}` | counter | `thread_pool` |
 //! | `hystrix_collapser_{batches_total,requests_batched_total,responses_from_cache_total}` | counter | `collapser` |
+//! | `hystrix_collapser_batch_size` | histogram (cumulative), requests | `collapser`, `le` (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 10000, `+Inf`) |
 //! | `hystrix_state_store_errors_total` | counter | none (only with a shared state store) |
 //! | `hystrix_state_store_degraded` | gauge 0/1 | none (only with a shared state store) |
 //!
@@ -33,7 +34,7 @@
 //! 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10 and `+Inf`: Prometheus's default
 //! buckets), the executions whose latency was at most it; `_sum` is their latencies in
 //! seconds and `_count` their number, all since the command key was created (whole ms, as the
-//! library measures them; see [`LatencyHistogram`](hystrix::LatencyHistogram)). Being
+//! library measures them; see [`CumulativeHistogram`](hystrix::CumulativeHistogram)). Being
 //! cumulative counts, they sum across instances: `histogram_quantile(0.99, sum by (command,
 //! le) (rate(hystrix_command_latency_execute_seconds_bucket[1m])))` is a fleet's p99. The
 //! execution histogram takes one value per execution whose user code started (a retried
@@ -44,9 +45,10 @@
 //! is ever `NaN`. The rolling percentiles are in the `/hystrix.stream`, as Hystrix's dashboard
 //! shows them.
 //!
-//! Collapsers: a batch's mean size over a range is `rate(hystrix_collapser_requests_batched_total)
-//! / rate(hystrix_collapser_batches_total)`; the rolling batch-size percentiles are in the
-//! `/hystrix.stream`.
+//! Collapsers: `hystrix_collapser_batch_size` counts batches by size (in requests, the bounds
+//! of [`BATCH_SIZE_BUCKET_BOUNDS`](hystrix::metrics::BATCH_SIZE_BUCKET_BOUNDS)), since the key
+//! was first used; no series while `metrics.rollingPercentile.enabled` is false. The rolling
+//! batch-size percentiles are in the `/hystrix.stream`.
 //!
 //! Adaptive concurrency limits (`execution.isolation.adaptive.enabled`): the three
 //! `hystrix_command_adaptive_limit*` gauges are the limit in force (the algorithm's, capped by
@@ -84,8 +86,8 @@ use std::fmt;
 
 use hystrix::Status;
 use hystrix::collapser::CollapserEvent;
-use hystrix::metrics::LATENCY_BUCKET_BOUNDS_SECONDS;
-use hystrix::{EventType, LatencyHistogram, Registry};
+use hystrix::metrics::CumulativeHistogram;
+use hystrix::{EventType, Registry};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{
     DescriptorEncoder, EncodeGaugeValue, EncodeLabelSet, MetricEncoder, NoLabelSet,
@@ -101,6 +103,7 @@ type CommandLabels<'a> = [(&'static str, &'a str); 2];
 /// A gauge read from a part `S` of a command's metrics: name, help, value.
 type Gauge<S> = (&'static str, &'static str, fn(&S) -> f64);
 
+#[derive(Debug)]
 struct Command {
     key: String,
     group: String,
@@ -167,27 +170,27 @@ fn counter(
         .encode_counter::<NoLabelSet, _, f64>(&value, None)
 }
 
-/// One histogram of `labels`, in seconds.
+/// One histogram of `labels`, its bounds and sum divided by `unit` (1000 for ms as seconds).
 fn histogram(
     family: &mut MetricEncoder<'_>,
     labels: &impl EncodeLabelSet,
-    histogram: &LatencyHistogram,
+    histogram: &CumulativeHistogram,
+    unit: f64,
 ) -> fmt::Result {
     // The encoder takes each bucket's own count and adds them up.
     let mut below = 0;
-    let buckets: Vec<(f64, u64)> = LATENCY_BUCKET_BOUNDS_SECONDS
-        .iter()
-        .zip(histogram.buckets())
-        .map(|(&bound, (_, at_most))| {
+    let buckets: Vec<(f64, u64)> = histogram
+        .buckets()
+        .map(|(bound, at_most)| {
             let own = at_most - below;
             below = at_most;
-            (bound, own)
+            (bound as f64 / unit, own)
         })
         .collect();
     family
         .encode_family(labels)?
         .encode_histogram::<NoLabelSet>(
-            histogram.sum_ms() as f64 / 1000.0,
+            histogram.sum() as f64 / unit,
             histogram.count(),
             &buckets,
             None,
@@ -279,26 +282,37 @@ fn commands(registry: &Registry) -> Vec<Command> {
         .collect()
 }
 
-/// The registry as a prometheus-client collector: each scrape reads its snapshots.
+/// One scrape of a registry as a prometheus-client collector: the commands' snapshots, read
+/// before, and the registry for the rest.
 #[derive(Debug)]
-struct RegistryCollector(Registry);
+struct Scrape {
+    registry: Registry,
+    commands: Vec<Command>,
+}
 
-impl Collector for RegistryCollector {
+impl Collector for Scrape {
     fn encode(&self, encoder: DescriptorEncoder) -> fmt::Result {
         let mut out = Families { encoder };
-        let commands = commands(&self.0);
-        write_commands(&mut out, &commands)?;
-        write_thread_pools(&mut out, &self.0)?;
-        write_collapsers(&mut out, &self.0)?;
-        write_state_store(&mut out, &self.0)
+        write_commands(&mut out, &self.commands)?;
+        write_thread_pools(&mut out, &self.registry)?;
+        write_collapsers(&mut out, &self.registry)?;
+        write_state_store(&mut out, &self.registry)
     }
 }
 
+/// Bytes of text per command, about (a command with none of the optional series writes about
+/// 7 KiB): the text is made this large at once rather than grown while written.
+const BYTES_PER_COMMAND: usize = 8 * 1024;
+
 /// Renders the registry as Prometheus text (format 0.0.4).
 pub(crate) fn render(registry: &Registry) -> String {
+    let commands = commands(registry);
+    let mut text = String::with_capacity(4096 + commands.len() * BYTES_PER_COMMAND);
     let mut exporter = prometheus_client::registry::Registry::default();
-    exporter.register_collector(Box::new(RegistryCollector(registry.clone())));
-    let mut text = String::new();
+    exporter.register_collector(Box::new(Scrape {
+        registry: registry.clone(),
+        commands,
+    }));
     // Writing to a String cannot fail, nor can our collector.
     if let Err(err) = prometheus_client::encoding::prometheus_text::encode(&mut text, &exporter) {
         tracing::error!(%err, "rendering /metrics failed");
@@ -326,7 +340,7 @@ fn write_commands(out: &mut Families<'_>, commands: &[Command]) -> fmt::Result {
         },
     )?;
 
-    type Pick = fn(&hystrix::CommandMetrics) -> Option<LatencyHistogram>;
+    type Pick = fn(&hystrix::CommandMetrics) -> Option<CumulativeHistogram>;
     let latencies: [(&str, &str, Pick); 2] = [
         (
             "hystrix_command_latency_execute_seconds",
@@ -345,7 +359,7 @@ fn write_commands(out: &mut Families<'_>, commands: &[Command]) -> fmt::Result {
         out.family(name, help, MetricType::Histogram, commands, |family, c| {
             // No series until the command has a latency (and none with latencies off).
             match pick(&c.metrics).filter(|h| h.count() > 0) {
-                Some(h) => histogram(family, &c.labels(), &h),
+                Some(h) => histogram(family, &c.labels(), &h, 1000.0),
                 None => Ok(()),
             }
         })?;
@@ -627,7 +641,16 @@ fn write_collapsers(out: &mut Families<'_>, registry: &Registry) -> fmt::Result 
             |family, (key, m)| counter(family, &[("collapser", key)], m.cumulative_count(event)),
         )?;
     }
-    Ok(())
+    out.family(
+        "hystrix_collapser_batch_size",
+        "Requests per batch, since the collapser key was first used.",
+        MetricType::Histogram,
+        &collapsers,
+        |family, (key, m)| match m.batch_size_histogram() {
+            Some(sizes) => histogram(family, &[("collapser", key)], &sizes, 1.0),
+            None => Ok(()),
+        },
+    )
 }
 
 /// The shared state store (`Registry::state_store_status`): absent without one.

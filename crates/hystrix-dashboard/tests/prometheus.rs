@@ -209,7 +209,7 @@ fn metrics_parse_and_equal_the_snapshot() {
     assert_eq!(metrics.value(&format!("{histogram}_count"), &mixed), 6.0);
     assert_eq!(metrics.value(&format!("{histogram}_sum"), &mixed), 0.21);
     let exact = snapshot.execution_histogram().unwrap();
-    assert_eq!((exact.count(), exact.sum_ms()), (6, 210));
+    assert_eq!((exact.count(), exact.sum()), (6, 210));
     // Total latency: the same runs (the fallbacks took no time); the short-circuits and
     // rejections have none.
     let total = "hystrix_command_latency_total_seconds";
@@ -725,4 +725,58 @@ fn executions_by_priority_class_have_series_while_a_reserve_is_set() {
             .all(|(_, labels, _)| labels["command"] == "Ranked")
     );
     drop(held);
+}
+
+#[tokio::test]
+async fn collapser_batch_sizes_are_a_histogram() {
+    let test = TestRegistry::new();
+    let rating = common::ratings_collapser(&test, hystrix::collapser::CollapserScope::Global);
+    // One batch of 3 requests, then one of 1.
+    let (first, second, third) = (rating.queue(1), rating.queue(2), rating.queue(3));
+    test.clock().advance_ms(10);
+    let answers = common::within(async { (first.await, second.await, third.await) }).await;
+    assert_eq!(*answers.2.unwrap(), 30);
+    let fourth = rating.queue(4);
+    test.clock().advance_ms(10);
+    assert_eq!(*common::within(fourth).await.unwrap(), 40);
+
+    let metrics = parse(
+        &Dashboard::builder(test.registry().clone())
+            .build()
+            .render_metrics(),
+    );
+    assert_eq!(metrics.types["hystrix_collapser_batch_size"], "histogram");
+    let collapser = ("collapser", "GetRating");
+    for (le, expected) in [
+        ("1", 1.0),
+        ("2", 1.0),
+        ("5", 2.0),
+        ("10000", 2.0),
+        ("+Inf", 2.0),
+    ] {
+        assert_eq!(
+            metrics.value(
+                "hystrix_collapser_batch_size_bucket",
+                &[collapser, ("le", le)]
+            ),
+            expected,
+            "le={le}"
+        );
+    }
+    assert_eq!(
+        metrics.value("hystrix_collapser_batch_size_sum", &[collapser]),
+        4.0
+    );
+    assert_eq!(
+        metrics.value("hystrix_collapser_batch_size_count", &[collapser]),
+        2.0
+    );
+    assert_eq!(
+        metrics.value("hystrix_collapser_batches_total", &[collapser]),
+        2.0
+    );
+    assert_eq!(
+        metrics.value("hystrix_collapser_requests_batched_total", &[collapser]),
+        4.0
+    );
 }

@@ -141,7 +141,7 @@ pub use isolation::priority::{ClassCounts, Priority, PrioritySnapshot, UnknownPr
 pub use isolation::thread_pool::ThreadPoolMetrics;
 pub use key::{CommandKey, GroupKey, ThreadPoolKey};
 pub use metrics::{
-    AdaptiveLimitSnapshot, CommandMetrics, HealthCounts, LatencyHistogram, LatencyPercentiles,
+    AdaptiveLimitSnapshot, CommandMetrics, CumulativeHistogram, HealthCounts, LatencyPercentiles,
     ThrottleSnapshot,
 };
 pub use registry::{CommandInfo, Registry, RegistryBuilder};

@@ -5,9 +5,11 @@ use std::fmt;
 
 use crate::config::CollapserProperties;
 use crate::key::CollapserKey;
-use crate::metrics::LatencyPercentiles;
 use crate::metrics::latency::{RollingLatency, percentiles_of};
 use crate::metrics::rolling::{RollingCounts, View};
+use crate::metrics::{
+    BATCH_SIZE_BUCKET_BOUNDS, CumulativeCounts, CumulativeHistogram, LatencyPercentiles,
+};
 
 /// What happens to a collapser (Hystrix's `HystrixEventType.Collapser`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -54,6 +56,8 @@ pub(crate) struct CollapserCounters {
     counts_view: View,
     counts: RollingCounts<3>,
     batch_sizes: RollingLatency,
+    /// Batch sizes since creation, in the buckets of [`BATCH_SIZE_BUCKET_BOUNDS`].
+    batch_size_counts: CumulativeCounts,
     shard_sizes: RollingLatency,
 }
 
@@ -75,6 +79,7 @@ impl CollapserCounters {
             counts: RollingCounts::new(bucket_ms, counts_view.fine_buckets_kept()),
             counts_view,
             batch_sizes: RollingLatency::new(sizes_bucket_ms, sizes_buckets),
+            batch_size_counts: CumulativeCounts::default(),
             shard_sizes: RollingLatency::new(sizes_bucket_ms, sizes_buckets),
         }
     }
@@ -88,6 +93,8 @@ impl CollapserCounters {
         self.add(now_ms, CollapserEvent::BatchExecuted, 1);
         if sizes {
             self.batch_sizes.record(now_ms, size as u64);
+            self.batch_size_counts
+                .record(&BATCH_SIZE_BUCKET_BOUNDS, size as u64);
         }
     }
 
@@ -119,6 +126,9 @@ impl CollapserCounters {
             }),
             cumulative: CollapserEvent::ALL.map(|event| self.counts.cumulative(event.index())),
             batch_size: size(&self.batch_sizes),
+            batch_size_histogram: sizes.then(|| {
+                CumulativeCounts::read(&BATCH_SIZE_BUCKET_BOUNDS, &[&self.batch_size_counts])
+            }),
             shard_size: size(&self.shard_sizes),
         }
     }
@@ -133,6 +143,7 @@ pub struct CollapserMetrics {
     rolling: [u64; 3],
     cumulative: [u64; 3],
     batch_size: LatencyPercentiles,
+    batch_size_histogram: Option<CumulativeHistogram>,
     shard_size: LatencyPercentiles,
 }
 
@@ -158,6 +169,14 @@ impl CollapserMetrics {
     /// `metrics.rollingPercentile.enabled` is false.
     pub fn batch_size(&self) -> LatencyPercentiles {
         self.batch_size
+    }
+
+    /// Batch sizes since the collapser key was first used, in requests, as a cumulative
+    /// histogram over the buckets of [`BATCH_SIZE_BUCKET_BOUNDS`] (1, 2, 5, ..., 10 000): one
+    /// value per batch. `None` while `metrics.rollingPercentile.enabled` is false (sizes are
+    /// not recorded).
+    pub fn batch_size_histogram(&self) -> Option<CumulativeHistogram> {
+        self.batch_size_histogram
     }
 
     /// The distribution of shard sizes, in requests (one shard per batch without sharding),

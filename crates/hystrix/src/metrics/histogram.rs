@@ -1,9 +1,9 @@
-//! Cumulative latency histograms: a count per fixed bucket and a sum, since the key was
-//! created, as Prometheus histograms want them (counts that only grow, so that rates and
-//! quantiles can be summed across instances).
+//! Cumulative histograms (latencies, batch sizes): a count per fixed bucket and a sum, since
+//! the key was created, as Prometheus histograms want them (counts that only grow, so that
+//! rates and quantiles can be summed across instances).
 //!
 //! Unlike the rolling percentiles ([`latency`](super::latency)), nothing here moves with time:
-//! each recorded value adds 1 to its bucket's counter and its ms to the sum, two relaxed
+//! each recorded value adds 1 to its bucket's counter and itself to the sum, two relaxed
 //! atomic additions, and the counters are never reset.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,79 +22,105 @@ pub const LATENCY_BUCKET_BOUNDS_SECONDS: [f64; 11] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
+/// The upper bounds of the collapsers' batch-size histograms' buckets, in requests, lowest
+/// first (as [`LATENCY_BUCKET_BOUNDS_MS`]: a batch of `n` requests counts in the first bucket
+/// whose bound is `>= n`).
+pub const BATCH_SIZE_BUCKET_BOUNDS: [u64; 11] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 10_000];
+
 /// Buckets: one per bound and the overflow bucket.
 const BUCKETS: usize = LATENCY_BUCKET_BOUNDS_MS.len() + 1;
 
-/// The live counters of one latency histogram.
+/// The bounds of a histogram's buckets (11, as Prometheus's default buckets).
+type Bounds = [u64; BUCKETS - 1];
+
+/// The live counters of one histogram.
 #[derive(Debug, Default)]
-pub(crate) struct CumulativeLatency {
+pub(crate) struct CumulativeCounts {
     /// Values per bucket (not cumulative: each value adds to one counter).
     counts: [AtomicU64; BUCKETS],
-    /// The sum of the values, in ms.
-    sum_ms: AtomicU64,
+    /// The sum of the values.
+    sum: AtomicU64,
 }
 
-impl CumulativeLatency {
-    /// Counts one value of `ms`.
+impl CumulativeCounts {
+    /// Counts one `value` in the buckets of `bounds`.
     #[inline]
-    pub(crate) fn record(&self, ms: u64) {
-        let bucket = LATENCY_BUCKET_BOUNDS_MS
+    pub(crate) fn record(&self, bounds: &Bounds, value: u64) {
+        let bucket = bounds
             .iter()
-            .position(|&bound| ms <= bound)
+            .position(|&bound| value <= bound)
             .unwrap_or(BUCKETS - 1);
         self.counts[bucket].fetch_add(1, Ordering::Relaxed);
-        self.sum_ms.fetch_add(ms, Ordering::Relaxed);
+        self.sum.fetch_add(value, Ordering::Relaxed);
     }
 
-    /// The histogram of the values of all of `parts`.
-    pub(crate) fn read(parts: &[&CumulativeLatency]) -> LatencyHistogram {
-        let mut histogram = LatencyHistogram::default();
+    /// The histogram of the values of all of `parts`, recorded with `bounds`.
+    pub(crate) fn read(
+        bounds: &'static Bounds,
+        parts: &[&CumulativeCounts],
+    ) -> CumulativeHistogram {
+        let mut cumulative_counts = [0; BUCKETS];
         let mut below = 0;
-        for (bucket, cumulative) in histogram.cumulative_counts.iter_mut().enumerate() {
+        for (bucket, cumulative) in cumulative_counts.iter_mut().enumerate() {
             below += parts
                 .iter()
                 .map(|part| part.counts[bucket].load(Ordering::Relaxed))
                 .sum::<u64>();
             *cumulative = below;
         }
-        histogram.sum_ms = parts
+        let sum = parts
             .iter()
-            .map(|part| part.sum_ms.load(Ordering::Relaxed))
+            .map(|part| part.sum.load(Ordering::Relaxed))
             .sum();
-        histogram
+        CumulativeHistogram {
+            bounds,
+            cumulative_counts,
+            sum,
+        }
     }
 }
 
-/// A latency histogram at one instant: how many values were at most each bound of
-/// [`LATENCY_BUCKET_BOUNDS_MS`], how many in all, and their sum, since the command key was
-/// created (as a Prometheus histogram's `_bucket`, `_count` and `_sum`). Latencies are in whole
-/// ms, as the library measures them. Read it with
-/// [`CommandMetrics::execution_histogram`](crate::CommandMetrics::execution_histogram) and
-/// [`total_histogram`](crate::CommandMetrics::total_histogram).
+/// A histogram at one instant: how many values were at most each bound, how many in all, and
+/// their sum, since its key was created (as a Prometheus histogram's `_bucket`, `_count` and
+/// `_sum`). Latencies ([`CommandMetrics::execution_histogram`](crate::CommandMetrics::execution_histogram),
+/// [`total_histogram`](crate::CommandMetrics::total_histogram)) are in whole ms with the
+/// bounds of [`LATENCY_BUCKET_BOUNDS_MS`]; batch sizes
+/// ([`CollapserMetrics::batch_size_histogram`](crate::collapser::CollapserMetrics::batch_size_histogram))
+/// in requests with those of [`BATCH_SIZE_BUCKET_BOUNDS`].
 ///
-/// Counts never decrease. A snapshot taken while executions end may hold a value in the sum
-/// and not yet in its bucket (or the reverse), never a bucket count above the total.
+/// Counts never decrease. A snapshot taken while values are recorded may hold a value in the
+/// sum and not yet in its bucket (or the reverse), never a bucket count above the total.
 ///
 /// ```
-/// use hystrix::metrics::{LATENCY_BUCKET_BOUNDS_MS, LatencyHistogram};
+/// use hystrix::metrics::{CumulativeHistogram, LATENCY_BUCKET_BOUNDS_MS};
 ///
-/// let empty = LatencyHistogram::default();
-/// assert_eq!(empty.count(), 0);
+/// let empty = CumulativeHistogram::empty(&LATENCY_BUCKET_BOUNDS_MS);
+/// assert_eq!((empty.count(), empty.sum()), (0, 0));
 /// assert_eq!(empty.buckets().count(), LATENCY_BUCKET_BOUNDS_MS.len());
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct LatencyHistogram {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CumulativeHistogram {
+    bounds: &'static Bounds,
     /// Per bucket, the values at most its bound; the last is every value.
     cumulative_counts: [u64; BUCKETS],
-    sum_ms: u64,
+    sum: u64,
 }
 
-impl LatencyHistogram {
-    /// Each bound of [`LATENCY_BUCKET_BOUNDS_MS`] (ms) with the number of values at most it
-    /// (cumulative, as Prometheus's `le` buckets), lowest bound first. The `+Inf` bucket is
+impl CumulativeHistogram {
+    /// A histogram of no values over the buckets of `bounds`.
+    pub fn empty(bounds: &'static [u64; 11]) -> Self {
+        CumulativeHistogram {
+            bounds,
+            cumulative_counts: [0; BUCKETS],
+            sum: 0,
+        }
+    }
+
+    /// Each bucket's upper bound with the number of values at most it (cumulative, as
+    /// Prometheus's `le` buckets), lowest bound first. The `+Inf` bucket is
     /// [`count`](Self::count).
     pub fn buckets(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        LATENCY_BUCKET_BOUNDS_MS
+        self.bounds
             .iter()
             .copied()
             .zip(self.cumulative_counts.iter().copied())
@@ -105,9 +131,9 @@ impl LatencyHistogram {
         self.cumulative_counts[BUCKETS - 1]
     }
 
-    /// The sum of the recorded values, in ms.
-    pub fn sum_ms(&self) -> u64 {
-        self.sum_ms
+    /// The sum of the recorded values (ms for latencies, requests for batch sizes).
+    pub fn sum(&self) -> u64 {
+        self.sum
     }
 }
 
@@ -117,11 +143,11 @@ mod tests {
 
     #[test]
     fn values_land_in_the_first_bucket_at_least_their_size() {
-        let live = CumulativeLatency::default();
+        let live = CumulativeCounts::default();
         for ms in [0, 5, 6, 10, 10_000, 10_001, 3_000_000] {
-            live.record(ms);
+            live.record(&LATENCY_BUCKET_BOUNDS_MS, ms);
         }
-        let histogram = CumulativeLatency::read(&[&live]);
+        let histogram = CumulativeCounts::read(&LATENCY_BUCKET_BOUNDS_MS, &[&live]);
         let buckets: Vec<(u64, u64)> = histogram.buckets().collect();
         assert_eq!(
             buckets,
@@ -140,19 +166,20 @@ mod tests {
             ]
         );
         assert_eq!(histogram.count(), 7);
-        assert_eq!(histogram.sum_ms(), 3_020_022);
+        assert_eq!(histogram.sum(), 3_020_022);
     }
 
     #[test]
     fn parts_add_up() {
-        let (a, b) = (CumulativeLatency::default(), CumulativeLatency::default());
-        a.record(1);
-        b.record(30);
-        b.record(70);
-        let histogram = CumulativeLatency::read(&[&a, &b]);
-        assert_eq!(histogram.buckets().nth(3), Some((50, 2)));
-        assert_eq!(histogram.buckets().nth(4), Some((100, 3)));
-        assert_eq!((histogram.count(), histogram.sum_ms()), (3, 101));
+        let (a, b) = (CumulativeCounts::default(), CumulativeCounts::default());
+        a.record(&BATCH_SIZE_BUCKET_BOUNDS, 1);
+        b.record(&BATCH_SIZE_BUCKET_BOUNDS, 30);
+        b.record(&BATCH_SIZE_BUCKET_BOUNDS, 70);
+        let histogram = CumulativeCounts::read(&BATCH_SIZE_BUCKET_BOUNDS, &[&a, &b]);
+        assert_eq!(histogram.buckets().next(), Some((1, 1)));
+        assert_eq!(histogram.buckets().nth(5), Some((50, 2)));
+        assert_eq!(histogram.buckets().nth(6), Some((100, 3)));
+        assert_eq!((histogram.count(), histogram.sum()), (3, 101));
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! - latency: `metrics.rollingPercentile.timeInMilliseconds` / `numBuckets` (60 000 ms / 6).
 //!
 //! Beside the latency window, each key keeps cumulative latency histograms (a count per bucket
-//! of [`LATENCY_BUCKET_BOUNDS_MS`] and a sum, see [`LatencyHistogram`]) for exporters that
+//! of [`LATENCY_BUCKET_BOUNDS_MS`] and a sum, see [`CumulativeHistogram`]) for exporters that
 //! aggregate across instances, such as Prometheus.
 //!
 //! The first two are read from one ring of event counters in buckets of the greatest common
@@ -28,8 +28,11 @@ pub(crate) mod rolling;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use histogram::CumulativeLatency;
-pub use histogram::{LATENCY_BUCKET_BOUNDS_MS, LATENCY_BUCKET_BOUNDS_SECONDS, LatencyHistogram};
+pub(crate) use histogram::CumulativeCounts;
+pub use histogram::{
+    BATCH_SIZE_BUCKET_BOUNDS, CumulativeHistogram, LATENCY_BUCKET_BOUNDS_MS,
+    LATENCY_BUCKET_BOUNDS_SECONDS,
+};
 pub use latency::LatencyPercentiles;
 use latency::RollingLatency;
 use rolling::{RollingCounts, View, gcd};
@@ -95,21 +98,21 @@ pub(crate) struct CommandCounters {
 #[derive(Debug)]
 struct Latencies {
     window: RollingLatency,
-    histogram: CumulativeLatency,
+    histogram: CumulativeCounts,
 }
 
 impl Latencies {
     #[inline]
     fn record(&self, now_ms: u64, ms: u64) {
         self.window.record(now_ms, ms);
-        self.histogram.record(ms);
+        self.histogram.record(&LATENCY_BUCKET_BOUNDS_MS, ms);
     }
 
     /// Empty latencies with the window's buckets.
     fn empty_like(&self) -> Self {
         Latencies {
             window: self.window.empty_like(),
-            histogram: CumulativeLatency::default(),
+            histogram: CumulativeCounts::default(),
         }
     }
 
@@ -230,7 +233,7 @@ impl CommandCounters {
                     latency_ms / u64::from(latency_buckets),
                     latency_buckets,
                 ),
-                histogram: CumulativeLatency::default(),
+                histogram: CumulativeCounts::default(),
             },
         }
     }
@@ -482,10 +485,14 @@ impl CommandCounters {
         };
         let histogram = |apart: &std::sync::OnceLock<Box<Latencies>>| {
             latencies.then(|| match apart.get() {
-                Some(apart) => {
-                    CumulativeLatency::read(&[&apart.histogram, &self.same_latency.histogram])
-                }
-                None => CumulativeLatency::read(&[&self.same_latency.histogram]),
+                Some(apart) => CumulativeCounts::read(
+                    &LATENCY_BUCKET_BOUNDS_MS,
+                    &[&apart.histogram, &self.same_latency.histogram],
+                ),
+                None => CumulativeCounts::read(
+                    &LATENCY_BUCKET_BOUNDS_MS,
+                    &[&self.same_latency.histogram],
+                ),
             })
         };
         CommandMetrics {
@@ -578,8 +585,8 @@ pub struct CommandMetrics {
     rolling_max_concurrent_execution_count: u64,
     execution_latency: LatencyPercentiles,
     total_latency: LatencyPercentiles,
-    execution_histogram: Option<LatencyHistogram>,
-    total_histogram: Option<LatencyHistogram>,
+    execution_histogram: Option<CumulativeHistogram>,
+    total_histogram: Option<CumulativeHistogram>,
     circuit_open_duration_ms: Option<u64>,
     adaptive_limit: Option<AdaptiveLimitSnapshot>,
     /// Boxed: present only while priority reserves are set.
@@ -769,7 +776,7 @@ impl CommandMetrics {
     }
 
     /// Execution latencies since the key was created, as a cumulative histogram in ms (see
-    /// [`LatencyHistogram`]): one value per execution whose user code started, as
+    /// [`CumulativeHistogram`], bounds [`LATENCY_BUCKET_BOUNDS_MS`]): one value per execution whose user code started, as
     /// [`execution_latency`](Self::execution_latency) takes them. `None` while
     /// `metrics.rollingPercentile.enabled` is false (nothing is measured; default true).
     ///
@@ -793,7 +800,7 @@ impl CommandMetrics {
     /// }
     /// // Cumulative: no need to wait for a window to complete.
     /// let histogram = cmd.metrics().execution_histogram().expect("latencies are measured");
-    /// assert_eq!((histogram.count(), histogram.sum_ms()), (3, 743));
+    /// assert_eq!((histogram.count(), histogram.sum()), (3, 743));
     /// let at_most = |bound_ms| histogram.buckets().find(|&(le, _)| le == bound_ms).map(|(_, n)| n);
     /// assert_eq!(at_most(5), Some(1));
     /// assert_eq!(at_most(50), Some(2));
@@ -801,14 +808,14 @@ impl CommandMetrics {
     /// assert_eq!(at_most(1_000), Some(3));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn execution_histogram(&self) -> Option<LatencyHistogram> {
+    pub fn execution_histogram(&self) -> Option<CumulativeHistogram> {
         self.execution_histogram
     }
 
     /// Total latencies (what the caller waited, fallback included) since the key was created,
     /// as a cumulative histogram in ms; not recorded for short-circuits and rejections. `None`
     /// while `metrics.rollingPercentile.enabled` is false.
-    pub fn total_histogram(&self) -> Option<LatencyHistogram> {
+    pub fn total_histogram(&self) -> Option<CumulativeHistogram> {
         self.total_histogram
     }
 }
