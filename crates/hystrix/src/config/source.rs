@@ -277,6 +277,49 @@ impl Entry {
             refused: None,
         }
     }
+
+    /// The entry for a value at the end of a path of keys in a tree of tables (a TOML file, a
+    /// section of an application's settings), `name` being the path joined with dots (see
+    /// [`joined`]): one reading of values for every tree-shaped source.
+    pub(crate) fn of_leaf(name: String, leaf: Leaf, origin: Origin) -> Self {
+        let (value, refused) = match leaf {
+            Leaf::Bool(flag) => (PropertyValue::Bool(flag), None),
+            Leaf::Int(int) => (PropertyValue::Int(int), None),
+            Leaf::Str(text) | Leaf::Text(text) => (PropertyValue::Str(text), None),
+            Leaf::Array(shown) => (
+                PropertyValue::Str(shown),
+                Some("an array is not a property value"),
+            ),
+        };
+        Entry {
+            refused,
+            ..Entry::new(name, value, origin)
+        }
+    }
+}
+
+/// A value in a tree of tables, as its source typed it.
+pub(crate) enum Leaf {
+    Bool(bool),
+    /// A whole number within `i64` (one beyond is [`Leaf::Text`], for its property to refuse by
+    /// range).
+    Int(i64),
+    /// A string: parsed by the property's type (`"250"` works as well as `250`).
+    Str(String),
+    /// Any other scalar (a float, a date, a number beyond `i64`) as written: left to the
+    /// property's type, which names what it expects (a float reads where a float is wanted).
+    Text(String),
+    /// An array, as written: no property takes one.
+    Array(String),
+}
+
+/// The name `prefix` continued by `key`: a tree's path of keys joined with dots.
+pub(crate) fn joined(prefix: &str, key: &str) -> String {
+    if prefix.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{prefix}.{key}")
+    }
 }
 
 /// What a name in a source is.
