@@ -141,6 +141,8 @@ mod file;
 #[cfg(feature = "reload")]
 mod reload;
 mod report;
+#[cfg(feature = "serde")]
+mod section;
 mod source;
 mod store;
 mod stream;
@@ -160,6 +162,8 @@ pub use file::FileFormat;
 #[cfg(feature = "reload")]
 pub use reload::{DEFAULT_DEBOUNCE, FileWatcher, ReloadEvent, ReloadTrigger, WatchOptions};
 pub use report::{LayerValue, Origin, PropertyLayer, PropertyReport};
+#[cfg(feature = "serde")]
+pub use section::PropertiesSection;
 pub use source::{LoadError, LoadReport, LoadWarning};
 pub use store::Properties;
 pub(crate) use store::{

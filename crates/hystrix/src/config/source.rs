@@ -511,6 +511,7 @@ impl Properties {
 fn describe(source: &SourceId) -> String {
     match source {
         SourceId::File(path) => path.display().to_string(),
+        SourceId::Section(name) => format!("section `{}`", name.escape_debug()),
         SourceId::Env => "environment".to_owned(),
         SourceId::Runtime => "run time".to_owned(),
     }
