@@ -84,8 +84,21 @@ pub enum LoadWarning {
     },
 }
 
-impl fmt::Display for LoadWarning {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl LoadWarning {
+    /// Whether a registry that denies unknown properties refuses the load for this warning: a
+    /// name that is not a property (a typo, a Hystrix property hystrix-rs does not have, a key
+    /// no command can have), not a consequence of valid values.
+    fn is_unknown_name(&self) -> bool {
+        matches!(
+            self,
+            LoadWarning::UnknownProperty { .. }
+                | LoadWarning::Unsupported { .. }
+                | LoadWarning::UnusableKey { .. }
+        )
+    }
+
+    /// The message, saying that the name was `done` ("ignored" or "refused").
+    fn describe(&self, f: &mut fmt::Formatter<'_>, done: &str) -> fmt::Result {
         match self {
             LoadWarning::UnknownProperty {
                 name,
@@ -93,13 +106,13 @@ impl fmt::Display for LoadWarning {
                 suggestion: Some(suggestion),
             } => write!(
                 f,
-                "{origin}: unknown property `{}` ignored; did you mean `{suggestion}`?",
+                "{origin}: unknown property `{}` {done}; did you mean `{suggestion}`?",
                 name.escape_debug()
             ),
             LoadWarning::UnknownProperty { name, origin, .. } => {
                 write!(
                     f,
-                    "{origin}: unknown property `{}` ignored",
+                    "{origin}: unknown property `{}` {done}",
                     name.escape_debug()
                 )
             }
@@ -107,12 +120,12 @@ impl fmt::Display for LoadWarning {
                 name,
                 origin,
                 reason,
-            } => write!(f, "{origin}: `{}` ignored: {reason}", name.escape_debug()),
+            } => write!(f, "{origin}: `{}` {done}: {reason}", name.escape_debug()),
             LoadWarning::UnusableKey {
                 name,
                 origin,
                 reason,
-            } => write!(f, "{origin}: `{}` ignored: {reason}", name.escape_debug()),
+            } => write!(f, "{origin}: `{}` {done}: {reason}", name.escape_debug()),
             LoadWarning::Duplicate {
                 name,
                 origin,
@@ -130,6 +143,12 @@ impl fmt::Display for LoadWarning {
                 keys.join(", ")
             ),
         }
+    }
+}
+
+impl fmt::Display for LoadWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.describe(f, "ignored")
     }
 }
 
@@ -188,6 +207,15 @@ pub enum LoadError {
         /// The variables.
         variables: [String; 2],
     },
+    /// The source names something that is not a property, in a registry that denies unknown
+    /// properties
+    /// ([`RegistryBuilder::deny_unknown_properties`](crate::RegistryBuilder::deny_unknown_properties)):
+    /// the first such name, as the warning it would otherwise be (with its origin and
+    /// did-you-mean suggestion).
+    Denied {
+        /// What a registry that allows unknown names would have warned of.
+        warning: Box<LoadWarning>,
+    },
     /// Loading the file panicked: a bug, in a parser (another crate's code, met on unusual
     /// input) or in hystrix-rs. The panic was caught, so the file is refused like any invalid
     /// file: nothing changed, and a watcher goes on watching.
@@ -237,6 +265,10 @@ impl fmt::Display for LoadError {
                 variables[0].escape_debug(),
                 variables[1].escape_debug()
             ),
+            LoadError::Denied { warning } => {
+                warning.describe(f, "refused")?;
+                f.write_str(" (this registry denies unknown properties: nothing was loaded)")
+            }
             LoadError::Internal { path, message } => write!(
                 f,
                 "cannot load {}: {message} (a bug: nothing was changed; please report it with \
@@ -476,6 +508,16 @@ impl Properties {
                 }),
                 Kind::Foreign => report.skipped += 1,
             }
+        }
+        let denied = self.rules().deny_unknown;
+        if let Some(warning) = report
+            .warnings
+            .iter()
+            .find(|w| denied && w.is_unknown_name())
+        {
+            return Err(LoadError::Denied {
+                warning: Box::new(warning.clone()),
+            });
         }
         let applied = self
             .replace_source(&source, &writes)

@@ -434,6 +434,9 @@ pub(crate) struct Rules {
     /// [`RegistryBuilder::allow_chaos`](crate::RegistryBuilder::allow_chaos): `chaos.enabled`
     /// may be true.
     pub(crate) chaos_allowed: bool,
+    /// [`RegistryBuilder::deny_unknown_properties`](crate::RegistryBuilder::deny_unknown_properties):
+    /// a load that names something that is not a property is refused.
+    pub(crate) deny_unknown: bool,
 }
 
 fn prefix_for<K: PropertyKind>(key: &str) -> String {
@@ -1143,6 +1146,11 @@ impl Properties {
         Properties {
             state: Arc::new(Mutex::new(state)),
         }
+    }
+
+    /// What the registry allows (the same in every kind).
+    pub(crate) fn rules(&self) -> Rules {
+        self.state.lock().command.rules
     }
 
     /// A handle that does not keep these properties alive.
