@@ -41,8 +41,8 @@ coreSize = 4
 
 const TIMEOUT: &str = "hystrix.command.GetUser.execution.isolation.thread.timeoutInMilliseconds";
 
-fn read_settings(path: &std::path::Path) -> Result<Settings, figment::Error> {
-    Figment::new().merge(Toml::file(path)).extract()
+fn read_settings(path: &std::path::Path) -> Result<Settings, Box<figment::Error>> {
+    Ok(Figment::new().merge(Toml::file(path)).extract()?)
 }
 
 /// The slow dependency: 150 ms for every user.

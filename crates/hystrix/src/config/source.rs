@@ -313,6 +313,7 @@ impl Entry {
     /// The entry for a value at the end of a path of keys in a tree of tables (a TOML file, a
     /// section of an application's settings), `name` being the path joined with dots (see
     /// [`joined`]): one reading of values for every tree-shaped source.
+    #[cfg(any(feature = "config-files", feature = "serde"))]
     pub(crate) fn of_leaf(name: String, leaf: Leaf, origin: Origin) -> Self {
         let (value, refused) = match leaf {
             Leaf::Bool(flag) => (PropertyValue::Bool(flag), None),
@@ -331,6 +332,7 @@ impl Entry {
 }
 
 /// A value in a tree of tables, as its source typed it.
+#[cfg(any(feature = "config-files", feature = "serde"))]
 pub(crate) enum Leaf {
     Bool(bool),
     /// A whole number within `i64` (one beyond is [`Leaf::Text`], for its property to refuse by
@@ -346,6 +348,7 @@ pub(crate) enum Leaf {
 }
 
 /// The name `prefix` continued by `key`: a tree's path of keys joined with dots.
+#[cfg(any(feature = "config-files", feature = "serde"))]
 pub(crate) fn joined(prefix: &str, key: &str) -> String {
     if prefix.is_empty() {
         key.to_owned()
