@@ -60,6 +60,13 @@ fn figment_settings(toml: &str) -> Result<Settings, figment::Error> {
         .extract()
 }
 
+/// The hystrix section of settings whose other fields are empty, `toml` being their rest.
+fn hystrix_of(toml: &str) -> PropertiesSection {
+    figment_settings(&format!("listen = \"\"\n{toml}"))
+        .unwrap()
+        .hystrix
+}
+
 fn config_rs_settings(toml: &str) -> Result<Settings, config::ConfigError> {
     config::Config::builder()
         .add_source(config::File::from_str(toml, config::FileFormat::Toml))
@@ -278,14 +285,11 @@ fn an_invalid_value_fails_deserialization_naming_the_property() {
 
 #[test]
 fn a_rule_between_properties_fails_the_load_naming_the_section() {
-    let settings = figment_settings(
-        "listen = \"\"\n[hystrix.command.A.metrics.rollingStats]\nnumBuckets = 7\n",
-    )
-    .unwrap();
+    let hystrix = hystrix_of("[hystrix.command.A.metrics.rollingStats]\nnumBuckets = 7\n");
     let registry = Registry::new();
     let err = registry
         .properties()
-        .load_section("hystrix", &settings.hystrix)
+        .load_section("hystrix", &hystrix)
         .unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -298,14 +302,13 @@ fn a_rule_between_properties_fails_the_load_naming_the_section() {
 
 #[test]
 fn an_unknown_name_is_a_warning_with_its_suggestion() {
-    let settings = figment_settings(
-        "listen = \"\"\n[hystrix.command.GetUser]\nexecution.isolation.thread.timeoutInMiliseconds = 250\n",
-    )
-    .unwrap();
+    let hystrix = hystrix_of(
+        "[hystrix.command.GetUser]\nexecution.isolation.thread.timeoutInMiliseconds = 250\n",
+    );
     let registry = Registry::new();
     let report = registry
         .properties()
-        .load_section("hystrix", &settings.hystrix)
+        .load_section("hystrix", &hystrix)
         .unwrap();
     assert_eq!(report.applied, 0);
     assert_eq!(
@@ -329,22 +332,17 @@ fn fixed_properties_of_keys_in_use_follow_the_file_rules() {
     let test = TestRegistry::new();
     let properties = test.registry().properties();
     let cmd = builder("InUse").build_in(test.registry()).unwrap();
-    let section = |toml: &str| {
-        figment_settings(&format!("listen = \"\"\n{toml}"))
-            .unwrap()
-            .hystrix
-    };
     // Per key: refused, naming the property; nothing changes.
     let err = properties
         .load_section(
             "hystrix",
-            &section("[hystrix.command.InUse]\nexecution.isolation.thread.timeoutInMilliseconds = 300\nmetrics.rollingStats.numBuckets = 20"),
+            &hystrix_of("[hystrix.command.InUse]\nexecution.isolation.thread.timeoutInMilliseconds = 300\nmetrics.rollingStats.numBuckets = 20"),
         )
         .unwrap_err();
     assert_eq!(
         err,
         LoadError::Invalid {
-            origin: section_origin("hystrix"),
+            origin: section("hystrix"),
             error: Box::new(ConfigError::FixedAfterFirstUse {
                 name: "hystrix.command.InUse.metrics.rollingStats.numBuckets".into()
             }),
@@ -355,7 +353,7 @@ fn fixed_properties_of_keys_in_use_follow_the_file_rules() {
     let report = properties
         .load_section(
             "hystrix",
-            &section("[hystrix.command.default]\nmetrics.rollingStats.numBuckets = 20"),
+            &hystrix_of("[hystrix.command.default]\nmetrics.rollingStats.numBuckets = 20"),
         )
         .unwrap();
     assert_eq!(
@@ -375,10 +373,6 @@ fn fixed_properties_of_keys_in_use_follow_the_file_rules() {
     );
 }
 
-fn section_origin(name: &str) -> Origin {
-    section(name)
-}
-
 #[test]
 fn explain_names_the_section_and_its_rank_among_sources() {
     let registry = Registry::new();
@@ -390,11 +384,10 @@ fn explain_names_the_section_and_its_rank_among_sources() {
             "[hystrix.command.GetUser]\nexecution.isolation.thread.timeoutInMilliseconds = 400\n",
         )
         .unwrap();
-    let settings = figment_settings(
-        "listen = \"\"\n[hystrix.command.GetUser]\nexecution.isolation.thread.timeoutInMilliseconds = 250\n",
-    )
-    .unwrap();
-    properties.load_section("app", &settings.hystrix).unwrap();
+    let hystrix = hystrix_of(
+        "[hystrix.command.GetUser]\nexecution.isolation.thread.timeoutInMilliseconds = 250\n",
+    );
+    properties.load_section("app", &hystrix).unwrap();
     let report = properties.explain(TIMEOUT).unwrap();
     assert_eq!(report.value, Some(PropertyValue::Int(250)));
     assert_eq!(
@@ -435,10 +428,7 @@ fn explain_names_the_section_and_its_rank_among_sources() {
 fn a_reload_of_the_section_replaces_only_its_own_values() {
     let registry = Registry::new();
     let properties = registry.properties();
-    let load = |toml: &str| {
-        let settings = figment_settings(&format!("listen = \"\"\n{toml}")).unwrap();
-        properties.load_section("hystrix", &settings.hystrix)
-    };
+    let load = |toml: &str| properties.load_section("hystrix", &hystrix_of(toml));
     load("[hystrix.command.GetUser]\nexecution.isolation.thread.timeoutInMilliseconds = 250\nfallback.enabled = false").unwrap();
     properties
         .set(
@@ -474,12 +464,8 @@ fn a_reload_of_the_section_replaces_only_its_own_values() {
         300
     );
     // Another section is another source.
-    let settings =
-        figment_settings("listen = \"\"\n[hystrix.command.GetUser]\nfallback.enabled = false")
-            .unwrap();
-    properties
-        .load_section("tenant", &settings.hystrix)
-        .unwrap();
+    let tenant = hystrix_of("[hystrix.command.GetUser]\nfallback.enabled = false");
+    properties.load_section("tenant", &tenant).unwrap();
     assert!(!properties.command(&key("GetUser")).fallback_enabled);
 }
 
@@ -487,14 +473,11 @@ fn a_reload_of_the_section_replaces_only_its_own_values() {
 fn a_registry_that_denies_unknown_properties_refuses_the_whole_load() {
     let registry = Registry::builder().deny_unknown_properties(true).build();
     let properties = registry.properties();
-    let settings = figment_settings(
-        "listen = \"\"\n[hystrix.command.GetUser]\nfallback.enabled = false\n\
+    let hystrix = hystrix_of(
+        "[hystrix.command.GetUser]\nfallback.enabled = false\n\
          execution.isolation.thread.timeoutInMiliseconds = 250\n",
-    )
-    .unwrap();
-    let err = properties
-        .load_section("hystrix", &settings.hystrix)
-        .unwrap_err();
+    );
+    let err = properties.load_section("hystrix", &hystrix).unwrap_err();
     assert_eq!(
         err.to_string(),
         "section `hystrix`: unknown property \
