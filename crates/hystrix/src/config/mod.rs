@@ -56,7 +56,7 @@
 //! environment values. Every load checks the whole result before it swaps it in, so an invalid
 //! source changes nothing ([`LoadError`] names the file and line, or the variable, and the
 //! property). [`Properties::explain`] reports a property's effective value, its layer and its
-//! source ([`Origin`]: code, a file's line, a variable, run time).
+//! source ([`Origin`]: code, a file's line, a variable, a settings section, run time).
 //!
 //! Names that are not properties do not fail a load by default (property files often carry
 //! other libraries' keys): a name under `hystrix.` is a warning in the [`LoadReport`], with a

@@ -153,7 +153,8 @@ impl fmt::Display for LoadWarning {
 }
 
 /// Why a load changed nothing: the source could not be read or parsed, or a value was refused.
-/// Every variant names where (file and line, or variable) and, for a value, the property.
+/// Every variant names where (file and line, variable, or settings section) and, for a value,
+/// the property.
 ///
 /// The message shows property and variable names (and values, through [`ConfigError`]) as
 /// [`str::escape_debug`] does, so that a line break or a NUL cannot split a log line.
@@ -195,7 +196,7 @@ pub enum LoadError {
     /// A rule broke because this load removed values the source gave before (e.g. a run-time
     /// value relied on one): `error` names the property.
     Removal {
-        /// The source: a file's path or `environment`.
+        /// The source: a file's path, `environment` or ``section `<name>` ``.
         source: String,
         /// Why, naming the full property name.
         error: Box<ConfigError>,
