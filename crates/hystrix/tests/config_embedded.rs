@@ -470,7 +470,7 @@ fn a_reload_of_the_section_replaces_only_its_own_values() {
 }
 
 #[test]
-fn a_registry_that_denies_unknown_properties_refuses_the_whole_load() {
+fn a_registry_that_denies_unknown_properties_refuses_the_whole_section() {
     let registry = Registry::builder().deny_unknown_properties(true).build();
     let properties = registry.properties();
     let hystrix = hystrix_of(
@@ -490,32 +490,5 @@ fn a_registry_that_denies_unknown_properties_refuses_the_whole_load() {
         LoadError::Denied { warning } if matches!(**warning, LoadWarning::UnknownProperty { .. })
     ));
     assert!(properties.command(&key("GetUser")).fallback_enabled);
-    // Every source: the environment and files too; another library's keys are still skipped.
-    let err = properties
-        .load_env_from([("HYSTRIX__threadpool__default__coresize", "4")])
-        .unwrap_err();
-    assert!(matches!(err, LoadError::Denied { .. }), "{err}");
-    let report = properties
-        .load_text(
-            "app.properties",
-            FileFormat::Properties,
-            "ribbon.ReadTimeout=3000\nhystrix.command.GetUser.fallback.enabled=false\n",
-        )
-        .unwrap();
-    assert_eq!((report.applied, report.skipped), (1, 1));
-    let err = properties
-        .load_text(
-            "app.properties",
-            FileFormat::Properties,
-            "hystrix.timer.threadpool.default.coreSize=4\n",
-        )
-        .unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "app.properties:1: `hystrix.timer.threadpool.default.coreSize` refused: hystrix-rs has no \
-         timer thread pool: timeouts and timers run on the registry's Clock (this registry \
-         denies unknown properties: nothing was loaded)"
-    );
-    // The refused reload kept the file's last good values.
-    assert!(!properties.command(&key("GetUser")).fallback_enabled);
+    // Files and the environment: tests/config_sources.rs.
 }
