@@ -492,3 +492,27 @@ fn a_registry_that_denies_unknown_properties_refuses_the_whole_section() {
     assert!(properties.command(&key("GetUser")).fallback_enabled);
     // Files and the environment: tests/config_sources.rs.
 }
+
+#[test]
+fn a_name_given_twice_with_different_values_fails_and_with_equal_values_counts_once() {
+    let toml = "listen = \"\"\n[hystrix.command.GetUser]\n\"fallback.enabled\" = true\n\
+                fallback.enabled = false\n";
+    let err = figment_settings(toml).unwrap_err();
+    // In figment's order: it sorts the keys ("fallback" before "fallback.enabled").
+    assert_eq!(
+        err.kind.to_string(),
+        "`hystrix.command.GetUser.fallback.enabled` is given twice, as `false` and `true`: keep one"
+    );
+    let err = config_rs_settings(toml).unwrap_err();
+    assert!(err.to_string().contains("is given twice"), "{err}");
+    let hystrix = hystrix_of(
+        "[hystrix.command.GetUser]\n\"fallback.enabled\" = false\nfallback.enabled = \"false\"\n\
+         [hystrix.command.Other]\nfallback.enabled = false\n",
+    );
+    assert_eq!(hystrix.len(), 2);
+    // The first in figment's order.
+    assert_eq!(
+        hystrix.get("hystrix.command.GetUser.fallback.enabled"),
+        Some(&PropertyValue::Str("false".into()))
+    );
+}

@@ -70,6 +70,11 @@ use crate::error::ConfigError;
 /// the registry's own rules (chaos allowed, fixed properties of keys in use) are checked when
 /// the section is loaded, against the registry's other sources.
 ///
+/// A name given twice (two spellings of one path, such as a quoted dotted key and nested
+/// tables) with different values fails too, as two environment variables for one property do:
+/// a map's order is the deserializer's (figment sorts keys), so neither can be taken as the
+/// later one. Given twice as the same text (`false` and `"false"`), it is kept once.
+///
 /// Names that are not properties do not fail deserialization: the load reports them as
 /// warnings, with a did-you-mean suggestion when one is close, as for a file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -85,7 +90,7 @@ impl PropertiesSection {
         Self::default()
     }
 
-    /// The number of values, counting a name given twice twice.
+    /// The number of values (each full name once).
     pub fn len(&self) -> usize {
         self.values.len()
     }
@@ -103,11 +108,10 @@ impl PropertiesSection {
             .map(|(name, value)| (name.as_str(), value))
     }
 
-    /// The value given for a full name (the last, if given twice).
+    /// The value given for a full name (`hystrix.command.GetUser.…`).
     pub fn get(&self, full_name: &str) -> Option<&PropertyValue> {
         self.values
             .iter()
-            .rev()
             .find(|(name, _)| name == full_name)
             .map(|(_, value)| value)
     }
@@ -158,7 +162,7 @@ impl<'de> de::Deserialize<'de> for PropertiesSection {
             prefix: "",
             entries: &mut entries,
         })?;
-        let mut values = Vec::with_capacity(entries.len());
+        let mut values: Vec<(String, PropertyValue)> = Vec::with_capacity(entries.len());
         for entry in entries {
             let full_name = if entry.name == "hystrix" || entry.name.starts_with("hystrix.") {
                 entry.name
@@ -179,7 +183,19 @@ impl<'de> de::Deserialize<'de> for PropertiesSection {
                 | Ok(()) => {}
                 Err(error) => return Err(de::Error::custom(error)),
             }
-            values.push((full_name, entry.value));
+            // Two spellings of one name: a map's order says nothing (figment sorts its keys),
+            // so different values are an error, not a guess.
+            match values.iter().find(|(name, _)| *name == full_name) {
+                Some((_, earlier)) if earlier.to_string() == entry.value.to_string() => {}
+                Some((_, earlier)) => {
+                    return Err(de::Error::custom(format_args!(
+                        "`{}` is given twice, as `{earlier}` and `{}`: keep one",
+                        full_name.escape_debug(),
+                        entry.value
+                    )));
+                }
+                None => values.push((full_name, entry.value)),
+            }
         }
         Ok(PropertiesSection { values })
     }
