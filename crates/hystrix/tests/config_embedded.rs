@@ -516,3 +516,27 @@ fn a_name_given_twice_with_different_values_fails_and_with_equal_values_counts_o
         Some(&PropertyValue::Str("false".into()))
     );
 }
+
+#[test]
+fn floats_are_read_where_a_property_takes_one_and_refused_by_whole_numbers() {
+    let hystrix = hystrix_of("[hystrix.command.GetUser]\nretry.backoff.multiplier = 1.5\n");
+    let registry = Registry::new();
+    registry
+        .properties()
+        .load_section("hystrix", &hystrix)
+        .unwrap();
+    let user = registry.properties().command(&key("GetUser"));
+    assert_eq!(user.retry_backoff_multiplier, 1.5);
+    let err =
+        figment_settings("listen = \"\"\n[hystrix.threadpool.P]\ncoreSize = 2.5\n").unwrap_err();
+    assert_eq!(
+        err.kind.to_string(),
+        "invalid value `2.5` for `hystrix.threadpool.P.coreSize`: expected a whole number"
+    );
+    // A section that is not a table.
+    let err = figment_settings("listen = \"\"\nhystrix = 5\n").unwrap_err();
+    assert_eq!(
+        err.kind.to_string(),
+        "expected a map of Hystrix properties, found `5`"
+    );
+}

@@ -208,10 +208,18 @@ struct Node<'a> {
 }
 
 impl Node<'_> {
-    fn leaf(self, leaf: Leaf) {
+    /// Keeps a value at the path; refused in place of the whole section.
+    fn leaf<E: de::Error>(self, leaf: Leaf) -> Result<(), E> {
         // The origin is set by the load, which knows the section's name.
         let entry = Entry::of_leaf(self.prefix.to_owned(), leaf, Origin::Code);
+        if self.prefix.is_empty() {
+            return Err(E::custom(format_args!(
+                "expected a map of Hystrix properties, found `{}`",
+                entry.value
+            )));
+        }
         self.entries.push(entry);
+        Ok(())
     }
 }
 
@@ -235,18 +243,15 @@ impl<'de> Visitor<'de> for Node<'_> {
     }
 
     fn visit_bool<E: de::Error>(self, v: bool) -> Result<(), E> {
-        self.leaf(Leaf::Bool(v));
-        Ok(())
+        self.leaf(Leaf::Bool(v))
     }
 
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<(), E> {
-        self.leaf(Leaf::Int(v));
-        Ok(())
+        self.leaf(Leaf::Int(v))
     }
 
     fn visit_i128<E: de::Error>(self, v: i128) -> Result<(), E> {
-        self.leaf(i64::try_from(v).map_or_else(|_| Leaf::Text(v.to_string()), Leaf::Int));
-        Ok(())
+        self.leaf(i64::try_from(v).map_or_else(|_| Leaf::Text(v.to_string()), Leaf::Int))
     }
 
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<(), E> {
@@ -254,23 +259,19 @@ impl<'de> Visitor<'de> for Node<'_> {
     }
 
     fn visit_u128<E: de::Error>(self, v: u128) -> Result<(), E> {
-        self.leaf(i64::try_from(v).map_or_else(|_| Leaf::Text(v.to_string()), Leaf::Int));
-        Ok(())
+        self.leaf(i64::try_from(v).map_or_else(|_| Leaf::Text(v.to_string()), Leaf::Int))
     }
 
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<(), E> {
-        self.leaf(Leaf::Text(v.to_string()));
-        Ok(())
+        self.leaf(Leaf::Text(v.to_string()))
     }
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
-        self.leaf(Leaf::Str(v.to_owned()));
-        Ok(())
+        self.leaf(Leaf::Str(v.to_owned()))
     }
 
     fn visit_string<E: de::Error>(self, v: String) -> Result<(), E> {
-        self.leaf(Leaf::Str(v));
-        Ok(())
+        self.leaf(Leaf::Str(v))
     }
 
     fn visit_none<E: de::Error>(self) -> Result<(), E> {
@@ -301,8 +302,7 @@ impl<'de> Visitor<'de> for Node<'_> {
         while let Some(item) = seq.next_element::<Shown>()? {
             shown.push(item.0);
         }
-        self.leaf(Leaf::Array(format!("[{}]", shown.join(", "))));
-        Ok(())
+        self.leaf(Leaf::Array(format!("[{}]", shown.join(", "))))
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
