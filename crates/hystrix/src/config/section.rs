@@ -1,6 +1,7 @@
 //! A section of an application's own settings as a source of properties, read with serde (the
 //! feature `serde`): [`PropertiesSection`] and [`Properties::load_section`].
 
+use std::collections::HashMap;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -163,6 +164,8 @@ impl<'de> de::Deserialize<'de> for PropertiesSection {
             entries: &mut entries,
         })?;
         let mut values: Vec<(String, PropertyValue)> = Vec::with_capacity(entries.len());
+        // Each full name's place in `values`.
+        let mut places: HashMap<String, usize> = HashMap::with_capacity(entries.len());
         for entry in entries {
             let full_name = if entry.name == "hystrix" || entry.name.starts_with("hystrix.") {
                 entry.name
@@ -185,16 +188,20 @@ impl<'de> de::Deserialize<'de> for PropertiesSection {
             }
             // Two spellings of one name: a map's order says nothing (figment sorts its keys),
             // so different values are an error, not a guess.
-            match values.iter().find(|(name, _)| *name == full_name) {
-                Some((_, earlier)) if earlier.to_string() == entry.value.to_string() => {}
-                Some((_, earlier)) => {
+            match places.get(&full_name).map(|&place| &values[place].1) {
+                Some(earlier) if earlier.to_string() == entry.value.to_string() => {}
+                Some(earlier) => {
                     return Err(de::Error::custom(format_args!(
-                        "`{}` is given twice, as `{earlier}` and `{}`: keep one",
+                        "`{}` is given twice, as `{}` and `{}`: keep one",
                         full_name.escape_debug(),
-                        entry.value
+                        earlier.to_string().escape_debug(),
+                        entry.value.to_string().escape_debug()
                     )));
                 }
-                None => values.push((full_name, entry.value)),
+                None => {
+                    places.insert(full_name.clone(), values.len());
+                    values.push((full_name, entry.value));
+                }
             }
         }
         Ok(PropertiesSection { values })
