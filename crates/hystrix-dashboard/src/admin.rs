@@ -34,7 +34,8 @@
 //! `{"name", "value", "layer", "origin", "source", "dynamic", "keyInUse", "pending",
 //! "overridden"}`: the effective value; its layer (`"code default"`, `"global default"`,
 //! `"builder"`, `"per key"`); where it was written, as `origin` (`{"kind": "code" | "file" |
-//! "environment" | "runtime", "path", "line", "variable"}`) and as one line of text
+//! "environment" | "section" | "runtime", "path", "line", "variable", "name"}`, `name` being a
+//! settings section's) and as one line of text
 //! (`source`); whether a change applies to keys in use at their next execution (`dynamic`;
 //! the stream properties are read once, when a dashboard is built, so a change shows here but
 //! not in running streams); whether the key has live state (`keyInUse`; for a key not in use
@@ -524,6 +525,7 @@ fn origin_json(origin: &Origin) -> Value {
         Origin::Environment { variable } => {
             json!({ "kind": "environment", "variable": variable })
         }
+        Origin::Section { name } => json!({ "kind": "section", "name": name }),
         Origin::Runtime => json!({ "kind": "runtime" }),
         other => json!({ "kind": "other", "text": other.to_string() }),
     }

@@ -1269,6 +1269,7 @@ pub struct RegistryBuilder {
     instance_id: Option<Arc<str>>,
     random_seed: Option<u64>,
     allow_chaos: bool,
+    deny_unknown_properties: bool,
 }
 
 impl fmt::Debug for RegistryBuilder {
@@ -1285,6 +1286,7 @@ impl fmt::Debug for RegistryBuilder {
             .field("instance_id", &self.instance_id)
             .field("random_seed", &self.random_seed)
             .field("allow_chaos", &self.allow_chaos)
+            .field("deny_unknown_properties", &self.deny_unknown_properties)
             .finish()
     }
 }
@@ -1399,6 +1401,20 @@ impl RegistryBuilder {
         self
     }
 
+    /// Refuses every load of a configuration source that names something that is not a
+    /// property (default: not refused, a warning). With it, a file, the environment or a
+    /// settings section whose load would warn of an unknown property (a typo), a Hystrix
+    /// property that hystrix-rs does not have, or a key no command can have fails with
+    /// [`LoadError::Denied`](crate::config::LoadError::Denied), which carries the warning and
+    /// its did-you-mean suggestion, and changes nothing; a watched file keeps its last good
+    /// values. Names outside `hystrix.*` that are close to no property (another library's keys
+    /// in a shared file) are still skipped, and the other warnings (a name set twice, a fixed
+    /// property kept by keys in use) stay warnings.
+    pub fn deny_unknown_properties(mut self, deny: bool) -> Self {
+        self.deny_unknown_properties = deny;
+        self
+    }
+
     /// Builds the registry.
     pub fn build(self) -> Registry {
         static REGISTRIES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -1428,6 +1444,7 @@ impl RegistryBuilder {
                     clock,
                     properties: Properties::new(crate::config::Rules {
                         chaos_allowed: self.allow_chaos,
+                        deny_unknown: self.deny_unknown_properties,
                     }),
                     pools: Mutex::new(HashMap::new()),
                     shut_down: AtomicBool::new(false),

@@ -1250,6 +1250,63 @@ fn unknown_names_are_warnings_with_a_suggestion_and_never_fail_a_load() {
 }
 
 #[test]
+fn a_registry_that_denies_unknown_properties_refuses_such_loads_from_every_source() {
+    let registry = Registry::builder().deny_unknown_properties(true).build();
+    let properties = registry.properties();
+    // Another library's keys are still skipped.
+    let report = load(
+        properties,
+        "ribbon.ReadTimeout=3000\nhystrix.command.GetUser.fallback.enabled=false\n",
+    )
+    .unwrap();
+    assert_eq!((report.applied, report.skipped), (1, 1));
+    let err = load(
+        properties,
+        "hystrix.command.GetUser.fallback.enabled=true\nhystrix.threadpool.Users.coresize=4\n",
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "app.properties:2: unknown property `hystrix.threadpool.Users.coresize` refused; did you \
+         mean `hystrix.threadpool.Users.coreSize`? (this registry denies unknown properties: \
+         nothing was loaded)"
+    );
+    assert_eq!(
+        err,
+        LoadError::Denied {
+            warning: Box::new(LoadWarning::UnknownProperty {
+                name: "hystrix.threadpool.Users.coresize".into(),
+                origin: at("app.properties", 2),
+                suggestion: Some("hystrix.threadpool.Users.coreSize".into()),
+            })
+        }
+    );
+    // The refused reload kept the file's last good values.
+    assert!(!command_of(properties, "GetUser").fallback_enabled);
+    let err = load(properties, "hystrix.timer.threadpool.default.coreSize=4\n").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "app.properties:1: `hystrix.timer.threadpool.default.coreSize` refused: hystrix-rs has no \
+         timer thread pool: timeouts and timers run on the registry's Clock (this registry \
+         denies unknown properties: nothing was loaded)"
+    );
+    let err = properties
+        .load_env_from([("HYSTRIX__threadpool__default__coresize", "4")])
+        .unwrap_err();
+    assert!(
+        matches!(&err, LoadError::Denied { warning } if matches!(**warning, LoadWarning::UnknownProperty { origin: Origin::Environment { .. }, .. })),
+        "{err}"
+    );
+    // A name set twice stays a warning.
+    let name = format!("hystrix.command.A.{TIMEOUT}");
+    let report = load(properties, &format!("{name}=300\n{name}=400\n")).unwrap();
+    assert!(matches!(
+        report.warnings[..],
+        [LoadWarning::Duplicate { .. }]
+    ));
+}
+
+#[test]
 fn a_name_set_twice_takes_the_later_value_with_a_warning() {
     let registry = Registry::new();
     let properties = registry.properties();

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use toml::de::{DeTable, DeValue};
 
-use crate::config::source::Entry;
+use crate::config::source::{Entry, Leaf, joined};
 use crate::config::store::SourceId;
 use crate::config::{LoadError, LoadReport, Origin, Properties, PropertyValue};
 
@@ -336,35 +336,25 @@ fn walk(path: &Path, text: &str, prefix: &str, table: &DeTable<'_>, entries: &mu
     for (key, value) in table {
         let name = joined(prefix, key.get_ref());
         let raw = || text.get(value.span()).unwrap_or_default().trim().to_owned();
-        let (value, refused) = match value.get_ref() {
+        let leaf = match value.get_ref() {
             DeValue::Table(inner) => {
                 walk(path, text, &name, inner, entries);
                 continue;
             }
-            DeValue::Integer(int) => {
-                let parsed = i128::from_str_radix(int.as_str(), int.radix()).ok();
-                let value = parsed
-                    .and_then(|i| i64::try_from(i).ok())
-                    .map_or_else(|| PropertyValue::Str(raw()), PropertyValue::Int);
-                (value, None)
-            }
-            DeValue::Boolean(flag) => (PropertyValue::Bool(*flag), None),
-            DeValue::String(s) => (PropertyValue::Str(s.to_string()), None),
-            // Left to the property's type, which names what it expects (a whole number...).
-            DeValue::Float(_) | DeValue::Datetime(_) => (PropertyValue::Str(raw()), None),
-            DeValue::Array(_) => (
-                PropertyValue::Str(raw()),
-                Some("an array is not a property value"),
-            ),
+            DeValue::Integer(int) => i128::from_str_radix(int.as_str(), int.radix())
+                .ok()
+                .and_then(|i| i64::try_from(i).ok())
+                .map_or_else(|| Leaf::Text(raw()), Leaf::Int),
+            DeValue::Boolean(flag) => Leaf::Bool(*flag),
+            DeValue::String(s) => Leaf::Str(s.to_string()),
+            DeValue::Float(_) | DeValue::Datetime(_) => Leaf::Text(raw()),
+            DeValue::Array(_) => Leaf::Array(raw()),
         };
         let origin = Origin::File {
             path: path.to_owned(),
             line: line_at(text.as_bytes(), key.span().start),
         };
-        entries.push(Entry {
-            refused,
-            ..Entry::new(name, value, origin)
-        });
+        entries.push(Entry::of_leaf(name, leaf, origin));
     }
 }
 
@@ -392,15 +382,6 @@ fn toml_error(path: &Path, text: &str, table: &DeTable<'_>, err: &toml::de::Erro
         line: line_at(text.as_bytes(), offset),
         property: value.map(|(name, _)| name),
         message,
-    }
-}
-
-/// The name `prefix` continued by `key`.
-fn joined(prefix: &str, key: &str) -> String {
-    if prefix.is_empty() {
-        key.to_owned()
-    } else {
-        format!("{prefix}.{key}")
     }
 }
 

@@ -42,8 +42,10 @@
 //! The two dynamic layers (global default, per key) are each fed by three kinds of source,
 //! ranked within the layer, lowest first:
 //!
-//! 1. configuration files (`Properties::load_file`, feature `config-files`, on by default);
-//!    among several files, the one first loaded later ranks higher (a reload keeps a file's rank);
+//! 1. configuration files (`Properties::load_file`, feature `config-files`, on by default) and
+//!    sections of the application's own settings read with serde (`PropertiesSection`,
+//!    `Properties::load_section`, feature `serde`); among several, the one first loaded later
+//!    ranks higher (a reload keeps its rank);
 //! 2. the environment ([`Properties::load_env`], [`Properties::load_env_from`]);
 //! 3. run-time changes ([`Properties::set`], [`Properties::set_all`], [`Properties::unset`];
 //!    the admin endpoint uses them).
@@ -54,13 +56,15 @@
 //! environment values. Every load checks the whole result before it swaps it in, so an invalid
 //! source changes nothing ([`LoadError`] names the file and line, or the variable, and the
 //! property). [`Properties::explain`] reports a property's effective value, its layer and its
-//! source ([`Origin`]: code, a file's line, a variable, run time).
+//! source ([`Origin`]: code, a file's line, a variable, a settings section, run time).
 //!
-//! Names that are not properties never fail a load (property files often carry other
-//! libraries' keys): a name under `hystrix.` is a warning in the [`LoadReport`], with a
+//! Names that are not properties do not fail a load by default (property files often carry
+//! other libraries' keys): a name under `hystrix.` is a warning in the [`LoadReport`], with a
 //! did-you-mean suggestion when one is close (`...timeoutInMiliseconds`: did you mean
 //! `...timeoutInMilliseconds`?); a name outside `hystrix.` is a warning only when it is close to
-//! a property name, else it is skipped.
+//! a property name, else it is skipped. A registry built with
+//! [`deny_unknown_properties`](crate::RegistryBuilder::deny_unknown_properties) refuses, from
+//! every source, a load that would warn of such a name ([`LoadError::Denied`]).
 //!
 //! ## Java `.properties` files
 //!
@@ -141,6 +145,8 @@ mod file;
 #[cfg(feature = "reload")]
 mod reload;
 mod report;
+#[cfg(feature = "serde")]
+mod section;
 mod source;
 mod store;
 mod stream;
@@ -160,6 +166,8 @@ pub use file::FileFormat;
 #[cfg(feature = "reload")]
 pub use reload::{DEFAULT_DEBOUNCE, FileWatcher, ReloadEvent, ReloadTrigger, WatchOptions};
 pub use report::{LayerValue, Origin, PropertyLayer, PropertyReport};
+#[cfg(feature = "serde")]
+pub use section::PropertiesSection;
 pub use source::{LoadError, LoadReport, LoadWarning};
 pub use store::Properties;
 pub(crate) use store::{

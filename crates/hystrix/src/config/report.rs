@@ -41,9 +41,9 @@ impl fmt::Display for PropertyLayer {
     }
 }
 
-/// Where a value was written. Within a dynamic layer the sources rank file < environment <
-/// run time; among files, the one first loaded later ranks higher (reloading a
-/// file keeps its rank).
+/// Where a value was written. Within a dynamic layer the sources rank file or section <
+/// environment < run time; among files and sections, the one first loaded later ranks higher
+/// (reloading one keeps its rank).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Origin {
@@ -64,14 +64,21 @@ pub enum Origin {
         /// The variable's name, e.g. `HYSTRIX__command__GetUser__fallback__enabled`.
         variable: String,
     },
+    /// A section of the application's own settings, deserialized as a
+    /// `config::PropertiesSection` and loaded with `Properties::load_section` (feature
+    /// `serde`).
+    Section {
+        /// The name it was loaded under, e.g. `hystrix` or `settings.toml [hystrix]`.
+        name: String,
+    },
     /// Set at run time with [`Properties::set`](crate::config::Properties::set) or
     /// [`set_all`](crate::config::Properties::set_all) (the admin endpoint uses them).
     Runtime,
 }
 
 impl fmt::Display for Origin {
-    /// `code`, `<path>:<line>`, `environment variable <NAME>` (the name escaped as
-    /// [`str::escape_debug`] does) or `run time`.
+    /// `code`, `<path>:<line>`, `environment variable <NAME>`, ``section `<name>` `` (names
+    /// escaped as [`str::escape_debug`] does) or `run time`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Origin::Code => f.write_str("code"),
@@ -79,6 +86,7 @@ impl fmt::Display for Origin {
             Origin::Environment { variable } => {
                 write!(f, "environment variable {}", variable.escape_debug())
             }
+            Origin::Section { name } => write!(f, "section `{}`", name.escape_debug()),
             Origin::Runtime => f.write_str("run time"),
         }
     }

@@ -84,8 +84,21 @@ pub enum LoadWarning {
     },
 }
 
-impl fmt::Display for LoadWarning {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl LoadWarning {
+    /// Whether a registry that denies unknown properties refuses the load for this warning: a
+    /// name that is not a property (a typo, a Hystrix property hystrix-rs does not have, a key
+    /// no command can have), not a consequence of valid values.
+    fn is_unknown_name(&self) -> bool {
+        matches!(
+            self,
+            LoadWarning::UnknownProperty { .. }
+                | LoadWarning::Unsupported { .. }
+                | LoadWarning::UnusableKey { .. }
+        )
+    }
+
+    /// The message, saying that the name was `done` ("ignored" or "refused").
+    fn describe(&self, f: &mut fmt::Formatter<'_>, done: &str) -> fmt::Result {
         match self {
             LoadWarning::UnknownProperty {
                 name,
@@ -93,13 +106,13 @@ impl fmt::Display for LoadWarning {
                 suggestion: Some(suggestion),
             } => write!(
                 f,
-                "{origin}: unknown property `{}` ignored; did you mean `{suggestion}`?",
+                "{origin}: unknown property `{}` {done}; did you mean `{suggestion}`?",
                 name.escape_debug()
             ),
             LoadWarning::UnknownProperty { name, origin, .. } => {
                 write!(
                     f,
-                    "{origin}: unknown property `{}` ignored",
+                    "{origin}: unknown property `{}` {done}",
                     name.escape_debug()
                 )
             }
@@ -107,12 +120,12 @@ impl fmt::Display for LoadWarning {
                 name,
                 origin,
                 reason,
-            } => write!(f, "{origin}: `{}` ignored: {reason}", name.escape_debug()),
+            } => write!(f, "{origin}: `{}` {done}: {reason}", name.escape_debug()),
             LoadWarning::UnusableKey {
                 name,
                 origin,
                 reason,
-            } => write!(f, "{origin}: `{}` ignored: {reason}", name.escape_debug()),
+            } => write!(f, "{origin}: `{}` {done}: {reason}", name.escape_debug()),
             LoadWarning::Duplicate {
                 name,
                 origin,
@@ -133,8 +146,15 @@ impl fmt::Display for LoadWarning {
     }
 }
 
+impl fmt::Display for LoadWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.describe(f, "ignored")
+    }
+}
+
 /// Why a load changed nothing: the source could not be read or parsed, or a value was refused.
-/// Every variant names where (file and line, or variable) and, for a value, the property.
+/// Every variant names where (file and line, variable, or settings section) and, for a value,
+/// the property.
 ///
 /// The message shows property and variable names (and values, through [`ConfigError`]) as
 /// [`str::escape_debug`] does, so that a line break or a NUL cannot split a log line.
@@ -176,7 +196,7 @@ pub enum LoadError {
     /// A rule broke because this load removed values the source gave before (e.g. a run-time
     /// value relied on one): `error` names the property.
     Removal {
-        /// The source: a file's path or `environment`.
+        /// The source: a file's path, `environment` or ``section `<name>` ``.
         source: String,
         /// Why, naming the full property name.
         error: Box<ConfigError>,
@@ -187,6 +207,15 @@ pub enum LoadError {
         name: String,
         /// The variables.
         variables: [String; 2],
+    },
+    /// The source names something that is not a property, in a registry that denies unknown
+    /// properties
+    /// ([`RegistryBuilder::deny_unknown_properties`](crate::RegistryBuilder::deny_unknown_properties)):
+    /// the first such name, as the warning it would otherwise be (with its origin and
+    /// did-you-mean suggestion).
+    Denied {
+        /// What a registry that allows unknown names would have warned of.
+        warning: Box<LoadWarning>,
     },
     /// Loading the file panicked: a bug, in a parser (another crate's code, met on unusual
     /// input) or in hystrix-rs. The panic was caught, so the file is refused like any invalid
@@ -237,6 +266,10 @@ impl fmt::Display for LoadError {
                 variables[0].escape_debug(),
                 variables[1].escape_debug()
             ),
+            LoadError::Denied { warning } => {
+                warning.describe(f, "refused")?;
+                f.write_str(" (this registry denies unknown properties: nothing was loaded)")
+            }
             LoadError::Internal { path, message } => write!(
                 f,
                 "cannot load {}: {message} (a bug: nothing was changed; please report it with \
@@ -276,6 +309,52 @@ impl Entry {
             origin,
             refused: None,
         }
+    }
+
+    /// The entry for a value at the end of a path of keys in a tree of tables (a TOML file, a
+    /// section of an application's settings), `name` being the path joined with dots (see
+    /// [`joined`]): one reading of values for every tree-shaped source.
+    #[cfg(any(feature = "config-files", feature = "serde"))]
+    pub(crate) fn of_leaf(name: String, leaf: Leaf, origin: Origin) -> Self {
+        let (value, refused) = match leaf {
+            Leaf::Bool(flag) => (PropertyValue::Bool(flag), None),
+            Leaf::Int(int) => (PropertyValue::Int(int), None),
+            Leaf::Str(text) | Leaf::Text(text) => (PropertyValue::Str(text), None),
+            Leaf::Array(shown) => (
+                PropertyValue::Str(shown),
+                Some("an array is not a property value"),
+            ),
+        };
+        Entry {
+            refused,
+            ..Entry::new(name, value, origin)
+        }
+    }
+}
+
+/// A value in a tree of tables, as its source typed it.
+#[cfg(any(feature = "config-files", feature = "serde"))]
+pub(crate) enum Leaf {
+    Bool(bool),
+    /// A whole number within `i64` (one beyond is [`Leaf::Text`], for its property to refuse by
+    /// range).
+    Int(i64),
+    /// A string: parsed by the property's type (`"250"` works as well as `250`).
+    Str(String),
+    /// Any other scalar (a float, a date, a number beyond `i64`) as written: left to the
+    /// property's type, which names what it expects (a float reads where a float is wanted).
+    Text(String),
+    /// An array, as written: no property takes one.
+    Array(String),
+}
+
+/// The name `prefix` continued by `key`: a tree's path of keys joined with dots.
+#[cfg(any(feature = "config-files", feature = "serde"))]
+pub(crate) fn joined(prefix: &str, key: &str) -> String {
+    if prefix.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{prefix}.{key}")
     }
 }
 
@@ -434,6 +513,16 @@ impl Properties {
                 Kind::Foreign => report.skipped += 1,
             }
         }
+        let denied = self.rules().deny_unknown;
+        if let Some(warning) = report
+            .warnings
+            .iter()
+            .find(|w| denied && w.is_unknown_name())
+        {
+            return Err(LoadError::Denied {
+                warning: Box::new(warning.clone()),
+            });
+        }
         let applied = self
             .replace_source(&source, &writes)
             .map_err(|err| attribute(err, &writes, &source))?;
@@ -468,6 +557,7 @@ impl Properties {
 fn describe(source: &SourceId) -> String {
     match source {
         SourceId::File(path) => path.display().to_string(),
+        SourceId::Section(name) => format!("section `{}`", name.escape_debug()),
         SourceId::Env => "environment".to_owned(),
         SourceId::Runtime => "run time".to_owned(),
     }

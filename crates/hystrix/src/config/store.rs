@@ -235,6 +235,13 @@ pub(crate) enum SourceId {
         allow(dead_code, reason = "files are read with the config-files feature")
     )]
     File(PathBuf),
+    /// A section of the application's settings, by the name it was loaded under; it ranks as
+    /// a file does, by when it was first loaded.
+    #[cfg_attr(
+        not(feature = "serde"),
+        allow(dead_code, reason = "sections are read with the serde feature")
+    )]
+    Section(String),
     /// The process environment.
     Env,
     /// `Properties::set` / `set_all` / `unset`.
@@ -427,6 +434,9 @@ pub(crate) struct Rules {
     /// [`RegistryBuilder::allow_chaos`](crate::RegistryBuilder::allow_chaos): `chaos.enabled`
     /// may be true.
     pub(crate) chaos_allowed: bool,
+    /// [`RegistryBuilder::deny_unknown_properties`](crate::RegistryBuilder::deny_unknown_properties):
+    /// a load that names something that is not a property is refused.
+    pub(crate) deny_unknown: bool,
 }
 
 fn prefix_for<K: PropertyKind>(key: &str) -> String {
@@ -461,8 +471,8 @@ impl<K: PropertyKind> Layers<K> {
             .map(|(_, values)| values)
     }
 
-    /// Replaces `id`'s values (a new file ranks above the files before it, below the
-    /// environment); returns the slots that changed and how to put the old values back. Costs
+    /// Replaces `id`'s values (a new file or section ranks above the files and sections before
+    /// it, below the environment); returns the slots that changed and how to put the old values back. Costs
     /// the size of the source's old and new values.
     fn replace_source(&mut self, id: &SourceId, values: Dynamic<K>) -> (Vec<Slot>, Undo) {
         if let Some(at) = self.sources.iter().position(|(source, _)| source == id) {
@@ -475,7 +485,7 @@ impl<K: PropertyKind> Layers<K> {
         let at = self
             .sources
             .iter()
-            .position(|(source, _)| !matches!(source, SourceId::File(_)))
+            .position(|(source, _)| !matches!(source, SourceId::File(_) | SourceId::Section(_)))
             .unwrap_or(self.sources.len());
         self.sources.insert(at, (id.clone(), values));
         let undo: Undo = Box::new(move |state| drop(K::of_mut(state).sources.remove(at)));
@@ -932,6 +942,27 @@ pub(crate) fn layer_error(err: LayerError, full_name: &str, value: &PropertyValu
     }
 }
 
+/// Checks one value on its own, as every load does before the rules between properties: the
+/// name is a property, its key can exist, and the value parses and is in range.
+#[cfg_attr(
+    not(feature = "serde"),
+    allow(dead_code, reason = "sections are read with the serde feature")
+)]
+pub(crate) fn check_value(full_name: &str, value: &PropertyValue) -> Result<(), ConfigError> {
+    let target = parse_name(full_name)?;
+    by_kind!(target.kind, check_in(&target, full_name, value))
+}
+
+fn check_in<K: PropertyKind>(
+    target: &Target<'_>,
+    full_name: &str,
+    value: &PropertyValue,
+) -> Result<(), ConfigError> {
+    let mut layer = K::Layer::default();
+    K::set(&mut layer, target.property, value, target.key.is_some())
+        .map_err(|err| layer_error(err, full_name, value))
+}
+
 /// One write into a source: a value to set (`None`: to remove) and where it was written.
 pub(crate) struct Write<'a> {
     pub(crate) target: Target<'a>,
@@ -1115,6 +1146,11 @@ impl Properties {
         Properties {
             state: Arc::new(Mutex::new(state)),
         }
+    }
+
+    /// What the registry allows (the same in every kind).
+    pub(crate) fn rules(&self) -> Rules {
+        self.state.lock().command.rules
     }
 
     /// A handle that does not keep these properties alive.
