@@ -39,21 +39,20 @@
 //! 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10 and `+Inf`: Prometheus's default
 //! buckets), the executions whose latency was at most it; `_sum` is their latencies in
 //! seconds and `_count` their number, all since the command key was created (whole ms, as the
-//! library measures them; see [`CumulativeHistogram`](hystrix::CumulativeHistogram)). Being
+//! library measures them; see [`CumulativeHistogram`]). Being
 //! cumulative counts, they sum across instances: `histogram_quantile(0.99, sum by (command,
 //! le) (rate(hystrix_command_latency_execute_seconds_bucket[1m])))` is a fleet's p99. The
 //! execution histogram takes one value per execution whose user code started (a retried
 //! execution counts once; each attempt is an event of `hystrix_command_events_total`), as the
 //! rolling percentiles take them, the total histogram one per execution not refused before
-//! any run, its fallback included. A command has no histogram series until it has a latency,
-//! and none while `metrics.rollingPercentile.enabled` is false (nothing is measured): no series
-//! is ever `NaN`. The rolling percentiles are in the `/hystrix.stream`, as Hystrix's dashboard
-//! shows them.
+//! any run, its fallback included. A command has no histogram series until it has a latency
+//! (no series is ever `NaN`). `metrics.rollingPercentile.enabled` false turns the rolling
+//! percentiles off, not the histograms. The rolling percentiles are in the `/hystrix.stream`,
+//! as Hystrix's dashboard shows them.
 //!
 //! Collapsers: `hystrix_collapser_batch_size` counts batches by size (in requests, the bounds
-//! of [`BATCH_SIZE_BUCKET_BOUNDS`](hystrix::metrics::BATCH_SIZE_BUCKET_BOUNDS)), since the key
-//! was first used; no series while `metrics.rollingPercentile.enabled` is false. The rolling
-//! batch-size percentiles are in the `/hystrix.stream`.
+//! of [`BATCH_SIZE_BUCKET_BOUNDS`]), since the key was first used (no series before its
+//! first batch). The rolling batch-size percentiles are in the `/hystrix.stream`.
 //!
 //! Adaptive concurrency limits (`execution.isolation.adaptive.enabled`): the three
 //! `hystrix_command_adaptive_limit*` gauges are the limit in force (the algorithm's, capped by
@@ -367,7 +366,7 @@ fn write_commands(out: &mut Text, commands: &[Command]) {
         },
     );
 
-    type Pick = fn(&hystrix::CommandMetrics) -> Option<CumulativeHistogram>;
+    type Pick = fn(&hystrix::CommandMetrics) -> CumulativeHistogram;
     let latencies: [(&str, &str, Pick); 2] = [
         (
             "hystrix_command_latency_execute_seconds",
@@ -385,8 +384,9 @@ fn write_commands(out: &mut Text, commands: &[Command]) {
     let le = le_values(&LATENCY_BUCKET_BOUNDS_MS, 1000.0);
     for (name, help, pick) in latencies {
         out.family(name, help, Kind::Histogram, commands, |family, c| {
-            // No series until the command has a latency (and none with latencies off).
-            if let Some(h) = pick(&c.metrics).filter(|h| h.count() > 0) {
+            // No series until the command has a latency.
+            let h = pick(&c.metrics);
+            if h.count() > 0 {
                 family.histogram(&c.labels, &h, &le, 1000.0);
             }
         });
@@ -666,7 +666,8 @@ fn write_collapsers(out: &mut Text, registry: &Registry) {
         Kind::Histogram,
         &collapsers,
         |family, (labels, m)| {
-            if let Some(sizes) = m.batch_size_histogram() {
+            let sizes = m.batch_size_histogram();
+            if sizes.count() > 0 {
                 family.histogram(labels, &sizes, &le, 1.0);
             }
         },

@@ -208,7 +208,7 @@ fn metrics_parse_and_equal_the_snapshot() {
     }
     assert_eq!(metrics.value(&format!("{histogram}_count"), &mixed), 6.0);
     assert_eq!(metrics.value(&format!("{histogram}_sum"), &mixed), 0.21);
-    let exact = snapshot.execution_histogram().unwrap();
+    let exact = snapshot.execution_histogram();
     assert_eq!((exact.count(), exact.sum()), (6, 210));
     // Total latency: the same runs (the fallbacks took no time); the short-circuits and
     // rejections have none.
@@ -778,5 +778,66 @@ async fn collapser_batch_sizes_are_a_histogram() {
     assert_eq!(
         metrics.value("hystrix_collapser_requests_batched_total", &[collapser]),
         4.0
+    );
+}
+
+#[test]
+fn latency_histograms_do_not_depend_on_the_rolling_percentiles() {
+    // metrics.rollingPercentile.enabled turns the rolling percentiles off, not the
+    // histograms: Prometheus keeps every execution's latency, even across a switch at run time.
+    let test = TestRegistry::new();
+    let cmd = hystrix::Command::builder("NoPercentiles")
+        .group("G")
+        .isolation(hystrix::IsolationStrategy::Semaphore)
+        .property("metrics.rollingPercentile.enabled", false)
+        .build_in(test.registry())
+        .unwrap();
+    let run = |ms: u64| {
+        let clock = test.clone();
+        cmd.run(move || {
+            clock.advance(std::time::Duration::from_millis(ms));
+            Ok::<_, common::Boom>(1)
+        })
+        .execute()
+        .unwrap();
+    };
+    let scrape = || {
+        parse(
+            &Dashboard::builder(test.registry().clone())
+                .build()
+                .render_metrics(),
+        )
+    };
+    let labels = [("command", "NoPercentiles"), ("group", "G")];
+    for ms in [3, 30, 300] {
+        run(ms);
+    }
+    assert_eq!(cmd.metrics().execution_latency().p50, -1, "percentiles off");
+    let metrics = scrape();
+    assert_eq!(
+        metrics.value("hystrix_command_latency_execute_seconds_count", &labels),
+        3.0
+    );
+    assert_eq!(
+        metrics.value("hystrix_command_latency_execute_seconds_sum", &labels),
+        0.333
+    );
+    test.registry()
+        .properties()
+        .set(
+            "hystrix.command.NoPercentiles.metrics.rollingPercentile.enabled",
+            true,
+        )
+        .unwrap();
+    run(7);
+    let metrics = scrape();
+    assert_eq!(
+        metrics.value("hystrix_command_latency_execute_seconds_count", &labels),
+        4.0
+    );
+    let bucket = [labels[0], labels[1], ("le", "0.01")];
+    assert_eq!(
+        metrics.value("hystrix_command_latency_execute_seconds_bucket", &bucket),
+        2.0
     );
 }

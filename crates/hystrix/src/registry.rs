@@ -687,13 +687,13 @@ impl CommandState {
         health: bool,
     ) {
         let now_ms = result.start_ms + result.total_time_ms;
-        let latencies = self.properties.hot().load().percentiles_enabled();
+        let percentiles = self.properties.hot().load().percentiles_enabled();
         self.counters.record(
             now_ms,
             result,
             uncounted,
             fallback_disabled,
-            latencies,
+            Some(percentiles),
             health,
         );
         if result.isolation == IsolationStrategy::Thread
@@ -726,7 +726,7 @@ impl CommandState {
             executed_in_thread: false,
         };
         self.counters
-            .record(now_ms, &hit, &events, false, false, true);
+            .record(now_ms, &hit, &events, false, None, true);
         if self.env.has_notifier() {
             for event in events.iter() {
                 self.env.notify_event(event, &self.key);

@@ -88,14 +88,14 @@ impl CollapserCounters {
         self.counts.add(now_ms, event.index(), n);
     }
 
-    /// A batch of `size` requests ran (sizes recorded when `sizes`).
+    /// A batch of `size` requests ran (in the rolling percentiles' window too when `sizes`).
     pub(crate) fn batch(&self, now_ms: u64, size: usize, sizes: bool) {
         self.add(now_ms, CollapserEvent::BatchExecuted, 1);
         if sizes {
             self.batch_sizes.record(now_ms, size as u64);
-            self.batch_size_counts
-                .record(&BATCH_SIZE_BUCKET_BOUNDS, size as u64);
         }
+        self.batch_size_counts
+            .record(&BATCH_SIZE_BUCKET_BOUNDS, size as u64);
     }
 
     /// A shard of `size` requests ran.
@@ -126,9 +126,10 @@ impl CollapserCounters {
             }),
             cumulative: CollapserEvent::ALL.map(|event| self.counts.cumulative(event.index())),
             batch_size: size(&self.batch_sizes),
-            batch_size_histogram: sizes.then(|| {
-                CumulativeCounts::read(&BATCH_SIZE_BUCKET_BOUNDS, &[&self.batch_size_counts])
-            }),
+            batch_size_histogram: CumulativeCounts::read(
+                &BATCH_SIZE_BUCKET_BOUNDS,
+                &[&self.batch_size_counts],
+            ),
             shard_size: size(&self.shard_sizes),
         }
     }
@@ -143,7 +144,7 @@ pub struct CollapserMetrics {
     rolling: [u64; 3],
     cumulative: [u64; 3],
     batch_size: LatencyPercentiles,
-    batch_size_histogram: Option<CumulativeHistogram>,
+    batch_size_histogram: CumulativeHistogram,
     shard_size: LatencyPercentiles,
 }
 
@@ -173,9 +174,9 @@ impl CollapserMetrics {
 
     /// Batch sizes since the collapser key was first used, in requests, as a cumulative
     /// histogram over the buckets of [`BATCH_SIZE_BUCKET_BOUNDS`] (1, 2, 5, ..., 10 000): one
-    /// value per batch. `None` while `metrics.rollingPercentile.enabled` is false (sizes are
-    /// not recorded).
-    pub fn batch_size_histogram(&self) -> Option<CumulativeHistogram> {
+    /// value per batch, whatever `metrics.rollingPercentile.enabled` says (it turns the
+    /// rolling percentiles off, not this).
+    pub fn batch_size_histogram(&self) -> CumulativeHistogram {
         self.batch_size_histogram
     }
 

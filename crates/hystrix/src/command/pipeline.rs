@@ -223,7 +223,7 @@ pub(crate) fn refused<T, E, FB: BlockingFallback<T, E>>(
         &result,
         &result.events,
         counts.fallback_disabled,
-        false,
+        None,
         true,
     );
     Outcome { response, result }

@@ -102,9 +102,12 @@ struct Latencies {
 }
 
 impl Latencies {
+    /// Counts `ms` in the histogram and, when `percentiles`, in the rolling window.
     #[inline]
-    fn record(&self, now_ms: u64, ms: u64) {
-        self.window.record(now_ms, ms);
+    fn record(&self, now_ms: u64, ms: u64, percentiles: bool) {
+        if percentiles {
+            self.window.record(now_ms, ms);
+        }
         self.histogram.record(&LATENCY_BUCKET_BOUNDS_MS, ms);
     }
 
@@ -240,9 +243,11 @@ impl CommandCounters {
 
     /// Counts a finished execution at `now_ms`: `events` (its events less those counted
     /// already, by [`record_attempt`](CommandCounters::record_attempt)), EXCEPTION_THROWN if
-    /// its caller got an error from a disabled fallback, and (when `latencies`) its execution
-    /// and total latency. When not `health`, its health outcome is taken out of the health
-    /// counts.
+    /// its caller got an error from a disabled fallback, and, unless `latencies` is `None` (an
+    /// execution refused before it ran: it has none), its execution and total latency: in the
+    /// histograms, and in the percentiles' windows when `Some(true)`
+    /// (`metrics.rollingPercentile.enabled`). When not `health`, its health outcome is taken
+    /// out of the health counts.
     #[inline]
     pub(crate) fn record(
         &self,
@@ -250,7 +255,7 @@ impl CommandCounters {
         result: &ExecutionResult,
         events: &EventCounts,
         fallback_disabled: bool,
-        latencies: bool,
+        latencies: Option<bool>,
         health: bool,
     ) {
         self.count_events(now_ms, events, health);
@@ -260,8 +265,8 @@ impl CommandCounters {
             self.events
                 .add(now_ms, EventType::ExceptionThrown.index(), 1);
         }
-        if latencies {
-            self.record_latencies(now_ms, result);
+        if let Some(percentiles) = latencies {
+            self.record_latencies(now_ms, result, percentiles);
         }
     }
 
@@ -304,7 +309,7 @@ impl CommandCounters {
     }
 
     #[inline]
-    fn record_latencies(&self, now_ms: u64, result: &ExecutionResult) {
+    fn record_latencies(&self, now_ms: u64, result: &ExecutionResult, percentiles: bool) {
         // Execution latency only if user code started; total latency unless refused before
         // any run started (Hystrix: not for short-circuits and rejections; an execution whose
         // earlier attempt ran has one).
@@ -316,15 +321,16 @@ impl CommandCounters {
         match (result.execution_time_ms, total_ms) {
             // One counter instead of two for the usual execution.
             (Some(execution_ms), Some(total_ms)) if execution_ms == total_ms => {
-                self.same_latency.record(now_ms, execution_ms);
+                self.same_latency.record(now_ms, execution_ms, percentiles);
             }
             (execution_ms, total_ms) => {
                 if let Some(execution_ms) = execution_ms {
                     self.apart(&self.execution_latency)
-                        .record(now_ms, execution_ms);
+                        .record(now_ms, execution_ms, percentiles);
                 }
                 if let Some(total_ms) = total_ms {
-                    self.apart(&self.total_latency).record(now_ms, total_ms);
+                    self.apart(&self.total_latency)
+                        .record(now_ms, total_ms, percentiles);
                 }
             }
         }
@@ -483,17 +489,14 @@ impl CommandCounters {
                 latency::percentiles_of(&[&self.same_latency.window], now_ms)
             }
         };
-        let histogram = |apart: &std::sync::OnceLock<Box<Latencies>>| {
-            latencies.then(|| match apart.get() {
-                Some(apart) => CumulativeCounts::read(
-                    &LATENCY_BUCKET_BOUNDS_MS,
-                    &[&apart.histogram, &self.same_latency.histogram],
-                ),
-                None => CumulativeCounts::read(
-                    &LATENCY_BUCKET_BOUNDS_MS,
-                    &[&self.same_latency.histogram],
-                ),
-            })
+        let histogram = |apart: &std::sync::OnceLock<Box<Latencies>>| match apart.get() {
+            Some(apart) => CumulativeCounts::read(
+                &LATENCY_BUCKET_BOUNDS_MS,
+                &[&apart.histogram, &self.same_latency.histogram],
+            ),
+            None => {
+                CumulativeCounts::read(&LATENCY_BUCKET_BOUNDS_MS, &[&self.same_latency.histogram])
+            }
         };
         CommandMetrics {
             command_key,
@@ -585,8 +588,8 @@ pub struct CommandMetrics {
     rolling_max_concurrent_execution_count: u64,
     execution_latency: LatencyPercentiles,
     total_latency: LatencyPercentiles,
-    execution_histogram: Option<CumulativeHistogram>,
-    total_histogram: Option<CumulativeHistogram>,
+    execution_histogram: CumulativeHistogram,
+    total_histogram: CumulativeHistogram,
     circuit_open_duration_ms: Option<u64>,
     adaptive_limit: Option<AdaptiveLimitSnapshot>,
     /// Boxed: present only while priority reserves are set.
@@ -777,8 +780,9 @@ impl CommandMetrics {
 
     /// Execution latencies since the key was created, as a cumulative histogram in ms (see
     /// [`CumulativeHistogram`], bounds [`LATENCY_BUCKET_BOUNDS_MS`]): one value per execution whose user code started, as
-    /// [`execution_latency`](Self::execution_latency) takes them. `None` while
-    /// `metrics.rollingPercentile.enabled` is false (nothing is measured; default true).
+    /// [`execution_latency`](Self::execution_latency) takes them. Recorded whatever
+    /// `metrics.rollingPercentile.enabled` says (it turns the rolling percentiles off, not
+    /// this: two atomic additions per execution).
     ///
     /// ```
     /// use hystrix::testing::TestRegistry;
@@ -799,7 +803,7 @@ impl CommandMetrics {
     ///     .execute()?;
     /// }
     /// // Cumulative: no need to wait for a window to complete.
-    /// let histogram = cmd.metrics().execution_histogram().expect("latencies are measured");
+    /// let histogram = cmd.metrics().execution_histogram();
     /// assert_eq!((histogram.count(), histogram.sum()), (3, 743));
     /// let at_most = |bound_ms| histogram.buckets().find(|&(le, _)| le == bound_ms).map(|(_, n)| n);
     /// assert_eq!(at_most(5), Some(1));
@@ -808,14 +812,14 @@ impl CommandMetrics {
     /// assert_eq!(at_most(1_000), Some(3));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn execution_histogram(&self) -> Option<CumulativeHistogram> {
+    pub fn execution_histogram(&self) -> CumulativeHistogram {
         self.execution_histogram
     }
 
     /// Total latencies (what the caller waited, fallback included) since the key was created,
-    /// as a cumulative histogram in ms; not recorded for short-circuits and rejections. `None`
-    /// while `metrics.rollingPercentile.enabled` is false.
-    pub fn total_histogram(&self) -> Option<CumulativeHistogram> {
+    /// as a cumulative histogram in ms; not recorded for short-circuits and rejections.
+    /// Recorded whatever `metrics.rollingPercentile.enabled` says.
+    pub fn total_histogram(&self) -> CumulativeHistogram {
         self.total_histogram
     }
 }
