@@ -24,6 +24,7 @@
 //!   executions of 10 ms hold NORMAL's share while 15 SHEDDABLE calls are shed
 //!   (LIMIT_REJECTED: the reserve refuses them) and 15 CRITICAL ones succeed.
 //! - `Audit` (group Shop), app-3 only: one failure a minute (steps 1, 5, 9, ...).
+//! - `Idle` (group Shop), everywhere: built, never run (no requests: no error ratio).
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -94,6 +95,8 @@ struct Instance {
     checkout: Option<Command>,
     /// app-3 only.
     audit: Option<Command>,
+    /// Never runs: only built, so that /metrics has its series.
+    _idle: Command,
 }
 
 impl Instance {
@@ -130,6 +133,7 @@ impl Instance {
                     ),
             ),
             audit: only_app3(semaphore("Audit", "Shop")),
+            _idle: build(semaphore("Idle", "Shop")),
             dashboard: Dashboard::builder(registry.clone()).build(),
             test,
         }

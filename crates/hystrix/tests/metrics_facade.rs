@@ -349,3 +349,39 @@ fn slow_calls_are_counted_beside_their_outcome() {
         );
     }
 }
+
+#[test]
+fn never_counted_events_have_no_series_and_every_metric_has_help() {
+    let recorder = DebuggingRecorder::new();
+    let (_clock, registry) = notified_registry();
+    let cmd = builder("Plain").build_in(&registry).unwrap();
+    metrics::with_local_recorder(&recorder, || {
+        cmd.run(|| Ok::<u32, DependencyError>(1)).execute().unwrap();
+    });
+    let seen = snapshot(&recorder);
+    assert_eq!(event_count(&seen, "Plain", "success"), "1");
+    assert_eq!(event_count(&seen, "Plain", "failure"), "0");
+    // As /metrics: FALLBACK_DISABLED and COMMAND_MAX_ACTIVE are never counted, so no series.
+    for never in ["fallback_disabled", "command_max_active"] {
+        assert_eq!(event_count(&seen, "Plain", never), "", "{never}");
+    }
+    // Descriptions (Prometheus's # HELP) for each metric, the latency in seconds.
+    let described: BTreeMap<String, (Option<metrics::Unit>, String)> = recorder
+        .snapshotter()
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter_map(|(key, unit, help, _)| {
+            help.map(|help| (key.key().name().to_owned(), (unit, help.to_string())))
+        })
+        .collect();
+    assert!(
+        described[EVENTS_TOTAL]
+            .1
+            .starts_with("Command execution events")
+    );
+    assert_eq!(
+        described[LATENCY_EXECUTE_SECONDS].0,
+        Some(metrics::Unit::Seconds)
+    );
+}

@@ -47,11 +47,15 @@
 //! # drop(registry);
 //! ```
 //!
-//! The registry's snapshots (e.g. the dashboard crate's `/metrics`) carry the same names,
-//! kinds and labels; use one of the two for Prometheus, not both. The exporter chooses a
-//! histogram's buckets: give it [`LATENCY_BUCKET_BOUNDS_SECONDS`](crate::metrics::LATENCY_BUCKET_BOUNDS_SECONDS)
-//! for `hystrix_command_latency_execute_seconds` (e.g. `metrics-exporter-prometheus`'s
-//! `set_buckets_for_metric`) and the two speak the same series.
+//! The dashboard crate's `/metrics` writes the first two under the same names, kinds and
+//! labels (the exporter chooses a histogram's buckets: give it
+//! [`LATENCY_BUCKET_BOUNDS_SECONDS`](crate::metrics::LATENCY_BUCKET_BOUNDS_SECONDS) for
+//! `hystrix_command_latency_execute_seconds`, e.g. with `metrics-exporter-prometheus`'s
+//! `set_buckets_for_metric`), and much more: the total latency, the breaker's state, the
+//! error ratio, the thread pools and collapsers, which the repository's Prometheus rules also
+//! read. Use one of the two for Prometheus, not both. The facade's `_sum` adds each latency
+//! as a float of seconds, so it may read `0.9650000000000003` where `/metrics`, which adds
+//! whole ms, reads `0.965`.
 //!
 //! Install the recorder before the first execution: as the `metrics` crate advises, each
 //! command's handles are resolved once, at its first execution, and a handle resolved while no
@@ -60,7 +64,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use metrics::{Counter, Histogram, counter, histogram};
+use metrics::{Counter, Histogram, Unit, counter, describe_counter, describe_histogram, histogram};
 use parking_lot::{Mutex, RwLock};
 
 use crate::circuit::{BreakerEventKind, CircuitBreakerEvent, CircuitBreakerListener};
@@ -114,12 +118,20 @@ impl MetricsFacade {
         if let Some(handles) = self.commands.read().get(key) {
             return Arc::clone(handles);
         }
+        describe();
         let command = key.to_string();
         let group = self.group_of(key);
         let handles = Arc::new(Handles {
             events: EventType::ALL
                 .iter()
-                .map(|event| {
+                .map(|&event| {
+                    // Never counted (as the registry's snapshots): no series at all.
+                    if matches!(
+                        event,
+                        EventType::FallbackDisabled | EventType::CommandMaxActive
+                    ) {
+                        return Counter::noop();
+                    }
                     counter!(
                         EVENTS_TOTAL,
                         "command" => command.clone(),
@@ -144,6 +156,24 @@ impl MetricsFacade {
             .get(key)
             .map_or_else(String::new, ToString::to_string)
     }
+}
+
+/// The help text and unit of each metric, for the recorder (Prometheus's `# HELP`). Told at
+/// each command's first execution and each breaker transition: recorders keep the latest.
+fn describe() {
+    describe_counter!(
+        EVENTS_TOTAL,
+        "Command execution events since the key was created, by Hystrix event type."
+    );
+    describe_histogram!(
+        LATENCY_EXECUTE_SECONDS,
+        Unit::Seconds,
+        "Execution latency of executions whose user code started."
+    );
+    describe_counter!(
+        BREAKER_TRANSITIONS_TOTAL,
+        "Circuit-breaker transitions, by the state left and the state entered."
+    );
 }
 
 impl EventNotifier for MetricsFacade {
@@ -201,6 +231,7 @@ impl CircuitBreakerListener for MetricsFacade {
             .lock()
             .insert((event.command_key.clone(), event.breaker_key.clone()), to)
             .unwrap_or("closed");
+        describe();
         counter!(
             BREAKER_TRANSITIONS_TOTAL,
             "command" => event.command_key.to_string(),
