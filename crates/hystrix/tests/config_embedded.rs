@@ -540,3 +540,36 @@ fn floats_are_read_where_a_property_takes_one_and_refused_by_whole_numbers() {
         "expected a map of Hystrix properties, found `5`"
     );
 }
+
+#[test]
+fn a_table_or_a_date_where_a_value_goes_fails_naming_the_property() {
+    // A fresh user's trial: figment hands a TOML date over as a map, which used to become an
+    // unknown name under the property (a warning) while the property kept its old value.
+    let expected = "invalid value `{…}` for \
+                    `hystrix.command.A.execution.isolation.thread.timeoutInMilliseconds`: expected \
+                    a value, found a table (or a date, which no property takes)";
+    for toml in [
+        "[hystrix.command.A]\nexecution.isolation.thread.timeoutInMilliseconds = 1979-05-27T07:32:00Z",
+        "[hystrix.command.A.execution.isolation.thread.timeoutInMilliseconds]\nfoo = 1",
+    ] {
+        let err = figment_settings(&format!("listen = \"\"\n{toml}")).unwrap_err();
+        assert_eq!(err.kind.to_string(), expected, "{toml}");
+    }
+    // config-rs reads the date as text, which the property refuses on its own.
+    let err = config_rs_settings(
+        "listen = \"\"\n[hystrix.command.A]\n\
+         execution.isolation.thread.timeoutInMilliseconds = 1979-05-27T07:32:00Z",
+    )
+    .unwrap_err();
+    assert!(err.to_string().starts_with(
+        "invalid value `1979-05-27T07:32:00Z` for \
+         `hystrix.command.A.execution.isolation.thread.timeoutInMilliseconds`: expected a whole \
+         number"
+    ));
+    // A table under a command key that only looks like a property's start stays a path.
+    let section = hystrix_of("[hystrix.command.A.fallback]\nenabled = false");
+    assert_eq!(
+        section.get("hystrix.command.A.fallback.enabled"),
+        Some(&hystrix::config::PropertyValue::Bool(false))
+    );
+}

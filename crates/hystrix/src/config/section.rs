@@ -7,7 +7,7 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use crate::config::source::{Entry, Leaf, joined};
-use crate::config::store::{SourceId, check_value};
+use crate::config::store::{SourceId, check_value, parse_name};
 use crate::config::{LoadError, LoadReport, Origin, Properties, PropertyValue};
 use crate::error::ConfigError;
 
@@ -167,11 +167,7 @@ impl<'de> de::Deserialize<'de> for PropertiesSection {
         // Each full name's place in `values`.
         let mut places: HashMap<String, usize> = HashMap::with_capacity(entries.len());
         for entry in entries {
-            let full_name = if entry.name == "hystrix" || entry.name.starts_with("hystrix.") {
-                entry.name
-            } else {
-                joined("hystrix", &entry.name)
-            };
+            let full_name = full_name(entry.name);
             let refused = match entry.refused {
                 Some(reason) => Err(ConfigError::InvalidValue {
                     name: full_name.clone(),
@@ -205,6 +201,16 @@ impl<'de> de::Deserialize<'de> for PropertiesSection {
             }
         }
         Ok(PropertiesSection { values })
+    }
+}
+
+/// The full property name of a path in the section: `hystrix.` and the path, unless the path
+/// starts with `hystrix` already.
+fn full_name(path: String) -> String {
+    if path == "hystrix" || path.starts_with("hystrix.") {
+        path
+    } else {
+        joined("hystrix", &path)
     }
 }
 
@@ -313,6 +319,20 @@ impl<'de> Visitor<'de> for Node<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        // A map where a property's value goes (a TOML table, or a TOML date, which figment
+        // hands over as a map): no property takes one, and its keys would only make unknown
+        // names of the property's.
+        if !self.prefix.is_empty() {
+            let name = full_name(self.prefix.to_owned());
+            if parse_name(&name).is_ok() {
+                return Err(de::Error::custom(ConfigError::InvalidValue {
+                    name,
+                    value: "{…}".to_owned(),
+                    reason: "expected a value, found a table (or a date, which no property takes)"
+                        .to_owned(),
+                }));
+            }
+        }
         while let Some(Shown(key)) = map.next_key::<Shown>()? {
             let name = joined(self.prefix, &key);
             map.next_value_seed(Node {

@@ -1447,6 +1447,20 @@ pub(crate) fn name_the_value(
 mod tests {
     use super::*;
 
+    /// A map at a property's name in a settings section is refused (`config::section`): that
+    /// needs no property's name to be a dotted start of another's.
+    #[test]
+    fn no_property_name_starts_another() {
+        for info in [CommandKind::INFO, ThreadPoolKind::INFO, CollapserKind::INFO] {
+            for p in info {
+                for q in info {
+                    let start = format!("{}.", p.name);
+                    assert!(!q.name.starts_with(&start), "{} starts {}", p.name, q.name);
+                }
+            }
+        }
+    }
+
     #[test]
     fn stream_properties_are_global_and_validated() {
         let p = Properties::new(Rules::default());
