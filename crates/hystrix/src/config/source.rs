@@ -137,10 +137,14 @@ impl LoadWarning {
             ),
             LoadWarning::FixedKept { name, keys } => write!(
                 f,
-                "`{}` is fixed once a key is in use: {} keep their value, keys created later \
-                 use the new one",
+                "`{}` is fixed once a key is in use: {} {}, keys created later use the new one",
                 name.escape_debug(),
-                keys.join(", ")
+                keys.join(", "),
+                if keys.len() == 1 {
+                    "keeps its value"
+                } else {
+                    "keep their value"
+                }
             ),
         }
     }
@@ -590,6 +594,19 @@ fn attribute(err: StageError, writes: &[Write<'_>], source: &SourceId) -> LoadEr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kept_fixed_value_speaks_of_one_key_or_several() {
+        let kept = |keys: &[&str]| {
+            LoadWarning::FixedKept {
+                name: "hystrix.command.default.metrics.rollingStats.numBuckets".to_owned(),
+                keys: keys.iter().map(|k| (*k).to_owned()).collect(),
+            }
+            .to_string()
+        };
+        assert!(kept(&["GetUser"]).contains(": GetUser keeps its value, keys"));
+        assert!(kept(&["A", "B"]).contains(": A, B keep their value, keys"));
+    }
 
     #[test]
     fn suggestions_fix_typos_case_and_keep_the_key() {
