@@ -25,6 +25,10 @@
 //!   (LIMIT_REJECTED: the reserve refuses them) and 15 CRITICAL ones succeed.
 //! - `Audit` (group Shop), app-3 only: one failure a minute (steps 1, 5, 9, ...).
 //! - `Idle` (group Shop), everywhere: built, never run (no requests: no error ratio).
+//! - `Inventory` (group Shop; sleep window 25 s, 2 half-open trials, both must succeed),
+//!   app-2 only: 10 successes a step; at step 5, 30 failures trip its breaker; step 6's calls
+//!   are short-circuited; step 7's one call is the first trial and succeeds (HALF_OPEN at the
+//!   scrape); step 8's call is the second and closes it; 10 successes a step again after.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -97,6 +101,8 @@ struct Instance {
     audit: Option<Command>,
     /// Never runs: only built, so that /metrics has its series.
     _idle: Command,
+    /// app-2 only.
+    inventory: Option<Command>,
 }
 
 impl Instance {
@@ -134,6 +140,14 @@ impl Instance {
             ),
             audit: only_app3(semaphore("Audit", "Shop")),
             _idle: build(semaphore("Idle", "Shop")),
+            inventory: (name == "app-2").then(|| {
+                build(
+                    semaphore("Inventory", "Shop")
+                        .property("circuitBreaker.sleepWindowInMilliseconds", 25_000)
+                        .property("circuitBreaker.halfOpen.permittedRequests", 2)
+                        .property("circuitBreaker.halfOpen.successThreshold", 2),
+                )
+            }),
             dashboard: Dashboard::builder(registry.clone()).build(),
             test,
         }
@@ -230,6 +244,12 @@ impl Instance {
             }
         }
 
+        // Inventory at +2.1 s (app-2): tripped at step 5, half-open after step 7's trial.
+        if let Some(inventory) = &self.inventory {
+            self.at(start + 2_100);
+            self.inventory(inventory, step);
+        }
+
         // Catalog at +3 s: 3 successes of 20 ms then a failure of 100 ms, 15 times (2.4 s).
         self.at(start + 3_000);
         for _ in 0..15 {
@@ -258,6 +278,20 @@ impl Instance {
         self.runs(&self.search, 15, ms, true, "SUCCESS");
 
         self.at(step as u64 * STEP_MS);
+    }
+
+    /// Inventory's traffic of `step` (app-2), and the state its breaker is left in.
+    fn inventory(&self, inventory: &Command, step: usize) {
+        let (count, ok, events, status) = match step {
+            5 => (30, false, "FAILURE, FALLBACK_SUCCESS", Status::Open),
+            6 => (10, true, "SHORT_CIRCUITED, FALLBACK_SUCCESS", Status::Open),
+            7 => (1, true, "SUCCESS", Status::HalfOpen),
+            8 => (1, true, "SUCCESS", Status::Closed),
+            _ => (10, true, "SUCCESS", Status::Closed),
+        };
+        self.runs(inventory, count, 0, ok, events);
+        self.at((step as u64 - 1) * STEP_MS + 2_900);
+        assert_eq!(inventory.circuit_breaker().status(), status, "step {step}");
     }
 
     /// `count` executions of Pricing, retryable: each attempt succeeds unless Pricing fails
