@@ -403,10 +403,31 @@ const KEYED_KINDS: [(&str, &[PropertyInfo]); 3] = [
     ("hystrix.collapser", COLLAPSER_PROPERTIES),
 ];
 
+/// `name` under the kind whose property it ends with, when it sits under another kind's
+/// prefix (`hystrix.command.A.coreSize`: `hystrix.threadpool.A.coreSize`), the key kept.
+fn of_another_kind(name: &str) -> Option<String> {
+    let (under, rest) = KEYED_KINDS.iter().find_map(|(prefix, _)| {
+        let rest = name.strip_prefix(prefix)?.strip_prefix('.')?;
+        Some((*prefix, rest))
+    })?;
+    KEYED_KINDS
+        .iter()
+        .filter(|(prefix, _)| *prefix != under)
+        .flat_map(|(prefix, infos)| infos.iter().map(move |info| (*prefix, info)))
+        .find_map(|(prefix, info)| {
+            let key = rest.strip_suffix(info.name)?.strip_suffix('.')?;
+            let refused = key.is_empty() || (key == "default" && info.instance_only);
+            (!refused).then(|| format!("{prefix}.{key}.{}", info.name))
+        })
+}
+
 /// The property name closest to `name`, if one is close: within a quarter of the property
 /// name's length in edits (at least 2), comparing without case first (names are case-sensitive,
 /// so `coresize` suggests `coreSize`). The key is kept as written.
 pub(crate) fn suggest(name: &str) -> Option<String> {
+    if let Some(moved) = of_another_kind(name) {
+        return Some(moved);
+    }
     let lower = name.to_ascii_lowercase();
     let mut best: Option<((usize, usize), String)> = None;
     let mut consider = |candidate: String, property: &str| {
@@ -634,6 +655,19 @@ mod tests {
             (
                 "hystrix.stream.dashboard.intervalInMilis",
                 Some("hystrix.stream.dashboard.intervalInMilliseconds"),
+            ),
+            // A property of another kind: the same key under that kind.
+            (
+                "hystrix.command.UserService.coreSize",
+                Some("hystrix.threadpool.UserService.coreSize"),
+            ),
+            (
+                "hystrix.threadpool.P.fallback.enabled",
+                Some("hystrix.command.P.fallback.enabled"),
+            ),
+            (
+                "hystrix.command.default.maxRequestsInBatch",
+                Some("hystrix.collapser.default.maxRequestsInBatch"),
             ),
             ("hystrix.command.GetUser.somethingElse", None),
             ("ribbon.ReadTimeout", None),
