@@ -25,6 +25,8 @@
 //!   (LIMIT_REJECTED: the reserve refuses them) and 15 CRITICAL ones succeed.
 //! - `Audit` (group Shop), app-3 only: one failure a minute (steps 1, 5, 9, ...).
 //! - `Idle` (group Shop), everywhere: built, never run (no requests: no error ratio).
+//! - `Nightly` (group Shop), app-1 only: 10 runs of 20 ms at steps 1 and 2, then none (its
+//!   histogram stays: no p99 once a minute has passed without a run, not NaN).
 //! - `Inventory` (group Shop; sleep window 25 s, 2 half-open trials, both must succeed),
 //!   app-2 only: 10 successes a step; at step 5, 30 failures trip its breaker; step 6's calls
 //!   are short-circuited; step 7's one call is the first trial and succeeds (HALF_OPEN at the
@@ -103,6 +105,8 @@ struct Instance {
     _idle: Command,
     /// app-2 only.
     inventory: Option<Command>,
+    /// app-1 only.
+    nightly: Option<Command>,
 }
 
 impl Instance {
@@ -140,6 +144,7 @@ impl Instance {
             ),
             audit: only_app3(semaphore("Audit", "Shop")),
             _idle: build(semaphore("Idle", "Shop")),
+            nightly: (name == "app-1").then(|| build(semaphore("Nightly", "Shop"))),
             inventory: (name == "app-2").then(|| {
                 build(
                     semaphore("Inventory", "Shop")
@@ -242,6 +247,12 @@ impl Instance {
                 let outcome = common::on_clock(&self.test, execution);
                 assert_eq!(*outcome.response().as_ref().unwrap(), 1);
             }
+        }
+
+        // Nightly at +2.1 s (app-1): steps 1 and 2 only.
+        if let Some(nightly) = self.nightly.as_ref().filter(|_| step <= 2) {
+            self.at(start + 2_100);
+            self.runs(nightly, 10, 20, true, "SUCCESS");
         }
 
         // Inventory at +2.1 s (app-2): tripped at step 5, half-open after step 7's trial.
