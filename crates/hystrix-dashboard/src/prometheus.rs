@@ -39,7 +39,7 @@
 //! 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10 and `+Inf`: Prometheus's default
 //! buckets), the executions whose latency was at most it; `_sum` is their latencies in
 //! seconds and `_count` their number, all since the command key was created (whole ms, as the
-//! library measures them; see [`CumulativeHistogram`]). Being
+//! library measures them; see [`hystrix::metrics::CumulativeHistogram`]). Being
 //! cumulative counts, they sum across instances: `histogram_quantile(0.99, sum by (command,
 //! le) (rate(hystrix_command_latency_execute_seconds_bucket[1m])))` is a fleet's p99. The
 //! execution histogram takes one value per execution whose user code started (a retried
@@ -51,7 +51,7 @@
 //! as Hystrix's dashboard shows them.
 //!
 //! Collapsers: `hystrix_collapser_batch_size` counts batches by size (in requests, the bounds
-//! of [`BATCH_SIZE_BUCKET_BOUNDS`]), since the key was first used (no series before its
+//! of [`hystrix::metrics::BATCH_SIZE_BUCKET_BOUNDS`]), since the key was first used (no series before its
 //! first batch). The rolling batch-size percentiles are in the `/hystrix.stream`.
 //!
 //! Adaptive concurrency limits (`execution.isolation.adaptive.enabled`): the three

@@ -501,7 +501,9 @@ fn a_name_given_twice_with_different_values_fails_and_with_equal_values_counts_o
     // In figment's order: it sorts the keys ("fallback" before "fallback.enabled").
     assert_eq!(
         err.kind.to_string(),
-        "`hystrix.command.GetUser.fallback.enabled` is given twice, as `false` and `true`: keep one"
+        "`hystrix.command.GetUser.fallback.enabled` is given twice, as `false` and `true`: keep \
+         one spelling (a quoted dotted name and nested keys are two keys to your settings \
+         library, which merges an override, say from the environment, into the nested one only)"
     );
     let err = config_rs_settings(toml).unwrap_err();
     assert!(err.to_string().contains("is given twice"), "{err}");
@@ -572,4 +574,36 @@ fn a_table_or_a_date_where_a_value_goes_fails_naming_the_property() {
         section.get("hystrix.command.A.fallback.enabled"),
         Some(&hystrix::config::PropertyValue::Bool(false))
     );
+}
+
+#[test]
+fn an_environment_override_of_a_quoted_name_is_refused_with_the_reason() {
+    // A fresh user's trial: a file spelling a name quoted, and an override from the
+    // environment (nested keys): figment keeps both, so the section sees two values.
+    figment::Jail::expect_with(|jail| {
+        jail.set_env("APP_hystrix__command__GetUser__fallback__enabled", "false");
+        let quoted = "listen = \"\"\n[hystrix.command.GetUser]\n\"fallback.enabled\" = true\n";
+        let nested = "listen = \"\"\n[hystrix.command.GetUser]\nfallback.enabled = true\n";
+        let with_env = |toml: &str| {
+            figment::Figment::new()
+                .merge(figment::providers::Toml::string(toml))
+                .merge(
+                    figment::providers::Env::prefixed("APP_")
+                        .split("__")
+                        .lowercase(false),
+                )
+                .extract::<Settings>()
+        };
+        let err = with_env(quoted).unwrap_err();
+        assert!(err.kind.to_string().contains("keep one spelling"), "{err}");
+        // Nested keys in the file: the override replaces the file's value.
+        let settings = with_env(nested).unwrap();
+        assert_eq!(
+            settings
+                .hystrix
+                .get("hystrix.command.GetUser.fallback.enabled"),
+            Some(&hystrix::config::PropertyValue::Bool(false))
+        );
+        Ok(())
+    });
 }

@@ -188,7 +188,10 @@ impl<'de> de::Deserialize<'de> for PropertiesSection {
                 Some(earlier) if earlier.to_string() == entry.value.to_string() => {}
                 Some(earlier) => {
                     return Err(de::Error::custom(format_args!(
-                        "`{}` is given twice, as `{}` and `{}`: keep one",
+                        "`{}` is given twice, as `{}` and `{}`: keep one spelling (a \
+                         quoted dotted name and nested keys are two keys to your settings \
+                         library, which merges an override, say from the environment, into \
+                         the nested one only)",
                         full_name.escape_debug(),
                         earlier.to_string().escape_debug(),
                         entry.value.to_string().escape_debug()

@@ -168,7 +168,8 @@ fn describe() {
     describe_histogram!(
         LATENCY_EXECUTE_SECONDS,
         Unit::Seconds,
-        "Execution latency of executions whose user code started."
+        "Execution latency (from the start to the run's end or timeout, queue wait \
+         included) of executions whose user code started, since the key was created."
     );
     describe_counter!(
         BREAKER_TRANSITIONS_TOTAL,
