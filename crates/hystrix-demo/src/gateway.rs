@@ -403,10 +403,26 @@ impl Gateway {
     ///
     /// # Errors
     /// A command definition is refused (a bug: the settings are fixed).
+    #[cfg(test)]
     pub fn new(
         registry: &Registry,
         addr_of: impl Fn(Backend) -> std::net::SocketAddr,
         volume: u32,
+    ) -> Result<Gateway, ConfigError> {
+        Gateway::with_shared_state(registry, addr_of, volume, false)
+    }
+
+    /// [`Gateway::new`], and with `shared` the commands that have a breaker (`GetTitle`,
+    /// `GetRatings`, `GetRecommendations`, `GetAvailability`) share its state through the
+    /// registry's state store (which it must have).
+    ///
+    /// # Errors
+    /// A command definition is refused (with `shared`: the registry has no state store).
+    pub fn with_shared_state(
+        registry: &Registry,
+        addr_of: impl Fn(Backend) -> std::net::SocketAddr,
+        volume: u32,
+        shared: bool,
     ) -> Result<Gateway, ConfigError> {
         let url = |backend| format!("http://{}", addr_of(backend));
         let client = http::async_client();
@@ -420,10 +436,12 @@ impl Gateway {
             volume,
         )
         .thread_pool_core_size(CATALOG_POOL_THREADS)
+        .shared_state(shared)
         .classify(http::classify)
         .build_in(registry)?;
 
         let get_ratings = semaphore_command(Backend::Ratings, "Ratings", volume)
+            .shared_state(shared)
             .classify(http::classify)
             .build_in(registry)?;
         let mut commands = BTreeMap::from([
@@ -477,6 +495,7 @@ impl Gateway {
             "Recommendations",
             volume,
         ))
+        .shared_state(shared)
         .classify(http::classify)
         .build_in(registry)?;
         commands.insert(Backend::Recommendations, get_recommendations.clone());
@@ -502,6 +521,7 @@ impl Gateway {
             "Availability",
             volume,
         ))
+        .shared_state(shared)
         .classify(http::classify)
         .build_in(registry)?;
         commands.insert(Backend::Availability, get_availability.clone());

@@ -303,6 +303,41 @@ impl SideRow {
     }
 }
 
+/// One gateway instance's numbers for the last second (`--instances` above 1).
+#[derive(Debug, Clone, PartialEq)]
+pub struct InstanceRow {
+    /// Its number, from 1.
+    pub instance: u32,
+    /// Requests the load sent it in the last second.
+    pub sent: u64,
+    /// Its command executions that failed, timed out or were rejected in the last second.
+    pub errors: u64,
+    /// Its command executions short-circuited in the last second.
+    pub short_circuited: u64,
+    /// Its commands with errors or short-circuits in the last second: key, errors,
+    /// short-circuits.
+    pub notable: Vec<(&'static str, u64, u64)>,
+}
+
+impl InstanceRow {
+    /// E.g. `#2 17 req/s, 0 errors/s, 5 short-circuited/s (GetRecommendations 0e/5sc)`.
+    fn plain(&self) -> String {
+        let mut line = format!(
+            "#{} {} req/s, {} errors/s, {} short-circuited/s",
+            self.instance, self.sent, self.errors, self.short_circuited
+        );
+        if !self.notable.is_empty() {
+            let notable: Vec<String> = self
+                .notable
+                .iter()
+                .map(|(key, errors, short)| format!("{key} {errors}e/{short}sc"))
+                .collect();
+            line.push_str(&format!(" ({})", notable.join(", ")));
+        }
+        line
+    }
+}
+
 /// One command's row of a tick.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CommandRow {
@@ -380,6 +415,9 @@ pub struct Tick {
     pub gateway: SideRow,
     /// The unprotected twin's numbers, when one runs.
     pub twin: Option<SideRow>,
+    /// Each gateway instance's numbers, with `--instances` above 1 (then `gateway` is the
+    /// fleet's and `commands` instance 1's).
+    pub fleet: Vec<InstanceRow>,
     /// One row per command.
     pub commands: Vec<CommandRow>,
     /// Collapser batches in the last second, and the ratings they carried.
@@ -412,9 +450,17 @@ impl Tick {
         if let Some(twin) = &self.twin {
             lines.push(twin.table_row("unprotected", false, colour));
         }
+        for row in &self.fleet {
+            lines.push(format!("  instance {}", row.plain()));
+        }
+        let heading = if self.fleet.is_empty() {
+            "command"
+        } else {
+            "command (#1)"
+        };
         lines.push(format!(
             "{:<18} {:>7} {:>6} {:>7} {:>7}  {:<13} {:>7} {:>7}  {}",
-            "command", "calls", "errors", "short", "chaos", "circuit", "p50", "p99", "in use"
+            heading, "calls", "errors", "short", "chaos", "circuit", "p50", "p99", "in use"
         ));
         for row in &self.commands {
             lines.push(format!(
@@ -488,6 +534,9 @@ impl Tick {
                 "unprotected",
                 twin.plain(false, colour)
             ));
+        }
+        for row in &self.fleet {
+            lines.push(format!("{:INDENT$}{:<12} {}", "", "instance", row.plain()));
         }
         for row in self.commands.iter().filter(|row| row.worth_noting()) {
             let mut entry = format!(
@@ -666,6 +715,8 @@ struct Last {
     twin: SideCounts,
     batches: (u64, u64),
     chaos: BTreeMap<Backend, u64>,
+    /// Per instance: its commands' counts and the requests sent to it so far.
+    fleet: Vec<(BTreeMap<Backend, CommandCounts>, u64)>,
 }
 
 /// Samples the run each second and shows it.
@@ -682,6 +733,8 @@ pub struct LiveView {
     schedule: Schedule,
     /// The unprotected twin's load and gauges, when it runs.
     twin: Option<TwinGauges>,
+    /// Every gateway instance (instance 1 first), with `--instances` above 1.
+    fleet: Vec<Arc<Gateway>>,
     last: Last,
     /// Breaker records taken from the log so far.
     transitions_seen: usize,
@@ -737,6 +790,7 @@ impl LiveView {
             chaos,
             schedule,
             twin: None,
+            fleet: Vec::new(),
             last: Last::default(),
             transitions_seen: 0,
             pending: Vec::new(),
@@ -747,6 +801,13 @@ impl LiveView {
     /// The same view, showing `twin`'s row under the protected gateway's.
     pub fn compare_with(mut self, twin: TwinGauges) -> LiveView {
         self.twin = Some(twin);
+        self
+    }
+
+    /// The same view, showing each of the gateway instances `fleet` (instance 1 first) and
+    /// the fleet's totals.
+    pub fn with_fleet(mut self, fleet: Vec<Arc<Gateway>>) -> LiveView {
+        self.fleet = fleet;
         self
     }
 
@@ -814,11 +875,50 @@ impl LiveView {
         }
     }
 
+    /// Each instance's row for the second since the last call (none with one instance).
+    fn sample_fleet(&mut self) -> Vec<InstanceRow> {
+        let sent = self.load.stats().instance_totals();
+        if self.last.fleet.len() != self.fleet.len() {
+            self.last.fleet = vec![(BTreeMap::new(), 0); self.fleet.len()];
+        }
+        let mut rows = Vec::with_capacity(self.fleet.len());
+        for (k, gateway) in self.fleet.iter().enumerate() {
+            let (last_counts, last_sent) = &mut self.last.fleet[k];
+            let now_sent = sent.get(k).map_or(0, |load| load.sent);
+            let mut row = InstanceRow {
+                instance: k as u32 + 1,
+                sent: now_sent.saturating_sub(*last_sent),
+                errors: 0,
+                short_circuited: 0,
+                notable: Vec::new(),
+            };
+            *last_sent = now_sent;
+            for backend in Backend::ALL {
+                let counts = CommandCounts::read(&gateway.command(backend).metrics());
+                let before = last_counts.insert(backend, counts).unwrap_or_default();
+                let second = counts.since(&before);
+                let errors = second.failures + second.timeouts + second.rejections;
+                row.errors += errors;
+                row.short_circuited += second.short_circuits;
+                if errors > 0 || second.short_circuits > 0 {
+                    row.notable
+                        .push((backend.command_key(), errors, second.short_circuits));
+                }
+            }
+            rows.push(row);
+        }
+        rows
+    }
+
     fn sample(&mut self, elapsed: Duration) -> Tick {
-        let gateway = self
-            .last
-            .gateway
-            .sample(&self.load, Held::protected(&self.gateway, &self.load));
+        let held = if self.fleet.is_empty() {
+            Held::protected(&self.gateway, &self.load)
+        } else {
+            let gateways: Vec<&Gateway> = self.fleet.iter().map(|g| &**g).collect();
+            Held::fleet(&gateways, &self.load)
+        };
+        let gateway = self.last.gateway.sample(&self.load, held);
+        let fleet = self.sample_fleet();
         let twin = match (&self.twin, &mut self.last.twin) {
             (Some(twin), last) => Some(last.sample(twin.load(), twin.held())),
             (None, _) => None,
@@ -889,6 +989,7 @@ impl LiveView {
             }),
             gateway,
             twin,
+            fleet,
             commands,
             batches: (
                 batches.0.saturating_sub(self.last.batches.0),
@@ -925,6 +1026,7 @@ mod tests {
                 threads: 1,
             },
             twin: None,
+            fleet: vec![],
             commands: vec![
                 CommandRow {
                     key: "GetTitle",

@@ -38,14 +38,46 @@ pub struct PhaseLoad {
     pub errors: Vec<String>,
 }
 
+/// The answers one gateway instance gave to the requests sent to it in one phase.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InstanceLoad {
+    /// Requests sent to it.
+    pub sent: u64,
+    /// Answered `200`.
+    pub answered: u64,
+    /// Not answered `200` within [`CLIENT_TIMEOUT`].
+    pub unanswered: u64,
+}
+
 /// The load's counts so far, shared with the live view.
 #[derive(Debug, Default)]
 pub struct LoadStats {
     /// Per phase of the schedule.
     pub phases: Vec<PhaseLoad>,
+    /// Per phase of the schedule, per gateway instance (one entry with a single gateway).
+    pub instances: Vec<Vec<InstanceLoad>>,
     /// Latencies of answers since the live view last took them.
     pub recent: Vec<Duration>,
 }
+
+impl LoadStats {
+    /// Each instance's counts over every phase so far.
+    pub fn instance_totals(&self) -> Vec<InstanceLoad> {
+        let mut totals = vec![InstanceLoad::default(); self.instances.first().map_or(0, Vec::len)];
+        for phase in &self.instances {
+            for (total, load) in totals.iter_mut().zip(phase) {
+                total.sent += load.sent;
+                total.answered += load.answered;
+                total.unanswered += load.unanswered;
+            }
+        }
+        totals
+    }
+}
+
+/// Picks the gateway instance (0-based) of request number `index`, sent at a time since the
+/// start of the run.
+pub type Router = Arc<dyn Fn(u64, Duration) -> usize + Send + Sync>;
 
 /// One request's outcome.
 enum Answer {
@@ -54,10 +86,12 @@ enum Answer {
 }
 
 /// Sends the load and collects the answers.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct LoadGenerator {
     client: HttpClient,
-    gateway: String,
+    /// The gateway instances (`http://host:port`), the first one alone unless a router is set.
+    gateways: Vec<String>,
+    router: Option<Router>,
     rps: f64,
     /// Seeds the movie ids asked for: two generators with the same seed ask for the same ids
     /// in the same order.
@@ -65,17 +99,42 @@ pub struct LoadGenerator {
     stats: Arc<Mutex<LoadStats>>,
 }
 
+impl std::fmt::Debug for LoadGenerator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadGenerator")
+            .field("gateways", &self.gateways)
+            .field("rps", &self.rps)
+            .field("seed", &self.seed)
+            .finish_non_exhaustive()
+    }
+}
+
 impl LoadGenerator {
     /// A generator of `rps` requests per second to the gateway at `gateway` (`http://host:port`),
     /// asking for movie ids drawn from `seed`.
     pub fn new(gateway: String, rps: f64, phases: usize, seed: u64) -> LoadGenerator {
+        LoadGenerator::fleet(vec![gateway], None, rps, phases, seed)
+    }
+
+    /// A generator of `rps` requests per second in all to the gateway instances `gateways`,
+    /// each request sent to the one `router` picks (the first one without a router), asking
+    /// for movie ids drawn from `seed`.
+    pub fn fleet(
+        gateways: Vec<String>,
+        router: Option<Router>,
+        rps: f64,
+        phases: usize,
+        seed: u64,
+    ) -> LoadGenerator {
         let stats = LoadStats {
             phases: vec![PhaseLoad::default(); phases],
+            instances: vec![vec![InstanceLoad::default(); gateways.len()]; phases],
             recent: Vec::new(),
         };
         LoadGenerator {
             client: http::async_client(),
-            gateway,
+            gateways,
+            router,
             rps,
             seed,
             stats: Arc::new(Mutex::new(stats)),
@@ -114,13 +173,23 @@ impl LoadGenerator {
             // Open loop: a late tick sends at once, catching up with the schedule.
             tokio::time::sleep_until((start + due).into()).await;
             let id = ids.random_range(1..=CATALOGUE_SIZE);
-            let (this, url) = (self.clone(), format!("{}/movies/{id}", self.gateway));
+            let instance = self.router.as_ref().map_or(0, |router| {
+                router(i, start.elapsed()).min(self.gateways.len() - 1)
+            });
+            let (this, url) = (
+                self.clone(),
+                format!("{}/movies/{id}", self.gateways[instance]),
+            );
             in_flight.spawn(async move {
                 let sent = Instant::now();
                 let answer = this.request(&url).await;
-                this.record(phase, sent.elapsed(), answer);
+                this.record(phase, instance, sent.elapsed(), answer);
             });
-            self.stats().phases[phase].sent += 1;
+            {
+                let mut stats = self.stats();
+                stats.phases[phase].sent += 1;
+                stats.instances[phase][instance].sent += 1;
+            }
             progress.inc(1);
             while in_flight.try_join_next().is_some() {}
         }
@@ -143,8 +212,13 @@ impl LoadGenerator {
         }
     }
 
-    fn record(&self, phase: usize, latency: Duration, answer: Answer) {
+    fn record(&self, phase: usize, instance: usize, latency: Duration, answer: Answer) {
         let mut stats = self.stats();
+        let by_instance = &mut stats.instances[phase][instance];
+        match answer {
+            Answer::Page { .. } => by_instance.answered += 1,
+            Answer::None(_) => by_instance.unanswered += 1,
+        }
         let load = &mut stats.phases[phase];
         match answer {
             Answer::Page { degraded } => {

@@ -12,6 +12,7 @@
 
 mod backends;
 mod catalogue;
+mod fleet;
 mod gateway;
 mod http;
 mod live;
@@ -95,6 +96,17 @@ struct Cli {
     /// standard error).
     #[arg(long, value_name = "PATH|-")]
     json: Option<String>,
+
+    /// Gateway instances (1 to 5) behind the load, each with its own registry, port and
+    /// Hystrix stream, their breakers sharing state (in memory, or through --redis); the
+    /// dashboard's port then also serves /turbine.stream?cluster=demo over their streams.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=i64::from(fleet::MAX_INSTANCES)))]
+    instances: u8,
+
+    /// Share breaker state through this Redis (e.g. redis://127.0.0.1:6379/) instead of in
+    /// memory; also with one instance (several demos on one Redis then share it).
+    #[arg(long, value_name = "URL")]
+    redis: Option<String>,
 }
 
 /// The longest run `--duration` accepts (a longer one is surely a typo).
@@ -195,6 +207,8 @@ fn main() -> ExitCode {
         console,
         compare: !cli.no_compare,
         seed: cli.seed,
+        instances: usize::from(cli.instances),
+        redis: cli.redis.clone(),
     };
 
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -254,6 +268,26 @@ fn remove_unwritten(path: Option<&str>, file: Option<std::fs::File>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn instances_are_one_by_default_and_at_most_five() {
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(std::iter::once("hystrix-demo").chain(args.iter().copied()))
+        };
+        let cli = parse(&[]).unwrap();
+        assert_eq!((cli.instances, cli.redis), (1, None));
+        let cli = parse(&["--instances", "5", "--redis", "redis://127.0.0.1:6379/"]).unwrap();
+        assert_eq!(
+            (cli.instances, cli.redis.as_deref()),
+            (5, Some("redis://127.0.0.1:6379/"))
+        );
+        for bad in ["0", "6", "three"] {
+            let err = parse(&["--instances", bad]).unwrap_err().to_string();
+            assert!(err.contains("--instances"), "{err}");
+        }
+        let err = parse(&["--instances", "6"]).unwrap_err().to_string();
+        assert!(err.contains("6 is not in 1..=5"), "{err}");
+    }
 
     #[test]
     fn durations_are_positive_and_at_most_a_day() {

@@ -53,6 +53,256 @@ pub struct Report {
     /// One line per phase comparing the protected gateway with the unprotected twin (empty
     /// with `--no-compare`).
     pub contrast: Vec<String>,
+    /// The gateway instances, their numbers and the fleet checks (absent with one instance;
+    /// the fields above are then the fleet's totals, and instance 1's breakers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetReport>,
+}
+
+/// Several gateway instances (`--instances N`): where each was served, what each did per phase,
+/// and the fleet totals.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FleetReport {
+    /// How many gateway instances ran.
+    pub instances: u32,
+    /// Where their breakers shared state: `in-memory`, or the Redis URL.
+    pub store: String,
+    /// How often each instance synced with the store, in ms.
+    pub sync_interval_ms: u64,
+    /// The sync bound checked: a trip on one instance opens the others' breakers within it, in
+    /// ms.
+    pub sync_bound_ms: u64,
+    /// The aggregated stream of every instance's Hystrix stream (Turbine), when served.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turbine_url: Option<String>,
+    /// Each instance, in order (instance 1 first).
+    pub members: Vec<Member>,
+    /// Per phase, in order: each instance's numbers and the fleet's.
+    pub phases: Vec<FleetPhase>,
+    /// The fleet checks (also in the report's `checks`).
+    pub checks: Vec<Check>,
+}
+
+/// One gateway instance of the fleet.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Member {
+    /// Its number, from 1.
+    pub instance: u32,
+    /// Where its gateway was served.
+    pub gateway_url: String,
+    /// Where its own Hystrix stream was served.
+    pub stream_url: String,
+    /// Requests the load sent it over the run.
+    pub requests: u64,
+    /// Of those, answered `200`.
+    pub answered: u64,
+    /// Its breakers' transitions, in order.
+    pub breaker_events: Vec<BreakerRecord>,
+    /// Its breakers' states at the end.
+    pub final_breakers: BTreeMap<String, &'static str>,
+}
+
+/// One phase of the fleet: each instance's numbers, and their totals.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FleetPhase {
+    /// The phase's name.
+    pub name: String,
+    /// Per instance, in order.
+    pub instances: Vec<InstancePhase>,
+    /// The sums over the instances.
+    pub fleet: FleetCounts,
+}
+
+/// What one instance did in one phase.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InstancePhase {
+    /// Its number, from 1.
+    pub instance: u32,
+    /// Its requests, errors and short-circuits over every command.
+    #[serde(flatten)]
+    pub counts: FleetCounts,
+    /// Per command key.
+    pub commands: BTreeMap<String, InstanceCommand>,
+}
+
+/// Requests, errors and short-circuits (of one instance or of the fleet, in one phase).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct FleetCounts {
+    /// Gateway requests the load sent.
+    pub requests: u64,
+    /// Of those, answered `200`.
+    pub answered: u64,
+    /// Command executions that failed, timed out or were rejected (short-circuits apart).
+    pub errors: u64,
+    /// Command executions refused by an open breaker.
+    pub short_circuits: u64,
+}
+
+impl FleetCounts {
+    fn add(self, other: FleetCounts) -> FleetCounts {
+        FleetCounts {
+            requests: self.requests + other.requests,
+            answered: self.answered + other.answered,
+            errors: self.errors + other.errors,
+            short_circuits: self.short_circuits + other.short_circuits,
+        }
+    }
+}
+
+/// One command on one instance in one phase.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct InstanceCommand {
+    /// Executions (successes, failures, timeouts, short-circuits, rejections).
+    pub executions: u64,
+    /// Failures, timeouts and rejections.
+    pub errors: u64,
+    /// FAILURE.
+    pub failures: u64,
+    /// TIMEOUT.
+    pub timeouts: u64,
+    /// SHORT_CIRCUITED.
+    pub short_circuits: u64,
+}
+
+impl InstanceCommand {
+    /// The numbers of `counts`.
+    pub fn of(counts: &CommandCounts) -> InstanceCommand {
+        InstanceCommand {
+            executions: counts.executions(),
+            errors: counts.failures + counts.timeouts + counts.rejections,
+            failures: counts.failures,
+            timeouts: counts.timeouts,
+            short_circuits: counts.short_circuits,
+        }
+    }
+}
+
+impl InstancePhase {
+    /// Instance `instance`'s phase from the load it was sent and its commands' counts.
+    pub fn new(
+        instance: u32,
+        load: &crate::load::InstanceLoad,
+        counts: &BTreeMap<Backend, CommandCounts>,
+    ) -> InstancePhase {
+        let commands: BTreeMap<String, InstanceCommand> = counts
+            .iter()
+            .map(|(backend, counts)| {
+                (
+                    backend.command_key().to_owned(),
+                    InstanceCommand::of(counts),
+                )
+            })
+            .collect();
+        InstancePhase {
+            instance,
+            counts: FleetCounts {
+                requests: load.sent,
+                answered: load.answered,
+                errors: commands.values().map(|c| c.errors).sum(),
+                short_circuits: commands.values().map(|c| c.short_circuits).sum(),
+            },
+            commands,
+        }
+    }
+
+    /// The commands worth noting: with errors or short-circuits, as `Key e err/s sc`.
+    fn notable(&self) -> Vec<String> {
+        self.commands
+            .iter()
+            .filter(|(_, c)| c.errors > 0 || c.short_circuits > 0)
+            .map(|(key, c)| format!("{key} {}e/{}sc", c.errors, c.short_circuits))
+            .collect()
+    }
+}
+
+impl FleetPhase {
+    /// The phase `name` from each instance's numbers, and their sums.
+    pub fn new(name: String, instances: Vec<InstancePhase>) -> FleetPhase {
+        let fleet = instances
+            .iter()
+            .fold(FleetCounts::default(), |sum, i| sum.add(i.counts));
+        FleetPhase {
+            name,
+            instances,
+            fleet,
+        }
+    }
+}
+
+impl FleetReport {
+    /// The fleet section of the text report.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "
+fleet: {} gateway instances, breaker state shared through {} (sync every {} ms; \
+             a trip reaches the others within {} ms)",
+            self.instances, self.store, self.sync_interval_ms, self.sync_bound_ms
+        );
+        if let Some(url) = &self.turbine_url {
+            let _ = writeln!(out, "  turbine     {url}");
+        }
+        for member in &self.members {
+            let _ = writeln!(
+                out,
+                "  instance {}  {}  stream {}  {} requests, {} answered",
+                member.instance,
+                member.gateway_url,
+                member.stream_url,
+                member.requests,
+                member.answered
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  per phase: requests and, per instance, the commands with errors (e) or \
+             short-circuits (sc)"
+        );
+        for phase in &self.phases {
+            let _ = writeln!(
+                out,
+                "  {:<18} fleet {} requests, {} errors, {} short-circuits",
+                phase.name, phase.fleet.requests, phase.fleet.errors, phase.fleet.short_circuits
+            );
+            for instance in &phase.instances {
+                let notable = instance.notable();
+                let _ = writeln!(
+                    out,
+                    "  {:<18}   #{} {:>5} req, {:>4} e, {:>4} sc{}",
+                    "",
+                    instance.instance,
+                    instance.counts.requests,
+                    instance.counts.errors,
+                    instance.counts.short_circuits,
+                    if notable.is_empty() {
+                        String::new()
+                    } else {
+                        format!("  {}", notable.join(", "))
+                    }
+                );
+            }
+        }
+        for member in self.members.iter().skip(1) {
+            let states: Vec<String> = member
+                .final_breakers
+                .iter()
+                .map(|(command, state)| format!("{command} {state}"))
+                .collect();
+            let _ = writeln!(
+                out,
+                "  instance {} breakers at the end: {}",
+                member.instance,
+                states.join(", ")
+            );
+        }
+        let _ = writeln!(out, "  fleet checks:");
+        for check in &self.checks {
+            let verdict = if check.passed { "PASS" } else { "FAIL" };
+            let _ = writeln!(out, "    {verdict}  {}: {}", check.name, check.detail);
+        }
+        out
+    }
 }
 
 /// Gateway latencies of the answered requests of a phase, in ms.
@@ -1314,6 +1564,10 @@ impl Report {
             .collect();
         let _ = writeln!(out, "  at the end: {}", states.join(", "));
 
+        if let Some(fleet) = &self.fleet {
+            out.push_str(&fleet.to_text());
+        }
+
         let _ = writeln!(out, "\nchecks:");
         for check in &self.checks {
             let verdict = if check.passed { "PASS" } else { "FAIL" };
@@ -2059,6 +2313,7 @@ mod tests {
             twin_url: None,
             seed: 1,
             contrast: phase.contrast().into_iter().collect(),
+            fleet: None,
             phases: vec![phase],
             breaker_events: vec![],
             final_breakers: BTreeMap::new(),
@@ -2625,6 +2880,7 @@ mod tests {
             final_breakers: BTreeMap::new(),
             passed: true,
             contrast: Vec::new(),
+            fleet: None,
         };
         let mut text = String::new();
         report.policies_text(&mut text);

@@ -7,14 +7,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hystrix::Registry;
+use hystrix::circuit::store::InMemoryStateStore;
 use hystrix_dashboard::Dashboard;
 use tokio::net::TcpListener;
 
 use crate::backends::Backends;
+use crate::fleet::{self, Follower, Moment};
 use crate::gateway::{self, Gateway};
 use crate::live::{Console, LiveView};
-use crate::load::LoadGenerator;
-use crate::report::{self, PhaseReport, Policies, PolicyInput, Report, TwinPhase};
+use crate::load::{LoadGenerator, Router};
+use crate::report::{
+    self, FleetPhase, FleetReport, InstancePhase, Member, PhaseReport, Policies, PolicyInput,
+    Report, TwinPhase,
+};
 use crate::scenario::{Backend, Chaos, Phase, Scenario, Schedule};
 use crate::stats::{self, BackendCounts, BreakerLog, ChaosLog, CommandCounts, Held, circuit_state};
 use crate::twin::Twin;
@@ -54,6 +59,10 @@ pub struct Options {
     /// Seeds the backends' fault scripts and the movie ids the load asks for (both sides
     /// alike).
     pub seed: u64,
+    /// Gateway instances (1 to [`fleet::MAX_INSTANCES`]).
+    pub instances: usize,
+    /// Share breaker state through this Redis instead of in memory (`--redis`).
+    pub redis: Option<String>,
 }
 
 /// Why a run could not be made.
@@ -71,6 +80,9 @@ pub enum RunError {
     /// A command definition was refused.
     #[error("cannot define the gateway's commands: {0}")]
     Config(#[from] hystrix::ConfigError),
+    /// The shared state store could not be set up.
+    #[error("--redis {0}")]
+    Store(String),
 }
 
 /// Listens on 127.0.0.1:`port` and on the next port.
@@ -83,47 +95,165 @@ async fn listen_pair(port: u16) -> std::io::Result<(TcpListener, TcpListener)> {
     Ok((dashboard, gateway))
 }
 
-/// Binds the dashboard's and the gateway's listeners on 127.0.0.1; the note says why the
+/// The dashboard's and the gateway's listeners of each of `instances` instances, from `port`
+/// on: instance k (from 1) on `port + 2(k-1)` and the next port. Returns which instance
+/// failed (from 1) with the error.
+async fn listen_pairs(
+    port: u16,
+    instances: usize,
+) -> Result<Vec<(TcpListener, TcpListener)>, (usize, u16, std::io::Error)> {
+    let mut pairs = Vec::with_capacity(instances);
+    for k in 0..instances {
+        let first = u16::try_from(2 * k)
+            .ok()
+            .and_then(|offset| port.checked_add(offset))
+            .ok_or_else(|| {
+                (
+                    k + 1,
+                    port,
+                    std::io::Error::other("the instances' ports go past 65535"),
+                )
+            })?;
+        pairs.push(
+            listen_pair(first)
+                .await
+                .map_err(|err| (k + 1, first, err))?,
+        );
+    }
+    Ok(pairs)
+}
+
+/// Binds each instance's dashboard and gateway listeners on 127.0.0.1; the note says why the
 /// default ports were not used.
-async fn bind(ports: Ports) -> Result<(TcpListener, TcpListener, Option<String>), RunError> {
+async fn bind(
+    ports: Ports,
+    instances: usize,
+) -> Result<(Vec<(TcpListener, TcpListener)>, Option<String>), RunError> {
     let free = || async {
-        let dashboard = TcpListener::bind("127.0.0.1:0").await?;
-        let gateway = TcpListener::bind("127.0.0.1:0").await?;
-        Ok::<_, std::io::Error>((dashboard, gateway))
+        let mut pairs = Vec::with_capacity(instances);
+        for _ in 0..instances {
+            let dashboard = TcpListener::bind("127.0.0.1:0").await?;
+            let gateway = TcpListener::bind("127.0.0.1:0").await?;
+            pairs.push((dashboard, gateway));
+        }
+        Ok::<_, std::io::Error>(pairs)
     };
     let free_error = |err| RunError::Bind(format!("cannot listen on 127.0.0.1: {err}"));
     match ports {
         Ports::Exact(port) => {
-            let (dashboard, gateway) = listen_pair(port).await.map_err(|err| {
-                RunError::Bind(format!(
-                    "--port {port}: cannot listen on 127.0.0.1:{port} and the next port: {err}"
-                ))
-            })?;
-            Ok((dashboard, gateway, None))
+            let pairs = listen_pairs(port, instances)
+                .await
+                .map_err(|(k, at, err)| {
+                    let whose = if instances == 1 {
+                        String::new()
+                    } else {
+                        format!(" (instance {k})")
+                    };
+                    RunError::Bind(format!(
+                        "--port {port}: cannot listen on 127.0.0.1:{at} and the next port{whose}: \
+                         {err}"
+                    ))
+                })?;
+            Ok((pairs, None))
         }
-        Ports::Free => {
-            let (dashboard, gateway) = free().await.map_err(free_error)?;
-            Ok((dashboard, gateway, None))
-        }
-        Ports::Default => match listen_pair(DEFAULT_PORT).await {
-            Ok((dashboard, gateway)) => Ok((dashboard, gateway, None)),
-            Err(err) => {
-                let (dashboard, gateway) = free().await.map_err(free_error)?;
-                let note = format!(
-                    "ports {DEFAULT_PORT} and {} are not both free ({err}): using free ports \
-                     (choose with --port)",
-                    DEFAULT_PORT + 1
-                );
-                Ok((dashboard, gateway, Some(note)))
+        Ports::Free => Ok((free().await.map_err(free_error)?, None)),
+        Ports::Default => match listen_pairs(DEFAULT_PORT, instances).await {
+            Ok(pairs) => Ok((pairs, None)),
+            Err((_, _, err)) => {
+                let pairs = free().await.map_err(free_error)?;
+                let last = DEFAULT_PORT + 2 * instances as u16 - 1;
+                let note = if instances == 1 {
+                    format!(
+                        "ports {DEFAULT_PORT} and {last} are not both free ({err}): using free \
+                         ports (choose with --port)"
+                    )
+                } else {
+                    format!(
+                        "ports {DEFAULT_PORT} to {last} are not all free ({err}): using free \
+                         ports (choose with --port)"
+                    )
+                };
+                Ok((pairs, Some(note)))
             }
         },
     }
 }
 
+/// Where the instances' breakers share state.
+#[derive(Clone)]
+enum Store {
+    /// One in-memory store, shared by the registries of this process.
+    Memory(InMemoryStateStore),
+    /// A Redis server: each instance has its own client, as separate processes would.
+    Redis(String),
+}
+
+impl Store {
+    /// `in-memory`, or the Redis URL.
+    fn describe(&self) -> String {
+        match self {
+            Store::Memory(_) => "in-memory".to_owned(),
+            Store::Redis(url) => url.clone(),
+        }
+    }
+
+    /// `builder` sharing breaker state through this store as instance `instance` (from 1),
+    /// syncing every [`fleet::SYNC_INTERVAL_MS`].
+    fn apply(
+        &self,
+        builder: hystrix::RegistryBuilder,
+        instance: usize,
+    ) -> Result<hystrix::RegistryBuilder, RunError> {
+        let builder = builder
+            .state_store_sync_interval(Some(Duration::from_millis(fleet::SYNC_INTERVAL_MS)))
+            .instance_id(format!("gateway-{instance}"));
+        match self {
+            Store::Memory(store) => Ok(builder.state_store(store.clone())),
+            Store::Redis(url) => redis_store(builder, url),
+        }
+    }
+}
+
+/// A Redis client for one instance, under a service name of this run (a run does not see the
+/// breakers of an earlier one).
+#[cfg(feature = "redis")]
+fn redis_store(
+    builder: hystrix::RegistryBuilder,
+    url: &str,
+) -> Result<hystrix::RegistryBuilder, RunError> {
+    let service = format!("hystrix-demo-{}", std::process::id());
+    let store = hystrix_redis::RedisStateStore::builder(url, service)
+        .state_ttl(Duration::from_secs(600))
+        .build()
+        .map_err(|err| RunError::Store(format!("{url}: {err}")))?;
+    Ok(builder.state_store(store))
+}
+
+#[cfg(not(feature = "redis"))]
+fn redis_store(
+    _builder: hystrix::RegistryBuilder,
+    url: &str,
+) -> Result<hystrix::RegistryBuilder, RunError> {
+    Err(RunError::Store(format!(
+        "{url}: this demo was built without Redis; build it with `--features redis` (e.g. \
+         cargo run --release -p hystrix-demo --features redis -- --instances 3 --redis {url})"
+    )))
+}
+
+/// One gateway instance: its registry, gateway, breaker log and addresses.
+struct Instance {
+    registry: Registry,
+    gateway: Arc<Gateway>,
+    breakers: BreakerLog,
+    gateway_url: String,
+    stream_url: String,
+}
+
 /// Runs the scenario and returns its report.
 ///
 /// # Errors
-/// A port cannot be bound, or the backends or commands cannot be set up.
+/// A port cannot be bound, or the backends, the commands or the shared state store cannot be
+/// set up.
 pub async fn run(options: Options) -> Result<Report, RunError> {
     let Options {
         scenario,
@@ -134,7 +264,17 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
         console,
         compare,
         seed,
+        instances: count,
+        redis,
     } = options;
+    let count = count.clamp(1, usize::from(fleet::MAX_INSTANCES));
+    let store = match redis {
+        Some(url) => Some(Store::Redis(url)),
+        None if count > 1 => Some(Store::Memory(InMemoryStateStore::new(Arc::new(
+            hystrix::clock::SystemClock,
+        )))),
+        None => None,
+    };
     let backends = Backends::start_seeded(seed)
         .await
         .map_err(RunError::Backends)?;
@@ -146,59 +286,109 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
     } else {
         None
     };
-    let breakers = BreakerLog::default();
     let chaos_log = ChaosLog::default();
-    // The demo injects chaos by phase, so its registry allows it; a registry does not by
-    // default, and then refuses `chaos.enabled=true`.
-    let registry = Registry::builder()
-        .executor(tokio::runtime::Handle::current())
-        .circuit_breaker_listener(breakers.clone())
-        .event_notifier(chaos_log.clone())
-        .allow_chaos(true)
-        .build();
-    let volume = crate::gateway::volume_threshold(rps);
-    let gateway = Arc::new(Gateway::new(
-        &registry,
-        |backend| backends.addr(backend),
-        volume,
-    )?);
+    // Each instance's breakers trip on its share of the load.
+    let volume = crate::gateway::volume_threshold(rps / count as f64);
+    let (listeners, note) = bind(ports, count).await?;
+    let mut fleet_members = Vec::with_capacity(count);
+    let mut dashboard_url = String::new();
+    for (index, (dashboard_listener, gateway_listener)) in listeners.into_iter().enumerate() {
+        let breakers = BreakerLog::default();
+        // The demo injects chaos by phase, so its registries allow it; a registry does not by
+        // default, and then refuses `chaos.enabled=true`.
+        let builder = Registry::builder()
+            .executor(tokio::runtime::Handle::current())
+            .circuit_breaker_listener(breakers.clone())
+            .event_notifier(chaos_log.clone())
+            .allow_chaos(true);
+        let builder = match &store {
+            Some(store) => store.apply(builder, index + 1)?,
+            None => builder,
+        };
+        let registry = builder.build();
+        let gateway = Arc::new(Gateway::with_shared_state(
+            &registry,
+            |backend| backends.addr(backend),
+            volume,
+            store.is_some(),
+        )?);
+        let dashboard_addr = local_addr(&dashboard_listener)?;
+        let gateway_addr = local_addr(&gateway_listener)?;
+        let router = Arc::clone(&gateway).router();
+        tokio::spawn(async move { axum::serve(gateway_listener, router).await });
+        // The web page, the streams, /metrics, and the admin routes for loopback clients only
+        // (the page's breaker buttons, run-time properties); `/` redirects to the page.
+        // An operator's hold on a breaker (the sticky forceOpen / forceClosed properties) goes
+        // into the breaker log, for the live view and the report.
+        let operator = breakers.clone();
+        let dashboard = Dashboard::builder(registry.clone())
+            .admin()
+            .on_admin_change(move |change| operator.on_admin_change(change))
+            .build();
+        tokio::spawn(dashboard.serve_on(dashboard_listener));
+        if index == 0 {
+            dashboard_url = format!(
+                "http://{dashboard_addr}{}",
+                hystrix_dashboard::page::PAGE_PATH
+            );
+        }
+        fleet_members.push(Instance {
+            registry,
+            gateway,
+            breakers,
+            gateway_url: format!("http://{gateway_addr}"),
+            stream_url: format!("http://{dashboard_addr}/hystrix.stream"),
+        });
+    }
+    let members = fleet_members;
+    let first = &members[0];
+    let (gateway, breakers) = (&first.gateway, &first.breakers);
+    let gateway_url = first.gateway_url.clone();
 
-    let (dashboard_listener, gateway_listener, note) = bind(ports).await?;
-    let dashboard_addr = local_addr(&dashboard_listener)?;
-    let gateway_addr = local_addr(&gateway_listener)?;
-    let router = Arc::clone(&gateway).router();
-    tokio::spawn(async move { axum::serve(gateway_listener, router).await });
-    // The web page, the streams, /metrics, and the admin routes for loopback clients only
-    // (the page's breaker buttons, run-time properties); `/` redirects to the page.
-    // An operator's hold on a breaker (the sticky forceOpen / forceClosed properties) goes
-    // into the breaker log, for the live view and the report.
-    let operator = breakers.clone();
-    let dashboard = Dashboard::builder(registry.clone())
-        .admin()
-        .on_admin_change(move |change| operator.on_admin_change(change))
-        .build();
-    tokio::spawn(dashboard.serve_on(dashboard_listener));
-    let dashboard_url = format!(
-        "http://{dashboard_addr}{}",
-        hystrix_dashboard::page::PAGE_PATH
+    let router: Option<Router> = (count > 1).then(|| {
+        let (leader, schedule) = (breakers.clone(), schedule.clone());
+        let router: Router = Arc::new(move |index, elapsed| {
+            let at_ms = millis(elapsed);
+            let moment = match fleet::pinned_phase(&schedule, at_ms) {
+                None => Moment::Spread,
+                Some((phase, backend)) => Moment::Pinned {
+                    opened: fleet::first_opening(
+                        &leader.since(0),
+                        backend.command_key(),
+                        millis(schedule.phases[phase].start),
+                    ),
+                },
+            };
+            fleet::route(count, index, at_ms, moment)
+        });
+        router
+    });
+    let load = LoadGenerator::fleet(
+        members.iter().map(|m| m.gateway_url.clone()).collect(),
+        router,
+        rps,
+        schedule.phases.len(),
+        seed,
     );
-    let gateway_url = format!("http://{gateway_addr}");
-
-    let load = LoadGenerator::new(gateway_url.clone(), rps, schedule.phases.len(), seed);
     let view = LiveView::new(
         tui,
         console,
-        Arc::clone(&gateway),
+        Arc::clone(gateway),
         load.clone(),
         breakers.clone(),
         chaos_log.clone(),
         schedule.clone(),
     );
+    let view = if count > 1 {
+        view.with_fleet(members.iter().map(|m| Arc::clone(&m.gateway)).collect())
+    } else {
+        view
+    };
     let mut view = match &twin {
         Some(twin) => view.compare_with(twin.gauges()),
         None => view,
     };
-    for line in banner(
+    let mut lines = banner(
         &scenario,
         &schedule,
         rps,
@@ -206,32 +396,44 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
         &gateway_url,
         &backends,
         note,
-    )
-    .into_iter()
-    .chain(twin.as_ref().map(twin_line))
-    {
+    );
+    if let Some(store) = &store {
+        lines.extend(fleet_lines(&members, store));
+    }
+    for line in lines.into_iter().chain(twin.as_ref().map(twin_line)) {
         console.line(&crate::live::wrap(&line, crate::live::WIDTH, 13));
     }
 
     let start = Instant::now();
-    breakers.start(start);
+    for member in &members {
+        member.breakers.start(start);
+    }
     let sending = {
         let (load, schedule, progress) = (load.clone(), schedule.clone(), view.progress());
         tokio::spawn(async move { load.run(start, &schedule, progress).await })
     };
     let twin_sending = twin.as_ref().map(|twin| twin.send(start, &schedule));
-    // The most each gateway held during each phase: the protected one, the twin.
+    // The most each gateway held during each phase: the protected one (every instance), the
+    // twin.
     let mut held = vec![(Held::default(), Held::default()); schedule.phases.len()];
-    // Counts, backend calls and errors, chaos injected and hedges won at each phase boundary
-    // (a phase's are the differences), and the times the gateway recorded since the last one.
+    let gateways: Vec<&Gateway> = members.iter().map(|m| &*m.gateway).collect();
+    // Counts (per instance), backend calls and errors, chaos injected and hedges won at each
+    // phase boundary (a phase's are the differences), and the times the gateways recorded
+    // since the last one.
     let sample = || {
-        let policies = PolicyInput {
-            hedges_won: gateway.hedges_won(),
-            availability_times: gateway.take_availability_times(),
-            prices_times: gateway.take_price_times(Backend::Prices),
-            prices_fixed_times: gateway.take_price_times(Backend::PricesFixed),
-            limits: Vec::new(),
-        };
+        let mut policies = PolicyInput::default();
+        for gateway in &gateways {
+            policies.hedges_won += gateway.hedges_won();
+            policies
+                .availability_times
+                .extend(gateway.take_availability_times());
+            policies
+                .prices_times
+                .extend(gateway.take_price_times(Backend::Prices));
+            policies
+                .prices_fixed_times
+                .extend(gateway.take_price_times(Backend::PricesFixed));
+        }
         let reached: BTreeMap<Backend, BackendCounts> = Backend::ALL
             .into_iter()
             .map(|b| {
@@ -243,9 +445,13 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
                 (b, counts)
             })
             .collect();
-        (stats::read_counts(&registry, &gateway), reached, policies)
+        let counts: Vec<BTreeMap<Backend, CommandCounts>> = members
+            .iter()
+            .map(|m| stats::read_counts(&m.registry, &m.gateway))
+            .collect();
+        (counts, reached, policies)
     };
-    // `GetPrices`'s adaptive limit every 100 ms: when, and the limit.
+    // `GetPrices`'s adaptive limit (instance 1's) every 100 ms: when, and the limit.
     let mut limits: Vec<(Duration, u32)> = Vec::new();
     let prices = gateway.command(Backend::Prices).clone();
     let limit_now = || prices.metrics().adaptive_limit().map(|l| l.limit);
@@ -260,6 +466,7 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
     let mut poll = tokio::time::interval(Duration::from_millis(100));
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut next_second = Duration::from_secs(1);
+    let registries: Vec<&Registry> = members.iter().map(|m| &m.registry).collect();
     loop {
         let next_phase = match phases.peek() {
             Some((_, phase)) => Some(start + phase.start),
@@ -271,7 +478,7 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
             () = sleep_until(next_phase) => {
                 let Some((index, phase)) = phases.next() else {
                     // The last phase is over: no chaos while the last answers come back.
-                    apply_chaos(&registry, &mut chaos, None)?;
+                    apply_chaos_all(&registries, &mut chaos, None)?;
                     continue;
                 };
                 if index > 0 {
@@ -281,7 +488,7 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
                 if let Some(twin) = &twin {
                     twin.apply(phase);
                 }
-                apply_chaos(&registry, &mut chaos, Some(phase))?;
+                apply_chaos_all(&registries, &mut chaos, Some(phase))?;
                 view.announce_phase(&phase_line(index, &schedule, phase));
             }
             _ = poll.tick() => {
@@ -289,7 +496,7 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
                 let elapsed = start.elapsed();
                 if let Some(index) = schedule.phase_at(elapsed) {
                     let (protected, unprotected) = &mut held[index];
-                    *protected = protected.max(Held::protected(&gateway, &load));
+                    *protected = protected.max(Held::fleet(&gateways, &load));
                     if let Some(twin) = &twin {
                         *unprotected = unprotected.max(twin.held());
                     }
@@ -311,19 +518,35 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
     }
     view.finish();
 
-    let loads = load.stats().phases.clone();
+    let (loads, instance_loads) = {
+        let stats = load.stats();
+        (stats.phases.clone(), stats.instances.clone())
+    };
     let twin_loads = twin.as_ref().map(|twin| twin.load().stats().phases.clone());
+    // Per phase, per instance, each command's counts over the phase.
+    let per_instance: Vec<Vec<BTreeMap<Backend, CommandCounts>>> = (0..schedule.phases.len())
+        .map(|index| {
+            let (before, after) = (&boundaries[index].0, &boundaries[index + 1].0);
+            before
+                .iter()
+                .zip(after)
+                .map(|(before, after)| {
+                    after
+                        .iter()
+                        .map(|(backend, counts)| (*backend, counts.since(&before[backend])))
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
     let phases: Vec<PhaseReport> = schedule
         .phases
         .iter()
         .enumerate()
         .map(|(index, phase)| {
-            let ((before, reached_before, policies_before), (after, reached_after, policies)) =
+            let ((_, reached_before, policies_before), (_, reached_after, policies)) =
                 (&boundaries[index], &boundaries[index + 1]);
-            let counts: BTreeMap<Backend, CommandCounts> = after
-                .iter()
-                .map(|(backend, counts)| (*backend, counts.since(&before[backend])))
-                .collect();
+            let counts = stats::sum_counts(&per_instance[index]);
             let reached: BTreeMap<Backend, BackendCounts> = reached_after
                 .iter()
                 .map(|(backend, reached)| (*backend, reached.since(&reached_before[backend])))
@@ -348,16 +571,81 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
             report
         })
         .collect();
+    let final_states = |gateway: &Gateway| -> BTreeMap<String, &'static str> {
+        Backend::ALL
+            .into_iter()
+            .map(|backend| {
+                let state = circuit_state(gateway.command(backend));
+                (backend.command_key().to_owned(), state)
+            })
+            .collect()
+    };
     let breaker_events = breakers.since(0);
-    let final_breakers = Backend::ALL
-        .into_iter()
-        .map(|backend| {
-            let state = circuit_state(gateway.command(backend));
-            (backend.command_key().to_owned(), state)
-        })
-        .collect();
+    let final_breakers = final_states(gateway);
     let mut checks = report::checks(&schedule, &phases, &breaker_events, &final_breakers);
     checks.extend(report::policy_checks(&schedule, &phases, &breaker_events));
+    let fleet = store.as_ref().filter(|_| count > 1).map(|store| {
+        let events: Vec<Vec<crate::stats::BreakerRecord>> =
+            members.iter().map(|m| m.breakers.since(0)).collect();
+        let mut fleet_checks = Vec::new();
+        for (index, phase) in schedule.phases.iter().enumerate() {
+            let Some(backend) = fleet::down_backend(phase) else {
+                continue;
+            };
+            let followers: Vec<Follower<'_>> = (1..count)
+                .map(|k| Follower {
+                    instance: k as u32 + 1,
+                    events: &events[k],
+                    counts: per_instance[index][k]
+                        .get(&backend)
+                        .copied()
+                        .unwrap_or_default(),
+                })
+                .collect();
+            fleet_checks.push(fleet::trip_check(phase, backend, &events[0], &followers));
+        }
+        let totals = load.stats().instance_totals();
+        FleetReport {
+            instances: count as u32,
+            store: store.describe(),
+            sync_interval_ms: fleet::SYNC_INTERVAL_MS,
+            sync_bound_ms: fleet::SYNC_BOUND_MS,
+            turbine_url: None,
+            members: members
+                .iter()
+                .zip(&events)
+                .zip(&totals)
+                .enumerate()
+                .map(|(k, ((member, events), total))| Member {
+                    instance: k as u32 + 1,
+                    gateway_url: member.gateway_url.clone(),
+                    stream_url: member.stream_url.clone(),
+                    requests: total.sent,
+                    answered: total.answered,
+                    breaker_events: events.clone(),
+                    final_breakers: final_states(&member.gateway),
+                })
+                .collect(),
+            phases: schedule
+                .phases
+                .iter()
+                .enumerate()
+                .map(|(index, phase)| {
+                    let instances = per_instance[index]
+                        .iter()
+                        .zip(&instance_loads[index])
+                        .enumerate()
+                        .map(|(k, (counts, load))| InstancePhase::new(k as u32 + 1, load, counts))
+                        .collect();
+                    FleetPhase::new(phase.name.clone(), instances)
+                })
+                .collect(),
+            checks: fleet_checks,
+        }
+    });
+    if let Some(fleet) = &fleet {
+        checks.extend(fleet.checks.iter().cloned());
+    }
     let contrast = phases.iter().filter_map(PhaseReport::contrast).collect();
     Ok(Report {
         scenario: scenario.name,
@@ -374,7 +662,48 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
         final_breakers,
         checks,
         contrast,
+        fleet,
     })
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The start lines naming each instance, its stream and the store.
+fn fleet_lines(members: &[Instance], store: &Store) -> Vec<String> {
+    let mut lines = vec![format!(
+        "  fleet      {} gateway instances sharing breaker state through {} (sync every {} ms; \
+         a trip reaches the others within {} ms)",
+        members.len(),
+        store.describe(),
+        fleet::SYNC_INTERVAL_MS,
+        fleet::SYNC_BOUND_MS
+    )];
+    for (k, member) in members.iter().enumerate() {
+        lines.push(format!(
+            "  #{}         {}/movies/7  stream {}",
+            k + 1,
+            member.gateway_url,
+            member.stream_url
+        ));
+    }
+    lines
+}
+
+/// [`apply_chaos`] on every registry of the fleet: each gets the same changes, and `on` ends
+/// as the chaos set now.
+fn apply_chaos_all(
+    registries: &[&Registry],
+    on: &mut BTreeMap<Backend, Chaos>,
+    phase: Option<&Phase>,
+) -> Result<(), RunError> {
+    let before = on.clone();
+    for registry in registries {
+        *on = before.clone();
+        apply_chaos(registry, on, phase)?;
+    }
+    Ok(())
 }
 
 /// Sets the chaos of `phase` (none without one) on the gateway's commands in `registry`,

@@ -32,11 +32,20 @@ pub struct Held {
 impl Held {
     /// What the protected gateway holds now, with `load` sending its requests.
     pub fn protected(gateway: &Gateway, load: &crate::load::LoadGenerator) -> Held {
-        let pool = gateway.command(Backend::Catalog).thread_pool_metrics();
+        Held::fleet(std::slice::from_ref(&gateway), load)
+    }
+
+    /// What the protected gateway instances hold now in all, with `load` sending their
+    /// requests.
+    pub fn fleet(gateways: &[&Gateway], load: &crate::load::LoadGenerator) -> Held {
+        let threads = |gateway: &Gateway| {
+            let pool = gateway.command(Backend::Catalog).thread_pool_metrics();
+            pool.map_or(0, |pool| u64::from(pool.current_active_count))
+        };
         Held {
             requests: load.in_flight(),
-            connections: gateway.backend_calls_in_flight(),
-            threads: pool.map_or(0, |pool| u64::from(pool.current_active_count)),
+            connections: gateways.iter().map(|g| g.backend_calls_in_flight()).sum(),
+            threads: gateways.iter().map(|g| threads(g)).sum(),
         }
     }
 
@@ -134,6 +143,25 @@ impl CommandCounts {
         }
     }
 
+    /// The sums of each field of both.
+    pub fn plus(&self, other: &CommandCounts) -> CommandCounts {
+        CommandCounts {
+            successes: self.successes + other.successes,
+            failures: self.failures + other.failures,
+            timeouts: self.timeouts + other.timeouts,
+            short_circuits: self.short_circuits + other.short_circuits,
+            rejections: self.rejections + other.rejections,
+            limit_rejections: self.limit_rejections + other.limit_rejections,
+            retries: self.retries + other.retries,
+            budget_exhausted: self.budget_exhausted + other.budget_exhausted,
+            hedges: self.hedges + other.hedges,
+            hedges_cancelled: self.hedges_cancelled + other.hedges_cancelled,
+            fallbacks: self.fallbacks + other.fallbacks,
+            fallback_failures: self.fallback_failures + other.fallback_failures,
+            cache_hits: self.cache_hits + other.cache_hits,
+        }
+    }
+
     /// Executions that ended one way or another (cache hits are not executions).
     pub fn executions(&self) -> u64 {
         self.successes + self.errors()
@@ -196,6 +224,20 @@ pub fn read_counts(registry: &Registry, gateway: &Gateway) -> BTreeMap<Backend, 
             (backend, counts)
         })
         .collect()
+}
+
+/// Each backend's counts summed over several instances' counts (a fleet's totals).
+pub fn sum_counts(
+    instances: &[BTreeMap<Backend, CommandCounts>],
+) -> BTreeMap<Backend, CommandCounts> {
+    let mut sum: BTreeMap<Backend, CommandCounts> = BTreeMap::new();
+    for counts in instances {
+        for (backend, counts) in counts {
+            let total = sum.entry(*backend).or_default();
+            *total = total.plus(counts);
+        }
+    }
+    sum
 }
 
 /// A breaker's state as the reports write it.
