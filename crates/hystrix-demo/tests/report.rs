@@ -7,9 +7,11 @@
 //! percentiles.
 //!
 //! The `demo` tier of `scripts/test` runs
-//! `cargo run --release -p hystrix-demo -- --duration 40s --no-tui --json <file>`, then these
-//! tests with `HYSTRIX_DEMO_REPORT=<file>` and `--ignored`. Without the variable a test fails:
-//! it never passes without having read a report.
+//! `cargo run --release -p hystrix-demo -- --duration 40s --no-tui --instances 3 --json <file>`,
+//! then these tests with `HYSTRIX_DEMO_REPORT=<file>` and `--ignored`. Without the variable a
+//! test fails: it never passes without having read a report. The fields above `fleet` are the
+//! fleet's totals (and instance 1's breakers); `fleet` has each instance's numbers and the
+//! check that instance 1's trip short-circuits the others.
 
 use serde_json::Value;
 
@@ -430,4 +432,147 @@ fn the_tour_report_shows_retries_hedges_and_the_adaptive_limit_at_work() {
     ] {
         passed(&report, name);
     }
+}
+
+/// The number of gateway instances of the demo tier's run.
+const INSTANCES: u64 = 3;
+
+/// Instance `k`'s (from 1) entry of the fleet phase `name`.
+fn instance_in<'r>(report: &'r Value, name: &str, k: u64) -> &'r Value {
+    let phase = report["fleet"]["phases"]
+        .as_array()
+        .and_then(|phases| phases.iter().find(|p| p["name"] == name))
+        .unwrap_or_else(|| panic!("no fleet phase `{name}`"));
+    &phase["instances"][usize::try_from(k - 1).expect("a small number")]
+}
+
+#[test]
+#[ignore = "reads the report of a demo run: scripts/test demo"]
+fn the_fleet_report_shows_each_instance_and_the_trip_reaching_the_others() {
+    let report = read_report("HYSTRIX_DEMO_REPORT");
+    let phases = check_structure(&report, "tour", DURATION_MS, &PHASES);
+    let fleet = &report["fleet"];
+    assert_eq!(u64_at(fleet, "instances"), INSTANCES);
+    assert_eq!(fleet["store"], "in-memory");
+    let bound = u64_at(fleet, "sync_bound_ms");
+    assert_eq!(bound, 2 * u64_at(fleet, "sync_interval_ms"));
+
+    // Each instance: its own gateway and stream; together they took every request.
+    let members = fleet["members"].as_array().expect("members is a list");
+    assert_eq!(members.len() as u64, INSTANCES);
+    let mut ports = Vec::new();
+    for (k, member) in members.iter().enumerate() {
+        assert_eq!(u64_at(member, "instance"), k as u64 + 1);
+        for field in ["gateway_url", "stream_url"] {
+            let url = member[field].as_str().expect("a URL");
+            assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+            ports.push(url.to_owned());
+        }
+        assert!(
+            member["stream_url"]
+                .as_str()
+                .unwrap()
+                .ends_with("/hystrix.stream")
+        );
+        assert_eq!(u64_at(member, "answered"), u64_at(member, "requests"));
+        assert_eq!(keys(&member["final_breakers"]), COMMANDS);
+        assert!(member["breaker_events"].is_array());
+    }
+    ports.sort();
+    ports.dedup();
+    assert_eq!(ports.len() as u64, 2 * INSTANCES, "every address its own");
+    assert_eq!(members[0]["gateway_url"], report["gateway_url"]);
+    let total: u64 = members.iter().map(|m| u64_at(m, "requests")).sum();
+    let sent: u64 = phases.iter().map(|p| u64_at(p, "requests")).sum();
+    assert_eq!(total, sent);
+
+    // Per phase: the instances' numbers add up to the fleet's, and to the report's totals.
+    let fleet_phases = fleet["phases"].as_array().expect("phases is a list");
+    assert_eq!(fleet_phases.len(), phases.len());
+    for (fleet_phase, phase) in fleet_phases.iter().zip(phases) {
+        let name = phase["name"].as_str().expect("a name");
+        assert_eq!(fleet_phase["name"], name);
+        let instances = fleet_phase["instances"].as_array().expect("a list");
+        assert_eq!(instances.len() as u64, INSTANCES);
+        for field in ["requests", "answered", "errors", "short_circuits"] {
+            let sum: u64 = instances.iter().map(|i| u64_at(i, field)).sum();
+            assert_eq!(sum, u64_at(&fleet_phase["fleet"], field), "{name}: {field}");
+        }
+        assert_eq!(
+            u64_at(&fleet_phase["fleet"], "requests"),
+            u64_at(phase, "requests"),
+            "{name}"
+        );
+        assert_eq!(
+            u64_at(&fleet_phase["fleet"], "short_circuits"),
+            u64_at(phase, "short_circuits"),
+            "{name}"
+        );
+        for command in COMMANDS {
+            for field in ["failures", "timeouts", "short_circuits"] {
+                let sum: u64 = instances
+                    .iter()
+                    .map(|i| u64_at(&i["commands"][command], field))
+                    .sum();
+                assert_eq!(
+                    sum,
+                    u64_at(&phase["commands"][command], field),
+                    "{name}: {command} {field}"
+                );
+            }
+        }
+        if !["outage", "retry-after-storm"].contains(&name) {
+            // Spread in turn: every instance took a share.
+            for instance in instances {
+                assert!(u64_at(instance, "requests") > 0, "{name}: {instance}");
+            }
+        }
+    }
+
+    // Where a backend was down, its command ran through instance 1 until it tripped; the
+    // others then only short-circuited it, opened by the store within the bound.
+    for (down, command) in [
+        ("outage", "GetRecommendations"),
+        ("retry-after-storm", "GetAvailability"),
+    ] {
+        let leader = &instance_in(&report, down, 1)["commands"][command];
+        assert!(u64_at(leader, "errors") > 0, "{down}: {leader}");
+        for k in 2..=INSTANCES {
+            let follower = &instance_in(&report, down, k)["commands"][command];
+            assert_eq!(u64_at(follower, "failures"), 0, "{down} #{k}: {follower}");
+            assert_eq!(u64_at(follower, "timeouts"), 0, "{down} #{k}: {follower}");
+            assert!(
+                u64_at(follower, "short_circuits") > 0,
+                "{down} #{k}: {follower}"
+            );
+            assert_eq!(
+                u64_at(follower, "executions"),
+                u64_at(follower, "short_circuits"),
+                "{down} #{k}: {follower}"
+            );
+            let (start, end) = span(&report, down);
+            let by_store = members[usize::try_from(k - 1).unwrap()]["breaker_events"]
+                .as_array()
+                .expect("a list")
+                .iter()
+                .any(|e| {
+                    e["command"] == command
+                        && e["change"] == "opened"
+                        && e["trigger"] == "other"
+                        && (start..=end).contains(&u64_at(e, "at_ms"))
+                });
+            assert!(
+                by_store,
+                "{down}: instance {k} opened {command} from the store"
+            );
+        }
+        let name = format!(
+            "{command} tripped on instance 1 short-circuited instances 2-{INSTANCES} within \
+             {bound} ms, without their seeing a failure, during `{down}`"
+        );
+        passed(&report, &name);
+        let fleet_checks = fleet["checks"].as_array().expect("a list");
+        assert!(fleet_checks.iter().any(|c| c["name"] == name.as_str()));
+    }
+    check_verdict(&report);
 }
