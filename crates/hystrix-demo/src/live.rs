@@ -1326,6 +1326,55 @@ mod tests {
     }
 
     #[test]
+    fn a_fleet_shows_a_line_per_instance_with_its_notable_commands() {
+        let fleet = vec![
+            InstanceRow {
+                instance: 1,
+                sent: 48,
+                errors: 12,
+                short_circuited: 30,
+                notable: vec![("GetRecommendations", 12, 30)],
+            },
+            InstanceRow {
+                instance: 2,
+                sent: 1,
+                errors: 0,
+                short_circuited: 1,
+                notable: vec![("GetRecommendations", 0, 1)],
+            },
+            InstanceRow {
+                instance: 3,
+                sent: 1,
+                errors: 0,
+                short_circuited: 0,
+                notable: vec![],
+            },
+        ];
+        let tick = Tick {
+            phase: None,
+            commands: vec![],
+            fleet,
+            ..tick()
+        };
+        assert_eq!(
+            tick.lines(false),
+            "[  4.2 s] draining\n          \
+             gateway      50/s answered, 24% degraded, p99 31 ms, 3 in flight, 2 conns, 1 thread\n          \
+             instance     #1 48 req/s, 12 errors/s, 30 short-circuited/s (GetRecommendations 12e/30sc)\n          \
+             instance     #2 1 req/s, 0 errors/s, 1 short-circuited/s (GetRecommendations 0e/1sc)\n          \
+             instance     #3 1 req/s, 0 errors/s, 0 short-circuited/s"
+        );
+        let table = tick.table(false);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(
+            lines[3],
+            "  instance #1 48 req/s, 12 errors/s, 30 short-circuited/s (GetRecommendations 12e/30sc)"
+        );
+        assert!(lines[6].starts_with("command (#1) "), "{table}");
+        assert!(lines.iter().all(|line| line.len() <= WIDTH), "{table}");
+    }
+
+    #[test]
     fn counts_take_the_plural_unless_one() {
         assert_eq!(
             [count(0, "thread"), count(1, "thread"), count(3, "request")],

@@ -302,4 +302,63 @@ mod tests {
             "{errors:?}"
         );
     }
+
+    /// A stand-in gateway answering every page, counting its calls; its URL.
+    async fn counting_gateway(calls: Arc<AtomicU64>) -> String {
+        let router = Router::new().route(
+            "/movies/{id}",
+            get(move || {
+                calls.fetch_add(1, Ordering::SeqCst);
+                async move { (StatusCode::OK, [(DEGRADED.clone(), "")], "{}") }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        format!("http://{addr}")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fleet_sends_each_request_to_the_instance_the_router_picks() {
+        let calls: Vec<Arc<AtomicU64>> = (0..3).map(|_| Arc::new(AtomicU64::new(0))).collect();
+        let mut urls = Vec::new();
+        for counter in &calls {
+            urls.push(counting_gateway(Arc::clone(counter)).await);
+        }
+        // Every third request to instance 3, the others to instance 1; a pick past the last
+        // instance goes to the last.
+        let router: super::Router = Arc::new(|index, _| if index % 3 == 2 { 7 } else { 0 });
+        let schedule = Scenario::load("outage")
+            .unwrap()
+            .schedule(Duration::from_secs(2))
+            .unwrap();
+        let load = LoadGenerator::fleet(urls, Some(router), 15.0, schedule.phases.len(), 0);
+        load.run(Instant::now(), &schedule, ProgressBar::hidden())
+            .await;
+
+        let served: Vec<u64> = calls.iter().map(|c| c.load(Ordering::SeqCst)).collect();
+        assert_eq!(served, [20, 0, 10]);
+        let stats = load.stats();
+        // Requests 0..=7, 8..=17 and 18..=29 by phase; of each, the ones numbered 2 mod 3.
+        let third: Vec<u64> = stats.instances.iter().map(|p| p[2].sent).collect();
+        assert_eq!(third, [2, 4, 4]);
+        assert_eq!(
+            stats.instance_totals(),
+            [
+                InstanceLoad {
+                    sent: 20,
+                    answered: 20,
+                    unanswered: 0
+                },
+                InstanceLoad::default(),
+                InstanceLoad {
+                    sent: 10,
+                    answered: 10,
+                    unanswered: 0
+                },
+            ]
+        );
+        let sent: Vec<u64> = stats.phases.iter().map(|p| p.sent).collect();
+        assert_eq!(sent, [8, 10, 12]);
+    }
 }

@@ -2914,4 +2914,101 @@ mod tests {
             "{text}"
         );
     }
+
+    #[test]
+    fn the_fleet_section_sums_the_instances_and_names_their_notable_commands() {
+        let counts = |failures, short_circuits| {
+            BTreeMap::from([
+                (
+                    Backend::Recommendations,
+                    CommandCounts {
+                        failures,
+                        timeouts: 1,
+                        short_circuits,
+                        fallbacks: failures + 1 + short_circuits,
+                        ..CommandCounts::default()
+                    },
+                ),
+                (
+                    Backend::Catalog,
+                    CommandCounts {
+                        successes: 9,
+                        ..CommandCounts::default()
+                    },
+                ),
+            ])
+        };
+        let load = |sent| crate::load::InstanceLoad {
+            sent,
+            answered: sent,
+            unanswered: 0,
+        };
+        let one = InstancePhase::new(1, &load(170), &counts(24, 150));
+        let two = InstancePhase::new(2, &load(5), &counts(0, 5));
+        assert_eq!(
+            one.counts,
+            FleetCounts {
+                requests: 170,
+                answered: 170,
+                errors: 25,
+                short_circuits: 150
+            }
+        );
+        assert_eq!(
+            one.commands["GetRecommendations"],
+            InstanceCommand {
+                executions: 175,
+                errors: 25,
+                failures: 24,
+                timeouts: 1,
+                short_circuits: 150
+            }
+        );
+        assert_eq!(one.commands["GetTitle"].executions, 9);
+        let phase = FleetPhase::new("outage".into(), vec![one, two]);
+        assert_eq!(
+            phase.fleet,
+            FleetCounts {
+                requests: 175,
+                answered: 175,
+                errors: 26,
+                short_circuits: 155
+            }
+        );
+        let fleet = FleetReport {
+            instances: 2,
+            store: "in-memory".into(),
+            sync_interval_ms: 100,
+            sync_bound_ms: 200,
+            turbine_url: Some("http://127.0.0.1:7979/turbine.stream?cluster=demo".into()),
+            members: vec![],
+            phases: vec![phase],
+            checks: vec![Check::new("fleet".into(), true, "held".into())],
+        };
+        let text = fleet.to_text();
+        assert!(
+            text.contains(
+                "fleet: 2 gateway instances, breaker state shared through in-memory (sync every \
+                 100 ms; a trip reaches the others within 200 ms)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("  turbine     http://127.0.0.1:7979/turbine.stream?cluster=demo"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  outage             fleet 175 requests, 26 errors, 155 short-circuits"),
+            "{text}"
+        );
+        assert!(
+            text.contains("#1   170 req,   25 e,  150 sc  GetRecommendations 25e/150sc"),
+            "{text}"
+        );
+        assert!(
+            text.contains("#2     5 req,    1 e,    5 sc  GetRecommendations 1e/5sc"),
+            "{text}"
+        );
+        assert!(text.contains("    PASS  fleet: held"), "{text}");
+    }
 }

@@ -229,11 +229,23 @@ fn redis_store(
     Ok(builder.state_store(store))
 }
 
+#[cfg(feature = "redis")]
+fn redis_available(_url: &str) -> Result<(), RunError> {
+    Ok(())
+}
+
 #[cfg(not(feature = "redis"))]
 fn redis_store(
     _builder: hystrix::RegistryBuilder,
     url: &str,
 ) -> Result<hystrix::RegistryBuilder, RunError> {
+    redis_available(url)?;
+    Err(RunError::Store(format!("{url}: no Redis in this build")))
+}
+
+/// Without the `redis` feature, `--redis` says how to build with it.
+#[cfg(not(feature = "redis"))]
+fn redis_available(url: &str) -> Result<(), RunError> {
     Err(RunError::Store(format!(
         "{url}: this demo was built without Redis; build it with `--features redis` (e.g. \
          cargo run --release -p hystrix-demo --features redis -- --instances 3 --redis {url})"
@@ -275,6 +287,9 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
         )))),
         None => None,
     };
+    if let Some(Store::Redis(url)) = &store {
+        redis_available(url)?;
+    }
     let backends = Backends::start_seeded(seed)
         .await
         .map_err(RunError::Backends)?;
