@@ -9,6 +9,8 @@
 //! open period, and short-circuit the command without having seen one of its failures
 //! ([`route`], checked by [`trip_check`]).
 
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::report::Check;
@@ -219,6 +221,105 @@ pub fn trip_check(
         name,
         passed: passed && short_circuits > 0,
         detail: format!("{} (bound {SYNC_BOUND_MS} ms)", parts.join("; ")),
+    }
+}
+
+/// The cluster name of the fleet's merged stream (`/turbine.stream?cluster=demo`).
+pub const CLUSTER: &str = "demo";
+
+/// What a client of the fleet's merged stream saw: the messages, and each command's latest
+/// `reportingHosts` (the number of instances merged into it). Clones share it.
+#[derive(Debug, Clone, Default)]
+pub struct StreamSeen(Arc<Mutex<Seen>>);
+
+#[derive(Debug, Default)]
+struct Seen {
+    messages: u64,
+    hosts: BTreeMap<String, u64>,
+}
+
+impl StreamSeen {
+    /// Takes in one line of the stream: a `data: {json}` line of a `HystrixCommand` message
+    /// updates its command's `reportingHosts`; every `data:` line is counted.
+    pub fn line(&self, line: &str) {
+        let Some(data) = line.strip_prefix("data:") else {
+            return;
+        };
+        let mut seen = self.lock();
+        seen.messages += 1;
+        let Ok(message) = serde_json::from_str::<serde_json::Value>(data.trim()) else {
+            return;
+        };
+        if message["type"] != "HystrixCommand" {
+            return;
+        }
+        if let (Some(name), Some(hosts)) =
+            (message["name"].as_str(), message["reportingHosts"].as_u64())
+        {
+            seen.hosts.insert(name.to_owned(), hosts);
+        }
+    }
+
+    /// The `data:` messages seen so far.
+    pub fn messages(&self) -> u64 {
+        self.lock().messages
+    }
+
+    /// Each command's latest `reportingHosts`, by command key.
+    pub fn hosts(&self) -> BTreeMap<String, u64> {
+        self.lock().hosts.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Seen> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The check of the fleet's merged stream: a client of `url` read messages, every one of the
+/// `instances` stream URLs was reporting to the turbine at the end (`reporting`: URL and
+/// whether it reported), and each command's latest merged message counted every instance
+/// (`reportingHosts` = `instances`).
+pub fn turbine_check(
+    url: &str,
+    instances: u64,
+    reporting: &[(String, bool)],
+    seen: &StreamSeen,
+) -> Check {
+    let hosts = seen.hosts();
+    let messages = seen.messages();
+    let all_reporting =
+        reporting.len() as u64 == instances && reporting.iter().all(|(_, reporting)| *reporting);
+    let all_merged = !hosts.is_empty() && hosts.values().all(|&n| n == instances);
+    let counted: Vec<String> = hosts
+        .iter()
+        .map(|(command, n)| format!("{command} {n}"))
+        .collect();
+    let silent: Vec<&str> = reporting
+        .iter()
+        .filter(|(_, reporting)| !reporting)
+        .map(|(url, _)| url.as_str())
+        .collect();
+    let mut detail = format!(
+        "{messages} messages read from {url}; reportingHosts: {}",
+        if counted.is_empty() {
+            "no command seen".to_owned()
+        } else {
+            counted.join(", ")
+        }
+    );
+    detail.push_str(&format!(
+        "; {} of {instances} instances reporting",
+        reporting.iter().filter(|(_, r)| *r).count()
+    ));
+    if !silent.is_empty() {
+        detail.push_str(&format!(" (not: {})", silent.join(", ")));
+    }
+    Check {
+        name: format!("the fleet's merged stream counted all {instances} instances"),
+        passed: messages > 0 && all_reporting && all_merged,
+        detail,
     }
 }
 
@@ -485,5 +586,57 @@ mod tests {
             none.detail,
             "instance 1 did not open GetRecommendations between 5.00 s and 12.00 s"
         );
+    }
+
+    #[test]
+    fn the_stream_seen_keeps_each_commands_latest_host_count() {
+        let seen = StreamSeen::default();
+        for line in [
+            "ping: ",
+            "",
+            r#"data: {"type":"HystrixCommand","name":"GetTitle","reportingHosts":2}"#,
+            r#"data: {"type":"HystrixThreadPool","name":"Catalog","reportingHosts":3}"#,
+            r#"data: {"type":"HystrixCommand","name":"GetTitle","reportingHosts":3}"#,
+            r#"data: {"type":"HystrixCommand","name":"GetRatings","reportingHosts":3}"#,
+            "data: not json",
+        ] {
+            seen.line(line);
+        }
+        assert_eq!(seen.messages(), 5);
+        assert_eq!(
+            seen.hosts(),
+            BTreeMap::from([("GetRatings".to_owned(), 3), ("GetTitle".to_owned(), 3)])
+        );
+        let reporting = |flags: [bool; 3]| -> Vec<(String, bool)> {
+            flags
+                .iter()
+                .enumerate()
+                .map(|(k, &r)| (format!("http://127.0.0.1:{}/hystrix.stream", 8000 + k), r))
+                .collect()
+        };
+        let url = "http://127.0.0.1:7979/turbine.stream?cluster=demo";
+        let check = turbine_check(url, 3, &reporting([true; 3]), &seen);
+        assert_eq!(
+            check.name,
+            "the fleet's merged stream counted all 3 instances"
+        );
+        assert!(check.passed, "{}", check.detail);
+        assert_eq!(
+            check.detail,
+            "5 messages read from http://127.0.0.1:7979/turbine.stream?cluster=demo; \
+             reportingHosts: GetRatings 3, GetTitle 3; 3 of 3 instances reporting"
+        );
+        let silent = turbine_check(url, 3, &reporting([true, false, true]), &seen);
+        assert!(!silent.passed);
+        assert!(
+            silent.detail.ends_with(
+                "2 of 3 instances reporting (not: http://127.0.0.1:8001/hystrix.stream)"
+            ),
+            "{}",
+            silent.detail
+        );
+        seen.line(r#"data: {"type":"HystrixCommand","name":"GetPrices","reportingHosts":2}"#);
+        assert!(!turbine_check(url, 3, &reporting([true; 3]), &seen).passed);
+        assert!(!turbine_check(url, 3, &reporting([true; 3]), &StreamSeen::default()).passed);
     }
 }

@@ -203,6 +203,43 @@ pub async fn get(
     Ok((parts.status, parts.headers, body))
 }
 
+/// `GET url` with the async client, handing each line of the answer's body (without its
+/// `\n`) to `on_line` as it comes, until the body ends: for a stream of Server-Sent Events.
+///
+/// # Errors
+/// The request fails, is answered other than `2xx`, or the body breaks off.
+pub async fn read_lines(
+    client: &HttpClient,
+    url: &str,
+    mut on_line: impl FnMut(&str),
+) -> Result<(), BackendError> {
+    let uri: hyper::Uri = url
+        .parse()
+        .map_err(|err: hyper::http::uri::InvalidUri| BackendError::Transport(err.to_string()))?;
+    let response = client
+        .client
+        .get(uri)
+        .await
+        .map_err(|err| BackendError::Transport(error_chain(&err)))?;
+    if !response.status().is_success() {
+        return Err(BackendError::status(response.status(), response.headers()));
+    }
+    let mut body = response.into_body();
+    let mut pending: Vec<u8> = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|err| BackendError::Transport(error_chain(&err)))?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        pending.extend_from_slice(&data);
+        while let Some(end) = pending.iter().position(|&byte| byte == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            on_line(&String::from_utf8_lossy(&line[..end]));
+        }
+    }
+    Ok(())
+}
+
 /// `GET url` with the async client, decoding a successful answer's JSON.
 pub async fn get_json<T: DeserializeOwned>(
     client: &HttpClient,

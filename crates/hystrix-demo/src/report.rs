@@ -72,15 +72,43 @@ pub struct FleetReport {
     /// The sync bound checked: a trip on one instance opens the others' breakers within it, in
     /// ms.
     pub sync_bound_ms: u64,
-    /// The aggregated stream of every instance's Hystrix stream (Turbine), when served.
+    /// The fleet's merged stream (Turbine) and what a client of it saw.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub turbine_url: Option<String>,
+    pub turbine: Option<TurbineReport>,
     /// Each instance, in order (instance 1 first).
     pub members: Vec<Member>,
     /// Per phase, in order: each instance's numbers and the fleet's.
     pub phases: Vec<FleetPhase>,
     /// The fleet checks (also in the report's `checks`).
     pub checks: Vec<Check>,
+}
+
+/// The fleet's merged stream, `/turbine.stream?cluster=demo` on instance 1's dashboard port:
+/// what the demo's own client of it read during the run, and the instances it merged.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TurbineReport {
+    /// Its URL.
+    pub url: String,
+    /// `data:` messages the demo's client read from it.
+    pub messages: u64,
+    /// Each command's `reportingHosts` in the latest merged message read: the instances
+    /// merged into it.
+    pub reporting_hosts: BTreeMap<String, u64>,
+    /// Each instance's stream as the turbine saw it at the end of the run.
+    pub instances: Vec<TurbineInstance>,
+}
+
+/// One instance's stream as the turbine saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TurbineInstance {
+    /// The stream's URL.
+    pub url: String,
+    /// Whether its stream was open.
+    pub connected: bool,
+    /// Whether its last message was recent enough to be merged.
+    pub reporting: bool,
+    /// Messages read from it.
+    pub messages: u64,
 }
 
 /// One gateway instance of the fleet.
@@ -240,8 +268,19 @@ fleet: {} gateway instances, breaker state shared through {} (sync every {} ms; 
              a trip reaches the others within {} ms)",
             self.instances, self.store, self.sync_interval_ms, self.sync_bound_ms
         );
-        if let Some(url) = &self.turbine_url {
-            let _ = writeln!(out, "  turbine     {url}");
+        if let Some(turbine) = &self.turbine {
+            let hosts: Vec<String> = turbine
+                .reporting_hosts
+                .iter()
+                .map(|(command, hosts)| format!("{command} {hosts}"))
+                .collect();
+            let _ = writeln!(
+                out,
+                "  turbine     {}  {} messages read; hosts per command: {}",
+                turbine.url,
+                turbine.messages,
+                hosts.join(", ")
+            );
         }
         for member in &self.members {
             let _ = writeln!(
@@ -2980,7 +3019,12 @@ mod tests {
             store: "in-memory".into(),
             sync_interval_ms: 100,
             sync_bound_ms: 200,
-            turbine_url: Some("http://127.0.0.1:7979/turbine.stream?cluster=demo".into()),
+            turbine: Some(TurbineReport {
+                url: "http://127.0.0.1:7979/turbine.stream?cluster=demo".into(),
+                messages: 40,
+                reporting_hosts: BTreeMap::from([("GetTitle".to_owned(), 2)]),
+                instances: vec![],
+            }),
             members: vec![],
             phases: vec![phase],
             checks: vec![Check::new("fleet".into(), true, "held".into())],
@@ -2994,7 +3038,10 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("  turbine     http://127.0.0.1:7979/turbine.stream?cluster=demo"),
+            text.contains(
+                "  turbine     http://127.0.0.1:7979/turbine.stream?cluster=demo  40 messages \
+                 read; hosts per command: GetTitle 2"
+            ),
             "{text}"
         );
         assert!(

@@ -9,16 +9,17 @@ use std::time::{Duration, Instant};
 use hystrix::Registry;
 use hystrix::circuit::store::InMemoryStateStore;
 use hystrix_dashboard::Dashboard;
+use hystrix_dashboard::turbine::{Instances, Turbine};
 use tokio::net::TcpListener;
 
 use crate::backends::Backends;
-use crate::fleet::{self, Follower, Moment};
+use crate::fleet::{self, Follower, Moment, StreamSeen};
 use crate::gateway::{self, Gateway};
 use crate::live::{Console, LiveView};
 use crate::load::{LoadGenerator, Router};
 use crate::report::{
     self, FleetPhase, FleetReport, InstancePhase, Member, PhaseReport, Policies, PolicyInput,
-    Report, TwinPhase,
+    Report, TurbineInstance, TurbineReport, TwinPhase,
 };
 use crate::scenario::{Backend, Chaos, Phase, Scenario, Schedule};
 use crate::stats::{self, BackendCounts, BreakerLog, ChaosLog, CommandCounts, Held, circuit_state};
@@ -83,6 +84,9 @@ pub enum RunError {
     /// The shared state store could not be set up.
     #[error("--redis {0}")]
     Store(String),
+    /// The fleet's merged stream could not be set up.
+    #[error("cannot set up the fleet's merged stream: {0}")]
+    Turbine(#[from] hystrix_dashboard::turbine::TurbineError),
 }
 
 /// Listens on 127.0.0.1:`port` and on the next port.
@@ -305,8 +309,27 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
     // Each instance's breakers trip on its share of the load.
     let volume = crate::gateway::volume_threshold(rps / count as f64);
     let (listeners, note) = bind(ports, count).await?;
+    let mut streams = Vec::with_capacity(count);
+    for (dashboard_listener, _) in &listeners {
+        streams.push(format!(
+            "http://{}/hystrix.stream",
+            local_addr(dashboard_listener)?
+        ));
+    }
+    // The fleet's merged stream, on instance 1's dashboard port: every instance's stream.
+    let turbine = if count > 1 {
+        let instances = Instances::list(streams.iter().map(String::as_str))?;
+        Some(
+            Turbine::builder()
+                .cluster(fleet::CLUSTER, instances)?
+                .build(),
+        )
+    } else {
+        None
+    };
     let mut fleet_members = Vec::with_capacity(count);
     let mut dashboard_url = String::new();
+    let mut turbine_url = String::new();
     for (index, (dashboard_listener, gateway_listener)) in listeners.into_iter().enumerate() {
         let breakers = BreakerLog::default();
         // The demo injects chaos by phase, so its registries allow it; a registry does not by
@@ -338,13 +361,21 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
         let operator = breakers.clone();
         let dashboard = Dashboard::builder(registry.clone())
             .admin()
-            .on_admin_change(move |change| operator.on_admin_change(change))
-            .build();
-        tokio::spawn(dashboard.serve_on(dashboard_listener));
+            .on_admin_change(move |change| operator.on_admin_change(change));
+        let dashboard = match (&turbine, index) {
+            (Some(turbine), 0) => dashboard.turbine(turbine.clone()),
+            _ => dashboard,
+        };
+        tokio::spawn(dashboard.build().serve_on(dashboard_listener));
         if index == 0 {
             dashboard_url = format!(
                 "http://{dashboard_addr}{}",
                 hystrix_dashboard::page::PAGE_PATH
+            );
+            turbine_url = format!(
+                "http://{dashboard_addr}{}?cluster={}",
+                hystrix_dashboard::turbine::PATH,
+                fleet::CLUSTER
             );
         }
         fleet_members.push(Instance {
@@ -352,7 +383,7 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
             gateway,
             breakers,
             gateway_url: format!("http://{gateway_addr}"),
-            stream_url: format!("http://{dashboard_addr}/hystrix.stream"),
+            stream_url: streams[index].clone(),
         });
     }
     let members = fleet_members;
@@ -415,6 +446,24 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
     if let Some(store) = &store {
         lines.extend(fleet_lines(&members, store));
     }
+    if turbine.is_some() {
+        lines.push(format!(
+            "  turbine    {turbine_url}  (every instance's stream merged, on the dashboard's port)"
+        ));
+    }
+    // A client of the merged stream for the whole run (the turbine reads the instances while
+    // its stream has one): what it reads goes into the report.
+    let seen = StreamSeen::default();
+    let watcher = turbine.as_ref().map(|_| {
+        let (seen, url) = (seen.clone(), turbine_url.clone());
+        tokio::spawn(async move {
+            let client = crate::http::async_client();
+            loop {
+                let _ = crate::http::read_lines(&client, &url, |line| seen.line(line)).await;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    });
     for line in lines.into_iter().chain(twin.as_ref().map(twin_line)) {
         console.line(&crate::live::wrap(&line, crate::live::WIDTH, 13));
     }
@@ -527,6 +576,22 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
         }
     }
     boundaries.push(sample());
+    // The instances' streams as the turbine sees them now, its client still reading.
+    let turbine_instances: Vec<TurbineInstance> = turbine
+        .as_ref()
+        .and_then(|turbine| turbine.instances(fleet::CLUSTER))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|status| TurbineInstance {
+            url: status.url,
+            connected: status.connected,
+            reporting: status.reporting,
+            messages: status.messages,
+        })
+        .collect();
+    if let Some(watcher) = watcher {
+        watcher.abort();
+    }
     // The twin's last answers (or the load giving up on them) end its run too.
     if let Some(sending) = twin_sending {
         let _ = sending.await;
@@ -619,13 +684,28 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
                 .collect();
             fleet_checks.push(fleet::trip_check(phase, backend, &events[0], &followers));
         }
+        let reporting: Vec<(String, bool)> = turbine_instances
+            .iter()
+            .map(|i| (i.url.clone(), i.reporting))
+            .collect();
+        fleet_checks.push(fleet::turbine_check(
+            &turbine_url,
+            count as u64,
+            &reporting,
+            &seen,
+        ));
         let totals = load.stats().instance_totals();
         FleetReport {
             instances: count as u32,
             store: store.describe(),
             sync_interval_ms: fleet::SYNC_INTERVAL_MS,
             sync_bound_ms: fleet::SYNC_BOUND_MS,
-            turbine_url: None,
+            turbine: Some(TurbineReport {
+                url: turbine_url.clone(),
+                messages: seen.messages(),
+                reporting_hosts: seen.hosts(),
+                instances: turbine_instances.clone(),
+            }),
             members: members
                 .iter()
                 .zip(&events)

@@ -574,5 +574,41 @@ fn the_fleet_report_shows_each_instance_and_the_trip_reaching_the_others() {
         let fleet_checks = fleet["checks"].as_array().expect("a list");
         assert!(fleet_checks.iter().any(|c| c["name"] == name.as_str()));
     }
+
+    // The fleet's merged stream on instance 1's dashboard port counted every instance.
+    let turbine = &fleet["turbine"];
+    let url = turbine["url"].as_str().expect("a URL");
+    let dashboard = report["dashboard_url"].as_str().expect("a URL");
+    let origin = dashboard.trim_end_matches("/hystrix/dashboard/");
+    assert_eq!(url, format!("{origin}/turbine.stream?cluster=demo"));
+    assert!(u64_at(turbine, "messages") > 0, "{turbine}");
+    assert_eq!(keys(&turbine["reporting_hosts"]), COMMANDS);
+    for command in COMMANDS {
+        assert_eq!(
+            u64_at(&turbine["reporting_hosts"], command),
+            INSTANCES,
+            "{command}"
+        );
+    }
+    let mut streams: Vec<&str> = turbine["instances"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|i| {
+            assert_eq!(i["reporting"], true, "{i}");
+            i["url"].as_str().expect("a URL")
+        })
+        .collect();
+    streams.sort_unstable();
+    let mut expected: Vec<&str> = members
+        .iter()
+        .map(|m| m["stream_url"].as_str().expect("a URL"))
+        .collect();
+    expected.sort_unstable();
+    assert_eq!(streams, expected);
+    passed(
+        &report,
+        &format!("the fleet's merged stream counted all {INSTANCES} instances"),
+    );
     check_verdict(&report);
 }
