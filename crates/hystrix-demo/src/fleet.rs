@@ -5,13 +5,17 @@
 //! The load is spread over the instances in turn, except around a phase where a backend is down
 //! (an outage or a Retry-After storm). There the demo shows what the shared store is for: that
 //! backend's command is called through instance 1 only until instance 1's breaker opens; then,
-//! once the store's sync bound has passed, instances 2 to N take the load for the rest of that
-//! open period, and short-circuit the command without having seen one of its failures
-//! ([`route`], checked by [`trip_check`]).
+//! once the store's sync bound has passed, instances 2 to N take the load until just before that
+//! open period ends, and short-circuit the command without having seen one of its failures
+//! ([`route`]); their counts are taken then ([`snapshot_at`]) and checked ([`trip_check`]).
+//! After it the load is spread again: the fleet shares the trials (one instance probes at a
+//! time, whichever gets the store's permit).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use serde::Serialize;
 
 use crate::report::Check;
 use crate::scenario::{Backend, Phase, Schedule};
@@ -81,8 +85,8 @@ pub enum Moment {
 /// run, goes to, among `instances`:
 /// - one instance: always 0;
 /// - [`Moment::Spread`]: every instance in turn (`index % instances`);
-/// - [`Moment::Pinned`]: instance 0, except within the [`Opening::window`] of instance 1's
-///   opening, where instances 1 to N-1 take it in turn.
+/// - [`Moment::Pinned`]: instance 0 until the [`Opening::window`] of instance 1's opening,
+///   instances 1 to N-1 in turn within it, every instance in turn after it.
 pub fn route(instances: usize, index: u64, at_ms: u64, moment: Moment) -> usize {
     if instances <= 1 {
         return 0;
@@ -92,9 +96,26 @@ pub fn route(instances: usize, index: u64, at_ms: u64, moment: Moment) -> usize 
         Moment::Spread => (index % n) as usize,
         Moment::Pinned {
             opened: Some(opening),
-        } if opening.window().contains(&at_ms) => 1 + (index % (n - 1)) as usize,
-        Moment::Pinned { .. } => 0,
+        } => {
+            let window = opening.window();
+            if at_ms < window.start {
+                0
+            } else if at_ms < window.end {
+                1 + (index % (n - 1)) as usize
+            } else {
+                (index % n) as usize
+            }
+        }
+        Moment::Pinned { opened: None } => 0,
     }
+}
+
+/// When the other instances' counts of the down backend's command are taken for the check,
+/// in ms from the start of the run: half the margin after the window ends, so that the
+/// requests sent to them in it are done (a short-circuit answers at once), and before the
+/// open period ends (the first moment another instance could get the store's probe permit).
+pub fn snapshot_at(opening: Opening) -> u64 {
+    opening.window().end + PIN_MARGIN_MS / 2
 }
 
 /// The backend down in `phase` whose command the fleet check follows: the first one down (an
@@ -137,90 +158,170 @@ pub fn first_opening(events: &[BreakerRecord], command: &str, from_ms: u64) -> O
 }
 
 /// What one instance other than the first did in a phase with a backend down: its breaker log,
-/// and its counts of the down backend's command over the phase.
+/// and its counts of the down backend's command from the phase's start to the snapshot
+/// ([`snapshot_at`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Follower<'a> {
     /// The instance's number (from 1).
     pub instance: u32,
     /// Its breaker transitions.
     pub events: &'a [BreakerRecord],
-    /// Its counts of the command over the phase.
+    /// Its counts of the command from the phase's start to the snapshot.
     pub counts: CommandCounts,
 }
 
-/// The fleet check of `phase`, whose backend `backend` is down: instance 1 (`leader`: its
-/// breaker log) opened the backend's command in the phase on its own counts (not from the
-/// store); every other instance's breaker was opened by the store within [`SYNC_BOUND_MS`] of
-/// it, and never reached the backend in the phase (0 failures, 0 timeouts, 0 successes); and
-/// the other instances short-circuited the command at least once in all (at a low `--rps` the
-/// window after the bound may hold a single request, for one of them).
-pub fn trip_check(
+/// Instance 1's trip in a phase with a backend down, and how the others followed: the numbers
+/// of [`trip_check`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Trip {
+    /// The phase.
+    pub phase: String,
+    /// The down backend's command.
+    pub command: String,
+    /// When instance 1 opened it on its own counts, in ms from the start of the run (absent:
+    /// it did not in the phase).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub opened_at_ms: Option<u64>,
+    /// For how long, in ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open_ms: Option<u64>,
+    /// Each other instance.
+    pub followers: Vec<FollowerTrip>,
+}
+
+/// How one other instance followed instance 1's trip.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct FollowerTrip {
+    /// Its number, from 1.
+    pub instance: u32,
+    /// How long after instance 1's opening the store opened its breaker, in ms (absent: it
+    /// did not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub opened_after_ms: Option<u64>,
+    /// Its executions of the command from the phase's start to the snapshot.
+    pub executions: u64,
+    /// Of those, short-circuited.
+    pub short_circuits: u64,
+    /// Of those, failed.
+    pub failures: u64,
+    /// Of those, timed out.
+    pub timeouts: u64,
+    /// Of those, answered by the backend.
+    pub successes: u64,
+}
+
+/// The numbers of the fleet check of `phase`, whose backend `backend` is down: instance 1's
+/// first opening of its command in the phase (`leader`: its breaker log; not one made by the
+/// store), and for each other instance the store's opening after it and its counts.
+pub fn trip(
     phase: &Phase,
     backend: Backend,
     leader: &[BreakerRecord],
     followers: &[Follower<'_>],
-) -> Check {
+) -> Trip {
     let command = backend.command_key();
     let start = millis(phase.start);
     let end = millis(phase.end());
-    let last = followers.last().map_or(1, |f| f.instance);
+    let opened = first_opening(leader, command, start).filter(|o| o.at_ms <= end);
+    Trip {
+        phase: phase.name.clone(),
+        command: command.to_owned(),
+        opened_at_ms: opened.map(|o| o.at_ms),
+        open_ms: opened.map(|o| o.open_ms),
+        followers: followers
+            .iter()
+            .map(|follower| {
+                let by_store = opened.and_then(|opened| {
+                    follower.events.iter().find(|r| {
+                        r.command == command
+                            && r.change == Change::Opened
+                            && r.trigger == Some(Trigger::Other)
+                            && r.at_ms >= opened.at_ms
+                            && r.at_ms <= end
+                    })
+                });
+                let counts = follower.counts;
+                FollowerTrip {
+                    instance: follower.instance,
+                    opened_after_ms: by_store
+                        .zip(opened)
+                        .map(|(r, opened)| r.at_ms - opened.at_ms),
+                    executions: counts.executions(),
+                    short_circuits: counts.short_circuits,
+                    failures: counts.failures,
+                    timeouts: counts.timeouts,
+                    successes: counts.successes,
+                }
+            })
+            .collect(),
+    }
+}
+
+/// The fleet check of a [`Trip`] in `phase`: instance 1 opened the command in the phase on its
+/// own counts; every other instance's breaker was opened by the store within
+/// [`SYNC_BOUND_MS`] of it, and had not reached the backend by the snapshot (0 failures, 0
+/// timeouts, 0 successes); and the other instances short-circuited the command at least once
+/// in all (at a low `--rps` the window may hold a single request, for one of them).
+pub fn trip_check(phase: &Phase, trip: &Trip) -> Check {
+    let last = trip.followers.last().map_or(1, |f| f.instance);
     let name = format!(
-        "{command} tripped on instance 1 short-circuited instances 2-{last} within \
-         {SYNC_BOUND_MS} ms, without their seeing a failure, during `{}`",
-        phase.name
+        "{} tripped on instance 1 short-circuited instances 2-{last} within {SYNC_BOUND_MS} ms, \
+         without their seeing a failure, during `{}`",
+        trip.command, trip.phase
     );
-    let Some(opened) = first_opening(leader, command, start).filter(|o| o.at_ms <= end) else {
+    let (Some(at_ms), Some(open_ms)) = (trip.opened_at_ms, trip.open_ms) else {
         return Check {
             name,
             passed: false,
             detail: format!(
-                "instance 1 did not open {command} between {} and {}",
-                seconds(start),
-                seconds(end)
+                "instance 1 did not open {} between {} and {}",
+                trip.command,
+                seconds(millis(phase.start)),
+                seconds(millis(phase.end()))
             ),
         };
     };
     let mut passed = true;
     let mut short_circuits = 0;
     let mut parts = vec![format!(
-        "instance 1 opened it at {} for {} ms",
-        seconds(opened.at_ms),
-        opened.open_ms
+        "instance 1 opened it at {} for {open_ms} ms",
+        seconds(at_ms)
     )];
-    for follower in followers {
-        let by_store = follower.events.iter().find(|r| {
-            r.command == command
-                && r.change == Change::Opened
-                && r.trigger == Some(Trigger::Other)
-                && r.at_ms >= opened.at_ms
-                && r.at_ms <= end
-        });
-        let counts = follower.counts;
-        let reached = counts.successes + counts.failures + counts.timeouts;
-        let executions = counts.executions();
-        let delay = by_store.map(|r| r.at_ms - opened.at_ms);
-        let timely = delay.is_some_and(|ms| ms <= SYNC_BOUND_MS);
+    for follower in &trip.followers {
+        let timely = follower
+            .opened_after_ms
+            .is_some_and(|ms| ms <= SYNC_BOUND_MS);
+        let reached = follower.successes + follower.failures + follower.timeouts;
         passed &= timely && reached == 0;
-        short_circuits += counts.short_circuits;
-        let seen = match delay {
+        short_circuits += follower.short_circuits;
+        let seen = match follower.opened_after_ms {
             Some(ms) => format!("opened by the store {ms} ms later"),
             None => "not opened by the store".to_owned(),
         };
         parts.push(format!(
-            "instance {} {seen}, called it {executions} {}: {} short-circuited, {} failures, \
-             {} timeouts, {} successes",
+            "instance {} {seen}, called it {} {}: {} short-circuited, {} failures, {} \
+             timeouts, {} successes",
             follower.instance,
-            if executions == 1 { "time" } else { "times" },
-            counts.short_circuits,
-            counts.failures,
-            counts.timeouts,
-            counts.successes
+            follower.executions,
+            if follower.executions == 1 {
+                "time"
+            } else {
+                "times"
+            },
+            follower.short_circuits,
+            follower.failures,
+            follower.timeouts,
+            follower.successes
         ));
     }
     Check {
         name,
         passed: passed && short_circuits > 0,
-        detail: format!("{} (bound {SYNC_BOUND_MS} ms)", parts.join("; ")),
+        detail: format!(
+            "{} (bound {SYNC_BOUND_MS} ms; counted until {})",
+            parts.join("; "),
+            seconds(snapshot_at(Opening { at_ms, open_ms }))
+        ),
     }
 }
 
@@ -365,13 +466,15 @@ mod tests {
     }
 
     #[test]
-    fn pinned_goes_to_instance_one_but_inside_the_window_after_its_opening() {
+    fn pinned_goes_to_instance_one_then_the_others_in_the_window_then_every_one() {
         let opening = Opening {
             at_ms: 10_000,
             open_ms: 500,
         };
         // From the sync bound after the opening (200 ms) to the margin before it ends (100 ms).
         assert_eq!(opening.window(), 10_200..10_400);
+        // The others' counts are taken half the margin after it, before the open period ends.
+        assert_eq!(snapshot_at(opening), 10_450);
         let pinned = Moment::Pinned {
             opened: Some(opening),
         };
@@ -381,7 +484,8 @@ mod tests {
         assert_eq!(at(10_199), [0, 0, 0, 0]);
         assert_eq!(at(10_200), [1, 2, 1, 2]);
         assert_eq!(at(10_399), [1, 2, 1, 2]);
-        assert_eq!(at(10_400), [0, 0, 0, 0]);
+        assert_eq!(at(10_400), [0, 1, 2, 0]);
+        assert_eq!(at(12_000), [0, 1, 2, 0]);
         // Not opened yet: instance 1.
         let waiting = Moment::Pinned { opened: None };
         assert_eq!(route(3, 1, 10_300, waiting), 0);
@@ -394,13 +498,18 @@ mod tests {
             open_ms: 1000,
         };
         assert_eq!(long.window(), 200..900);
-        // An open period too short for both leaves none.
+        assert_eq!(snapshot_at(long), 950);
+        // An open period too short for both leaves none: spread from the bound on.
         let short = Opening {
             at_ms: 50,
             open_ms: 250,
         };
         assert_eq!(short.window(), 250..250);
-        assert!(short.window().is_empty());
+        let short = Moment::Pinned {
+            opened: Some(short),
+        };
+        assert_eq!(route(3, 1, 249, short), 0);
+        assert_eq!(route(3, 1, 250, short), 1);
     }
 
     #[test]
@@ -464,28 +573,65 @@ mod tests {
         }
     }
 
+    /// The trip of instance 1 `leader` and the followers' logs and counts, and its check.
+    fn checked(
+        phase: &Phase,
+        leader: &[BreakerRecord],
+        followers: &[(&[BreakerRecord], CommandCounts)],
+    ) -> (Trip, Check) {
+        let followers: Vec<Follower<'_>> = followers
+            .iter()
+            .enumerate()
+            .map(|(k, (events, counts))| Follower {
+                instance: k as u32 + 2,
+                events,
+                counts: *counts,
+            })
+            .collect();
+        let trip = trip(phase, Backend::Recommendations, leader, &followers);
+        let check = trip_check(phase, &trip);
+        (trip, check)
+    }
+
     #[test]
     fn the_trip_check_holds_when_the_others_follow_in_time_without_a_failure() {
         let phase = outage_phase();
         let leader = [opened(5_400, Trigger::Health, 500)];
         let two = [opened(5_412, Trigger::Other, 488)];
         let three = [opened(5_600, Trigger::Other, 300)];
-        let check = trip_check(
+        let (trip, check) = checked(
             &phase,
-            Backend::Recommendations,
             &leader,
-            &[
-                Follower {
-                    instance: 2,
-                    events: &two,
-                    counts: short_circuited(5),
-                },
-                Follower {
-                    instance: 3,
-                    events: &three,
-                    counts: short_circuited(4),
-                },
-            ],
+            &[(&two, short_circuited(5)), (&three, short_circuited(4))],
+        );
+        assert_eq!(
+            trip,
+            Trip {
+                phase: "outage".into(),
+                command: "GetRecommendations".into(),
+                opened_at_ms: Some(5_400),
+                open_ms: Some(500),
+                followers: vec![
+                    FollowerTrip {
+                        instance: 2,
+                        opened_after_ms: Some(12),
+                        executions: 5,
+                        short_circuits: 5,
+                        failures: 0,
+                        timeouts: 0,
+                        successes: 0,
+                    },
+                    FollowerTrip {
+                        instance: 3,
+                        opened_after_ms: Some(200),
+                        executions: 4,
+                        short_circuits: 4,
+                        failures: 0,
+                        timeouts: 0,
+                        successes: 0,
+                    },
+                ],
+            }
         );
         assert_eq!(
             check.name,
@@ -498,7 +644,7 @@ mod tests {
             "instance 1 opened it at 5.40 s for 500 ms; instance 2 opened by the store 12 ms \
              later, called it 5 times: 5 short-circuited, 0 failures, 0 timeouts, 0 successes; \
              instance 3 opened by the store 200 ms later, called it 4 times: 4 short-circuited, \
-             0 failures, 0 timeouts, 0 successes (bound 200 ms)"
+             0 failures, 0 timeouts, 0 successes (bound 200 ms; counted until 5.85 s)"
         );
     }
 
@@ -508,18 +654,8 @@ mod tests {
         let leader = [opened(5_400, Trigger::Health, 500)];
         let late = [opened(5_601, Trigger::Other, 300)];
         let timely = [opened(5_450, Trigger::Other, 450)];
-        let check = |events: &[BreakerRecord], counts| {
-            trip_check(
-                &phase,
-                Backend::Recommendations,
-                &leader,
-                &[Follower {
-                    instance: 2,
-                    events,
-                    counts,
-                }],
-            )
-        };
+        let check =
+            |events: &[BreakerRecord], counts| checked(&phase, &leader, &[(events, counts)]).1;
         let late_check = check(&late, short_circuited(3));
         assert!(!late_check.passed);
         assert!(
@@ -539,29 +675,32 @@ mod tests {
             ..short_circuited(3)
         };
         assert!(!check(&timely, one_timeout).passed);
+        let one_success = CommandCounts {
+            successes: 1,
+            ..short_circuited(3)
+        };
+        assert!(!check(&timely, one_success).passed);
         // Opened in time, but never called: nothing shows it short-circuits.
         assert!(!check(&timely, CommandCounts::default()).passed);
         assert!(check(&timely, short_circuited(1)).passed);
         // Of two others, one called it (a single request in the window, at a low rate): the
         // other's breaker was opened in time all the same.
-        let two_others = trip_check(
+        let (_, two_others) = checked(
             &phase,
-            Backend::Recommendations,
             &leader,
             &[
-                Follower {
-                    instance: 2,
-                    events: &timely,
-                    counts: short_circuited(1),
-                },
-                Follower {
-                    instance: 3,
-                    events: &timely,
-                    counts: CommandCounts::default(),
-                },
+                (&timely, short_circuited(1)),
+                (&timely, CommandCounts::default()),
             ],
         );
         assert!(two_others.passed, "{}", two_others.detail);
+        assert!(
+            two_others.detail.contains(
+                "instance 2 opened by the store 50 ms later, called it 1 time: 1 short-circuited"
+            ),
+            "{}",
+            two_others.detail
+        );
         assert!(
             two_others
                 .detail
@@ -580,7 +719,8 @@ mod tests {
         );
         // Instance 1 never opened in the phase (only before it).
         let before = [opened(4_000, Trigger::Health, 500)];
-        let none = trip_check(&phase, Backend::Recommendations, &before, &[]);
+        let (trip, none) = checked(&phase, &before, &[]);
+        assert_eq!((trip.opened_at_ms, trip.open_ms), (None, None));
         assert!(!none.passed);
         assert_eq!(
             none.detail,

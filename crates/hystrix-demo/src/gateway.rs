@@ -66,6 +66,12 @@ pub fn volume_threshold(rps: f64) -> u32 {
     (rps / 4.0).round().clamp(3.0, 20.0) as u32
 }
 
+/// The breakers' health window of one gateway instance, in ms (see [`command`]).
+pub const HEALTH_WINDOW_MS: u64 = 1000;
+
+/// The breakers' health interval (and bucket), in ms.
+const HEALTH_INTERVAL_MS: u64 = 250;
+
 /// Every command's breaker settings, small enough that a 10 s run shows breakers open and
 /// close: the health window is 1 s (four 250 ms buckets, instead of Hystrix's 10 s, so a
 /// phase of a second or two is not diluted by the healthy ones before it); the breaker trips
@@ -78,9 +84,15 @@ fn command(key: &str, group: &str, timeout_ms: u64, volume: u32) -> CommandBuild
         .circuit_breaker_request_volume_threshold(volume)
         .circuit_breaker_error_threshold_percentage(50)
         .circuit_breaker_sleep_window(Duration::from_millis(500))
-        .property("metrics.rollingStats.timeInMilliseconds", 1000u64)
-        .property("metrics.rollingStats.numBuckets", 4u64)
-        .property("metrics.healthSnapshot.intervalInMilliseconds", 250u64)
+        .property("metrics.rollingStats.timeInMilliseconds", HEALTH_WINDOW_MS)
+        .property(
+            "metrics.rollingStats.numBuckets",
+            HEALTH_WINDOW_MS / HEALTH_INTERVAL_MS,
+        )
+        .property(
+            "metrics.healthSnapshot.intervalInMilliseconds",
+            HEALTH_INTERVAL_MS,
+        )
         .property("metrics.rollingPercentile.timeInMilliseconds", 5000u64)
         .property("metrics.rollingPercentile.numBuckets", 5u64)
 }
@@ -409,12 +421,14 @@ impl Gateway {
         addr_of: impl Fn(Backend) -> std::net::SocketAddr,
         volume: u32,
     ) -> Result<Gateway, ConfigError> {
-        Gateway::with_shared_state(registry, addr_of, volume, false)
+        Gateway::with_shared_state(registry, addr_of, volume, false, HEALTH_WINDOW_MS)
     }
 
     /// [`Gateway::new`], and with `shared` the commands that have a breaker (`GetTitle`,
     /// `GetRatings`, `GetRecommendations`, `GetAvailability`) share its state through the
-    /// registry's state store (which it must have).
+    /// registry's state store (which it must have); their health window is `window_ms` long
+    /// (a multiple of 250 ms; [`HEALTH_WINDOW_MS`] for one instance: one instance of several
+    /// sees its share of the calls, and takes a longer window to judge as many).
     ///
     /// # Errors
     /// A command definition is refused (with `shared`: the registry has no state store).
@@ -423,7 +437,17 @@ impl Gateway {
         addr_of: impl Fn(Backend) -> std::net::SocketAddr,
         volume: u32,
         shared: bool,
+        window_ms: u64,
     ) -> Result<Gateway, ConfigError> {
+        let breaker = |builder: CommandBuilder| {
+            builder
+                .shared_state(shared)
+                .property("metrics.rollingStats.timeInMilliseconds", window_ms)
+                .property(
+                    "metrics.rollingStats.numBuckets",
+                    (window_ms / HEALTH_INTERVAL_MS).max(1),
+                )
+        };
         let url = |backend| format!("http://{}", addr_of(backend));
         let client = http::async_client();
         let async_calls = client.in_flight().clone();
@@ -435,13 +459,12 @@ impl Gateway {
             catalog.timeout_ms(),
             volume,
         )
-        .thread_pool_core_size(CATALOG_POOL_THREADS)
-        .shared_state(shared)
-        .classify(http::classify)
-        .build_in(registry)?;
+        .thread_pool_core_size(CATALOG_POOL_THREADS);
+        let get_title = breaker(get_title)
+            .classify(http::classify)
+            .build_in(registry)?;
 
-        let get_ratings = semaphore_command(Backend::Ratings, "Ratings", volume)
-            .shared_state(shared)
+        let get_ratings = breaker(semaphore_command(Backend::Ratings, "Ratings", volume))
             .classify(http::classify)
             .build_in(registry)?;
         let mut commands = BTreeMap::from([
@@ -490,12 +513,11 @@ impl Gateway {
                 )?
         };
 
-        let get_recommendations = with_retries(semaphore_command(
+        let get_recommendations = breaker(with_retries(semaphore_command(
             Backend::Recommendations,
             "Recommendations",
             volume,
-        ))
-        .shared_state(shared)
+        )))
         .classify(http::classify)
         .build_in(registry)?;
         commands.insert(Backend::Recommendations, get_recommendations.clone());
@@ -516,12 +538,11 @@ impl Gateway {
             },
         );
 
-        let get_availability = with_hedging(semaphore_command(
+        let get_availability = breaker(with_hedging(semaphore_command(
             Backend::Availability,
             "Availability",
             volume,
-        ))
-        .shared_state(shared)
+        )))
         .classify(http::classify)
         .build_in(registry)?;
         commands.insert(Backend::Availability, get_availability.clone());

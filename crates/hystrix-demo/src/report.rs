@@ -79,6 +79,9 @@ pub struct FleetReport {
     pub members: Vec<Member>,
     /// Per phase, in order: each instance's numbers and the fleet's.
     pub phases: Vec<FleetPhase>,
+    /// Per phase with a backend down: instance 1's trip and how the others followed (the
+    /// numbers of the fleet checks).
+    pub trips: Vec<crate::fleet::Trip>,
     /// The fleet checks (also in the report's `checks`).
     pub checks: Vec<Check>,
 }
@@ -3027,6 +3030,7 @@ mod tests {
             }),
             members: vec![],
             phases: vec![phase],
+            trips: vec![],
             checks: vec![Check::new("fleet".into(), true, "held".into())],
         };
         let text = fleet.to_text();

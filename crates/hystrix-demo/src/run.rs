@@ -306,8 +306,12 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
         None
     };
     let chaos_log = ChaosLog::default();
-    // Each instance's breakers trip on its share of the load.
-    let volume = crate::gateway::volume_threshold(rps / count as f64);
+    // Each instance sees 1/N of the load: its breakers' health window is N times as long,
+    // so that they judge as many calls as one instance's would (a window of a third of the
+    // calls made a 30% error rate look like 50% in about 2% of the windows: with the breakers
+    // shared, any instance's such trip opened them all).
+    let volume = crate::gateway::volume_threshold(rps);
+    let window_ms = crate::gateway::HEALTH_WINDOW_MS * count as u64;
     let (listeners, note) = bind(ports, count).await?;
     let mut streams = Vec::with_capacity(count);
     for (dashboard_listener, _) in &listeners {
@@ -349,6 +353,7 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
             |backend| backends.addr(backend),
             volume,
             store.is_some(),
+            window_ms,
         )?);
         let dashboard_addr = local_addr(&dashboard_listener)?;
         let gateway_addr = local_addr(&gateway_listener)?;
@@ -531,14 +536,30 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut next_second = Duration::from_secs(1);
     let registries: Vec<&Registry> = members.iter().map(|m| &m.registry).collect();
+    // Per phase with a backend down: every instance's counts at the fleet check's snapshot
+    // (see `fleet::snapshot_at`), and the snapshot to take next (the phase, when).
+    let mut snapshots: BTreeMap<usize, Vec<BTreeMap<Backend, CommandCounts>>> = BTreeMap::new();
+    let mut snapshot_due: Option<(usize, Instant)> = None;
+    let read_all = || -> Vec<BTreeMap<Backend, CommandCounts>> {
+        members
+            .iter()
+            .map(|m| stats::read_counts(&m.registry, &m.gateway))
+            .collect()
+    };
     loop {
         let next_phase = match phases.peek() {
             Some((_, phase)) => Some(start + phase.start),
             None => (!chaos.is_empty()).then(|| start + schedule.total()),
         };
+        let next_snapshot = snapshot_due.map(|(_, at)| at);
         tokio::select! {
             biased;
             _ = &mut sending => break,
+            () = sleep_until(next_snapshot) => {
+                if let Some((index, _)) = snapshot_due.take() {
+                    snapshots.insert(index, read_all());
+                }
+            }
             () = sleep_until(next_phase) => {
                 let Some((index, phase)) = phases.next() else {
                     // The last phase is over: no chaos while the last answers come back.
@@ -558,6 +579,10 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
             _ = poll.tick() => {
                 view.show_transitions();
                 let elapsed = start.elapsed();
+                if count > 1 && snapshot_due.is_none() {
+                    snapshot_due = next_snapshot_of(&schedule, breakers, elapsed, &snapshots)
+                        .map(|(index, at_ms)| (index, start + Duration::from_millis(at_ms)));
+                }
                 if let Some(index) = schedule.phase_at(elapsed) {
                     let (protected, unprotected) = &mut held[index];
                     *protected = protected.max(Held::fleet(&gateways, &load));
@@ -668,21 +693,39 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
         let events: Vec<Vec<crate::stats::BreakerRecord>> =
             members.iter().map(|m| m.breakers.since(0)).collect();
         let mut fleet_checks = Vec::new();
+        let mut trips = Vec::new();
         for (index, phase) in schedule.phases.iter().enumerate() {
             let Some(backend) = fleet::down_backend(phase) else {
                 continue;
+            };
+            // From the phase's start to the snapshot (to the phase's end without one).
+            let counts_of = |k: usize| -> CommandCounts {
+                let before = boundaries[index].0[k]
+                    .get(&backend)
+                    .copied()
+                    .unwrap_or_default();
+                match snapshots.get(&index) {
+                    Some(snapshot) => snapshot[k]
+                        .get(&backend)
+                        .copied()
+                        .unwrap_or_default()
+                        .since(&before),
+                    None => per_instance[index][k]
+                        .get(&backend)
+                        .copied()
+                        .unwrap_or_default(),
+                }
             };
             let followers: Vec<Follower<'_>> = (1..count)
                 .map(|k| Follower {
                     instance: k as u32 + 1,
                     events: &events[k],
-                    counts: per_instance[index][k]
-                        .get(&backend)
-                        .copied()
-                        .unwrap_or_default(),
+                    counts: counts_of(k),
                 })
                 .collect();
-            fleet_checks.push(fleet::trip_check(phase, backend, &events[0], &followers));
+            let trip = fleet::trip(phase, backend, &events[0], &followers);
+            fleet_checks.push(fleet::trip_check(phase, &trip));
+            trips.push(trip);
         }
         let reporting: Vec<(String, bool)> = turbine_instances
             .iter()
@@ -735,6 +778,7 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
                     FleetPhase::new(phase.name.clone(), instances)
                 })
                 .collect(),
+            trips,
             checks: fleet_checks,
         }
     });
@@ -759,6 +803,27 @@ pub async fn run(options: Options) -> Result<Report, RunError> {
         contrast,
         fleet,
     })
+}
+
+/// The next snapshot of the fleet check, `elapsed` into the run: the phase running, if a
+/// backend is down in it, it has none yet, and instance 1 (`leader`) opened the backend's
+/// command in it; when (ms from the start), at [`fleet::snapshot_at`] or the phase's end if
+/// sooner.
+fn next_snapshot_of<T>(
+    schedule: &Schedule,
+    leader: &BreakerLog,
+    elapsed: Duration,
+    taken: &BTreeMap<usize, T>,
+) -> Option<(usize, u64)> {
+    let index = schedule.phase_at(elapsed)?;
+    let phase = &schedule.phases[index];
+    let backend = fleet::down_backend(phase)?;
+    if taken.contains_key(&index) {
+        return None;
+    }
+    let opening =
+        fleet::first_opening(&leader.since(0), backend.command_key(), millis(phase.start))?;
+    Some((index, fleet::snapshot_at(opening).min(millis(phase.end()))))
 }
 
 fn millis(duration: Duration) -> u64 {

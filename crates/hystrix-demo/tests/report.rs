@@ -521,36 +521,56 @@ fn the_fleet_report_shows_each_instance_and_the_trip_reaching_the_others() {
                 );
             }
         }
-        if !["outage", "retry-after-storm"].contains(&name) {
-            // Spread in turn: every instance took a share.
-            for instance in instances {
-                assert!(u64_at(instance, "requests") > 0, "{name}: {instance}");
-            }
+        // Spread in turn (where a backend was down, after the others' window): every
+        // instance took a share.
+        for instance in instances {
+            assert!(u64_at(instance, "requests") > 0, "{name}: {instance}");
         }
     }
 
     // Where a backend was down, its command ran through instance 1 until it tripped; the
-    // others then only short-circuited it, opened by the store within the bound.
-    for (down, command) in [
-        ("outage", "GetRecommendations"),
-        ("retry-after-storm", "GetAvailability"),
-    ] {
+    // others, opened by the store within the bound, then only short-circuited it (counted until
+    // just before that open period ended; after it the fleet shares the trials).
+    let trips = fleet["trips"].as_array().expect("trips is a list");
+    let tripped: Vec<(&str, &str)> = trips
+        .iter()
+        .map(|t| (t["phase"].as_str().unwrap(), t["command"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        tripped,
+        [
+            ("outage", "GetRecommendations"),
+            ("retry-after-storm", "GetAvailability")
+        ]
+    );
+    for trip in trips {
+        let (down, command) = (
+            trip["phase"].as_str().unwrap(),
+            trip["command"].as_str().unwrap(),
+        );
+        let (start, end) = span(&report, down);
+        let opened_at = u64_at(trip, "opened_at_ms");
+        assert!((start..=end).contains(&opened_at), "{trip}");
+        assert!(u64_at(trip, "open_ms") >= 500, "{trip}");
         let leader = &instance_in(&report, down, 1)["commands"][command];
         assert!(u64_at(leader, "errors") > 0, "{down}: {leader}");
-        for k in 2..=INSTANCES {
-            let follower = &instance_in(&report, down, k)["commands"][command];
-            assert_eq!(u64_at(follower, "failures"), 0, "{down} #{k}: {follower}");
-            assert_eq!(u64_at(follower, "timeouts"), 0, "{down} #{k}: {follower}");
+        let followers = trip["followers"].as_array().expect("a list");
+        assert_eq!(followers.len() as u64, INSTANCES - 1);
+        for (k, follower) in (2..).zip(followers) {
+            assert_eq!(u64_at(follower, "instance"), k);
             assert!(
-                u64_at(follower, "short_circuits") > 0,
-                "{down} #{k}: {follower}"
+                u64_at(follower, "opened_after_ms") <= bound,
+                "{down}: {follower}"
             );
+            for field in ["failures", "timeouts", "successes"] {
+                assert_eq!(u64_at(follower, field), 0, "{down}: {follower}");
+            }
+            assert!(u64_at(follower, "short_circuits") > 0, "{down}: {follower}");
             assert_eq!(
                 u64_at(follower, "executions"),
                 u64_at(follower, "short_circuits"),
-                "{down} #{k}: {follower}"
+                "{down}: {follower}"
             );
-            let (start, end) = span(&report, down);
             let by_store = members[usize::try_from(k - 1).unwrap()]["breaker_events"]
                 .as_array()
                 .expect("a list")
@@ -559,7 +579,7 @@ fn the_fleet_report_shows_each_instance_and_the_trip_reaching_the_others() {
                     e["command"] == command
                         && e["change"] == "opened"
                         && e["trigger"] == "other"
-                        && (start..=end).contains(&u64_at(e, "at_ms"))
+                        && u64_at(e, "at_ms") == opened_at + u64_at(follower, "opened_after_ms")
                 });
             assert!(
                 by_store,
