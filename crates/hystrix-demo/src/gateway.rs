@@ -409,9 +409,7 @@ impl std::fmt::Debug for Gateway {
 }
 
 impl Gateway {
-    /// Defines the commands in `registry` (whose executor runs the collapser's batches) for
-    /// backends at `addr_of(backend)`, their breakers tripping after `volume` requests (see
-    /// [`volume_threshold`]).
+    /// One instance's gateway, without shared state: see [`Gateway::with_shared_state`].
     ///
     /// # Errors
     /// A command definition is refused (a bug: the settings are fixed).
@@ -424,14 +422,17 @@ impl Gateway {
         Gateway::with_shared_state(registry, addr_of, volume, false, HEALTH_WINDOW_MS)
     }
 
-    /// [`Gateway::new`], and with `shared` the commands that have a breaker (`GetTitle`,
+    /// Defines the commands in `registry` (whose executor runs the collapser's batches) for
+    /// backends at `addr_of(backend)`, their breakers tripping after `volume` requests (see
+    /// [`volume_threshold`]). With `shared` the commands that have a breaker (`GetTitle`,
     /// `GetRatings`, `GetRecommendations`, `GetAvailability`) share its state through the
-    /// registry's state store (which it must have); their health window is `window_ms` long
-    /// (a multiple of 250 ms; [`HEALTH_WINDOW_MS`] for one instance: one instance of several
+    /// registry's state store (which it must have); their health window is `window_ms` long, in
+    /// ms (a multiple of 250 ms; [`HEALTH_WINDOW_MS`] for one instance: one instance of several
     /// sees its share of the calls, and takes a longer window to judge as many).
     ///
     /// # Errors
-    /// A command definition is refused (with `shared`: the registry has no state store).
+    /// A command definition is refused (a bug: the settings are fixed; with `shared`, the
+    /// registry has no state store).
     pub fn with_shared_state(
         registry: &Registry,
         addr_of: impl Fn(Backend) -> std::net::SocketAddr,
