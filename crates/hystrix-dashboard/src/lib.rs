@@ -111,6 +111,7 @@ pub mod requests;
 mod server;
 mod sse;
 pub mod stream;
+pub mod turbine;
 pub mod utilization;
 
 /// The Rust snippets of README.md and of the guide (docs/*.md) set up in this crate's
@@ -234,6 +235,7 @@ pub struct DashboardBuilder {
     limits: server::Limits,
     admin: Option<admin::Access>,
     on_admin_change: Option<admin::OnChange>,
+    turbine: Option<turbine::Turbine>,
 }
 
 impl DashboardBuilder {
@@ -266,6 +268,14 @@ impl DashboardBuilder {
         callback: impl Fn(&admin::AdminChange) + Send + Sync + 'static,
     ) -> Self {
         self.on_admin_change = Some(admin::OnChange(Arc::new(callback)));
+        self
+    }
+
+    /// Serves `turbine`'s merged streams on this dashboard's routes too
+    /// (`/turbine.stream?cluster=NAME`, see [`turbine`]), so that one port gives the
+    /// instance's own streams and the fleet's. [`Dashboard::shutdown`] shuts it down too.
+    pub fn turbine(mut self, turbine: turbine::Turbine) -> Self {
+        self.turbine = Some(turbine);
         self
     }
 
@@ -365,7 +375,6 @@ impl DashboardBuilder {
         let (shutdown, shut) = watch::channel(false);
         let feed = |schedule| {
             Arc::new(Feed::new(
-                self.registry.clone(),
                 schedule,
                 self.max_connections,
                 self.heartbeat,
@@ -374,13 +383,19 @@ impl DashboardBuilder {
         };
         let feeds = StreamKind::ALL.map(|kind| {
             feed(match kind {
-                StreamKind::Dashboard => Schedule::Every(self.interval, stream::sample),
-                StreamKind::Utilization => Schedule::Every(self.utilization_interval, |r| {
-                    vec![utilization::utilization_json(r)]
-                }),
-                StreamKind::Config => Schedule::Every(self.config_interval, |r| {
-                    vec![configuration::config_json(r)]
-                }),
+                StreamKind::Dashboard => {
+                    Schedule::Every(self.interval, self.registry.clone(), stream::sample)
+                }
+                StreamKind::Utilization => {
+                    Schedule::Every(self.utilization_interval, self.registry.clone(), |r| {
+                        vec![utilization::utilization_json(r)]
+                    })
+                }
+                StreamKind::Config => {
+                    Schedule::Every(self.config_interval, self.registry.clone(), |r| {
+                        vec![configuration::config_json(r)]
+                    })
+                }
                 StreamKind::Requests => Schedule::RequestLogs,
             })
         });
@@ -394,6 +409,7 @@ impl DashboardBuilder {
         Dashboard {
             shared: Arc::new(Shared {
                 admin,
+                turbine: self.turbine,
                 registry: self.registry,
                 bind_ip: self.bind_ip,
                 limits: self.limits,
@@ -427,6 +443,8 @@ struct Shared {
     registry: Registry,
     /// The admin routes' state, when enabled.
     admin: Option<Arc<admin::Admin>>,
+    /// The fleet's streams served here too, if any.
+    turbine: Option<turbine::Turbine>,
     bind_ip: IpAddr,
     /// What [`Dashboard::serve`] allows its clients.
     limits: server::Limits,
@@ -462,6 +480,7 @@ impl Dashboard {
             },
             admin: None,
             on_admin_change: None,
+            turbine: None,
             registry,
         }
     }
@@ -494,6 +513,9 @@ impl Dashboard {
             .merge(page::routes(
                 self.shared.admin.as_ref().map(|admin| admin.access.clone()),
             ));
+        if let Some(turbine) = &self.shared.turbine {
+            router = router.merge(turbine.router());
+        }
         match &self.shared.admin {
             Some(admin) => router.merge(admin::routes(Arc::clone(admin))),
             None => router,
@@ -525,6 +547,9 @@ impl Dashboard {
     /// Hystrix). `/metrics` keeps working. Irreversible; calling it again does nothing.
     pub fn shutdown(&self) {
         self.shared.shutdown.send_replace(true);
+        if let Some(turbine) = &self.shared.turbine {
+            turbine.shutdown();
+        }
     }
 
     /// Whether [`shutdown`](Self::shutdown) was called.

@@ -17,6 +17,7 @@ use hystrix::Registry;
 use hystrix::context::{RequestLog, RequestLogSubscription, subscribe_request_logs};
 use tokio::sync::{Notify, broadcast, mpsc, watch};
 
+use crate::turbine::{Cluster, Run};
 use crate::{PING, requests};
 
 /// Frames a periodic sampler keeps for a client that has not taken them yet; past it the
@@ -33,15 +34,18 @@ const REQUEST_QUEUE: usize = 1024;
 /// What a stream sends.
 pub(crate) enum Schedule {
     /// The messages rendered from the registry, every interval.
-    Every(Duration, fn(&Registry) -> Vec<String>),
+    Every(Duration, Registry, fn(&Registry) -> Vec<String>),
     /// A message per finished request context.
     RequestLogs,
+    /// A cluster's merged messages, every interval, read from its instances while the
+    /// stream runs.
+    Cluster(Duration, Arc<Cluster>),
 }
 
 impl Schedule {
     fn backlog(&self) -> usize {
         match self {
-            Schedule::Every(..) => TICK_BACKLOG,
+            Schedule::Every(..) | Schedule::Cluster(..) => TICK_BACKLOG,
             Schedule::RequestLogs => REQUEST_BACKLOG,
         }
     }
@@ -49,11 +53,10 @@ impl Schedule {
     /// A running source of frames.
     fn start(&self) -> Source {
         match self {
-            Schedule::Every(every, render) => {
-                let mut interval = tokio::time::interval(*every);
-                interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                Source::Every(interval, *render)
+            Schedule::Every(every, registry, render) => {
+                Source::Every(ticking(*every), registry.clone(), *render)
             }
+            Schedule::Cluster(every, cluster) => Source::Cluster(ticking(*every), cluster.start()),
             Schedule::RequestLogs => {
                 let (sender, logs) = mpsc::channel(REQUEST_QUEUE);
                 let subscription = subscribe_request_logs(move |log| {
@@ -68,9 +71,22 @@ impl Schedule {
     }
 }
 
+/// An interval that waits for a late tick rather than bursting.
+fn ticking(every: Duration) -> tokio::time::Interval {
+    let mut interval = tokio::time::interval(every);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    interval
+}
+
 /// A sampler's source of frames.
 enum Source {
-    Every(tokio::time::Interval, fn(&Registry) -> Vec<String>),
+    Every(
+        tokio::time::Interval,
+        Registry,
+        fn(&Registry) -> Vec<String>,
+    ),
+    /// The cluster's run, stopped when this is dropped.
+    Cluster(tokio::time::Interval, Arc<Run>),
     /// Logs handed over by the listener, which is removed when this is dropped.
     RequestLogs {
         logs: mpsc::Receiver<Arc<RequestLog>>,
@@ -80,11 +96,15 @@ enum Source {
 
 impl Source {
     /// Waits for the next sample and frames it (empty when there is nothing to send).
-    async fn next_frame(&mut self, registry: &Registry) -> String {
+    async fn next_frame(&mut self) -> String {
         match self {
-            Source::Every(interval, render) => {
+            Source::Every(interval, registry, render) => {
                 interval.tick().await;
                 frame(&render(registry))
+            }
+            Source::Cluster(interval, run) => {
+                interval.tick().await;
+                frame(&run.tick())
             }
             Source::RequestLogs { logs, .. } => match logs.recv().await {
                 Some(log) => frame(&[requests::requests_json(&log)]),
@@ -108,7 +128,6 @@ pub(crate) fn frame(messages: &[String]) -> String {
 
 /// One stream: its clients, its sampler, its limits.
 pub(crate) struct Feed {
-    registry: Registry,
     schedule: Schedule,
     max_connections: usize,
     heartbeat: Duration,
@@ -133,14 +152,12 @@ impl std::fmt::Debug for Feed {
 
 impl Feed {
     pub(crate) fn new(
-        registry: Registry,
         schedule: Schedule,
         max_connections: usize,
         heartbeat: Duration,
         shutdown: watch::Receiver<bool>,
     ) -> Self {
         Feed {
-            registry,
             schedule,
             max_connections,
             heartbeat,
@@ -199,7 +216,7 @@ async fn sampler(feed: Arc<Feed>, sender: broadcast::Sender<Bytes>, mut source: 
     let mut shutdown = feed.shutdown.clone();
     loop {
         let frame = tokio::select! {
-            frame = source.next_frame(&feed.registry) => Some(frame),
+            frame = source.next_frame() => Some(frame),
             () = feed.idle.notified() => None,
             _ = shutdown.changed() => {
                 *feed.ticks() = None;

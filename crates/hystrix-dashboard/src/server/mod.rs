@@ -34,6 +34,18 @@ pub(crate) struct Limits {
     pub(crate) write: Duration,
 }
 
+impl Limits {
+    /// The `DEFAULT_*` limits of the crate, with the default write timeout.
+    pub(crate) fn default_limits() -> Limits {
+        Limits {
+            connections: crate::DEFAULT_CONNECTION_LIMIT,
+            request_read: crate::DEFAULT_REQUEST_READ_TIMEOUT,
+            idle: crate::DEFAULT_IDLE_TIMEOUT,
+            write: crate::DEFAULT_WRITE_TIMEOUT,
+        }
+    }
+}
+
 /// Serves `router` on `listener` within `limits`, until the process ends.
 pub(crate) async fn serve(listener: TcpListener, router: Router, limits: Limits) {
     let permits = Arc::new(Semaphore::new(

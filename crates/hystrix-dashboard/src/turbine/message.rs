@@ -1,0 +1,684 @@
+//! One instance's stream message, parsed into a compact record: its numbers in one array,
+//! its other values in another, and its field names as ids into a process-wide table, with
+//! the layout (the names in order) shared by every record that has the same one.
+//!
+//! A command message of our own stream takes about 900 bytes this way (the JSON text is about
+//! 2 KB), and parsing it allocates three times: see the aggregation figures in BENCHMARKS.md.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, OnceLock, RwLock};
+
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+/// Field names the process-wide table holds at most; past it, a message's fields with new
+/// names are dropped (bounded memory whatever the instances send).
+const MAX_FIELD_NAMES: usize = 4096;
+
+/// Fields of one message kept at most (a Hystrix command message has about 90).
+pub(crate) const MAX_FIELDS: usize = 512;
+
+/// What a message is about: Hystrix's three kinds, or another one, named.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Kind {
+    Command,
+    ThreadPool,
+    Collapser,
+    Other(Arc<str>),
+}
+
+impl Kind {
+    fn from_str(text: &str) -> Kind {
+        match text {
+            "HystrixCommand" => Kind::Command,
+            "HystrixThreadPool" => Kind::ThreadPool,
+            "HystrixCollapser" => Kind::Collapser,
+            other => Kind::Other(other.into()),
+        }
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        match self {
+            Kind::Command => "HystrixCommand",
+            Kind::ThreadPool => "HystrixThreadPool",
+            Kind::Collapser => "HystrixCollapser",
+            Kind::Other(name) => name,
+        }
+    }
+
+    /// Whether this kind's `propertyValue_*` numbers are summed across hosts: only thread
+    /// pools', whose dashboard code divides them by `reportingHosts`.
+    fn sums_properties(&self) -> bool {
+        matches!(self, Kind::ThreadPool)
+    }
+}
+
+/// How a field merges across hosts (see the module docs of `turbine` for why).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rule {
+    /// Summed.
+    Sum,
+    /// Kept when every host agrees, else counted by value.
+    Agree,
+    /// `reportingHosts`: summed, 1 for a host that does not send it.
+    Hosts,
+    /// `currentTime`: the latest.
+    Latest,
+    /// `isCircuitBreakerOpen`: open hosts counted.
+    Open,
+}
+
+/// A field's id: its name's index in the table, and for an entry of a nested object (a
+/// percentile) its key's index plus one in the high half; 0 there for a top-level field.
+pub(crate) type FieldId = u32;
+
+pub(crate) fn field_id(name: u16, entry: Option<u16>) -> FieldId {
+    u32::from(name) | entry.map_or(0, |entry| (u32::from(entry) + 1) << 16)
+}
+
+/// The name part of a field id.
+pub(crate) fn name_of(id: FieldId) -> u16 {
+    (id & 0xFFFF) as u16
+}
+
+/// The nested object entry part of a field id, if it is one.
+pub(crate) fn entry_of(id: FieldId) -> Option<u16> {
+    match id >> 16 {
+        0 => None,
+        entry => Some((entry - 1) as u16),
+    }
+}
+
+/// The process-wide table of field names (and nested keys, such as "99.5").
+struct Names {
+    ids: HashMap<Box<str>, u16>,
+    /// Each name as JSON text, quoted and escaped.
+    json: Vec<Arc<str>>,
+}
+
+fn names() -> &'static RwLock<Names> {
+    static NAMES: OnceLock<RwLock<Names>> = OnceLock::new();
+    NAMES.get_or_init(|| {
+        RwLock::new(Names {
+            ids: HashMap::new(),
+            json: Vec::new(),
+        })
+    })
+}
+
+/// The id of `name`, added to the table if new and there is room.
+fn intern(name: &str) -> Option<u16> {
+    let table = names();
+    if let Some(id) = table
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .ids
+        .get(name)
+    {
+        return Some(*id);
+    }
+    let mut table = table.write().unwrap_or_else(|p| p.into_inner());
+    if let Some(id) = table.ids.get(name) {
+        return Some(*id);
+    }
+    if table.json.len() >= MAX_FIELD_NAMES {
+        return None;
+    }
+    let id = table.json.len() as u16;
+    let json = serde_json::to_string(name).unwrap_or_else(|_| "\"\"".to_owned());
+    table.json.push(json.into());
+    table.ids.insert(name.into(), id);
+    Some(id)
+}
+
+/// The JSON text (quoted) of name `id`.
+pub(crate) fn json_name(id: u16) -> Arc<str> {
+    let table = names().read().unwrap_or_else(|p| p.into_inner());
+    table
+        .json
+        .get(usize::from(id))
+        .cloned()
+        .unwrap_or_else(|| Arc::from("\"\""))
+}
+
+/// A value that is not summed.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Text {
+    Null,
+    Bool(bool),
+    Num(f64),
+    Str(Arc<str>),
+}
+
+impl Text {
+    /// As a key of Turbine's object of counts by value.
+    pub(crate) fn key(&self) -> Cow<'_, str> {
+        match self {
+            Text::Null => Cow::Borrowed("null"),
+            Text::Bool(true) => Cow::Borrowed("true"),
+            Text::Bool(false) => Cow::Borrowed("false"),
+            Text::Num(n) => Cow::Owned(format_number(*n)),
+            Text::Str(s) => Cow::Borrowed(s),
+        }
+    }
+}
+
+/// A number as JSON: an integer without a fraction when it is one (within f64's exact
+/// integers), `null` for a sum that overflowed.
+pub(crate) fn format_number(n: f64) -> String {
+    if !n.is_finite() {
+        "null".to_owned()
+    } else if n.fract() == 0.0 && n.abs() < 9_007_199_254_740_992.0 {
+        format!("{}", n as i64)
+    } else {
+        format!("{n}")
+    }
+}
+
+/// A field of a layout: its id, its merge rule, and whether its value is a number (in
+/// [`Record::numbers`], whatever its rule: a property number agrees rather than sums) or not
+/// (in [`Record::texts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Slot {
+    pub(crate) id: FieldId,
+    pub(crate) rule: Rule,
+    pub(crate) number: bool,
+}
+
+/// The fields of a record in order, shared by the records that have the same.
+pub(crate) type Layout = Arc<[Slot]>;
+
+/// One instance's latest message for one (type, name).
+#[derive(Debug)]
+pub(crate) struct Record {
+    pub(crate) kind: Kind,
+    pub(crate) name: Arc<str>,
+    pub(crate) layout: Layout,
+    /// The values of the layout's number slots, in order.
+    pub(crate) numbers: Box<[f64]>,
+    /// The values of its other slots, in order.
+    pub(crate) texts: Box<[Text]>,
+}
+
+impl Record {
+    /// Heap and inline bytes this record holds alone (its layout and name are shared with
+    /// the instance's earlier records and the other instances' when equal).
+    pub(crate) fn own_bytes(&self) -> usize {
+        std::mem::size_of::<Record>()
+            + std::mem::size_of_val(&*self.numbers)
+            + std::mem::size_of_val(&*self.texts)
+            + self
+                .texts
+                .iter()
+                .map(|t| match t {
+                    Text::Str(s) => s.len() + 16,
+                    _ => 0,
+                })
+                .sum::<usize>()
+    }
+}
+
+/// What a line of an instance's stream said.
+#[derive(Debug)]
+pub(crate) enum Parsed {
+    /// A message: the latest for its (type, name).
+    Record(Record),
+    /// `deleteData: "true"` for (type, name): the instance no longer reports it.
+    Delete(Kind, Arc<str>),
+    /// Not a message we can merge (no `type` or `name`, not an object).
+    Skip,
+}
+
+/// Why a line was not JSON.
+#[derive(Debug)]
+pub(crate) struct ParseError(serde_json::Error);
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "not a JSON object: {}", self.0)
+    }
+}
+
+/// What one reader keeps between messages so that parsing the next is cheap: the layout it
+/// saw last for each kind, and the name ids of that layout's fields to compare against.
+#[derive(Debug, Default)]
+pub(crate) struct Parser {
+    /// The last layout per kind (commands, pools and collapsers alternate).
+    last: Vec<(Kind, Layout)>,
+    slots: Vec<Slot>,
+    numbers: Vec<f64>,
+    texts: Vec<Text>,
+}
+
+impl Parser {
+    /// Parses one message (the JSON after `data:`). `previous` finds the instance's record
+    /// for a (type, name), whose name and strings are reused when equal.
+    pub(crate) fn parse<'p>(
+        &mut self,
+        json: &str,
+        previous: impl Fn(&Kind, &str) -> Option<&'p Record>,
+    ) -> Result<Parsed, ParseError> {
+        self.slots.clear();
+        self.numbers.clear();
+        self.texts.clear();
+        let mut fields = Fields {
+            parser: self,
+            kind: None,
+            name: None,
+            delete: false,
+        };
+        let mut de = serde_json::Deserializer::from_str(json);
+        (&mut de)
+            .deserialize_map(FieldsVisitor(&mut fields))
+            .map_err(ParseError)?;
+        de.end().map_err(ParseError)?;
+        let (Some(kind), Some(name)) = (fields.kind.take(), fields.name.take()) else {
+            return Ok(Parsed::Skip);
+        };
+        let delete = fields.delete;
+        let previous = previous(&kind, &name);
+        let name: Arc<str> = match previous {
+            Some(record) if *record.name == *name => Arc::clone(&record.name),
+            _ => name.into(),
+        };
+        if delete {
+            return Ok(Parsed::Delete(kind, name));
+        }
+        let layout = self.layout(&kind, previous);
+        let mut texts: Box<[Text]> = self.texts.drain(..).collect();
+        if let Some(previous) = previous {
+            // Reuse the previous message's strings (the same group, pool, status, ...).
+            for (text, old) in texts.iter_mut().zip(previous.texts.iter()) {
+                if let (Text::Str(new), Text::Str(old)) = (&*text, old)
+                    && new == old
+                {
+                    *text = Text::Str(Arc::clone(old));
+                }
+            }
+        }
+        Ok(Parsed::Record(Record {
+            kind,
+            name,
+            layout,
+            numbers: self.numbers.as_slice().into(),
+            texts,
+        }))
+    }
+
+    /// The layout of the message just parsed: the previous record's, or the last one of its
+    /// kind, when equal, else a new one (then remembered for the kind).
+    fn layout(&mut self, kind: &Kind, previous: Option<&Record>) -> Layout {
+        if let Some(record) = previous
+            && *record.layout == *self.slots
+        {
+            return Arc::clone(&record.layout);
+        }
+        if let Some((_, layout)) = self.last.iter().find(|(k, _)| k == kind)
+            && **layout == *self.slots
+        {
+            return Arc::clone(layout);
+        }
+        let layout: Layout = self.slots.as_slice().into();
+        if let Some(last) = self.last.iter_mut().find(|(k, _)| k == kind) {
+            last.1 = Arc::clone(&layout);
+        } else if self.last.len() < 8 {
+            self.last.push((kind.clone(), Arc::clone(&layout)));
+        }
+        layout
+    }
+}
+
+/// The state of one message being visited.
+struct Fields<'a> {
+    parser: &'a mut Parser,
+    kind: Option<Kind>,
+    name: Option<String>,
+    delete: bool,
+}
+
+impl Fields<'_> {
+    fn push_number(&mut self, id: FieldId, rule: Rule, value: f64) {
+        if self.parser.slots.len() < MAX_FIELDS {
+            self.parser.slots.push(Slot {
+                id,
+                rule,
+                number: true,
+            });
+            self.parser.numbers.push(value);
+        }
+    }
+
+    fn push_text(&mut self, id: FieldId, rule: Rule, value: Text) {
+        if self.parser.slots.len() < MAX_FIELDS {
+            self.parser.slots.push(Slot {
+                id,
+                rule,
+                number: false,
+            });
+            self.parser.texts.push(value);
+        }
+    }
+
+    /// The rule of top-level field `name` holding a number.
+    fn number_rule(&self, name: &str) -> Rule {
+        match name {
+            "reportingHosts" => Rule::Hosts,
+            "currentTime" => Rule::Latest,
+            _ if name.starts_with("propertyValue_")
+                && !self.kind.as_ref().is_some_and(Kind::sums_properties) =>
+            {
+                Rule::Agree
+            }
+            _ => Rule::Sum,
+        }
+    }
+}
+
+struct FieldsVisitor<'a, 'b>(&'a mut Fields<'b>);
+
+impl<'de> Visitor<'de> for FieldsVisitor<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a Hystrix stream message (a JSON object)")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let fields = self.0;
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            let key = key.0;
+            match &*key {
+                "type" => {
+                    let value = map.next_value::<Key<'de>>()?;
+                    fields.kind = Some(Kind::from_str(&value.0));
+                    continue;
+                }
+                "name" => {
+                    let value = map.next_value::<Key<'de>>()?;
+                    fields.name = Some(value.0.into_owned());
+                    continue;
+                }
+                _ => {}
+            }
+            let Some(name) = intern(&key) else {
+                map.next_value::<IgnoredAny>()?;
+                continue;
+            };
+            map.next_value_seed(ValueSeed {
+                fields: &mut *fields,
+                name,
+                key: &key,
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// A string (a key or a value), borrowed from the line when it has no escapes.
+struct Key<'de>(Cow<'de, str>);
+
+impl<'de> de::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
+/// A top-level field's value.
+struct ValueSeed<'a, 'b, 'k> {
+    fields: &'a mut Fields<'b>,
+    name: u16,
+    key: &'k str,
+}
+
+impl<'de> DeserializeSeed<'de> for ValueSeed<'_, '_, '_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl ValueSeed<'_, '_, '_> {
+    fn number(self, value: f64) {
+        let id = field_id(self.name, None);
+        let rule = self.fields.number_rule(self.key);
+        self.fields.push_number(id, rule, value);
+    }
+
+    fn text(self, value: Text) {
+        let id = field_id(self.name, None);
+        if self.key == "isCircuitBreakerOpen"
+            && let Text::Bool(open) = value
+        {
+            self.fields
+                .push_number(id, Rule::Open, if open { 1.0 } else { 0.0 });
+            return;
+        }
+        if self.key == "deleteData" {
+            self.fields.delete = value == Text::Str("true".into()) || value == Text::Bool(true);
+            return;
+        }
+        self.fields.push_text(id, Rule::Agree, value);
+    }
+}
+
+impl<'de> Visitor<'de> for ValueSeed<'_, '_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<(), E> {
+        self.number(v as f64);
+        Ok(())
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<(), E> {
+        self.number(v as f64);
+        Ok(())
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<(), E> {
+        self.number(v);
+        Ok(())
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<(), E> {
+        self.text(Text::Bool(v));
+        Ok(())
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        self.text(Text::Null);
+        Ok(())
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<(), E> {
+        self.text(Text::Null);
+        Ok(())
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+        self.text(Text::Str(v.into()));
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        // Arrays are not merged (Hystrix's messages have none).
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        // An object of numbers (percentiles): each entry summed; other entries dropped.
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            let entry = intern(&key.0);
+            let value = map.next_value::<Number>()?;
+            if let (Some(entry), Some(value)) = (entry, value.0) {
+                self.fields
+                    .push_number(field_id(self.name, Some(entry)), Rule::Sum, value);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A nested object's entry: its value when a number.
+struct Number(Option<f64>);
+
+impl<'de> de::Deserialize<'de> for Number {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct NumberVisitor;
+        impl<'de> Visitor<'de> for NumberVisitor {
+            type Value = Number;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Number, E> {
+                Ok(Number(Some(v as f64)))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Number, E> {
+                Ok(Number(Some(v as f64)))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Number, E> {
+                Ok(Number(Some(v)))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Number, E> {
+                Ok(Number(None))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Number, E> {
+                Ok(Number(None))
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Number, E> {
+                Ok(Number(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Number, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Number(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Number, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Number(None))
+            }
+        }
+        deserializer.deserialize_any(NumberVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(json: &str) -> Parsed {
+        Parser::default().parse(json, |_, _| None).expect("parses")
+    }
+
+    #[test]
+    fn a_command_message_becomes_numbers_and_texts_by_rule() {
+        let Parsed::Record(record) = parse(
+            r#"{"type":"HystrixCommand","name":"A","group":"G","currentTime":5,"isCircuitBreakerOpen":true,"errorPercentage":50,"latencyExecute":{"0":1,"99.5":7},"propertyValue_metricsRollingStatisticalWindowInMilliseconds":10000,"propertyValue_circuitBreakerForceOpen":false,"reportingHosts":1}"#,
+        ) else {
+            panic!("a record")
+        };
+        assert_eq!(record.kind, Kind::Command);
+        assert_eq!(&*record.name, "A");
+        let rules: Vec<Rule> = record.layout.iter().map(|s| s.rule).collect();
+        assert_eq!(
+            rules,
+            [
+                Rule::Agree,  // group
+                Rule::Latest, // currentTime
+                Rule::Open,
+                Rule::Sum, // errorPercentage
+                Rule::Sum, // latencyExecute "0"
+                Rule::Sum, // latencyExecute "99.5"
+                Rule::Agree,
+                Rule::Agree,
+                Rule::Hosts,
+            ]
+        );
+        assert_eq!(&*record.numbers, &[5.0, 1.0, 50.0, 1.0, 7.0, 10000.0, 1.0]);
+        assert_eq!(&*record.texts, &[Text::Str("G".into()), Text::Bool(false)]);
+        assert_eq!(entry_of(record.layout[4].id), intern("0"));
+        assert_eq!(entry_of(record.layout[5].id), intern("99.5"));
+        assert_eq!(
+            name_of(record.layout[5].id),
+            intern("latencyExecute").expect("room")
+        );
+    }
+
+    #[test]
+    fn thread_pool_properties_are_summed() {
+        let Parsed::Record(record) = parse(
+            r#"{"type":"HystrixThreadPool","name":"P","propertyValue_queueSizeRejectionThreshold":5}"#,
+        ) else {
+            panic!("a record")
+        };
+        assert_eq!(record.layout[0].rule, Rule::Sum);
+        assert_eq!(&*record.numbers, &[5.0]);
+    }
+
+    #[test]
+    fn lines_without_type_or_name_are_skipped_and_delete_data_is_read() {
+        assert!(matches!(parse(r#"{"name":"A","x":1}"#), Parsed::Skip));
+        assert!(matches!(
+            parse(r#"{"type":"HystrixCommand","name":"A","deleteData":"true"}"#),
+            Parsed::Delete(Kind::Command, name) if &*name == "A"
+        ));
+        assert!(Parser::default().parse("[1,2]", |_, _| None).is_err());
+        assert!(
+            Parser::default()
+                .parse(r#"{"type":"HystrixCommand""#, |_, _| None)
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn layouts_and_names_are_shared_with_the_previous_record() {
+        let mut parser = Parser::default();
+        let line = r#"{"type":"HystrixCommand","name":"A","group":"G","requestCount":3}"#;
+        let Ok(Parsed::Record(first)) = parser.parse(line, |_, _| None) else {
+            panic!("a record")
+        };
+        let Ok(Parsed::Record(second)) = parser.parse(line, |_, _| Some(&first)) else {
+            panic!("a record")
+        };
+        assert!(Arc::ptr_eq(&first.layout, &second.layout));
+        assert!(Arc::ptr_eq(&first.name, &second.name));
+        let (Text::Str(a), Text::Str(b)) = (&first.texts[0], &second.texts[0]) else {
+            panic!("strings")
+        };
+        assert!(Arc::ptr_eq(a, b));
+        // Another command with the same fields shares the layout too.
+        let Ok(Parsed::Record(other)) = parser.parse(
+            r#"{"type":"HystrixCommand","name":"B","group":"G","requestCount":3}"#,
+            |_, _| None,
+        ) else {
+            panic!("a record")
+        };
+        assert!(Arc::ptr_eq(&first.layout, &other.layout));
+    }
+
+    #[test]
+    fn numbers_print_as_integers_when_they_are() {
+        assert_eq!(format_number(3.0), "3");
+        assert_eq!(format_number(-2.0), "-2");
+        assert_eq!(format_number(0.25), "0.25");
+        assert_eq!(format_number(f64::INFINITY), "null");
+    }
+}

@@ -1,0 +1,193 @@
+//! One instance's reader: connects to its stream, keeps its latest message per (type, name),
+//! and reconnects with backoff when the stream fails or goes silent.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use axum::body::Bytes;
+use axum::http::{Request, StatusCode, header};
+use http_body_util::{BodyExt, Empty};
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+use super::instances::InstanceUrl;
+use super::merge::InstanceRecords;
+use super::{Settings, Status};
+
+/// The longest line read from an instance (a command message is about 2 KB); a longer one
+/// ends the connection, so a stream without newlines cannot grow the buffer without bound.
+pub(crate) const MAX_LINE: usize = 256 * 1024;
+
+/// One instance: where it is and what it last said.
+#[derive(Debug)]
+pub(crate) struct Instance {
+    pub(crate) url: InstanceUrl,
+    state: Mutex<InstanceState>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct InstanceState {
+    pub(crate) records: InstanceRecords,
+    /// When the last message came ([`Clock::now_ms`](hystrix::clock::Clock::now_ms)).
+    pub(crate) last_message_ms: Option<u64>,
+    pub(crate) connected: bool,
+    pub(crate) messages: u64,
+    pub(crate) last_error: Option<String>,
+}
+
+impl Instance {
+    pub(crate) fn new(url: InstanceUrl) -> Instance {
+        Instance {
+            url,
+            state: Mutex::new(InstanceState::default()),
+        }
+    }
+
+    pub(crate) fn state(&self) -> MutexGuard<'_, InstanceState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes one line of the stream.
+    pub(crate) fn line(&self, line: &[u8], now_ms: u64) {
+        let Some(json) = line.strip_prefix(b"data:") else {
+            return; // pings, comments, `event:` lines
+        };
+        let Ok(json) = std::str::from_utf8(json) else {
+            return;
+        };
+        let json = json.trim();
+        if json.is_empty() {
+            return;
+        }
+        let mut state = self.state();
+        match state.records.ingest(json) {
+            Ok(_) => {
+                state.messages += 1;
+                state.last_message_ms = Some(now_ms);
+            }
+            Err(err) => state.last_error = Some(err.to_string()),
+        }
+    }
+
+    /// The instance went away: its records no longer count.
+    fn lost(&self, why: String) {
+        let mut state = self.state();
+        state.connected = false;
+        state.records.clear();
+        state.last_message_ms = None;
+        state.last_error = Some(why);
+    }
+
+    pub(crate) fn status(&self, now_ms: u64, timeout_ms: u64) -> Status {
+        let state = self.state();
+        Status {
+            url: self.url.to_string(),
+            connected: state.connected,
+            reporting: state.reporting(now_ms, timeout_ms),
+            messages: state.messages,
+            records: state.records.len(),
+            bytes: state.records.own_bytes(),
+            last_error: state.last_error.clone(),
+        }
+    }
+}
+
+impl InstanceState {
+    /// Whether a message came within `timeout_ms` of `now_ms`.
+    pub(crate) fn reporting(&self, now_ms: u64, timeout_ms: u64) -> bool {
+        self.last_message_ms
+            .is_some_and(|at| now_ms.saturating_sub(at) < timeout_ms)
+    }
+}
+
+/// Reads `instance` until the task is aborted: connect, read, and on any failure or silence
+/// forget its records and try again after a backoff that doubles from `reconnect_min` to
+/// `reconnect_max` (back to the start once a connection delivers a message).
+pub(crate) async fn run(instance: Arc<Instance>, settings: Arc<Settings>) {
+    let mut delay = settings.reconnect_min;
+    loop {
+        let before = instance.state().messages;
+        let why = match read(&instance, &settings).await {
+            Ok(()) => "the stream ended".to_owned(),
+            Err(why) => why,
+        };
+        tracing::debug!(
+            target: "hystrix::turbine",
+            "turbine instance {}: {why}; reconnecting in {delay:?}",
+            instance.url
+        );
+        instance.lost(why);
+        if instance.state().messages > before {
+            delay = settings.reconnect_min;
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(settings.reconnect_max);
+    }
+}
+
+/// One connection: its lines go to the instance until it ends, fails, or is silent for the
+/// instance timeout (bytes of any kind reset it: a ping counts).
+async fn read(instance: &Instance, settings: &Settings) -> Result<(), String> {
+    let timeout = settings.instance_timeout;
+    let url = &instance.url;
+    let stream = tokio::time::timeout(timeout, TcpStream::connect((url.host(), url.port())))
+        .await
+        .map_err(|_| format!("no connection within {timeout:?}"))?
+        .map_err(|err| format!("cannot connect: {err}"))?;
+    let _ = stream.set_nodelay(true);
+    let (mut sender, connection) = http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|err| format!("HTTP handshake failed: {err}"))?;
+    let driver = tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    let _abort = AbortOnDrop(driver);
+    let request = Request::get(url.path())
+        .header(header::HOST, url.authority())
+        .header(header::ACCEPT, "text/event-stream")
+        .body(Empty::<Bytes>::new())
+        .map_err(|err| format!("bad request: {err}"))?;
+    let response = tokio::time::timeout(timeout, sender.send_request(request))
+        .await
+        .map_err(|_| format!("no answer within {timeout:?}"))?
+        .map_err(|err| format!("request failed: {err}"))?;
+    if response.status() != StatusCode::OK {
+        return Err(format!("answered {}", response.status()));
+    }
+    instance.state().connected = true;
+    let mut body = response.into_body();
+    let mut buffer: Vec<u8> = Vec::with_capacity(8 * 1024);
+    loop {
+        let frame = match tokio::time::timeout(timeout, body.frame()).await {
+            Err(_) => return Err(format!("nothing received for {timeout:?}")),
+            Ok(None) => return Ok(()),
+            Ok(Some(Err(err))) => return Err(format!("read failed: {err}")),
+            Ok(Some(Ok(frame))) => frame,
+        };
+        let Ok(data) = frame.into_data() else {
+            continue; // trailers
+        };
+        buffer.extend_from_slice(&data);
+        let now_ms = settings.clock.now_ms();
+        let mut start = 0;
+        while let Some(end) = buffer[start..].iter().position(|&b| b == b'\n') {
+            let line = &buffer[start..start + end];
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            instance.line(line, now_ms);
+            start += end + 1;
+        }
+        buffer.drain(..start);
+        if buffer.len() > MAX_LINE {
+            return Err(format!("a line longer than {MAX_LINE} bytes"));
+        }
+    }
+}
+
+/// Aborts a task when dropped.
+pub(crate) struct AbortOnDrop(pub(crate) tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
