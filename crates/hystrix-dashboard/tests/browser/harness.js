@@ -14,6 +14,16 @@
 // 4. Checks both against the plan, exactly (and our stream's extension counters, slow-call
 //    and chaos fields, which only our page shows, and the same counters on /metrics); presses our admin buttons and
 //    watches both dashboards follow; saves screenshots of both in ARTIFACTS.
+// 5. Feeds both dashboards hand-made merged messages in Turbine's forms (reportingHosts 3,
+//    objects of counts, deleteData): the Hystrix Dashboard from the harness's express server
+//    through its proxy, our page on `?stream=` answered by the tab itself; and checks that our
+//    page refuses another origin's stream, visibly.
+// 6. The fleet: the fixture's two other instances (same commands, other counts, each on its
+//    own dashboard and port) and a Turbine over the three streams (cluster "demo", mounted on
+//    the fixture's dashboard): the merged stream's messages against the instances' own; then
+//    both dashboards on /turbine.stream?cluster=demo, checked against the three plans exactly
+//    (Hosts 3, the cluster rate the instances' sum, per-host rates, error % and latencies,
+//    "Open 1 Closed 2" for a circuit open on one host, "Open" on all three, counts summed).
 //
 // Every wait is a poll with a deadline. Ends with "N passed, M failed" and exit code 1 on any
 // failure.
@@ -562,9 +572,9 @@ async function commandOrder(page) {
 // ----------------------------------------------------------------------------------------------
 // Our stream's extension counters, read from the wire
 
-// The first message of each `type name` in `keys` on the SSE stream at `streamUrl`, by key,
-// within 10 s.
-async function streamMessages(streamUrl, keys) {
+// The first message of each `type name` in `keys` on the SSE stream at `streamUrl` that
+// `accept` takes, by key, within 10 s.
+async function streamMessages(streamUrl, keys, accept = () => true) {
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), 10000);
   const found = {};
@@ -581,7 +591,7 @@ async function streamMessages(streamUrl, keys) {
         if (!frame.startsWith('data: ')) continue;
         const message = JSON.parse(frame.slice('data: '.length));
         const key = `${message.type} ${message.name}`;
-        if (keys.includes(key) && !found[key]) found[key] = message;
+        if (keys.includes(key) && !found[key] && accept(message)) found[key] = message;
       }
       if (keys.every((key) => found[key])) break;
     }
@@ -768,6 +778,7 @@ function sseBody(messages) {
 // fixture's origin), each as Hystrix's templates and hystrixCommand.js compute it; then the
 // refusal of another origin's stream.
 async function checkSyntheticFleet(browser, server, url, tabs) {
+  log('merged forms, hand-made: both dashboards');
   const base = await streamMessages(`${url}/hystrix.stream`,
     ['HystrixCommand GetUser', 'HystrixThreadPool InventoryPool', 'HystrixCollapser GetRating']);
   const messages = syntheticFleet(base);
@@ -881,6 +892,177 @@ async function checkSyntheticFleet(browser, server, url, tabs) {
     check(`our page: ${other} refused with a visible message`, shown.value, [true, true, 'refused']);
   }
   await refused.page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-stream-refused.png') });
+  for (const tab of [theirs, ours, refused]) await tab.page.close();
+}
+
+// ----------------------------------------------------------------------------------------------
+// The fleet: a Turbine (mounted on the fixture's dashboard) over the three instances' streams
+
+const TURBINE_PATH = '/turbine.stream?cluster=demo';
+
+// The Hystrix Dashboard's roundNumber: one decimal, '.0' when whole.
+function roundNumber(n) {
+  const text = String(Math.round(n * 10) / 10);
+  return text.includes('.') ? text : `${text}.0`;
+}
+
+// What the merged tile of command `name` must show, from the three instances' plans: counts
+// summed; the rate the cluster's (requests / window) and per host; error percentage per host
+// (summed / hosts, one decimal); latencies per host (floor of summed / hosts); open on how many
+// hosts (HALF_OPEN is open: Hystrix's isCircuitBreakerOpen is true then).
+function fleetCommand(instances, name) {
+  const plans = instances.map((i) => i.plan.commands.find((c) => c.name === name));
+  const hosts = plans.length;
+  const sum = (f) => plans.reduce((total, p) => total + f(p), 0);
+  const requests = sum((p) => p.requests);
+  const counters = {};
+  for (const key of ['success', 'shortCircuited', 'badRequest', 'timeout', 'rejected', 'failure']) {
+    counters[key] = sum((p) => p[key]);
+  }
+  const latency = {};
+  for (const key of ['mean', 'p50', 'p90', 'p99', 'p995']) latency[key] = Math.floor(sum((p) => p.latency[key]) / hosts);
+  return {
+    name,
+    hosts,
+    requests,
+    rate: requests / 10,
+    hostRate: requests / 10 / hosts,
+    errorPercentage: sum((p) => p.errorPercentage) / hosts,
+    counters,
+    latency,
+    open: plans.filter((p) => p.circuit !== 'closed').length,
+  };
+}
+
+async function fleetHosts(read, names) {
+  const hosts = {};
+  for (const name of names) {
+    const tile = await read(name);
+    hosts[name] = tile ? tile.hosts : null;
+  }
+  return hosts;
+}
+
+async function checkFleet(browser, server, url, instances, tabs) {
+  log(`fleet: instances at ${instances.map((i) => i.url).join(', ')}; ${url}${TURBINE_PATH}`);
+  const names = instances[0].plan.commands.map((c) => c.name);
+  check('the fixture drove three instances of the same commands', instances.map((i) => i.plan.commands.map((c) => c.name)),
+    [names, names, names]);
+  const want = names.map((name) => fleetCommand(instances, name));
+  check('the fleet has a command open on one host of three and one open on all',
+    want.filter((w) => w.open > 0).map((w) => [w.name, w.open]), [['SendEmail', 3], ['GetStock', 1], ['GetReviews', 1]]);
+
+  // The wire: each merged message sums the instances' own messages of the same tick (their
+  // counts stay put); the first merged ticks may come before the Turbine has read all three
+  // instances (it reads them while its stream has a client), so the first with 3 hosts.
+  const keys = names.map((name) => `HystrixCommand ${name}`);
+  const [merged, ...own] = await Promise.all([
+    streamMessages(`${url}${TURBINE_PATH}`, keys, (m) => m.reportingHosts === 3),
+    ...instances.map((i) => streamMessages(`${i.url}/hystrix.stream`, keys)),
+  ]);
+  for (const w of want) {
+    const key = `HystrixCommand ${w.name}`;
+    const m = merged[key];
+    check(`turbine.stream ${w.name}: hosts and requests, the instances' sum`,
+      m ? [m.reportingHosts, m.requestCount] : null,
+      [3, own.reduce((total, o) => total + (o[key] ? o[key].requestCount : NaN), 0)]);
+    check(`turbine.stream ${w.name}: requests as the plans`, m ? m.requestCount : null, w.requests);
+  }
+
+  const perTick = names.length + instances[0].plan.pools.length + instances[0].plan.collapsers.length;
+  const pool = instances[0].plan.pools[0].name;
+  const poolPlans = instances.map((i) => i.plan.pools.find((p) => p.name === pool));
+  const poolSum = (key) => poolPlans.reduce((total, p) => total + p[key], 0);
+  const poolRate = poolSum('executions') / 10;
+
+  // (a) The real Hystrix Dashboard on the merged stream, through its proxy.
+  log('fleet: the Hystrix Dashboard');
+  const theirs = await openTab(browser, 'Hystrix Dashboard (fleet)');
+  tabs.push(theirs);
+  const stream = encodeURIComponent(`${url}${TURBINE_PATH}`);
+  await theirs.page.goto(`http://127.0.0.1:${server.address().port}/monitor/monitor.html?stream=${stream}&title=demo`);
+  await waitForTiles(theirs, [...names.map((n) => `#CIRCUIT_${n}_0`), `#THREAD_POOL_${pool}_0`], perTick);
+  // Until every instance reports (the first merged ticks may come before all three connect).
+  const readTheirs = (name) => readHystrixCommand(theirs.page, name);
+  const all3 = Object.fromEntries(names.map((n) => [n, '3']));
+  check('Hystrix Dashboard (fleet): every command tile shows Hosts 3',
+    (await poll(() => fleetHosts(readTheirs, names), (h) => JSON.stringify(h) === JSON.stringify(all3), 15000)).value, all3);
+  for (const w of want) {
+    const got = await readTheirs(w.name);
+    const what = `Hystrix Dashboard (fleet) ${w.name}`;
+    if (!got) {
+      check(`${what}: tile`, null, `CIRCUIT_${w.name}_0`);
+      continue;
+    }
+    check(`${what}: cluster rate, the instances' sum`, got.rate, roundNumber(w.rate));
+    check(`${what}: rate per host`, got.hostRate, roundNumber(w.hostRate));
+    check(`${what}: circuit`, got.circuit,
+      w.open === w.hosts ? 'Circuit Open' : w.open === 0 ? 'Circuit Closed' : `Circuit Open ${w.open} Closed ${w.hosts - w.open}`);
+    check(`${what}: error % per host`, got.errorPercentage, roundNumber(w.errorPercentage));
+    for (const key of Object.keys(w.counters)) check(`${what}: ${key} summed`, number(got[key]), w.counters[key]);
+    for (const key of Object.keys(w.latency)) check(`${what}: latency ${key} per host`, number(got[key]), w.latency[key]);
+  }
+  const theirPool = await readHystrixPool(theirs.page, pool);
+  check(`Hystrix Dashboard (fleet) pool ${pool}: summed, queue size per host, cluster rate`,
+    theirPool && [theirPool.Active, theirPool.Queued, theirPool['Pool Size'], theirPool['Max Active'], theirPool.Executions,
+      theirPool['Queue Size'], theirPool.rate],
+    [poolSum('active'), poolSum('queued'), poolSum('poolSize'), poolSum('maxActive'), poolSum('executions'),
+      Math.floor(poolSum('queueSize') / 3), roundNumber(poolRate)].map(String));
+  await theirs.page.screenshot({ path: path.join(ARTIFACTS, 'hystrix-dashboard-fleet.png'), fullPage: true });
+
+  // (b) Our page on the same stream (?stream=, same origin: the Turbine is on the fixture's port).
+  log('fleet: our page');
+  const ours = await openTab(browser, 'our page (fleet)');
+  tabs.push(ours);
+  await ours.page.goto(`${url}/hystrix/dashboard/?stream=${encodeURIComponent(TURBINE_PATH)}`);
+  await waitForTiles(ours, [...names.map((n) => `#${tileId('command', n)}`), `#${tileId('pool', pool)}`], perTick);
+  const readOurs = async (name) => {
+    const tile = await readOurTile(ours.page, 'command', name);
+    return tile && { ...tile, hosts: tile.data.hosts };
+  };
+  check('our page (fleet): every command tile shows Hosts 3',
+    (await poll(() => fleetHosts(readOurs, names), (h) => JSON.stringify(h) === JSON.stringify(all3), 15000)).value, all3);
+  for (const w of want) {
+    const got = await readOurs(w.name);
+    const what = `our page (fleet) ${w.name}`;
+    if (!got) {
+      check(`${what}: tile`, null, tileId('command', w.name));
+      continue;
+    }
+    const rate = w.rate.toFixed(1);
+    const hostRate = (Math.round(w.hostRate * 10) / 10).toFixed(1);
+    check(`${what}: hosts line`, got.hostsLine.text, `Hosts: 3 \u00b7 Host: ${hostRate}/s \u00b7 Cluster: ${rate}/s`);
+    check(`${what}: cluster rate, the instances' sum`, [got.data.rate, got.shown.rate, got.data.clusterRate], [rate, rate, rate]);
+    check(`${what}: rate per host`, got.data.hostRate, hostRate);
+    const circuit = w.open === w.hosts ? ['open', 'Open'] : w.open === 0 ? ['closed', 'Closed']
+      : ['partly-open', `Open ${w.open} Closed ${w.hosts - w.open}`];
+    check(`${what}: circuit`, [got.data.circuit, got.shown.circuit], circuit);
+    const errorPercentage = String(Math.round(w.errorPercentage * 10) / 10);
+    check(`${what}: error % per host`, [got.data.errorPercentage, got.shown.errorPercentage], [errorPercentage, errorPercentage]);
+    for (const key of Object.keys(w.counters)) {
+      check(`${what}: ${key} summed`, [got.data[key], got.shown[key]], [String(w.counters[key]), commas(w.counters[key])]);
+    }
+    for (const key of Object.keys(w.latency)) {
+      check(`${what}: latency ${key} per host`, [got.data[key], got.shown[key]], [String(w.latency[key]), String(w.latency[key])]);
+    }
+  }
+  const ourPool = await readOurTile(ours.page, 'pool', pool);
+  check(`our page (fleet) pool ${pool}: hosts, summed, queue size per host, cluster and host rate`,
+    ourPool && ['hosts', 'active', 'queued', 'poolSize', 'maxActive', 'executions', 'queueSize', 'rate', 'hostRate']
+      .map((key) => ourPool.data[key]),
+    ['3', ...[poolSum('active'), poolSum('queued'), poolSum('poolSize'), poolSum('maxActive'), poolSum('executions'),
+      Math.floor(poolSum('queueSize') / 3)].map(String), poolRate.toFixed(1), (Math.round(poolRate / 3 * 10) / 10).toFixed(1)]);
+  const bad = await ours.page.evaluate(() => {
+    const texts = [document.body.innerText];
+    document.querySelectorAll('.tile').forEach((t) => texts.push(...Object.values(t.dataset)));
+    return texts.filter((t) => /\[object Object\]|NaN|undefined/.test(t));
+  });
+  check('our page (fleet): no "[object Object]", NaN or undefined', bad, []);
+  check('our page (fleet): reads the merged stream, breaker buttons off',
+    await ours.page.evaluate(() => [document.getElementById('stream-name').textContent, document.body.dataset.admin]),
+    [TURBINE_PATH, 'off']);
+  await ours.page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-fleet.png'), fullPage: true });
+  for (const tab of [theirs, ours]) await tab.page.close();
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -893,7 +1075,7 @@ async function main() {
   let launched;
   const tabs = [];
   try {
-    const { url, plan } = await fixture.ready;
+    const { url, plan, instances } = await fixture.ready;
     log(`fixture at ${url}: ${plan.commands.length} commands, ${plan.pools.length} pool, ${plan.collapsers.length} collapser`);
     const perTick = plan.commands.length + plan.pools.length + plan.collapsers.length;
 
@@ -1015,6 +1197,13 @@ async function main() {
     await ours.page.click('#command-sort button[data-sort="errorThenVolume"]');
     await ours.page.screenshot({ path: path.join(ARTIFACTS, 'dashboard.png'), fullPage: true });
 
+    // (d) The fleet: both dashboards on the Turbine's merged stream of the three instances,
+    // before the admin buttons below change the first instance's SaveOrder (its reset empties
+    // its window, so its plan holds no more).
+    await checkFleet(browser, server, url, instances, tabs);
+    // Back to the first instance's tab: a background tab shows no prompt.
+    await ours.page.bringToFront();
+
     // Admin buttons: a wrong token is refused (401) and forgotten; the right one opens the
     // circuit, and both dashboards show it.
     const admin = await ours.page.evaluate(() => document.body.dataset.admin);
@@ -1044,6 +1233,9 @@ async function main() {
     await press('reset', 'no prompt expected');
     const resetText = await poll(() => ours.page.$eval(`${saveOrder} .admin-status`, (n) => n.textContent), (t) => t === 'reset: closed', 5000);
     check('our page: reset answered', resetText.value, 'reset: closed');
+    // Done with the first instance's own stream: fewer streams on two cores.
+    await hystrix.page.close();
+    await ours.page.close();
 
     // (c) Turbine's forms, hand-made, in both dashboards; another origin refused.
     await checkSyntheticFleet(browser, server, url, tabs);
