@@ -72,8 +72,9 @@
 //!
 //! # Bounds
 //! At most [`MAX_INSTANCES`] instances per cluster, 10 000 (type, name) per instance, 512
-//! fields per message, lines of 256 KiB and 4096 distinct field names in the process; past a
-//! bound the excess is ignored (a line too long closes its connection). An instance's message
+//! fields per message, lines of 256 KiB, 20 000 messages per instance per second and 4096
+//! distinct field names in the process; past a bound the excess is ignored (a line too long
+//! closes its connection, and flooding shows in the instance's [`Status::last_error`]). An instance's message
 //! is kept in a compact form (its numbers in an array, field names shared): about 900 bytes
 //! per command per instance. The aggregation's cost is in BENCHMARKS.md.
 
