@@ -72,8 +72,9 @@
 //!
 //! # Bounds
 //! At most [`MAX_INSTANCES`] instances per cluster, 10 000 (type, name) per instance, 512
-//! fields per message, lines of 256 KiB and 4096 distinct field names in the process; past a
-//! bound the excess is ignored (a line too long closes its connection). An instance's message
+//! fields per message, lines of 256 KiB, 20 000 messages per instance per second and 4096
+//! distinct field names in the process; past a bound the excess is ignored (a line too long
+//! closes its connection, and flooding shows in the instance's [`Status::last_error`]). An instance's message
 //! is kept in a compact form (its numbers in an array, field names shared): about 900 bytes
 //! per command per instance. The aggregation's cost is in BENCHMARKS.md.
 
@@ -572,5 +573,61 @@ impl Run {
     pub(crate) fn tick(&self) -> Vec<String> {
         let mut deletions = self.deletions.lock().unwrap_or_else(|p| p.into_inner());
         self.merge(&mut deletions)
+    }
+}
+
+/// The aggregation without the network, for `benches/turbine.rs` only: not part of the API.
+#[doc(hidden)]
+pub mod bench {
+    use super::instances::InstanceUrl;
+    use super::merge::{Deletions, Merger};
+    use super::reader::Instance;
+
+    /// Instances fed lines directly, and their merge.
+    #[derive(Debug)]
+    pub struct Aggregation {
+        instances: Vec<Instance>,
+        deletions: Deletions,
+    }
+
+    impl Aggregation {
+        /// `instances` instances with no message yet.
+        pub fn new(instances: usize) -> Aggregation {
+            let instances = (0..instances)
+                .map(|n| {
+                    let url = InstanceUrl::parse(&format!("http://10.0.0.{}:7979/", n % 250 + 1))
+                        .unwrap_or_else(|_| unreachable!("a valid URL"));
+                    Instance::new(url)
+                })
+                .collect();
+            Aggregation {
+                instances,
+                deletions: Deletions::default(),
+            }
+        }
+
+        /// One line of instance `instance`'s stream (`data: {...}`), as its reader takes it.
+        pub fn line(&self, instance: usize, line: &[u8]) {
+            if let Some(instance) = self.instances.get(instance) {
+                instance.line(line, 0);
+            }
+        }
+
+        /// One tick of the merged stream.
+        pub fn tick(&mut self) -> Vec<String> {
+            let mut merger = Merger::default();
+            for instance in &self.instances {
+                merger.add(&instance.state().records);
+            }
+            merger.finish(&mut self.deletions)
+        }
+
+        /// Bytes the instances' messages take, beyond what they share.
+        pub fn bytes(&self) -> usize {
+            self.instances
+                .iter()
+                .map(|i| i.state().records.own_bytes())
+                .sum()
+        }
     }
 }
