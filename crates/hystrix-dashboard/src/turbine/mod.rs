@@ -52,10 +52,18 @@
 //! | strings, booleans, `null` (`group`, `threadPool`, `circuitBreakerStatus`, `propertyValue_executionIsolationStrategy`, ...) | the value when every host agrees, else counts by value (Turbine's form, `{"OPEN": 1, "CLOSED": 2}`) | |
 //! | arrays | dropped (Hystrix's messages have none) | |
 //!
-//! A field only some hosts send is merged over those hosts. When no instance reports a
-//! (type, name) any more, `{"type": T, "name": N, "deleteData": "true"}` is sent instead on
-//! the next 8 ticks (the dashboard removes its tile; 8 so that a client that skipped frames
-//! still gets it), then nothing; a `deleteData` message from an instance
+//! A field only some hosts send (slow-call or chaos fields of a command configured so on some
+//! hosts only) is merged over those hosts, while `reportingHosts` counts them all: read per
+//! host (÷ hosts), such a field is low. Where hosts disagree, the Hystrix Dashboard shows what
+//! it showed with Turbine: a mixed `propertyValue_circuitBreakerForceOpen` (an object, truthy)
+//! reads "Forced Open" for the whole cluster, a mixed isolation strategy hides the rejected
+//! counter, a mixed rolling window makes the rate NaN; our page shows the counts instead.
+//!
+//! When no instance reports a (type, name) any more, `{"type": T, "name": N, "deleteData":
+//! "true"}` is sent instead on the next 8 ticks (8 so that a client that skipped frames still
+//! gets it), then nothing. Our page removes the tile; the Hystrix Dashboard reads the field
+//! but its handler misses the tile's id (`escapedName` is set later, in `preProcessData`), so
+//! there the tile stays, frozen at its last values, until the page is reloaded; a `deleteData` message from an instance
 //! removes its record.
 //!
 //! # Instances come and go
