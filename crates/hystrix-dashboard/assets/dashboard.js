@@ -3,6 +3,16 @@
 // so the page works wherever the router is nested. Tiles have stable ids
 // (tile-command-<name>, tile-pool-<name>, tile-collapser-<name>, whitespace as "_") and carry
 // the numbers they show in data-* attributes.
+//
+// `?stream=PATH` reads another stream of the page's own origin instead, e.g. a Turbine's
+// merged `/turbine.stream?cluster=demo` (a URL of another origin is refused, with a message:
+// the page connects to the stream itself and is no proxy). A merged message is read as the
+// Hystrix Dashboard reads it: `reportingHosts` is the number of hosts, the numbers are sums
+// over them (error percentage, latencies, slow-call percentage and throttling probability
+// are shown per host: sum / hosts), a value the hosts disagree on is Turbine's object of
+// counts by value (shown as "mixed (VALUE: HOSTS, ...)"), command and collapser properties
+// are per host already, thread-pool properties are sums, and `deleteData: "true"` removes
+// the tile.
 (function () {
   'use strict';
 
@@ -69,6 +79,7 @@
   };
   var filterText = '';
   var adminMode = null;
+  var stream = chosenStream();
   var resortPending = false;
 
   // ---------------------------------------------------------------------------------------
@@ -88,6 +99,52 @@
   function num(value) {
     var n = Number(value);
     return isFinite(n) ? n : 0;
+  }
+
+  // Turbine's form of a string, bool or property value its hosts disagree on: an object of
+  // host counts by value, e.g. {"THREAD": 2, "SEMAPHORE": 1}.
+  function isCounts(value) {
+    return value !== null && typeof value === 'object' && !Array.isArray(value);
+  }
+
+  // A value as shown: Turbine's counts as 'mixed (SEMAPHORE: 1, THREAD: 2)' (values in order),
+  // a missing one as a dash, anything else as its text.
+  function shown(value) {
+    if (isCounts(value)) {
+      return 'mixed (' + Object.keys(value).sort().map(function (key) {
+        return key + ': ' + num(value[key]);
+      }).join(', ') + ')';
+    }
+    return value === undefined || value === null ? '\u2013' : String(value);
+  }
+
+  // A command or collapser property number (per host already: Turbine does not sum them) as
+  // shown, with at most two decimals (10, 0.5, 12.25); Turbine's counts as shown().
+  function propertyText(value) {
+    return isCounts(value) ? shown(value) : String(Math.round(num(value) * 100) / 100);
+  }
+
+  // On how many of `hosts` a bool is true: true on all, false on none, or Turbine's counts.
+  function hostsTrue(value, hosts) {
+    if (isCounts(value)) return num(value['true']);
+    return value === true || value === 'true' ? hosts : 0;
+  }
+
+  // A command's rolling window in ms: per host already; when the hosts disagree (Turbine's
+  // counts), their mean weighted by hosts, so the rates are near, not exact.
+  function windowOf(value) {
+    if (!isCounts(value)) return num(value);
+    var hosts = 0, sum = 0;
+    Object.keys(value).forEach(function (key) {
+      hosts += num(value[key]);
+      sum += num(key) * num(value[key]);
+    });
+    return hosts > 0 ? sum / hosts : 0;
+  }
+
+  // The number of hosts a message sums over (1 when absent, as the Hystrix Dashboard).
+  function hostsOf(m) {
+    return num(m.reportingHosts) || 1;
   }
 
   function commas(n) {
@@ -146,6 +203,37 @@
     rate.appendChild(value);
     rate.appendChild(document.createTextNode('/s'));
     return rate;
+  }
+
+  // The hosts a tile sums over and (unless `what` is null) its rate per host and for the
+  // cluster, as the Hystrix Dashboard shows them: 'Hosts: 3 \u00b7 Host: 6.7/s \u00b7
+  // Cluster: 20.0/s' (one host on an instance's own stream).
+  function hostsLine(what) {
+    var line = el('div', 'hosts');
+    line.title = 'Hosts reporting (Turbine\'s reportingHosts; 1 on an instance\'s own stream)'
+      + (what ? ', and ' + what + ' per second per host and for the whole cluster over the rolling window' : '');
+    var parts = [['Hosts: ', 'hosts', '1']];
+    if (what) parts.push([' \u00b7 Host: ', 'hostRate', '0.0'], ['/s \u00b7 Cluster: ', 'clusterRate', '0.0']);
+    parts.forEach(function (part) {
+      line.appendChild(document.createTextNode(part[0]));
+      var value = el('b', null, part[2]);
+      value.dataset.field = part[1];
+      line.appendChild(value);
+    });
+    if (what) line.appendChild(document.createTextNode('/s'));
+    return line;
+  }
+
+  // Shows the hosts line: `rate` is the cluster's (null: none shown).
+  function showHosts(tile, hosts, rate) {
+    var node = tile.node;
+    node.dataset.hosts = String(hosts);
+    setField(tile, 'hosts', String(hosts));
+    if (rate === null) return;
+    node.dataset.hostRate = oneDecimal(rate / hosts);
+    node.dataset.clusterRate = oneDecimal(rate);
+    setField(tile, 'hostRate', oneDecimal(rate / hosts));
+    setField(tile, 'clusterRate', oneDecimal(rate));
   }
 
   // Shows a value; a counter at zero is dimmed, so the ones that count stand out.
@@ -366,7 +454,8 @@
     return tile.slowCalls;
   }
 
-  // Shows the slow-call line from message `m`, whose numbers Turbine sums over `hosts`.
+  // Shows the slow-call line from message `m`: Turbine sums the percentage over `hosts` (shown
+  // per host), not the thresholds (properties, per host already).
   function showSlowCalls(tile, m, hosts, windowMs) {
     var node = tile.node;
     var on = typeof m.slowCallPercentage === 'number';
@@ -377,17 +466,17 @@
     node.dataset.slowCalls = String(slow);
     node.dataset.slowCallRate = oneDecimal(rate);
     setField(tile, 'slowCallRate', oneDecimal(rate));
-    [['slowCallPercentage', m.slowCallPercentage],
-      ['slowCallRateThreshold', m.propertyValue_circuitBreakerSlowCallRateThresholdPercentage],
-      ['slowCallDurationThreshold', m.propertyValue_circuitBreakerSlowCallDurationThresholdInMilliseconds]]
+    [['slowCallPercentage', String(Math.floor(num(m.slowCallPercentage) / hosts))],
+      ['slowCallRateThreshold', propertyText(m.propertyValue_circuitBreakerSlowCallRateThresholdPercentage)],
+      ['slowCallDurationThreshold', propertyText(m.propertyValue_circuitBreakerSlowCallDurationThresholdInMilliseconds)]]
       .forEach(function (pair) {
-        var text = on ? String(Math.floor(num(pair[1]) / hosts)) : '\u2013';
+        var text = on ? pair[1] : '\u2013';
         if (on) node.dataset[pair[0]] = text;
         else delete node.dataset[pair[0]];
         setField(tile, pair[0], text);
       });
-    if (typeof m.propertyValue_circuitBreakerWindowType === 'string') {
-      node.dataset.windowType = m.propertyValue_circuitBreakerWindowType;
+    if (m.propertyValue_circuitBreakerWindowType !== undefined) {
+      node.dataset.windowType = shown(m.propertyValue_circuitBreakerWindowType);
     } else {
       delete node.dataset.windowType;
     }
@@ -412,30 +501,32 @@
     return line;
   }
 
-  // A rate or property Turbine sums over `hosts`, per host, with at most two decimals
-  // (10, 0.5, 12.25).
-  function perHost(value, hosts) {
-    return String(Math.round(num(value) / hosts * 100) / 100);
-  }
-
-  // Shows the chaos line from message `m`, whose numbers Turbine sums over `hosts`.
+  // Shows the chaos line from message `m`: on while chaos is on on any of its `hosts` (the
+  // line says on how many when not on all); the chaos rates are properties, per host already
+  // (Turbine does not sum them; 'mixed (...)' when the hosts disagree).
   function showChaos(tile, m, hosts, windowMs) {
     var node = tile.node;
-    var on = m.propertyValue_chaosEnabled === true
-      || (typeof m.propertyValue_chaosEnabled === 'object' && m.propertyValue_chaosEnabled !== null
-        && num(m.propertyValue_chaosEnabled['true']) > 0); // Turbine: {"true": n, "false": m}
+    var onHosts = hostsTrue(m.propertyValue_chaosEnabled, hosts);
+    var on = onHosts > 0;
     var injected = num(m.rollingCountChaosInjected);
     var rate = oneDecimal(ratePerSecond(injected, windowMs));
     node.dataset.chaosInjected = String(injected);
     node.dataset.chaosInjectedRate = rate;
     tile.chaos.hidden = !on;
     node.classList.toggle('chaos-on', on);
-    var values = {
-      chaosFaultRate: perHost(m.propertyValue_chaosFaultRatePercentage, hosts),
-      chaosLatencyRate: perHost(m.propertyValue_chaosLatencyRatePercentage, hosts),
-      chaosLatencyMs: perHost(m.propertyValue_chaosLatencyInMilliseconds, hosts),
-      chaosHangRate: perHost(m.propertyValue_chaosHangRatePercentage, hosts)
+    var raw = {
+      chaosFaultRate: m.propertyValue_chaosFaultRatePercentage,
+      chaosLatencyRate: m.propertyValue_chaosLatencyRatePercentage,
+      chaosLatencyMs: m.propertyValue_chaosLatencyInMilliseconds,
+      chaosHangRate: m.propertyValue_chaosHangRatePercentage
     };
+    var values = {};
+    // A rate is named when above 0 on some host.
+    var named = {};
+    Object.keys(raw).forEach(function (key) {
+      values[key] = propertyText(raw[key]);
+      named[key] = isCounts(raw[key]) || num(raw[key]) > 0;
+    });
     Object.keys(values).forEach(function (key) {
       if (on) node.dataset[key] = values[key];
       else delete node.dataset[key];
@@ -445,11 +536,12 @@
       return;
     }
     var parts = [];
-    if (num(values.chaosFaultRate) > 0) parts.push('fault ' + values.chaosFaultRate + ' %');
-    if (num(values.chaosLatencyRate) > 0) {
+    if (onHosts < hosts) parts.push('on ' + onHosts + ' of ' + hosts + ' hosts');
+    if (named.chaosFaultRate) parts.push('fault ' + values.chaosFaultRate + ' %');
+    if (named.chaosLatencyRate) {
       parts.push('latency ' + values.chaosLatencyRate + ' % \u00d7 ' + values.chaosLatencyMs + ' ms');
     }
-    if (num(values.chaosHangRate) > 0) parts.push('hang ' + values.chaosHangRate + ' %');
+    if (named.chaosHangRate) parts.push('hang ' + values.chaosHangRate + ' %');
     parts.push(rate + '/s injected');
     var text = parts.join(' \u00b7 ');
     node.dataset.chaos = 'Chaos on: ' + text;
@@ -493,6 +585,7 @@
     rateRow.appendChild(spark);
     rateRow.appendChild(rateBox('Requests per second over the rolling window'));
     tile.node.appendChild(rateRow);
+    tile.node.appendChild(hostsLine('requests'));
     tile.spark = line;
     tile.points = [];
 
@@ -538,6 +631,7 @@
   function poolTile(kind, name) {
     var tile = newTile(kind, name);
     tile.head.appendChild(rateBox('Executions per second over the rolling window'));
+    tile.node.appendChild(hostsLine('executions'));
     tile.node.appendChild(grid('fields', POOL_FIELDS.map(function (f) { return cell(f[0], f[1]); })));
     collectFields(tile);
     return tile;
@@ -545,6 +639,7 @@
 
   function collapserTile(kind, name) {
     var tile = newTile(kind, name);
+    tile.node.appendChild(hostsLine(null));
     tile.node.appendChild(grid('counters', COLLAPSER_COUNTERS.map(function (f) { return cell(f[0], f[1]); })));
     tile.node.appendChild(el('div', 'caption', 'batch size'));
     var sizes = grid('latency', LATENCIES.map(function (l) { return cell(l[0], l[1]); }));
@@ -572,35 +667,50 @@
     tile.sparkArea.setAttribute('points', xs[0] + ',24 ' + points + ' ' + xs[xs.length - 1] + ',24');
   }
 
-  // What the circuit shows: Hystrix's rules (force-open wins; open while any host reports it),
-  // and HALF_OPEN from our stream's circuitBreakerStatus (Hystrix's isCircuitBreakerOpen is
-  // true in OPEN and HALF_OPEN alike; a stream without the field shows both as open).
-  function circuitOf(m) {
-    if (m.propertyValue_circuitBreakerForceOpen === true) return ['forced-open', 'Forced Open'];
+  // What the circuit shows: Hystrix's rules (force-open wins; open while isCircuitBreakerOpen
+  // equals the hosts, closed while it is 0, else 'Open n Closed m' from Turbine's counts
+  // {"true": n, "false": m}), and HALF_OPEN from our stream's circuitBreakerStatus (Hystrix's
+  // isCircuitBreakerOpen is true in OPEN and HALF_OPEN alike; a stream without the field shows
+  // both as open). A single host's stream says true or false.
+  function circuitOf(m, hosts) {
+    var forced = hostsTrue(m.propertyValue_circuitBreakerForceOpen, hosts);
+    if (forced >= hosts) return ['forced-open', 'Forced Open'];
+    if (forced > 0) return ['forced-open', 'Forced Open ' + forced + ' of ' + hosts];
     var open = m.isCircuitBreakerOpen;
-    if (open !== null && typeof open === 'object') { // Turbine: {"true": n, "false": m}
-      return num(open['true']) > 0 ? ['open', 'Open ' + num(open['true']) + ' / ' + (num(open['true']) + num(open['false']))] : ['closed', 'Closed'];
+    var openHosts, closedHosts;
+    if (isCounts(open)) {
+      openHosts = num(open['true']);
+      closedHosts = num(open['false']);
+    } else {
+      openHosts = open === true ? hosts : open === false ? 0 : num(open);
+      closedHosts = hosts - openHosts;
     }
-    if (open === true || num(open) > 0) {
-      var keys = num(m.openBreakerKeys);
-      var state = m.circuitBreakerStatus === 'HALF_OPEN' ? ['half-open', 'Half Open'] : ['open', 'Open'];
-      if (keys > 0) state[1] += ' (' + keys + (keys === 1 ? ' key)' : ' keys)');
-      return state;
-    }
-    return ['closed', 'Closed'];
+    if (openHosts <= 0) return ['closed', 'Closed'];
+    if (closedHosts > 0) return ['partly-open', 'Open ' + openHosts + ' Closed ' + closedHosts];
+    var keys = num(m.openBreakerKeys);
+    var state = m.circuitBreakerStatus === 'HALF_OPEN' ? ['half-open', 'Half Open'] : ['open', 'Open'];
+    if (keys > 0) state[1] += ' (' + keys + (keys === 1 ? ' key)' : ' keys)');
+    return state;
   }
 
   // The tile's class for a circuit that is not closed: its border and background say so,
   // whatever the error percentage.
-  var CIRCUIT_CLASSES = { open: 'circuit-open', 'forced-open': 'circuit-open', 'half-open': 'circuit-half-open' };
+  var CIRCUIT_CLASSES = {
+    open: 'circuit-open',
+    'forced-open': 'circuit-open',
+    'half-open': 'circuit-half-open',
+    'partly-open': 'circuit-partly-open'
+  };
 
   function showCommand(tile, m) {
-    var hosts = num(m.reportingHosts) || 1;
+    var hosts = hostsOf(m);
     var latency = m.latencyExecute || {};
-    var windowMs = m.propertyValue_metricsRollingStatisticalWindowInMilliseconds;
-    var circuit = circuitOf(m);
+    var windowMs = windowOf(m.propertyValue_metricsRollingStatisticalWindowInMilliseconds);
+    var circuit = circuitOf(m, hosts);
+    var rate = ratePerSecond(m.requestCount, windowMs);
     var v = {
-      rate: ratePerSecond(m.requestCount, windowMs),
+      rate: rate,
+      hostRate: rate / hosts,
       shortCircuitRate: ratePerSecond(m.rollingCountShortCircuited, windowMs),
       retry: num(m.rollingCountRetry),
       retryRate: ratePerSecond(m.rollingCountRetry, windowMs),
@@ -611,7 +721,8 @@
       hedgeCancelled: num(m.rollingCountHedgeCancelled),
       hedgeCancelledRate: ratePerSecond(m.rollingCountHedgeCancelled, windowMs),
       circuitClosed: circuit[0] === 'closed',
-      errorPercentage: Math.floor(num(m.errorPercentage) / hosts),
+      // Per host, rounded to one decimal as the Hystrix Dashboard (10, 3.3).
+      errorPercentage: Math.round(num(m.errorPercentage) / hosts * 10) / 10,
       requests: num(m.requestCount),
       success: num(m.rollingCountSuccess),
       shortCircuited: num(m.rollingCountShortCircuited),
@@ -628,15 +739,18 @@
     tile.values = v;
     var node = tile.node;
     var circuitClass = CIRCUIT_CLASSES[circuit[0]] || '';
-    node.dataset.group = String(m.group);
-    node.dataset.isolation = String(m.propertyValue_executionIsolationStrategy);
+    node.dataset.group = shown(m.group);
+    node.dataset.isolation = shown(m.propertyValue_executionIsolationStrategy);
     node.dataset.circuit = circuit[0];
-    node.classList.toggle('circuit-open', circuitClass === 'circuit-open');
-    node.classList.toggle('circuit-half-open', circuitClass === 'circuit-half-open');
+    Object.keys(CIRCUIT_CLASSES).forEach(function (key) {
+      node.classList.toggle(CIRCUIT_CLASSES[key], circuitClass === CIRCUIT_CLASSES[key]);
+    });
+    showHosts(tile, hosts, v.rate);
     node.dataset.shortCircuitRate = oneDecimal(v.shortCircuitRate);
     setField(tile, 'shortCircuitRate', oneDecimal(v.shortCircuitRate));
     tile.shortRate.hidden = v.circuitClosed && v.shortCircuitRate === 0;
-    node.dataset.forcedClosed = String(m.propertyValue_circuitBreakerForceClosed === true);
+    var forcedClosed = hostsTrue(m.propertyValue_circuitBreakerForceClosed, hosts);
+    node.dataset.forcedClosed = String(forcedClosed >= hosts);
     setField(tile, 'rate', oneDecimal(v.rate));
     node.dataset.rate = oneDecimal(v.rate);
     ['retryRate', 'retryBudgetExhaustedRate', 'hedgeRate', 'hedgeCancelledRate'].forEach(function (key) {
@@ -653,23 +767,27 @@
       num(m.adaptiveLimitQueued), num(m.rollingCountLimitRejected),
       ratePerSecond(m.rollingCountLimitRejected, windowMs));
     showPriorities(tile, m);
-    showThrottle(tile, typeof m.throttleProbability === 'number' ? m.throttleProbability : null,
+    // Turbine sums the probabilities: per host, their mean.
+    showThrottle(tile, typeof m.throttleProbability === 'number' ? m.throttleProbability / hosts : null,
       num(m.rollingCountThrottled), ratePerSecond(m.rollingCountThrottled, windowMs));
     showSlowCalls(tile, m, hosts, windowMs);
     showChaos(tile, m, hosts, windowMs);
     setField(tile, 'errorPercentage', String(v.errorPercentage));
     setField(tile, 'circuit', circuit[1]);
-    tile.forced.textContent = m.propertyValue_circuitBreakerForceClosed === true ? ' [Forced Closed]' : '';
+    tile.forced.textContent = forcedClosed >= hosts ? ' [Forced Closed]'
+      : forcedClosed > 0 ? ' [Forced Closed ' + forcedClosed + ' of ' + hosts + ']' : '';
     ['errorPercentage', 'requests'].concat(COMMAND_COUNTERS.map(function (c) { return c[0]; }))
       .concat(LATENCIES.map(function (l) { return l[0]; }))
       .forEach(function (key) {
         node.dataset[key] = String(v[key]);
         if (key !== 'errorPercentage') setField(tile, key, commas(v[key]));
       });
-    tile.title.title = m.name + ' (group ' + m.group + ', ' + node.dataset.isolation + ', ' + commas(v.requests) + ' requests in the window)';
+    tile.title.title = m.name + ' (group ' + node.dataset.group + ', ' + node.dataset.isolation + ', ' + commas(v.requests) + ' requests in the window'
+      + (hosts > 1 ? ' on ' + hosts + ' hosts' : '') + ')';
     var health = colourOn(HEALTH_SCALE, v.errorPercentage);
     tile.dot.style.backgroundColor = health;
-    var size = Math.round(8 + 12 * Math.sqrt(Math.min(v.rate, 400) / 400));
+    // As the Hystrix Dashboard's circle: on the rate per host.
+    var size = Math.round(8 + 12 * Math.sqrt(Math.min(v.hostRate, 400) / 400));
     tile.dot.style.width = size + 'px';
     tile.dot.style.height = size + 'px';
     // Not closed: the style sheet's circuit colour, not the error percentage's.
@@ -678,44 +796,55 @@
     sparkline(tile, v.rate);
   }
 
+  // A thread pool's message: Turbine sums every number of it, its properties too, so as the
+  // Hystrix Dashboard's hystrixThreadPool.js the queue size and the window are per host (sum
+  // / hosts, floored), the counts and gauges the cluster's.
   function showPool(tile, m) {
+    var hosts = hostsOf(m);
+    var windowMs = Math.floor(num(m.propertyValue_metricsRollingStatisticalWindowInMilliseconds) / hosts);
     var v = {
-      rate: ratePerSecond(m.rollingCountThreadsExecuted, m.propertyValue_metricsRollingStatisticalWindowInMilliseconds),
+      rate: ratePerSecond(m.rollingCountThreadsExecuted, windowMs),
       active: num(m.currentActiveCount),
       maxActive: num(m.rollingMaxActiveThreads),
       queued: num(m.currentQueueSize),
       executions: num(m.rollingCountThreadsExecuted),
       poolSize: num(m.currentPoolSize),
       rejections: num(m.rollingCountCommandRejections),
-      queueSize: num(m.propertyValue_queueSizeRejectionThreshold)
+      queueSize: Math.floor(num(m.propertyValue_queueSizeRejectionThreshold) / hosts)
     };
     tile.values = v;
+    showHosts(tile, hosts, v.rate);
     tile.node.dataset.rate = oneDecimal(v.rate);
     setField(tile, 'rate', oneDecimal(v.rate));
     POOL_FIELDS.forEach(function (f) {
       tile.node.dataset[f[0]] = String(v[f[0]]);
       setField(tile, f[0], commas(v[f[0]]));
     });
-    // As the Hystrix Dashboard: the pool's colour is its queue on the error scale.
-    var health = colourOn(HEALTH_SCALE, v.queued);
+    // As the Hystrix Dashboard: the pool's colour is its queue per host on the error scale.
+    var health = colourOn(HEALTH_SCALE, v.queued / hosts);
     tile.dot.style.backgroundColor = health;
     tile.node.style.borderLeftColor = health;
   }
 
+  // A collapser's message: counts summed over the hosts (the cluster's), batch sizes per host
+  // (sum / hosts, floored, as latencies).
   function showCollapser(tile, m) {
+    var hosts = hostsOf(m);
     var batch = m.batchSize || {};
+    var perHost = function (value) { return Math.floor(num(value) / hosts); };
     var v = {
       rate: 0,
       batches: num(m.rollingCountBatches),
       requestsBatched: num(m.rollingCountRequestsBatched),
       fromCache: num(m.rollingCountResponsesFromCache),
-      mean: num(m.batchSize_mean),
-      p50: num(batch['50']),
-      p90: num(batch['90']),
-      p99: num(batch['99']),
-      p995: num(batch['99.5'])
+      mean: perHost(m.batchSize_mean),
+      p50: perHost(batch['50']),
+      p90: perHost(batch['90']),
+      p99: perHost(batch['99']),
+      p995: perHost(batch['99.5'])
     };
     tile.values = v;
+    showHosts(tile, hosts, null);
     COLLAPSER_FIELDS.forEach(function (f) {
       tile.node.dataset[f[0]] = String(v[f[0]]);
       setField(tile, f[0], commas(v[f[0]]));
@@ -733,7 +862,12 @@
       return;
     }
     var kind = m && kinds[m.type];
-    if (!kind || typeof m.name !== 'string' || m.deleteData === 'true') return;
+    if (!kind || typeof m.name !== 'string') return;
+    if (m.deleteData === 'true' || m.deleteData === true) {
+      // Turbine: no host reports it any more.
+      removeTile(kind, m.name);
+      return;
+    }
     var tile = kind.tiles.get(m.name);
     if (!tile) {
       tile = BUILD[m.type](kind, m.name);
@@ -747,6 +881,14 @@
     } else {
       SHOW[m.type](tile, m);
     }
+  }
+
+  function removeTile(kind, name) {
+    var tile = kind.tiles.get(name);
+    if (!tile) return;
+    kind.tiles.delete(name);
+    tile.node.remove();
+    kind.count.textContent = String(kind.tiles.size);
   }
 
   // ---------------------------------------------------------------------------------------
@@ -855,16 +997,41 @@
       .then(function (response) { return response.ok ? response.json() : { admin: null }; })
       .then(function (info) {
         adminMode = info.admin === 'loopback' || info.admin === 'token' ? info.admin : null;
+        // The buttons act on this instance's breakers only: off on another stream (a
+        // cluster's), where a tile is not this instance's.
+        var elsewhere = adminMode && stream.custom;
+        if (elsewhere) adminMode = null;
         document.body.dataset.admin = adminMode || 'off';
         document.getElementById('admin-mode').textContent = adminMode
           ? 'breaker buttons on (' + (adminMode === 'token' ? 'token' : 'loopback only') + ')'
-          : '';
+          : elsewhere ? 'breaker buttons off (another stream)' : '';
       })
       .catch(function () { document.body.dataset.admin = 'off'; });
   }
 
   // ---------------------------------------------------------------------------------------
   // The stream
+
+  // The stream the page reads: STREAM_URL, or `?stream=` when it names a URL of the page's
+  // own origin (a path such as /turbine.stream?cluster=demo, or relative to the page). Any
+  // other origin is refused: the page connects to the stream itself, and is no proxy.
+  // { url, custom } or { refused: the reason }.
+  function chosenStream() {
+    var own = new URL(STREAM_URL, window.location.href);
+    var given = new URLSearchParams(window.location.search).get('stream');
+    if (given === null || given.trim() === '') return { url: STREAM_URL, custom: false };
+    var url;
+    try {
+      url = new URL(given.trim(), window.location.href);
+    } catch (err) {
+      return { refused: 'Not a URL: ' + given };
+    }
+    if (url.origin !== window.location.origin) {
+      return { refused: 'Refused stream ' + given + ': this page reads streams of its own origin only (' + window.location.origin + '); give a path such as /turbine.stream?cluster=NAME.' };
+    }
+    var path = url.pathname + url.search;
+    return { url: path, custom: path !== own.pathname + own.search };
+  }
 
   function setConnection(state, text) {
     var node = document.getElementById('connection');
@@ -874,7 +1041,7 @@
 
   function connect() {
     setConnection('connecting', 'connecting');
-    var source = new EventSource(STREAM_URL);
+    var source = new EventSource(stream.url);
     source.addEventListener('open', function () { setConnection('live', 'live'); });
     source.addEventListener('message', onMessage);
     source.addEventListener('error', function () {
@@ -895,6 +1062,21 @@
       filterText = event.target.value.trim().toLowerCase();
       Object.keys(kinds).forEach(function (type) { kinds[type].tiles.forEach(applyFilter); });
     });
+    var name = document.getElementById('stream-name');
+    if (stream.refused) {
+      // Visible, and nothing is read.
+      var refused = document.getElementById('stream-refused');
+      refused.textContent = stream.refused;
+      refused.hidden = false;
+      document.body.dataset.admin = 'off';
+      setConnection('refused', 'stream refused');
+      return;
+    }
+    if (stream.custom) {
+      name.textContent = stream.url;
+      name.hidden = false;
+      document.title = 'Hystrix dashboard: ' + stream.url;
+    }
     loadInfo();
     connect();
     window.setInterval(resortAll, RESORT_EVERY_MS);

@@ -15,3 +15,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // [snippet]
     Ok(())
 }
+
+// doctest: turbine-serve no_run
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    use std::time::Duration;
+    // [snippet]
+    Ok(())
+}

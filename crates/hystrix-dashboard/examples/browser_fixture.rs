@@ -30,6 +30,14 @@
 //! The admin routes are on: with the token in `HYSTRIX_ADMIN_TOKEN` if set, else for loopback
 //! peers.
 //!
+//! The fleet: two more instances (registries driven by real commands of the same names and
+//! groups, to other known counts; see [`drive_peer`]), each with its own dashboard on its own
+//! 127.0.0.1 port, and a Turbine over the three instances' `/hystrix.stream` with the cluster
+//! name `demo`, mounted on the first dashboard (`/turbine.stream?cluster=demo` on its port).
+//! The line printed also has `"instances"`: the three instances' `{"url", "plan"}`, the first
+//! being the fixture's own. SendEmail is OPEN on all three, GetStock (OPEN) and GetReviews
+//! (HALF_OPEN) on the first only.
+//!
 //! ```sh
 //! cargo run -p hystrix-dashboard --example browser_fixture
 //! ```
@@ -49,6 +57,7 @@ use hystrix::{
     Class, Classifier, Command, EventType, FailureType, IsolationStrategy, Outcome, Status,
 };
 use hystrix_dashboard::Dashboard;
+use hystrix_dashboard::turbine::{Instances, Turbine};
 use serde::Serialize;
 
 type Result<T, E = Box<dyn Error>> = std::result::Result<T, E>;
@@ -1033,6 +1042,98 @@ fn drive_all(test: &TestRegistry, runtime: &tokio::runtime::Runtime) -> Result<(
     Ok((plan, charge_card))
 }
 
+/// The fleet's commands, as the first instance has them: name, group, and whether it runs
+/// in a thread pool (InventoryPool, as the first instance's CheckInventory).
+const FLEET: [(&str, &str, bool); 14] = [
+    ("GetUser", "Users", false),
+    ("SaveOrder", "Orders", false),
+    ("GetPrices", "Catalog", false),
+    ("GetRecommendations", "Recommendations", false),
+    ("ApplyCoupon", "Promotions", false),
+    ("GetAvatar", "Users", false),
+    ("CheckInventory", "Inventory", true),
+    ("SendEmail", "Notifications", false),
+    ("GetStock", "Inventory", false),
+    ("GetReviews", "Ratings", false),
+    ("GetShipping", "Shipping", false),
+    ("SearchProducts", "Search", false),
+    ("ChargeCard", "Payments", false),
+    ("GetRatings", "Ratings", false),
+];
+
+/// Instance `k` (2 or 3) of the cluster: its registry driven by real commands of the first
+/// instance's names and groups to other known counts. Command `i` of [`FLEET`]: `10·k + i`
+/// successes then `(i + k) mod 3` failures (answered by the fallback), each taking
+/// `1 + k + (i mod 5)` ms, so its latencies are that many ms; SendEmail instead trips as on the
+/// first instance (volume threshold 5, sleep window an hour): `5 + k` failures of `2 + k` ms,
+/// then `k` calls short-circuited, so it is OPEN on every instance, while GetStock and
+/// GetReviews (OPEN and HALF_OPEN on the first) are CLOSED here. CheckInventory runs on
+/// InventoryPool (2 threads), one run at a time. Then the clock is set to the end of the
+/// first window, as on the first instance.
+fn drive_peer(test: &TestRegistry, k: u64) -> Result<Plan> {
+    let mut commands = Vec::new();
+    let mut pools = Vec::new();
+    for (i, &(name, group, thread)) in (0u64..).zip(FLEET.iter()) {
+        let mut plan = CommandPlan::new(name, group);
+        if name == "SendEmail" {
+            let cmd = command(test, name, group, |b| {
+                b.circuit_breaker_request_volume_threshold(5)
+                    .circuit_breaker_sleep_window(Duration::from_secs(3600))
+            })?;
+            let ms = 2 + k;
+            trip(test, &cmd, 0, 5 + k, ms, k)?;
+            plan.failure = 5 + k;
+            plan.short_circuited = k;
+            plan.latency = latencies(ms as i64, ms as i64, ms as i64, ms as i64, ms as i64);
+            plan.circuit = "open";
+            commands.push(plan.derive());
+            continue;
+        }
+        let cmd = command(test, name, group, |b| {
+            if thread {
+                b.isolation(IsolationStrategy::Thread)
+                    .thread_pool_key("InventoryPool")
+                    .thread_pool_core_size(2)
+            } else {
+                b
+            }
+        })?;
+        let ms = 1 + k + i % 5;
+        let (successes, failures) = (10 * k + i, (i + k) % 3);
+        drive(test, &cmd, successes, ms, End::Ok, Seen::Ran)?;
+        drive(test, &cmd, failures, ms, End::Fail, FAILED)?;
+        plan.success = successes;
+        plan.failure = failures;
+        plan.latency = latencies(ms as i64, ms as i64, ms as i64, ms as i64, ms as i64);
+        if thread {
+            plan.isolation = "THREAD";
+            let executions = successes + failures;
+            pools.push(PoolPlan {
+                name: "InventoryPool",
+                active: 0,
+                queued: 0,
+                pool_size: 2,
+                max_active: 1,
+                executions,
+                rejections: 0,
+                queue_size: 5,
+                rate: executions as f64 / (WINDOW_MS as f64 / 1000.0),
+            });
+        }
+        commands.push(plan.derive());
+    }
+    let now = test.clock().now_ms();
+    if now >= WINDOW_MS {
+        return Err(format!("instance {k}'s drive took {now} ms of the clock").into());
+    }
+    test.clock().advance_ms(WINDOW_MS - now);
+    Ok(Plan {
+        commands,
+        pools,
+        collapsers: Vec::new(),
+    })
+}
+
 /// The registry counted what the fixture drove.
 fn check_registry(test: &TestRegistry, plan: &Plan) -> Result<()> {
     let registry = test.registry();
@@ -1195,10 +1296,36 @@ fn main() -> Result<()> {
         Ok(token) => builder.admin_token(token)?,
         Err(_) => builder.admin(),
     };
-    let dashboard = builder.build();
     let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
     let url = format!("http://{}", listener.local_addr()?);
-    let line = serde_json::json!({ "url": url, "plan": plan });
+
+    // The cluster's two other instances, each with its own dashboard on its own port.
+    let mut instances = vec![serde_json::json!({ "url": url, "plan": plan })];
+    let mut peers = Vec::new();
+    // Their registries, held until the fixture ends.
+    let mut peer_registries = Vec::new();
+    for k in [2, 3] {
+        let peer = TestRegistry::new();
+        let peer_plan = drive_peer(&peer, k)?;
+        check_registry(&peer, &peer_plan)?;
+        let peer_listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
+        let peer_url = format!("http://{}", peer_listener.local_addr()?);
+        let peer_dashboard = Dashboard::builder(peer.registry().clone()).build();
+        peers.push(runtime.spawn(peer_dashboard.serve_on(peer_listener)));
+        instances.push(serde_json::json!({ "url": peer_url, "plan": peer_plan }));
+        peer_registries.push(peer);
+    }
+
+    // A Turbine over the three instances' streams, cluster "demo", on the first dashboard's port.
+    let streams: Vec<String> = instances
+        .iter()
+        .map(|instance| format!("{}/hystrix.stream", instance["url"].as_str().unwrap_or("")))
+        .collect();
+    let turbine = Turbine::builder()
+        .cluster("demo", Instances::list(streams)?)?
+        .build();
+    let dashboard = builder.turbine(turbine).build();
+    let line = serde_json::json!({ "url": url, "plan": plan, "instances": instances });
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "{line}")?;
     stdout.flush()?;
@@ -1209,5 +1336,9 @@ fn main() -> Result<()> {
     let mut sink = Vec::new();
     let _ = std::io::stdin().lock().read_to_end(&mut sink);
     server.abort();
+    for peer in peers {
+        peer.abort();
+    }
+    drop(peer_registries);
     Ok(())
 }

@@ -28,6 +28,11 @@
 //! - `GET /hystrix/dashboard/`: our web dashboard, a page reading `/hystrix.stream` (a tile
 //!   per command, thread pool and collapser; breaker buttons when the admin routes are on),
 //!   its files embedded in the binary; details in [`page`].
+//! - `GET /turbine.stream?cluster=NAME`, only with a [`turbine::Turbine`]
+//!   ([`DashboardBuilder::turbine`], or its own [`Turbine::serve`](turbine::Turbine::serve)):
+//!   the fleet view, every instance of a cluster's `/hystrix.stream` merged into one stream
+//!   in Turbine's format (`reportingHosts`, sums, counts of open breakers), for the Hystrix
+//!   Dashboard and our page.
 //! - `/hystrix/admin/...`, only when enabled ([`DashboardBuilder::admin`],
 //!   [`DashboardBuilder::admin_token`]): the effective configuration with provenance, run-time
 //!   property changes and the breaker override; routes and access rules in [`admin`].
@@ -488,7 +493,8 @@ impl Dashboard {
     /// The routes: `GET /hystrix.stream`, `/hystrix/utilization.stream`,
     /// `/hystrix/config.stream`, `/hystrix/requests.stream` (and its alias
     /// `/hystrix/request.stream`), `/metrics` and the [web page](page) under
-    /// `/hystrix/dashboard/`, plus the [`admin`] routes when enabled, to
+    /// `/hystrix/dashboard/`, plus the [`admin`] routes when enabled and `/turbine.stream`
+    /// with a [turbine](DashboardBuilder::turbine), to
     /// serve or to [`merge`](Router::merge) into an app (with admin routes and no token, serve
     /// the app with `into_make_service_with_connect_info::<SocketAddr>()`).
     ///

@@ -48,6 +48,23 @@
 //! / Reset buttons that `POST` to them; with an admin token the page asks for it once (kept in
 //! the tab's `sessionStorage`) and sends it as `Authorization: Bearer`.
 //!
+//! `GET /hystrix/dashboard/?stream=PATH` reads another stream of the page's own origin
+//! instead of `/hystrix.stream`, e.g. `?stream=/turbine.stream%3Fcluster%3Ddemo` for a Turbine
+//! mounted on the same dashboard; a URL of another origin is refused with a visible message (the
+//! page connects to the stream itself; it is no proxy, and its Content-Security-Policy allows
+//! its own origin only). On another stream the breaker buttons are off: they act on this
+//! instance's breakers, not on a cluster's. A merged stream is read as the Hystrix Dashboard
+//! reads it: every tile shows `Hosts: n` (`reportingHosts`; 1 on an instance's own stream)
+//! with the rate per host and for the cluster; counts are the cluster's sums; the error
+//! percentage (rounded to one decimal, as the Hystrix Dashboard), latencies and batch sizes
+//! (floored), the slow-call percentage and the throttling probability are shown per host (sum
+//! / hosts); the circuit reads Open when open on every host, Closed on none, and
+//! `Open n Closed m` otherwise (Turbine's `{"true": n, "false": m}`); command and collapser
+//! property values are per host already (not divided), thread-pool ones are sums (the queue
+//! size and the window divided by the hosts, as the Hystrix Dashboard's `hystrixThreadPool.js`);
+//! a string, bool or property the hosts disagree on (Turbine's object of counts by value) shows
+//! as `mixed (VALUE: HOSTS, ...)`; and a `deleteData: "true"` message removes the tile.
+//!
 //! Every URL the page uses is relative to it (`../../hystrix.stream`, `../admin/...`), so the
 //! page works wherever the router is nested: `.nest("/ops", router)` serves it at
 //! `/ops/hystrix/dashboard/`. [`Dashboard::serve`](crate::Dashboard::serve) also redirects

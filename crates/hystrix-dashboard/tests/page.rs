@@ -133,7 +133,7 @@ fn the_page_and_its_files_are_served_with_their_content_types() {
         (script.status, script.content_type.as_str()),
         (StatusCode::OK, "text/javascript; charset=utf-8")
     );
-    assert!(script.body.contains("new EventSource(STREAM_URL)"));
+    assert!(script.body.contains("new EventSource(stream.url)"));
     let style = get(&router, "/hystrix/dashboard/dashboard.css");
     assert_eq!(
         (style.status, style.content_type.as_str()),
@@ -313,4 +313,87 @@ fn served_on_its_own_port_the_root_leads_to_the_page() {
         let body = common::within(page.body()).await;
         assert!(body.contains("<title>Hystrix dashboard</title>"), "{body}");
     });
+}
+
+/// The page reads `?stream=PATH` (e.g. a Turbine's `/turbine.stream?cluster=demo`) from its own
+/// origin only: the script compares the origins and shows a refusal, the Content-Security-Policy
+/// allows connections to the page's origin only (so even a script bug opens no other), and
+/// the page with such a query is the same page.
+#[test]
+fn the_page_reads_another_stream_of_its_own_origin_only() {
+    let test = TestRegistry::new();
+    let router = dashboard(&test).router();
+    let page = get(&router, PAGE_PATH);
+    let pointed = get(
+        &router,
+        "/hystrix/dashboard/?stream=/turbine.stream%3Fcluster%3Ddemo",
+    );
+    assert_eq!(pointed.status, StatusCode::OK);
+    assert_eq!(pointed.body, page.body);
+    assert_eq!(
+        pointed.headers["content-security-policy"],
+        page.headers["content-security-policy"]
+    );
+    assert!(
+        page.headers["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .contains("connect-src 'self';")
+    );
+
+    let script = get(&router, "/hystrix/dashboard/dashboard.js").body;
+    // The default stays the instance's own, relative to the page.
+    assert_eq!(
+        script_constant(&script, "STREAM_URL"),
+        "../../hystrix.stream"
+    );
+    assert!(script.contains("new URLSearchParams(window.location.search).get('stream')"));
+    assert!(script.contains("url.origin !== window.location.origin"));
+    // One EventSource, on the chosen stream.
+    assert_eq!(script.matches("new EventSource(").count(), 1);
+    // The refusal is shown, in an alert the page has (hidden until then).
+    assert!(
+        page.body
+            .contains(r#"<p id="stream-refused" class="stream-refused" role="alert" hidden></p>"#),
+        "{}",
+        page.body
+    );
+    assert!(script.contains("getElementById('stream-refused')"));
+    assert!(
+        page.body
+            .contains(r#"<span id="stream-name" class="stream-name""#)
+    );
+}
+
+/// What the script reads of a merged (Turbine) message: the hosts, Turbine's object of counts
+/// for a value the hosts disagree on, and the removal of a tile no host reports.
+#[test]
+fn the_script_reads_merged_messages() {
+    let test = TestRegistry::new();
+    let router = dashboard(&test).router();
+    let script = get(&router, "/hystrix/dashboard/dashboard.js").body;
+    for needle in [
+        "m.reportingHosts",
+        "m.deleteData === 'true'",
+        "removeTile(kind, m.name)",
+        "open['true']",
+        "open['false']",
+        "'Open ' + openHosts + ' Closed ' + closedHosts",
+        "'mixed ('",
+        "'Hosts: '",
+    ] {
+        assert!(script.contains(needle), "the script lacks {needle}");
+    }
+    // Command and collapser properties are per host already (Turbine does not sum them): no
+    // property value of theirs is divided by the hosts. Thread-pool properties are sums.
+    for line in script.lines().filter(|l| l.contains("propertyValue_")) {
+        let divided = line.contains("/ hosts");
+        let pool = line.contains("propertyValue_queueSizeRejectionThreshold")
+            || (line.contains("propertyValue_metricsRollingStatisticalWindowInMilliseconds")
+                && line.contains("Math.floor"));
+        assert!(
+            !divided || pool,
+            "divides a command property by the hosts: {line}"
+        );
+    }
 }

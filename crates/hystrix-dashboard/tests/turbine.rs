@@ -271,8 +271,9 @@ fn three_instances_merge_exactly_and_come_and_go() {
     });
 }
 
-/// An instance that sends one message and then only pings.
-async fn silent_instance() -> String {
+/// An instance that sends `body` at once and then only pings.
+async fn scripted_instance(body: String) -> String {
+    let body = Arc::new(body);
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(async move {
@@ -280,8 +281,8 @@ async fn silent_instance() -> String {
             let Ok((mut socket, _)) = listener.accept().await else {
                 return;
             };
+            let body = Arc::clone(&body);
             tokio::spawn(async move {
-                // The request first (an HTTP client refuses an answer that comes before it).
                 let mut request = Vec::new();
                 let mut byte = [0u8; 1];
                 while !request.ends_with(b"\r\n\r\n") {
@@ -291,9 +292,8 @@ async fn silent_instance() -> String {
                     }
                 }
                 let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n";
-                let message = "data: {\"type\":\"HystrixCommand\",\"name\":\"Quiet\",\"requestCount\":5,\"reportingHosts\":1}\n\n";
                 if socket.write_all(head.as_bytes()).await.is_err()
-                    || socket.write_all(message.as_bytes()).await.is_err()
+                    || socket.write_all(body.as_bytes()).await.is_err()
                 {
                     return;
                 }
@@ -304,6 +304,57 @@ async fn silent_instance() -> String {
         }
     });
     format!("http://{addr}/hystrix.stream")
+}
+
+#[test]
+fn an_instance_that_floods_its_stream_is_read_at_a_bounded_rate() {
+    runtime().block_on(async {
+        // 25 000 messages at once: 20 000 are taken in the first second, the rest skipped.
+        let body: String = (0..25_000)
+            .map(|n| {
+                format!(
+                    "data: {{\"type\":\"HystrixCommand\",\"name\":\"C{}\",\"requestCount\":1}}\n\n",
+                    n % 10
+                )
+            })
+            .collect();
+        let flood = scripted_instance(body).await;
+        let turbine = Turbine::builder()
+            .cluster("fleet", Instances::list([&flood]).expect("valid"))
+            .expect("valid")
+            .build();
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(turbine.clone().serve_on(listener));
+        let _client = get(addr, "/turbine.stream?cluster=fleet").await;
+        let status = || {
+            turbine
+                .instances("fleet")
+                .expect("cluster")
+                .into_iter()
+                .next()
+        };
+        until("the second is over", || {
+            status().is_some_and(|s| s.last_error.is_some())
+        })
+        .await;
+        let status = status().expect("listed");
+        assert_eq!(status.messages, 20_000);
+        assert_eq!(
+            status.last_error.as_deref(),
+            Some("25000 lines in a second: the 5000 past 20000 were skipped")
+        );
+        assert_eq!(status.records, 10);
+    });
+}
+
+/// An instance that sends one message and then only pings.
+async fn silent_instance() -> String {
+    scripted_instance(
+        "data: {\"type\":\"HystrixCommand\",\"name\":\"Quiet\",\"requestCount\":5,\"reportingHosts\":1}\n\n"
+            .to_owned(),
+    )
+    .await
 }
 
 #[test]

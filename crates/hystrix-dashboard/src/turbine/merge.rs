@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use super::message::{
-    Kind, Layout, Parsed, Parser, Record, Rule, Slot, Text, entry_of, format_number, json_name,
-    name_of,
+    Kind, Layout, Parsed, Parser, Record, Rule, Shape, Slot, Text, entry_of, format_number,
+    json_name, name_of,
 };
 
 /// (type, name) of a message.
@@ -16,10 +16,12 @@ pub(crate) type MessageKey = (Kind, Arc<str>);
 /// (type, name) kept per instance at most; a new one past it is ignored (bounded memory).
 pub(crate) const MAX_RECORDS: usize = 10_000;
 
-/// One instance's latest records.
+/// One instance's latest records, by kind then name (so that a line's record is found from
+/// its borrowed name, without building a key).
 #[derive(Debug, Default)]
 pub(crate) struct InstanceRecords {
-    records: HashMap<MessageKey, Record>,
+    records: HashMap<Kind, HashMap<Arc<str>, Record>>,
+    count: usize,
     parser: Parser,
 }
 
@@ -38,21 +40,29 @@ impl InstanceRecords {
     /// The text is not a JSON object.
     pub(crate) fn ingest(&mut self, json: &str) -> Result<Ingested, super::message::ParseError> {
         let records = &self.records;
-        let parsed = self.parser.parse(json, |kind, name| {
-            records.get(&(kind.clone(), Arc::from(name)))
-        })?;
+        let parsed = self
+            .parser
+            .parse(json, |kind, name| records.get(kind)?.get(name))?;
         Ok(match parsed {
-            Parsed::Record(record) => {
-                let key = (record.kind.clone(), Arc::clone(&record.name));
-                if self.records.len() < MAX_RECORDS || self.records.contains_key(&key) {
-                    self.records.insert(key, record);
-                    Ingested::Kept
-                } else {
-                    Ingested::Skipped
+            Parsed::Record(kind, record) => {
+                let full = self.count >= MAX_RECORDS;
+                let names = self.records.entry(kind).or_default();
+                match names.get_mut(&*record.name) {
+                    Some(old) => *old = record,
+                    None if full => return Ok(Ingested::Skipped),
+                    None => {
+                        names.insert(Arc::clone(&record.name), record);
+                        self.count += 1;
+                    }
                 }
+                Ingested::Kept
             }
             Parsed::Delete(kind, name) => {
-                self.records.remove(&(kind, name));
+                if let Some(names) = self.records.get_mut(&kind)
+                    && names.remove(&*name).is_some()
+                {
+                    self.count -= 1;
+                }
                 Ingested::Deleted
             }
             Parsed::Skip => Ingested::Skipped,
@@ -62,18 +72,25 @@ impl InstanceRecords {
     /// Forgets every record (the instance went away).
     pub(crate) fn clear(&mut self) {
         self.records.clear();
+        self.count = 0;
     }
 
     /// Records held.
     pub(crate) fn len(&self) -> usize {
-        self.records.len()
+        self.count
+    }
+
+    /// Every record, with its kind.
+    fn iter(&self) -> impl Iterator<Item = (&Kind, &Record)> {
+        self.records
+            .iter()
+            .flat_map(|(kind, names)| names.values().map(move |record| (kind, record)))
     }
 
     /// Bytes the records hold, not counting what they share.
     pub(crate) fn own_bytes(&self) -> usize {
-        self.records
-            .values()
-            .map(|r| r.own_bytes() + std::mem::size_of::<MessageKey>())
+        self.iter()
+            .map(|(_, r)| r.own_bytes() + std::mem::size_of::<Arc<str>>())
             .sum()
     }
 }
@@ -119,7 +136,11 @@ impl Sum {
                 i
             } else {
                 match self.layout.iter().position(|s| s.id == slot.id) {
-                    Some(at) if self.layout[at].number == slot.number => at,
+                    Some(at)
+                        if (self.layout[at].shape == Shape::Str) == (slot.shape == Shape::Str) =>
+                    {
+                        at
+                    }
                     Some(_) => continue, // a number here, not there: not merged
                     None => {
                         self.layout.push(*slot);
@@ -132,17 +153,17 @@ impl Sum {
             };
             has_hosts |= slot.rule == Rule::Hosts;
             self.seen[at] += 1;
-            if slot.number {
+            if slot.shape == Shape::Str {
+                let Some(value) = texts.next() else { break };
+                count(&mut self.texts[at], Text::Str(Arc::clone(value)));
+            } else {
                 let Some(&value) = numbers.next() else { break };
                 let total = &mut self.numbers[at];
                 match slot.rule {
                     Rule::Latest => *total = total.max(value),
-                    Rule::Agree => count(&mut self.texts[at], Text::Num(value)),
+                    Rule::Agree => count(&mut self.texts[at], slot.shape.text(value)),
                     _ => *total += value,
                 }
-            } else {
-                let Some(value) = texts.next() else { break };
-                count(&mut self.texts[at], value.clone());
             }
         }
         if !has_hosts {
@@ -269,20 +290,30 @@ impl NameCache {
 /// only while its own records are added).
 #[derive(Debug, Default)]
 pub(crate) struct Merger {
-    sums: BTreeMap<MessageKey, Sum>,
+    sums: BTreeMap<Kind, BTreeMap<Arc<str>, Sum>>,
 }
 
 impl Merger {
     /// Adds one instance's records.
     pub(crate) fn add(&mut self, instance: &InstanceRecords) {
-        for (key, record) in &instance.records {
-            match self.sums.get_mut(key) {
+        for (kind, record) in instance.iter() {
+            let names = match self.sums.get_mut(kind) {
+                Some(names) => names,
+                None => self.sums.entry(kind.clone()).or_default(),
+            };
+            match names.get_mut(&*record.name) {
                 Some(sum) => sum.add(record),
                 None => {
-                    self.sums.insert(key.clone(), Sum::new(record));
+                    names.insert(Arc::clone(&record.name), Sum::new(record));
                 }
             }
         }
+    }
+
+    fn has(&self, (kind, name): &MessageKey) -> bool {
+        self.sums
+            .get(kind)
+            .is_some_and(|names| names.contains_key(&**name))
     }
 
     /// One message per (type, name) added, ordered by type then name; then a
@@ -291,19 +322,21 @@ impl Merger {
     /// [`DELETE_TICKS`] merges so that a client that skipped a few frames still gets it.
     pub(crate) fn finish(self, last: &mut Deletions) -> Vec<String> {
         let mut names = NameCache::default();
-        let mut messages = Vec::with_capacity(self.sums.len());
-        for ((kind, name), sum) in &self.sums {
-            let mut out = String::with_capacity(2048);
-            sum.write(kind, name, &mut out, &mut names);
-            messages.push(out);
+        let mut messages = Vec::new();
+        for (kind, sums) in &self.sums {
+            for (name, sum) in sums {
+                let mut out = String::with_capacity(2048);
+                sum.write(kind, name, &mut out, &mut names);
+                messages.push(out);
+            }
         }
         for key in last.merged.drain(..) {
-            if !self.sums.contains_key(&key) && !last.pending.iter().any(|(k, _)| *k == key) {
+            if !self.has(&key) && !last.pending.iter().any(|(k, _)| *k == key) {
                 last.pending.push((key, DELETE_TICKS));
             }
         }
         last.pending.retain_mut(|(key, ticks)| {
-            if self.sums.contains_key(key) || *ticks == 0 {
+            if self.has(key) || *ticks == 0 {
                 return false;
             }
             *ticks -= 1;
@@ -315,7 +348,11 @@ impl Merger {
             messages.push(out);
             true
         });
-        last.merged = self.sums.into_keys().collect();
+        last.merged = self
+            .sums
+            .into_iter()
+            .flat_map(|(kind, names)| names.into_keys().map(move |name| (kind.clone(), name)))
+            .collect();
         messages
     }
 }

@@ -52,10 +52,18 @@
 //! | strings, booleans, `null` (`group`, `threadPool`, `circuitBreakerStatus`, `propertyValue_executionIsolationStrategy`, ...) | the value when every host agrees, else counts by value (Turbine's form, `{"OPEN": 1, "CLOSED": 2}`) | |
 //! | arrays | dropped (Hystrix's messages have none) | |
 //!
-//! A field only some hosts send is merged over those hosts. When no instance reports a
-//! (type, name) any more, `{"type": T, "name": N, "deleteData": "true"}` is sent instead on
-//! the next 8 ticks (the dashboard removes its tile; 8 so that a client that skipped frames
-//! still gets it), then nothing; a `deleteData` message from an instance
+//! A field only some hosts send (slow-call or chaos fields of a command configured so on some
+//! hosts only) is merged over those hosts, while `reportingHosts` counts them all: read per
+//! host (÷ hosts), such a field is low. Where hosts disagree, the Hystrix Dashboard shows what
+//! it showed with Turbine: a mixed `propertyValue_circuitBreakerForceOpen` (an object, truthy)
+//! reads "Forced Open" for the whole cluster, a mixed isolation strategy hides the rejected
+//! counter, a mixed rolling window makes the rate NaN; our page shows the counts instead.
+//!
+//! When no instance reports a (type, name) any more, `{"type": T, "name": N, "deleteData":
+//! "true"}` is sent instead on the next 8 ticks (8 so that a client that skipped frames still
+//! gets it), then nothing. Our page removes the tile; the Hystrix Dashboard reads the field
+//! but its handler misses the tile's id (`escapedName` is set later, in `preProcessData`), so
+//! there the tile stays, frozen at its last values, until the page is reloaded; a `deleteData` message from an instance
 //! removes its record.
 //!
 //! # Instances come and go
@@ -72,8 +80,9 @@
 //!
 //! # Bounds
 //! At most [`MAX_INSTANCES`] instances per cluster, 10 000 (type, name) per instance, 512
-//! fields per message, lines of 256 KiB and 4096 distinct field names in the process; past a
-//! bound the excess is ignored (a line too long closes its connection). An instance's message
+//! fields per message, lines of 256 KiB, 20 000 messages per instance per second and 4096
+//! distinct field names in the process; past a bound the excess is ignored (a line too long
+//! closes its connection, and flooding shows in the instance's [`Status::last_error`]). An instance's message
 //! is kept in a compact form (its numbers in an array, field names shared): about 900 bytes
 //! per command per instance. The aggregation's cost is in BENCHMARKS.md.
 
@@ -572,5 +581,61 @@ impl Run {
     pub(crate) fn tick(&self) -> Vec<String> {
         let mut deletions = self.deletions.lock().unwrap_or_else(|p| p.into_inner());
         self.merge(&mut deletions)
+    }
+}
+
+/// The aggregation without the network, for `benches/turbine.rs` only: not part of the API.
+#[doc(hidden)]
+pub mod bench {
+    use super::instances::InstanceUrl;
+    use super::merge::{Deletions, Merger};
+    use super::reader::Instance;
+
+    /// Instances fed lines directly, and their merge.
+    #[derive(Debug)]
+    pub struct Aggregation {
+        instances: Vec<Instance>,
+        deletions: Deletions,
+    }
+
+    impl Aggregation {
+        /// `instances` instances with no message yet.
+        pub fn new(instances: usize) -> Aggregation {
+            let instances = (0..instances)
+                .map(|n| {
+                    let url = InstanceUrl::parse(&format!("http://10.0.0.{}:7979/", n % 250 + 1))
+                        .unwrap_or_else(|_| unreachable!("a valid URL"));
+                    Instance::new(url)
+                })
+                .collect();
+            Aggregation {
+                instances,
+                deletions: Deletions::default(),
+            }
+        }
+
+        /// One line of instance `instance`'s stream (`data: {...}`), as its reader takes it.
+        pub fn line(&self, instance: usize, line: &[u8]) {
+            if let Some(instance) = self.instances.get(instance) {
+                instance.line(line, 0);
+            }
+        }
+
+        /// One tick of the merged stream.
+        pub fn tick(&mut self) -> Vec<String> {
+            let mut merger = Merger::default();
+            for instance in &self.instances {
+                merger.add(&instance.state().records);
+            }
+            merger.finish(&mut self.deletions)
+        }
+
+        /// Bytes the instances' messages take, beyond what they share.
+        pub fn bytes(&self) -> usize {
+            self.instances
+                .iter()
+                .map(|i| i.state().records.own_bytes())
+                .sum()
+        }
     }
 }

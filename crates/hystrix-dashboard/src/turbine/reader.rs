@@ -18,6 +18,11 @@ use super::{Settings, Status};
 /// ends the connection, so a stream without newlines cannot grow the buffer without bound.
 pub(crate) const MAX_LINE: usize = 256 * 1024;
 
+/// Lines taken from one instance per second at most (two ticks' worth of its most records);
+/// past it, the rest of the second's lines are skipped, so that an instance that floods its
+/// stream costs a bounded share of a core.
+pub(crate) const MAX_LINES_PER_SECOND: u64 = 2 * super::merge::MAX_RECORDS as u64;
+
 /// One instance: where it is and what it last said.
 #[derive(Debug)]
 pub(crate) struct Instance {
@@ -157,6 +162,8 @@ async fn read(instance: &Instance, settings: &Settings) -> Result<(), String> {
     instance.state().connected = true;
     let mut body = response.into_body();
     let mut buffer: Vec<u8> = Vec::with_capacity(8 * 1024);
+    let mut second = tokio::time::Instant::now();
+    let mut lines: u64 = 0;
     loop {
         let frame = match tokio::time::timeout(timeout, body.frame()).await {
             Err(_) => return Err(format!("nothing received for {timeout:?}")),
@@ -169,11 +176,27 @@ async fn read(instance: &Instance, settings: &Settings) -> Result<(), String> {
         };
         buffer.extend_from_slice(&data);
         let now_ms = settings.clock.now_ms();
+        if second.elapsed() >= std::time::Duration::from_secs(1) {
+            if lines > MAX_LINES_PER_SECOND {
+                instance.state().last_error = Some(format!(
+                    "{} lines in a second: the {} past {MAX_LINES_PER_SECOND} were skipped",
+                    lines,
+                    lines - MAX_LINES_PER_SECOND
+                ));
+            }
+            second = tokio::time::Instant::now();
+            lines = 0;
+        }
         let mut start = 0;
         while let Some(end) = buffer[start..].iter().position(|&b| b == b'\n') {
             let line = &buffer[start..start + end];
             let line = line.strip_suffix(b"\r").unwrap_or(line);
-            instance.line(line, now_ms);
+            if line.starts_with(b"data:") {
+                lines += 1;
+                if lines <= MAX_LINES_PER_SECOND {
+                    instance.line(line, now_ms);
+                }
+            }
             start += end + 1;
         }
         buffer.drain(..start);

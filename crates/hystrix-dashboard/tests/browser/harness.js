@@ -14,6 +14,16 @@
 // 4. Checks both against the plan, exactly (and our stream's extension counters, slow-call
 //    and chaos fields, which only our page shows, and the same counters on /metrics); presses our admin buttons and
 //    watches both dashboards follow; saves screenshots of both in ARTIFACTS.
+// 5. Feeds both dashboards hand-made merged messages in Turbine's forms (reportingHosts 3,
+//    objects of counts, deleteData): the Hystrix Dashboard from the harness's express server
+//    through its proxy, our page on `?stream=` answered by the tab itself; and checks that our
+//    page refuses another origin's stream, visibly.
+// 6. The fleet: the fixture's two other instances (same commands, other counts, each on its
+//    own dashboard and port) and a Turbine over the three streams (cluster "demo", mounted on
+//    the fixture's dashboard): the merged stream's messages against the instances' own; then
+//    both dashboards on /turbine.stream?cluster=demo, checked against the three plans exactly
+//    (Hosts 3, the cluster rate the instances' sum, per-host rates, error % and latencies,
+//    "Open 1 Closed 2" for a circuit open on one host, "Open" on all three, counts summed).
 //
 // Every wait is a poll with a deadline. Ends with "N passed, M failed" and exit code 1 on any
 // failure.
@@ -98,10 +108,19 @@ function serveHystrixDashboard() {
   app.get('/monitor/monitor.html', (req, res) => res.type('html').send(rewritten));
   app.get(LOCAL_UNDERSCORE, (req, res) => res.sendFile(require.resolve('underscore/underscore-min.js')));
   app.get('/favicon.ico', (req, res) => res.status(204).end());
+  // Hand-made merged messages (app.locals.synthetic, SSE frames), sent every 500 ms.
+  app.get(SYNTHETIC_PATH, (req, res) => {
+    res.writeHead(200, { 'Content-Type': 'text/event-stream;charset=UTF-8', 'Cache-Control': 'no-cache' });
+    const send = () => res.write(app.locals.synthetic || ': none yet\n\n');
+    send();
+    const timer = setInterval(send, 500);
+    req.on('close', () => clearInterval(timer));
+  });
   // The package's own static files and its /proxy.stream.
   require('hystrix-dashboard')(app, { proxy: true });
   return new Promise((resolve, reject) => {
     const server = app.listen(0, '127.0.0.1', () => resolve(server));
+    server.app = app;
     server.once('error', reject);
   });
 }
@@ -145,7 +164,10 @@ async function openTab(browser, name) {
   await page.setRequestInterception(true);
   page.on('request', (request) => {
     const url = request.url();
-    if (url.startsWith('http://127.0.0.1:') || url.startsWith('data:')) {
+    const answer = tab.answer && tab.answer(request);
+    if (answer) {
+      request.respond(answer);
+    } else if (url.startsWith('http://127.0.0.1:') || url.startsWith('data:')) {
       request.continue();
     } else {
       tab.offsite.push(url);
@@ -217,6 +239,12 @@ async function readHystrixCommand(page, name) {
     };
     return {
       circuit: text('.circuitStatus'),
+      // The cell after the "Hosts" header (reportingHosts).
+      hosts: (() => {
+        const header = Array.from(tile.querySelectorAll('.cell.header')).find((n) => n.textContent.trim() === 'Hosts');
+        return header && header.nextElementSibling ? header.nextElementSibling.textContent.trim() : null;
+      })(),
+      hostRate: text('.ratePerSecondPerHost'),
       success: text('a.success'),
       shortCircuited: text('a.shortCircuited'),
       badRequest: text('a.badRequest'),
@@ -247,6 +275,7 @@ function checkHystrixCommand(want, got) {
   }
   check(`${what}: error %`, got.errorPercentage, want.errorPercentage.toFixed(1));
   check(`${what}: rate`, got.rate, want.rate.toFixed(1));
+  check(`${what}: hosts and rate per host`, [got.hosts, got.hostRate], ['1', want.rate.toFixed(1)]);
   for (const key of ['mean', 'p50', 'p90', 'p99', 'p995']) {
     check(`${what}: latency ${key}`, number(got[key]), want.latency[key]);
   }
@@ -346,6 +375,7 @@ async function readOurTile(page, kind, name) {
         const chaos = tile.querySelector('.chaos');
         return chaos ? getComputedStyle(chaos).borderTopColor : null;
       })(),
+      hostsLine: line('.hosts'),
       retries: line('.retries'),
       hedges: line('.hedges'),
       limit: line('.limit'),
@@ -482,6 +512,9 @@ function checkOurCommand(want, got) {
   check(`${what}: short-circuited per second`, [got.data.shortCircuitRate, got.shown.shortCircuitRate, got.shortRateShown],
     [shortRate, shortRate, want.circuit !== 'closed' || want.shortCircuited > 0]);
   check(`${what}: rate`, [got.data.rate, got.shown.rate], [want.rate.toFixed(1), want.rate.toFixed(1)]);
+  const rate = want.rate.toFixed(1);
+  check(`${what}: hosts line (one host)`, [got.hostsLine, got.data.hosts, got.data.hostRate, got.data.clusterRate],
+    [{ text: `Hosts: 1 \u00b7 Host: ${rate}/s \u00b7 Cluster: ${rate}/s`, shown: true, dimmed: false, fits: true }, '1', rate, rate]);
   // Retries and retries the budget refused; hedges and hedged attempts cancelled.
   checkRatesLine(what, want, got, 'retries', ['retry', 'retryBudgetExhausted'],
     (retries, refused) => `Retries ${retries}/s \u00b7 budget refused ${refused}/s`);
@@ -511,6 +544,7 @@ function checkOurPool(want, got) {
     return;
   }
   check(`${what}: rate`, [got.data.rate, got.shown.rate], [want.rate.toFixed(1), want.rate.toFixed(1)]);
+  check(`${what}: hosts and rate per host`, [got.data.hosts, got.data.hostRate], ['1', want.rate.toFixed(1)]);
   for (const key of ['active', 'maxActive', 'queued', 'executions', 'poolSize', 'rejections', 'queueSize']) {
     check(`${what}: ${key}`, [got.data[key], got.shown[key]], [String(want[key]), commas(want[key])]);
   }
@@ -538,13 +572,14 @@ async function commandOrder(page) {
 // ----------------------------------------------------------------------------------------------
 // Our stream's extension counters, read from the wire
 
-// The first HystrixCommand message of each command in `names` on `url`'s /hystrix.stream.
-async function streamCommands(url, names) {
+// The first message of each `type name` in `keys` on the SSE stream at `streamUrl` that
+// `accept` takes, by key, within 10 s.
+async function streamMessages(streamUrl, keys, accept = () => true) {
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), 10000);
   const found = {};
   try {
-    const response = await fetch(`${url}/hystrix.stream`, { signal: controller.signal });
+    const response = await fetch(streamUrl, { signal: controller.signal });
     const decoder = new TextDecoder();
     let buffered = '';
     for await (const chunk of response.body) {
@@ -555,11 +590,10 @@ async function streamCommands(url, names) {
         buffered = buffered.slice(end + 2);
         if (!frame.startsWith('data: ')) continue;
         const message = JSON.parse(frame.slice('data: '.length));
-        if (message.type === 'HystrixCommand' && names.includes(message.name) && !found[message.name]) {
-          found[message.name] = message;
-        }
+        const key = `${message.type} ${message.name}`;
+        if (keys.includes(key) && !found[key] && accept(message)) found[key] = message;
       }
-      if (names.every((name) => found[name])) break;
+      if (keys.every((key) => found[key])) break;
     }
   } catch (error) {
     if (error.name !== 'AbortError') throw error;
@@ -568,6 +602,16 @@ async function streamCommands(url, names) {
     controller.abort();
   }
   return found;
+}
+
+// The first HystrixCommand message of each command in `names` on `url`'s /hystrix.stream.
+async function streamCommands(url, names) {
+  const found = await streamMessages(`${url}/hystrix.stream`, names.map((name) => `HystrixCommand ${name}`));
+  const byName = {};
+  for (const name of names) {
+    if (found[`HystrixCommand ${name}`]) byName[name] = found[`HystrixCommand ${name}`];
+  }
+  return byName;
 }
 
 // The adaptive limit's numbers of the plan, [limit, in flight, queued], or null without one.
@@ -641,6 +685,387 @@ async function checkMetricsAttempts(url, plan) {
 }
 
 // ----------------------------------------------------------------------------------------------
+// Merged messages, hand-made: Turbine's forms (reportingHosts 3, sums, objects of counts,
+// deleteData) read by both dashboards
+
+const SYNTHETIC_PATH = '/synthetic-fleet.stream';
+
+// Merged messages for three hosts, made from real messages of the fixture's stream (so every
+// key the Hystrix Dashboard requires is there), with the numbers and forms set here.
+function syntheticFleet(base) {
+  const command = base['HystrixCommand GetUser'];
+  const latency = (mean, p50, p90, p99, p995) => ({
+    latencyExecute_mean: mean,
+    latencyExecute: { ...command.latencyExecute, 50: p50, 90: p90, 99: p99, 99.5: p995 },
+  });
+  const fleet = (name, fields) => ({
+    ...command,
+    name,
+    reportingHosts: 3,
+    requestCount: 300,
+    errorCount: 30,
+    errorPercentage: 10,
+    rollingCountSuccess: 270,
+    rollingCountFailure: 30,
+    rollingCountShortCircuited: 0,
+    propertyValue_metricsRollingStatisticalWindowInMilliseconds: 10000,
+    ...latency(20, 10, 31, 62, 91),
+    ...fields,
+  });
+  const commands = [
+    // Open on one host of three; the hosts disagree on the group.
+    fleet('FleetMixed', {
+      isCircuitBreakerOpen: { true: 1, false: 2 },
+      circuitBreakerStatus: { CLOSED: 2, OPEN: 1 },
+      group: { Accounts: 1, Users: 2 },
+    }),
+    // Open on all three.
+    fleet('FleetOpen', { isCircuitBreakerOpen: 3, circuitBreakerStatus: 'OPEN' }),
+    // Forced open on one host of three.
+    fleet('FleetForced', { propertyValue_circuitBreakerForceOpen: { false: 2, true: 1 } }),
+    // The hosts disagree on the isolation and on chaos; slow calls and throttling on, summed.
+    fleet('FleetOdd', {
+      propertyValue_executionIsolationStrategy: { SEMAPHORE: 1, THREAD: 2 },
+      propertyValue_chaosEnabled: { false: 2, true: 1 },
+      propertyValue_chaosFaultRatePercentage: { 0: 2, 10: 1 },
+      propertyValue_chaosLatencyRatePercentage: 0,
+      propertyValue_chaosLatencyInMilliseconds: 100,
+      propertyValue_chaosHangRatePercentage: 0,
+      rollingCountChaosInjected: 0,
+      slowCallCount: 30,
+      slowCallPercentage: 30,
+      rollingCountSlowCall: 30,
+      propertyValue_circuitBreakerSlowCallDurationThresholdInMilliseconds: 40,
+      propertyValue_circuitBreakerSlowCallRateThresholdPercentage: 50,
+      throttleProbability: 0.9,
+      rollingCountThrottled: 0,
+    }),
+    // Reported, then no host reports it any more.
+    fleet('FleetGone', {}),
+  ];
+  const pool = {
+    ...base['HystrixThreadPool InventoryPool'],
+    name: 'FleetPool',
+    reportingHosts: 3,
+    currentActiveCount: 3,
+    currentQueueSize: 6,
+    currentPoolSize: 6,
+    rollingMaxActiveThreads: 6,
+    rollingCountThreadsExecuted: 45,
+    rollingCountCommandRejections: 0,
+    propertyValue_queueSizeRejectionThreshold: 15,
+    propertyValue_metricsRollingStatisticalWindowInMilliseconds: 30000,
+  };
+  const collapser = {
+    ...base['HystrixCollapser GetRating'],
+    name: 'FleetCollapser',
+    reportingHosts: 3,
+    rollingCountBatches: 9,
+    rollingCountRequestsBatched: 30,
+    batchSize_mean: 9,
+    batchSize: { ...base['HystrixCollapser GetRating'].batchSize, 50: 9, 90: 15, 99: 15, 99.5: 15 },
+  };
+  const gone = { type: 'HystrixCommand', name: 'FleetGone', deleteData: 'true' };
+  return [...commands, pool, collapser, gone];
+}
+
+function sseBody(messages) {
+  return messages.map((m) => `data: ${JSON.stringify(m)}\n\n`).join('');
+}
+
+// The real Hystrix Dashboard's reading of the hand-made messages (through its proxy, from the
+// harness's express server) and ours (the page on `?stream=`, answered by the tab itself on the
+// fixture's origin), each as Hystrix's templates and hystrixCommand.js compute it; then the
+// refusal of another origin's stream.
+async function checkSyntheticFleet(browser, server, url, tabs) {
+  log('merged forms, hand-made: both dashboards');
+  const base = await streamMessages(`${url}/hystrix.stream`,
+    ['HystrixCommand GetUser', 'HystrixThreadPool InventoryPool', 'HystrixCollapser GetRating']);
+  const messages = syntheticFleet(base);
+  // Our tab answers each connection with one tick and a retry of 200 ms: a tick every reconnection.
+  const body = `retry: 200\n\n${sseBody(messages)}`;
+  server.app.locals.synthetic = sseBody(messages);
+  const perTick = messages.length;
+
+  // (a) The Hystrix Dashboard.
+  const theirs = await openTab(browser, 'Hystrix Dashboard (hand-made merged messages)');
+  tabs.push(theirs);
+  const origin = encodeURIComponent(`http://127.0.0.1:${server.address().port}${SYNTHETIC_PATH}`);
+  await theirs.page.goto(`http://127.0.0.1:${server.address().port}/monitor/monitor.html?stream=${origin}&title=fleet`);
+  await waitForTiles(theirs, ['#CIRCUIT_FleetMixed_0', '#CIRCUIT_FleetOdd_0', '#THREAD_POOL_FleetPool_0'], perTick);
+  const their = {};
+  for (const name of ['FleetMixed', 'FleetOpen', 'FleetForced', 'FleetOdd', 'FleetGone']) {
+    their[name] = await readHystrixCommand(theirs.page, name);
+  }
+  const perHostView = (t) => t && [t.hosts, t.hostRate, t.rate, t.errorPercentage, t.mean, t.p50, t.p90, t.p99, t.p995];
+  const wantView = ['3', '10.0', '30.0', '3.3', '6', '3', '10', '20', '30'];
+  check('Hystrix Dashboard FleetMixed: hosts, host and cluster rate, error %, latencies per host',
+    perHostView(their.FleetMixed), wantView);
+  check('Hystrix Dashboard: circuits open on 1 of 3, on 3 of 3, forced open on 1 of 3',
+    ['FleetMixed', 'FleetOpen', 'FleetForced'].map((n) => their[n] && their[n].circuit),
+    // Its template tests the forced-open property for truth: an object of counts is true.
+    ['Circuit Open 1 Closed 2', 'Circuit Open', 'Circuit Forced Open']);
+  check('Hystrix Dashboard FleetOdd: no rejected counter for a mixed isolation',
+    their.FleetOdd && their.FleetOdd.rejected, null);
+  // hystrixCommand.js hands deleteCircuit data.escapedName, which only preProcessData sets,
+  // so a deleteData message removes no tile (#CIRCUIT_undefined).
+  check('Hystrix Dashboard: keeps FleetGone after its deleteData (its escapedName bug)', their.FleetGone !== null, true);
+  const theirPool = await readHystrixPool(theirs.page, 'FleetPool');
+  check('Hystrix Dashboard FleetPool: queue size and window per host, counts summed',
+    theirPool && [theirPool.Active, theirPool.Queued, theirPool['Pool Size'], theirPool['Queue Size'], theirPool.rate],
+    ['3', '6', '6', '5', '4.5']);
+  await theirs.page.screenshot({ path: path.join(ARTIFACTS, 'hystrix-dashboard-merged-forms.png'), fullPage: true });
+
+  // (b) Our page on `?stream=`, the stream answered by the tab (same origin as the page).
+  const ours = await openTab(browser, 'our page (hand-made merged messages)');
+  tabs.push(ours);
+  ours.answer = (request) => (request.url() === `${url}${SYNTHETIC_PATH}`
+    ? { status: 200, contentType: 'text/event-stream', headers: { 'Cache-Control': 'no-cache' }, body } : null);
+  await ours.page.goto(`${url}/hystrix/dashboard/?stream=${encodeURIComponent(SYNTHETIC_PATH)}`);
+  await waitForTiles(ours, ['#tile-command-FleetMixed', '#tile-command-FleetOdd', '#tile-pool-FleetPool',
+    '#tile-collapser-FleetCollapser'], perTick);
+  const tile = (kind, name) => readOurTile(ours.page, kind, name);
+  const mixed = await tile('command', 'FleetMixed');
+  const oursView = (t) => t && [t.data.hosts, t.data.hostRate, t.data.rate, t.data.errorPercentage,
+    t.data.mean, t.data.p50, t.data.p90, t.data.p99, t.data.p995];
+  check('our page FleetMixed: hosts, host and cluster rate, error %, latencies per host', oursView(mixed), wantView);
+  check('our page FleetMixed: hosts line shown', mixed && mixed.hostsLine,
+    { text: 'Hosts: 3 \u00b7 Host: 10.0/s \u00b7 Cluster: 30.0/s', shown: true, dimmed: false, fits: true });
+  check('our page FleetMixed: mixed group', mixed && mixed.data.group, 'mixed (Accounts: 1, Users: 2)');
+  const circuits = [];
+  for (const name of ['FleetMixed', 'FleetOpen', 'FleetForced']) {
+    const t = await tile('command', name);
+    circuits.push(t && [t.data.circuit, t.shown.circuit, t.classes]);
+  }
+  check('our page: circuits open on 1 of 3, on 3 of 3, forced open on 1 of 3', circuits, [
+    ['partly-open', 'Open 1 Closed 2', ['circuit-partly-open']],
+    ['open', 'Open', ['circuit-open']],
+    ['forced-open', 'Forced Open 1 of 3', ['circuit-open']],
+  ]);
+  const odd = await tile('command', 'FleetOdd');
+  check('our page FleetOdd: mixed isolation', odd && odd.data.isolation, 'mixed (SEMAPHORE: 1, THREAD: 2)');
+  check('our page FleetOdd: chaos on 1 of 3 hosts, the mixed fault rate, properties not divided',
+    odd && [odd.chaos.text, odd.data.chaosFaultRate, odd.data.chaosLatencyMs],
+    ['Chaos on: on 1 of 3 hosts \u00b7 fault mixed (0: 2, 10: 1) % \u00b7 0.0/s injected', 'mixed (0: 2, 10: 1)', '100']);
+  check('our page FleetOdd: slow-call percentage per host, thresholds not divided',
+    odd && [odd.data.slowCallPercentage, odd.data.slowCallRateThreshold, odd.data.slowCallDurationThreshold, odd.data.slowCallRate],
+    ['10', '50', '40', '3.0']);
+  check('our page FleetOdd: throttling probability per host', odd && odd.data.throttleProbability, '0.30');
+  check('our page: FleetGone removed by its deleteData', await tile('command', 'FleetGone'), null);
+  check('our page: command count without FleetGone',
+    await ours.page.$eval('#command-count', (n) => n.textContent), '4');
+  const pool = await tile('pool', 'FleetPool');
+  check('our page FleetPool: queue size and window per host, counts summed',
+    pool && [pool.data.hosts, pool.data.active, pool.data.queued, pool.data.poolSize, pool.data.queueSize, pool.data.rate, pool.data.hostRate],
+    ['3', '3', '6', '6', '5', '4.5', '1.5']);
+  const collapser = await tile('collapser', 'FleetCollapser');
+  check('our page FleetCollapser: batch sizes per host, counts summed',
+    collapser && [collapser.data.hosts, collapser.data.batches, collapser.data.mean, collapser.data.p50, collapser.data.p90],
+    ['3', '9', '3', '3', '5']);
+  // Never a JS object's or a failed number's text, shown or in data-*.
+  const bad = await ours.page.evaluate(() => {
+    const texts = [document.body.innerText];
+    document.querySelectorAll('.tile').forEach((t) => texts.push(...Object.values(t.dataset)));
+    return texts.filter((t) => /\[object Object\]|NaN|undefined/.test(t));
+  });
+  check('our page: no "[object Object]", NaN or undefined on merged messages', bad, []);
+  check('our page: breaker buttons off on another stream',
+    await ours.page.evaluate(() => [document.body.dataset.admin, document.getElementById('admin-mode').textContent,
+      document.getElementById('stream-name').textContent]),
+    ['off', 'breaker buttons off (another stream)', SYNTHETIC_PATH]);
+  await ours.page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-merged-forms.png'), fullPage: true });
+
+  // (c) Another origin's stream is refused, visibly, and never requested.
+  const refused = await openTab(browser, 'our page (another origin refused)');
+  tabs.push(refused);
+  for (const other of ['http://localhost:9/hystrix.stream', '//example.invalid/turbine.stream']) {
+    await refused.page.goto(`${url}/hystrix/dashboard/?stream=${encodeURIComponent(other)}`);
+    const shown = await poll(
+      () => refused.page.evaluate(() => {
+        const alert = document.getElementById('stream-refused');
+        return [!alert.hidden && alert.offsetParent !== null, alert.textContent.startsWith('Refused stream '),
+          document.getElementById('connection').dataset.state];
+      }),
+      (v) => v[0],
+      5000,
+    );
+    check(`our page: ${other} refused with a visible message`, shown.value, [true, true, 'refused']);
+  }
+  await refused.page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-stream-refused.png') });
+  for (const tab of [theirs, ours, refused]) await tab.page.close();
+}
+
+// ----------------------------------------------------------------------------------------------
+// The fleet: a Turbine (mounted on the fixture's dashboard) over the three instances' streams
+
+const TURBINE_PATH = '/turbine.stream?cluster=demo';
+
+// The Hystrix Dashboard's roundNumber: one decimal, '.0' when whole.
+function roundNumber(n) {
+  const text = String(Math.round(n * 10) / 10);
+  return text.includes('.') ? text : `${text}.0`;
+}
+
+// What the merged tile of command `name` must show, from the three instances' plans: counts
+// summed; the rate the cluster's (requests / window) and per host; error percentage per host
+// (summed / hosts, one decimal); latencies per host (floor of summed / hosts); open on how many
+// hosts (HALF_OPEN is open: Hystrix's isCircuitBreakerOpen is true then).
+function fleetCommand(instances, name) {
+  const plans = instances.map((i) => i.plan.commands.find((c) => c.name === name));
+  const hosts = plans.length;
+  const sum = (f) => plans.reduce((total, p) => total + f(p), 0);
+  const requests = sum((p) => p.requests);
+  const counters = {};
+  for (const key of ['success', 'shortCircuited', 'badRequest', 'timeout', 'rejected', 'failure']) {
+    counters[key] = sum((p) => p[key]);
+  }
+  const latency = {};
+  for (const key of ['mean', 'p50', 'p90', 'p99', 'p995']) latency[key] = Math.floor(sum((p) => p.latency[key]) / hosts);
+  return {
+    name,
+    hosts,
+    requests,
+    rate: requests / 10,
+    hostRate: requests / 10 / hosts,
+    errorPercentage: sum((p) => p.errorPercentage) / hosts,
+    counters,
+    latency,
+    open: plans.filter((p) => p.circuit !== 'closed').length,
+  };
+}
+
+async function fleetHosts(read, names) {
+  const hosts = {};
+  for (const name of names) {
+    const tile = await read(name);
+    hosts[name] = tile ? tile.hosts : null;
+  }
+  return hosts;
+}
+
+async function checkFleet(browser, server, url, instances, tabs) {
+  log(`fleet: instances at ${instances.map((i) => i.url).join(', ')}; ${url}${TURBINE_PATH}`);
+  const names = instances[0].plan.commands.map((c) => c.name);
+  check('the fixture drove three instances of the same commands', instances.map((i) => i.plan.commands.map((c) => c.name)),
+    [names, names, names]);
+  const want = names.map((name) => fleetCommand(instances, name));
+  check('the fleet has a command open on one host of three and one open on all',
+    want.filter((w) => w.open > 0).map((w) => [w.name, w.open]), [['SendEmail', 3], ['GetStock', 1], ['GetReviews', 1]]);
+
+  // The wire: each merged message sums the instances' own messages of the same tick (their
+  // counts stay put); the first merged ticks may come before the Turbine has read all three
+  // instances (it reads them while its stream has a client), so the first with 3 hosts.
+  const keys = names.map((name) => `HystrixCommand ${name}`);
+  const [merged, ...own] = await Promise.all([
+    streamMessages(`${url}${TURBINE_PATH}`, keys, (m) => m.reportingHosts === 3),
+    ...instances.map((i) => streamMessages(`${i.url}/hystrix.stream`, keys)),
+  ]);
+  for (const w of want) {
+    const key = `HystrixCommand ${w.name}`;
+    const m = merged[key];
+    check(`turbine.stream ${w.name}: hosts and requests, the instances' sum`,
+      m ? [m.reportingHosts, m.requestCount] : null,
+      [3, own.reduce((total, o) => total + (o[key] ? o[key].requestCount : NaN), 0)]);
+    check(`turbine.stream ${w.name}: requests as the plans`, m ? m.requestCount : null, w.requests);
+  }
+
+  const perTick = names.length + instances[0].plan.pools.length + instances[0].plan.collapsers.length;
+  const pool = instances[0].plan.pools[0].name;
+  const poolPlans = instances.map((i) => i.plan.pools.find((p) => p.name === pool));
+  const poolSum = (key) => poolPlans.reduce((total, p) => total + p[key], 0);
+  const poolRate = poolSum('executions') / 10;
+
+  // (a) The real Hystrix Dashboard on the merged stream, through its proxy.
+  log('fleet: the Hystrix Dashboard');
+  const theirs = await openTab(browser, 'Hystrix Dashboard (fleet)');
+  tabs.push(theirs);
+  const stream = encodeURIComponent(`${url}${TURBINE_PATH}`);
+  await theirs.page.goto(`http://127.0.0.1:${server.address().port}/monitor/monitor.html?stream=${stream}&title=demo`);
+  await waitForTiles(theirs, [...names.map((n) => `#CIRCUIT_${n}_0`), `#THREAD_POOL_${pool}_0`], perTick);
+  // Until every instance reports (the first merged ticks may come before all three connect).
+  const readTheirs = (name) => readHystrixCommand(theirs.page, name);
+  const all3 = Object.fromEntries(names.map((n) => [n, '3']));
+  check('Hystrix Dashboard (fleet): every command tile shows Hosts 3',
+    (await poll(() => fleetHosts(readTheirs, names), (h) => JSON.stringify(h) === JSON.stringify(all3), 15000)).value, all3);
+  for (const w of want) {
+    const got = await readTheirs(w.name);
+    const what = `Hystrix Dashboard (fleet) ${w.name}`;
+    if (!got) {
+      check(`${what}: tile`, null, `CIRCUIT_${w.name}_0`);
+      continue;
+    }
+    check(`${what}: cluster rate, the instances' sum`, got.rate, roundNumber(w.rate));
+    check(`${what}: rate per host`, got.hostRate, roundNumber(w.hostRate));
+    check(`${what}: circuit`, got.circuit,
+      w.open === w.hosts ? 'Circuit Open' : w.open === 0 ? 'Circuit Closed' : `Circuit Open ${w.open} Closed ${w.hosts - w.open}`);
+    check(`${what}: error % per host`, got.errorPercentage, roundNumber(w.errorPercentage));
+    for (const key of Object.keys(w.counters)) check(`${what}: ${key} summed`, number(got[key]), w.counters[key]);
+    for (const key of Object.keys(w.latency)) check(`${what}: latency ${key} per host`, number(got[key]), w.latency[key]);
+  }
+  const theirPool = await readHystrixPool(theirs.page, pool);
+  check(`Hystrix Dashboard (fleet) pool ${pool}: summed, queue size per host, cluster rate`,
+    theirPool && [theirPool.Active, theirPool.Queued, theirPool['Pool Size'], theirPool['Max Active'], theirPool.Executions,
+      theirPool['Queue Size'], theirPool.rate],
+    [poolSum('active'), poolSum('queued'), poolSum('poolSize'), poolSum('maxActive'), poolSum('executions'),
+      Math.floor(poolSum('queueSize') / 3), roundNumber(poolRate)].map(String));
+  await theirs.page.screenshot({ path: path.join(ARTIFACTS, 'hystrix-dashboard-fleet.png'), fullPage: true });
+
+  // (b) Our page on the same stream (?stream=, same origin: the Turbine is on the fixture's port).
+  log('fleet: our page');
+  const ours = await openTab(browser, 'our page (fleet)');
+  tabs.push(ours);
+  await ours.page.goto(`${url}/hystrix/dashboard/?stream=${encodeURIComponent(TURBINE_PATH)}`);
+  await waitForTiles(ours, [...names.map((n) => `#${tileId('command', n)}`), `#${tileId('pool', pool)}`], perTick);
+  const readOurs = async (name) => {
+    const tile = await readOurTile(ours.page, 'command', name);
+    return tile && { ...tile, hosts: tile.data.hosts };
+  };
+  check('our page (fleet): every command tile shows Hosts 3',
+    (await poll(() => fleetHosts(readOurs, names), (h) => JSON.stringify(h) === JSON.stringify(all3), 15000)).value, all3);
+  for (const w of want) {
+    const got = await readOurs(w.name);
+    const what = `our page (fleet) ${w.name}`;
+    if (!got) {
+      check(`${what}: tile`, null, tileId('command', w.name));
+      continue;
+    }
+    const rate = w.rate.toFixed(1);
+    const hostRate = (Math.round(w.hostRate * 10) / 10).toFixed(1);
+    check(`${what}: hosts line`, got.hostsLine.text, `Hosts: 3 \u00b7 Host: ${hostRate}/s \u00b7 Cluster: ${rate}/s`);
+    check(`${what}: cluster rate, the instances' sum`, [got.data.rate, got.shown.rate, got.data.clusterRate], [rate, rate, rate]);
+    check(`${what}: rate per host`, got.data.hostRate, hostRate);
+    const circuit = w.open === w.hosts ? ['open', 'Open'] : w.open === 0 ? ['closed', 'Closed']
+      : ['partly-open', `Open ${w.open} Closed ${w.hosts - w.open}`];
+    check(`${what}: circuit`, [got.data.circuit, got.shown.circuit], circuit);
+    const errorPercentage = String(Math.round(w.errorPercentage * 10) / 10);
+    check(`${what}: error % per host`, [got.data.errorPercentage, got.shown.errorPercentage], [errorPercentage, errorPercentage]);
+    for (const key of Object.keys(w.counters)) {
+      check(`${what}: ${key} summed`, [got.data[key], got.shown[key]], [String(w.counters[key]), commas(w.counters[key])]);
+    }
+    for (const key of Object.keys(w.latency)) {
+      check(`${what}: latency ${key} per host`, [got.data[key], got.shown[key]], [String(w.latency[key]), String(w.latency[key])]);
+    }
+  }
+  const ourPool = await readOurTile(ours.page, 'pool', pool);
+  check(`our page (fleet) pool ${pool}: hosts, summed, queue size per host, cluster and host rate`,
+    ourPool && ['hosts', 'active', 'queued', 'poolSize', 'maxActive', 'executions', 'queueSize', 'rate', 'hostRate']
+      .map((key) => ourPool.data[key]),
+    ['3', ...[poolSum('active'), poolSum('queued'), poolSum('poolSize'), poolSum('maxActive'), poolSum('executions'),
+      Math.floor(poolSum('queueSize') / 3)].map(String), poolRate.toFixed(1), (Math.round(poolRate / 3 * 10) / 10).toFixed(1)]);
+  const bad = await ours.page.evaluate(() => {
+    const texts = [document.body.innerText];
+    document.querySelectorAll('.tile').forEach((t) => texts.push(...Object.values(t.dataset)));
+    return texts.filter((t) => /\[object Object\]|NaN|undefined/.test(t));
+  });
+  check('our page (fleet): no "[object Object]", NaN or undefined', bad, []);
+  check('our page (fleet): reads the merged stream, breaker buttons off',
+    await ours.page.evaluate(() => [document.getElementById('stream-name').textContent, document.body.dataset.admin]),
+    [TURBINE_PATH, 'off']);
+  await ours.page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-fleet.png'), fullPage: true });
+  for (const tab of [theirs, ours]) await tab.page.close();
+}
+
+// ----------------------------------------------------------------------------------------------
 // The run
 
 async function main() {
@@ -650,7 +1075,7 @@ async function main() {
   let launched;
   const tabs = [];
   try {
-    const { url, plan } = await fixture.ready;
+    const { url, plan, instances } = await fixture.ready;
     log(`fixture at ${url}: ${plan.commands.length} commands, ${plan.pools.length} pool, ${plan.collapsers.length} collapser`);
     const perTick = plan.commands.length + plan.pools.length + plan.collapsers.length;
 
@@ -772,6 +1197,13 @@ async function main() {
     await ours.page.click('#command-sort button[data-sort="errorThenVolume"]');
     await ours.page.screenshot({ path: path.join(ARTIFACTS, 'dashboard.png'), fullPage: true });
 
+    // (d) The fleet: both dashboards on the Turbine's merged stream of the three instances,
+    // before the admin buttons below change the first instance's SaveOrder (its reset empties
+    // its window, so its plan holds no more).
+    await checkFleet(browser, server, url, instances, tabs);
+    // Back to the first instance's tab: a background tab shows no prompt.
+    await ours.page.bringToFront();
+
     // Admin buttons: a wrong token is refused (401) and forgotten; the right one opens the
     // circuit, and both dashboards show it.
     const admin = await ours.page.evaluate(() => document.body.dataset.admin);
@@ -801,6 +1233,12 @@ async function main() {
     await press('reset', 'no prompt expected');
     const resetText = await poll(() => ours.page.$eval(`${saveOrder} .admin-status`, (n) => n.textContent), (t) => t === 'reset: closed', 5000);
     check('our page: reset answered', resetText.value, 'reset: closed');
+    // Done with the first instance's own stream: fewer streams on two cores.
+    await hystrix.page.close();
+    await ours.page.close();
+
+    // (c) Turbine's forms, hand-made, in both dashboards; another origin refused.
+    await checkSyntheticFleet(browser, server, url, tabs);
   } finally {
     // Also after a failure: the console says why tiles are missing ("Key Missing").
     tabs.forEach(checkConsole);
