@@ -132,16 +132,25 @@ impl Sum {
         let same = Arc::ptr_eq(&record.layout, &self.first);
         let mut has_hosts = false;
         for (i, slot) in record.layout.iter().enumerate() {
+            // The record's value first, so that a slot skipped below still moves past it.
+            let value = if slot.shape == Shape::Str {
+                match texts.next() {
+                    Some(text) => Text::Str(Arc::clone(text)),
+                    None => break,
+                }
+            } else {
+                match numbers.next() {
+                    Some(&number) => Text::Num(number),
+                    None => break,
+                }
+            };
             let at = if same {
                 i
             } else {
                 match self.layout.iter().position(|s| s.id == slot.id) {
-                    Some(at)
-                        if (self.layout[at].shape == Shape::Str) == (slot.shape == Shape::Str) =>
-                    {
-                        at
-                    }
-                    Some(_) => continue, // a number here, not there: not merged
+                    Some(at) if mergeable(&self.layout[at], slot) => at,
+                    // A string on one host, a number summed on another: not merged.
+                    Some(_) => continue,
                     None => {
                         self.layout.push(*slot);
                         self.numbers.push(0.0);
@@ -153,17 +162,18 @@ impl Sum {
             };
             has_hosts |= slot.rule == Rule::Hosts;
             self.seen[at] += 1;
-            if slot.shape == Shape::Str {
-                let Some(value) = texts.next() else { break };
-                count(&mut self.texts[at], Text::Str(Arc::clone(value)));
-            } else {
-                let Some(&value) = numbers.next() else { break };
-                let total = &mut self.numbers[at];
-                match slot.rule {
-                    Rule::Latest => *total = total.max(value),
-                    Rule::Agree => count(&mut self.texts[at], slot.shape.text(value)),
-                    _ => *total += value,
+            match value {
+                Text::Num(value) => {
+                    let total = &mut self.numbers[at];
+                    match slot.rule {
+                        Rule::Latest => *total = total.max(value),
+                        Rule::Agree => count(&mut self.texts[at], slot.shape.text(value)),
+                        // A host counts once at least (the dashboard divides by the sum).
+                        Rule::Hosts => *total += value.max(1.0),
+                        Rule::Sum | Rule::Open => *total += value,
+                    }
                 }
+                text => count(&mut self.texts[at], text),
             }
         }
         if !has_hosts {
@@ -236,6 +246,13 @@ impl Sum {
         }
         out.push('}');
     }
+}
+
+/// Whether a field of one host merges with the same field of another: both counted by value
+/// (whatever their JSON: `null` on one, a string on another), or both strings, or both not.
+fn mergeable(a: &Slot, b: &Slot) -> bool {
+    (a.rule == Rule::Agree && b.rule == Rule::Agree)
+        || (a.shape == Shape::Str) == (b.shape == Shape::Str)
 }
 
 /// Counts one more host with `value`.
@@ -468,6 +485,44 @@ mod tests {
                 json!({"type": "HystrixCommand", "name": "A", "requestCount": 3, "reportingHosts": 2, "slowCallCount": 5})
             ]
         );
+    }
+
+    #[test]
+    fn a_field_that_is_a_string_on_one_host_does_not_shift_that_hosts_other_fields() {
+        let one = instance(&[
+            r#"{"type":"HystrixCommand","name":"S","group":"G","requestCount":10,"errorCount":1,"reportingHosts":1}"#,
+        ]);
+        let two = instance(&[
+            r#"{"type":"HystrixCommand","name":"S","group":7,"requestCount":20,"errorCount":2,"reportingHosts":1}"#,
+        ]);
+        assert_eq!(
+            merged(&[&one, &two]),
+            [
+                json!({"type": "HystrixCommand", "name": "S", "group": "G", "requestCount": 30, "errorCount": 3, "reportingHosts": 2})
+            ]
+        );
+        let null_here = instance(&[
+            r#"{"type":"HystrixCommand","name":"S","propertyValue_executionIsolationThreadPoolKeyOverride":null,"requestCount":1,"reportingHosts":1}"#,
+        ]);
+        let text_there = instance(&[
+            r#"{"type":"HystrixCommand","name":"S","propertyValue_executionIsolationThreadPoolKeyOverride":"P","requestCount":2,"reportingHosts":1}"#,
+        ]);
+        // Counted by value whatever the JSON: null on one host, a string on the other.
+        assert_eq!(
+            merged(&[&null_here, &text_there]),
+            [json!({
+                "type": "HystrixCommand", "name": "S",
+                "propertyValue_executionIsolationThreadPoolKeyOverride": {"null": 1, "P": 1},
+                "requestCount": 3, "reportingHosts": 2
+            })]
+        );
+    }
+
+    #[test]
+    fn a_host_sending_reporting_hosts_below_one_counts_as_one() {
+        let one = instance(&[r#"{"type":"HystrixCommand","name":"A","reportingHosts":-1}"#]);
+        let two = instance(&[r#"{"type":"HystrixCommand","name":"A","reportingHosts":1}"#]);
+        assert_eq!(merged(&[&one, &two])[0]["reportingHosts"], json!(2));
     }
 
     #[test]
