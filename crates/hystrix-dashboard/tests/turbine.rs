@@ -273,6 +273,12 @@ fn three_instances_merge_exactly_and_come_and_go() {
 
 /// An instance that sends `body` at once and then only pings.
 async fn scripted_instance(body: String) -> String {
+    scripted_instance_as("text/event-stream", body.into_bytes()).await
+}
+
+/// An instance that answers with Content-Type `kind`, sends `body` at once and then only
+/// pings.
+async fn scripted_instance_as(kind: &'static str, body: Vec<u8>) -> String {
     let body = Arc::new(body);
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
@@ -291,9 +297,9 @@ async fn scripted_instance(body: String) -> String {
                         _ => return,
                     }
                 }
-                let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n";
+                let head = format!("HTTP/1.1 200 OK\r\ncontent-type: {kind}\r\n\r\n");
                 if socket.write_all(head.as_bytes()).await.is_err()
-                    || socket.write_all(body.as_bytes()).await.is_err()
+                    || socket.write_all(&body).await.is_err()
                 {
                     return;
                 }
@@ -426,6 +432,66 @@ fn the_stream_names_its_clusters_when_asked_for_another() {
         assert_eq!(within(ok.next_frame()).await, None);
         let after = get(addr, "/turbine.stream?cluster=a").await;
         assert_eq!(after.status, 503);
+    });
+}
+
+#[test]
+fn what_an_instance_gets_wrong_shows_in_its_status() {
+    runtime().block_on(async {
+        let html = scripted_instance_as("text/html", b"<html></html>\n".to_vec()).await;
+        let mut bad_utf8 = b"data: {\"type\":\"HystrixCommand\",\"name\":\"".to_vec();
+        bad_utf8.extend_from_slice(&[0xff, 0xfe]);
+        bad_utf8.extend_from_slice(b"\"}\n\n");
+        let not_utf8 = scripted_instance_as("text/event-stream", bad_utf8).await;
+        let long = scripted_instance(format!(
+            "data: {{\"type\":\"HystrixCommand\",\"name\":\"{}\"}}\n\n",
+            "n".repeat(2000)
+        ))
+        .await;
+        let turbine = Turbine::builder()
+            .cluster(
+                "fleet",
+                Instances::list([&html, &not_utf8, &long]).expect("valid"),
+            )
+            .expect("valid")
+            .build();
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(turbine.clone().serve_on(listener));
+        let two = get(addr, "/turbine.stream?cluster=fleet&cluster=other").await;
+        assert_eq!(two.status, 400);
+        assert_eq!(
+            two.body().await,
+            "give one ?cluster=NAME: a stream is one cluster's"
+        );
+        let _client = get(addr, "/turbine.stream?cluster=fleet").await;
+        let error_of = |url: &str| {
+            turbine
+                .instances("fleet")
+                .expect("cluster")
+                .into_iter()
+                .find(|s| s.url == url)
+                .and_then(|s| s.last_error)
+        };
+        until("three errors", || {
+            [&html, &not_utf8, &long]
+                .iter()
+                .all(|u| error_of(u).is_some())
+        })
+        .await;
+        assert_eq!(
+            error_of(&html).as_deref(),
+            Some("answered Content-Type `text/html`, not text/event-stream")
+        );
+        assert_eq!(
+            error_of(&not_utf8).as_deref(),
+            Some("a message that is not UTF-8: refused")
+        );
+        assert_eq!(
+            error_of(&long).as_deref(),
+            Some("a name or string of 2000 bytes (at most 1024): message refused")
+        );
+        assert_eq!(turbine.merged("fleet"), Some(Vec::new()));
     });
 }
 

@@ -62,13 +62,23 @@ impl InstanceUrl {
         if host.is_empty() {
             return Err(invalid("no host"));
         }
+        // The port as written (after an IPv6 address's brackets), if any.
+        let raw = authority.as_str();
+        let after_host = raw.rsplit_once(']').map_or(raw, |(_, rest)| rest);
+        let port = match after_host.rsplit_once(':') {
+            None => 80,
+            Some((_, port)) => match port.parse::<u16>() {
+                Ok(port) if port > 0 => port,
+                _ => return Err(invalid("the port must be from 1 to 65535")),
+            },
+        };
         let path = match uri.path_and_query().map(|p| p.as_str()) {
             None | Some("") | Some("/") => "/hystrix.stream".to_owned(),
             Some(path) => path.to_owned(),
         };
         Ok(InstanceUrl {
             host: host.to_owned(),
-            port: authority.port_u16().unwrap_or(80),
+            port,
             path,
         })
     }
@@ -267,7 +277,16 @@ mod tests {
         );
         let url = InstanceUrl::parse("http://[::1]:9/s?delay=1").expect("valid");
         assert_eq!(url.to_string(), "http://[::1]:9/s?delay=1");
-        for bad in ["https://a/s", "a:80/s", "http://u:p@a/s", "", "http:///s"] {
+        for bad in [
+            "https://a/s",
+            "a:80/s",
+            "http://u:p@a/s",
+            "",
+            "http:///s",
+            "http://a:99999/s",
+            "http://a:65536/s",
+            "http://a:0/s",
+        ] {
             let err = InstanceUrl::parse(bad).expect_err(bad);
             assert!(
                 matches!(err, TurbineError::InvalidUrl { .. }),

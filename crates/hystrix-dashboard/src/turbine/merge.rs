@@ -13,7 +13,8 @@ use super::message::{
 /// (type, name) of a message.
 pub(crate) type MessageKey = (Kind, Arc<str>);
 
-/// (type, name) kept per instance at most; a new one past it is ignored (bounded memory).
+/// (type, name) kept per instance at most, and merged per cluster at most; a new one past it
+/// is ignored (bounded memory and merged messages).
 pub(crate) const MAX_RECORDS: usize = 10_000;
 
 /// One instance's latest records, by kind then name (so that a line's record is found from
@@ -308,6 +309,8 @@ impl NameCache {
 #[derive(Debug, Default)]
 pub(crate) struct Merger {
     sums: BTreeMap<Kind, BTreeMap<Arc<str>, Sum>>,
+    /// Keys in `sums`.
+    keys: usize,
 }
 
 impl Merger {
@@ -320,8 +323,10 @@ impl Merger {
             };
             match names.get_mut(&*record.name) {
                 Some(sum) => sum.add(record),
+                None if self.keys >= MAX_RECORDS => {}
                 None => {
                     names.insert(Arc::clone(&record.name), Sum::new(record));
+                    self.keys += 1;
                 }
             }
         }

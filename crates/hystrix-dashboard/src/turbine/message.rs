@@ -19,6 +19,17 @@ const MAX_FIELD_NAMES: usize = 4096;
 /// Fields of one message kept at most (a Hystrix command message has about 90).
 pub(crate) const MAX_FIELDS: usize = 512;
 
+/// The longest `name` or string value a message may have, in bytes; a message with a longer
+/// one is refused (command keys and groups are short; this keeps merged messages small).
+pub(crate) const MAX_TEXT: usize = 1024;
+
+/// The longest field name kept, in bytes; a longer field is dropped.
+const MAX_FIELD_NAME: usize = 256;
+
+/// New names one instance may add to the process-wide table; past it, its fields with names
+/// nobody sent before are dropped, so that one instance cannot fill the table for the others.
+const MAX_NEW_NAMES_PER_INSTANCE: usize = 512;
+
 /// What a message is about: Hystrix's three kinds, or another one, named.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum Kind {
@@ -107,8 +118,12 @@ fn names() -> &'static RwLock<Names> {
     })
 }
 
-/// The id of `name`, added to the table if new and there is room.
-fn intern(name: &str) -> Option<u16> {
+/// The id of `name`, added to the table if new, `may_add` and there is room; and whether it
+/// was added.
+fn intern(name: &str, may_add: bool) -> Option<(u16, bool)> {
+    if name.len() > MAX_FIELD_NAME {
+        return None;
+    }
     let table = names();
     if let Some(id) = table
         .read()
@@ -116,11 +131,14 @@ fn intern(name: &str) -> Option<u16> {
         .ids
         .get(name)
     {
-        return Some(*id);
+        return Some((*id, false));
+    }
+    if !may_add {
+        return None;
     }
     let mut table = table.write().unwrap_or_else(|p| p.into_inner());
     if let Some(id) = table.ids.get(name) {
-        return Some(*id);
+        return Some((*id, false));
     }
     if table.json.len() >= MAX_FIELD_NAMES {
         return None;
@@ -129,7 +147,7 @@ fn intern(name: &str) -> Option<u16> {
     let json = serde_json::to_string(name).unwrap_or_else(|_| "\"\"".to_owned());
     table.json.push(json.into());
     table.ids.insert(name.into(), id);
-    Some(id)
+    Some((id, true))
 }
 
 /// The JSON text (quoted) of name `id`.
@@ -247,13 +265,24 @@ pub(crate) enum Parsed {
     Skip,
 }
 
-/// Why a line was not JSON.
+/// Why a message was refused.
 #[derive(Debug)]
-pub(crate) struct ParseError(serde_json::Error);
+pub(crate) enum ParseError {
+    /// Not a JSON object.
+    Json(serde_json::Error),
+    /// A name or string value of this many bytes, past [`MAX_TEXT`].
+    TooLong(usize),
+}
 
 impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "not a JSON object: {}", self.0)
+        match self {
+            ParseError::Json(err) => write!(f, "not a JSON object: {err}"),
+            ParseError::TooLong(len) => write!(
+                f,
+                "a name or string of {len} bytes (at most {MAX_TEXT}): message refused"
+            ),
+        }
     }
 }
 
@@ -271,6 +300,8 @@ pub(crate) struct Parser {
     texts: Vec<Arc<str>>,
     /// Strings borrowed from the line: (index in `texts`, byte range in the line).
     borrowed: Vec<(usize, usize, usize)>,
+    /// Names this parser's instance added to the shared table.
+    added: usize,
 }
 
 /// A name met at some place of a message, and its id (`None`: the table was full).
@@ -299,12 +330,16 @@ impl Parser {
             delete: false,
             hint: None,
             cursor: 0,
+            refused: None,
         };
         let mut de = serde_json::Deserializer::from_str(json);
         (&mut de)
             .deserialize_map(FieldsVisitor(&mut fields))
-            .map_err(ParseError)?;
-        de.end().map_err(ParseError)?;
+            .map_err(ParseError::Json)?;
+        de.end().map_err(ParseError::Json)?;
+        if let Some(len) = fields.refused {
+            return Err(ParseError::TooLong(len));
+        }
         let (Some(kind), Some(name)) = (fields.kind.take(), fields.name.take()) else {
             return Ok(Parsed::Skip);
         };
@@ -375,6 +410,8 @@ struct Fields<'a, 'de> {
     hint: Option<usize>,
     /// Names met so far after `type`.
     cursor: usize,
+    /// The length of a string past [`MAX_TEXT`], if one came.
+    refused: Option<usize>,
 }
 
 impl Fields<'_, '_> {
@@ -406,7 +443,7 @@ impl Fields<'_, '_> {
         let cursor = self.cursor;
         self.cursor += 1;
         let Some(hint) = self.hint else {
-            return intern(key);
+            return self.intern(key);
         };
         let names = &mut self.parser.hints[hint].1;
         if let Some((name, id)) = names.get(cursor)
@@ -414,13 +451,30 @@ impl Fields<'_, '_> {
         {
             return *id;
         }
-        let id = intern(key);
+        let id = self.intern(key);
+        let names = &mut self.parser.hints[hint].1;
         if let Some(place) = names.get_mut(cursor) {
             *place = (key.into(), id);
         } else if names.len() == cursor && cursor < 2 * MAX_FIELDS {
             names.push((key.into(), id));
         }
         id
+    }
+
+    /// The shared table's id of `key`, added within this instance's budget.
+    fn intern(&mut self, key: &str) -> Option<u16> {
+        let may_add = self.parser.added < MAX_NEW_NAMES_PER_INSTANCE;
+        let (id, added) = intern(key, may_add)?;
+        self.parser.added += usize::from(added);
+        Some(id)
+    }
+
+    /// A string longer than [`MAX_TEXT`]: the message is refused.
+    fn too_long(&mut self, len: usize) -> bool {
+        if len > MAX_TEXT {
+            self.refused = Some(len);
+        }
+        len > MAX_TEXT
     }
 
     /// `type` was read: the kind, and its hints from here on.
@@ -469,11 +523,16 @@ impl<'de> Visitor<'de> for FieldsVisitor<'_, '_, 'de> {
             match &*key {
                 "type" => {
                     let value = map.next_value::<Key<'de>>()?;
-                    fields.set_kind(Kind::from_str(&value.0));
+                    if !fields.too_long(value.0.len()) {
+                        fields.set_kind(Kind::from_str(&value.0));
+                    }
                     continue;
                 }
                 "name" => {
-                    fields.name = Some(map.next_value::<Key<'de>>()?.0);
+                    let name = map.next_value::<Key<'de>>()?.0;
+                    if !fields.too_long(name.len()) {
+                        fields.name = Some(name);
+                    }
                     continue;
                 }
                 _ => {}
@@ -557,6 +616,9 @@ impl ValueSeed<'_, '_, '_, '_> {
     }
 
     fn string(self, value: &str) {
+        if self.fields.too_long(value.len()) {
+            return;
+        }
         if self.key == "deleteData" {
             self.fields.delete = value == "true";
             return;
@@ -609,7 +671,7 @@ impl<'de> Visitor<'de> for ValueSeed<'_, '_, '_, 'de> {
     }
 
     fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<(), E> {
-        if self.key == "deleteData" {
+        if self.key == "deleteData" || v.len() > MAX_TEXT {
             self.string(v);
             return Ok(());
         }
@@ -744,11 +806,12 @@ mod tests {
             &[5.0, 1.0, 50.0, 1.0, 7.0, 10000.0, 0.0, 1.0]
         );
         assert_eq!(&*record.texts, &[Arc::from("G")]);
-        assert_eq!(entry_of(record.layout[4].id), intern("0"));
-        assert_eq!(entry_of(record.layout[5].id), intern("99.5"));
+        let id = |name| intern(name, true).map(|(id, _)| id);
+        assert_eq!(entry_of(record.layout[4].id), id("0"));
+        assert_eq!(entry_of(record.layout[5].id), id("99.5"));
         assert_eq!(
             name_of(record.layout[5].id),
-            intern("latencyExecute").expect("room")
+            id("latencyExecute").expect("room")
         );
     }
 
@@ -799,6 +862,52 @@ mod tests {
             panic!("a record")
         };
         assert!(Arc::ptr_eq(&first.layout, &other.layout));
+    }
+
+    #[test]
+    fn long_names_and_strings_are_refused_and_an_instance_adds_few_names() {
+        let long = "x".repeat(MAX_TEXT + 1);
+        for line in [
+            format!(r#"{{"type":"HystrixCommand","name":"{long}"}}"#),
+            format!(r#"{{"type":"HystrixCommand","name":"A","group":"{long}"}}"#),
+            format!(r#"{{"type":"{long}","name":"A"}}"#),
+        ] {
+            let err = Parser::default()
+                .parse(&line, |_, _| None)
+                .expect_err("refused");
+            assert_eq!(
+                err.to_string(),
+                "a name or string of 1025 bytes (at most 1024): message refused"
+            );
+        }
+        // A field name past 256 bytes is dropped, the message kept.
+        let line = format!(
+            r#"{{"type":"HystrixCommand","name":"A","{}":1,"requestCount":2}}"#,
+            "k".repeat(257)
+        );
+        let Ok(Parsed::Record(_, record)) = Parser::default().parse(&line, |_, _| None) else {
+            panic!("a record")
+        };
+        assert_eq!(&*record.numbers, &[2.0]);
+        // One instance adds at most 512 new names to the shared table.
+        assert!(intern("requestCount", true).is_some());
+        let mut parser = Parser::default();
+        let fields: String = (0..600)
+            .map(|n| format!(r#","budget-test-{n}":1"#))
+            .collect();
+        let line = format!(r#"{{"type":"HystrixCommand","name":"A"{fields}}}"#);
+        let Ok(Parsed::Record(_, record)) = parser.parse(&line, |_, _| None) else {
+            panic!("a record")
+        };
+        assert_eq!(record.numbers.len(), MAX_NEW_NAMES_PER_INSTANCE);
+        // Names already in the table are still read.
+        let Ok(Parsed::Record(_, record)) = parser.parse(
+            r#"{"type":"HystrixCommand","name":"A","requestCount":2}"#,
+            |_, _| None,
+        ) else {
+            panic!("a record")
+        };
+        assert_eq!(&*record.numbers, &[2.0]);
     }
 
     #[test]

@@ -27,7 +27,8 @@
 //! it, [`TurbineBuilder::max_connections`]). Every [`interval`](TurbineBuilder::interval)
 //! (500 ms) it sends one merged message per (`type`, `name`) that a reporting instance of the
 //! cluster sent, ordered by type then name. `?cluster=` missing: the cluster named `default`
-//! if there is one, else 400; an unknown cluster: 404; both bodies list the clusters. A
+//! if there is one, else 400; an unknown cluster: 404; both bodies list the clusters; two
+//! `cluster` parameters: 400. A
 //! `delay` parameter is accepted and ignored, as on `/hystrix.stream`.
 //!
 //! The instances of a cluster are read while its stream has a client (from the first client
@@ -79,10 +80,16 @@
 //! at once, one that comes back is read again.
 //!
 //! # Bounds
-//! At most [`MAX_INSTANCES`] instances per cluster, 10 000 (type, name) per instance, 512
-//! fields per message, lines of 256 KiB, 20 000 messages per instance per second and 4096
-//! distinct field names in the process; past a bound the excess is ignored (a line too long
-//! closes its connection, and flooding shows in the instance's [`Status::last_error`]). An instance's message
+//! At most [`MAX_INSTANCES`] instances per cluster; 10 000 (type, name) per instance and per
+//! cluster's merge; 512 fields per message; names and string values of 1 KiB (a message with
+//! a longer one is refused) and field names of 256 bytes; lines of 256 KiB; 20 000 messages
+//! per instance per second; and 4096 distinct field names in the process, of which one
+//! instance may add 512 (so that one instance cannot fill the table for the others). Past a
+//! bound the excess is ignored: a line too long closes its connection (and the backoff keeps
+//! growing for an instance that keeps doing it), and refused messages and flooding show in the
+//! instance's [`Status::last_error`]. A stream that is not `text/event-stream` is refused.
+//! Values are summed as sent (negative counts too; a sum past f64's range is `null`), except
+//! `reportingHosts`, at least 1 per host. An instance's message
 //! is kept in a compact form (its numbers in an array, field names shared): about 900 bytes
 //! per command per instance. The aggregation's cost is in BENCHMARKS.md.
 
@@ -424,11 +431,23 @@ impl Turbine {
 
 /// The handler of `/turbine.stream`.
 async fn stream_handler(State(shared): State<Arc<Shared>>, uri: Uri) -> Response {
-    let cluster = uri.query().and_then(|query| {
-        query
-            .split('&')
-            .find_map(|pair| pair.strip_prefix("cluster="))
-    });
+    let clusters: Vec<&str> = uri
+        .query()
+        .map(|query| {
+            query
+                .split('&')
+                .filter_map(|pair| pair.strip_prefix("cluster="))
+                .collect()
+        })
+        .unwrap_or_default();
+    if clusters.len() > 1 {
+        return (
+            StatusCode::BAD_REQUEST,
+            "give one ?cluster=NAME: a stream is one cluster's".to_owned(),
+        )
+            .into_response();
+    }
+    let cluster = clusters.first().copied();
     let names = || {
         shared
             .clusters

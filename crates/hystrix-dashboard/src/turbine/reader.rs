@@ -58,6 +58,7 @@ impl Instance {
             return; // pings, comments, `event:` lines
         };
         let Ok(json) = std::str::from_utf8(json) else {
+            self.state().last_error = Some("a message that is not UTF-8: refused".to_owned());
             return;
         };
         let json = json.trim();
@@ -112,9 +113,9 @@ pub(crate) async fn run(instance: Arc<Instance>, settings: Arc<Settings>) {
     let mut delay = settings.reconnect_min;
     loop {
         let before = instance.state().messages;
-        let why = match read(&instance, &settings).await {
-            Ok(()) => "the stream ended".to_owned(),
-            Err(why) => why,
+        let (why, fault) = match read(&instance, &settings).await {
+            Ok(()) => ("the stream ended".to_owned(), false),
+            Err(Failure { why, fault }) => (why, fault),
         };
         tracing::debug!(
             target: "hystrix::turbine",
@@ -122,7 +123,10 @@ pub(crate) async fn run(instance: Arc<Instance>, settings: Arc<Settings>) {
             instance.url
         );
         instance.lost(why);
-        if instance.state().messages > before {
+        // A connection that delivered messages and then ended or broke starts the backoff
+        // over; one that broke the protocol (a line too long) does not, so an instance that
+        // keeps doing it is not read again and again.
+        if !fault && instance.state().messages > before {
             delay = settings.reconnect_min;
         }
         tokio::time::sleep(delay).await;
@@ -130,9 +134,21 @@ pub(crate) async fn run(instance: Arc<Instance>, settings: Arc<Settings>) {
     }
 }
 
+/// Why a connection ended: what happened, and whether the instance broke the protocol.
+struct Failure {
+    why: String,
+    fault: bool,
+}
+
+impl From<String> for Failure {
+    fn from(why: String) -> Failure {
+        Failure { why, fault: false }
+    }
+}
+
 /// One connection: its lines go to the instance until it ends, fails, or is silent for the
 /// instance timeout (bytes of any kind reset it: a ping counts).
-async fn read(instance: &Instance, settings: &Settings) -> Result<(), String> {
+async fn read(instance: &Instance, settings: &Settings) -> Result<(), Failure> {
     let timeout = settings.instance_timeout;
     let url = &instance.url;
     let stream = tokio::time::timeout(timeout, TcpStream::connect((url.host(), url.port())))
@@ -157,7 +173,18 @@ async fn read(instance: &Instance, settings: &Settings) -> Result<(), String> {
         .map_err(|_| format!("no answer within {timeout:?}"))?
         .map_err(|err| format!("request failed: {err}"))?;
     if response.status() != StatusCode::OK {
-        return Err(format!("answered {}", response.status()));
+        return Err(format!("answered {}", response.status()).into());
+    }
+    let kind = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if !kind.trim_start().starts_with("text/event-stream") {
+        return Err(Failure {
+            why: format!("answered Content-Type `{kind}`, not text/event-stream"),
+            fault: true,
+        });
     }
     instance.state().connected = true;
     let mut body = response.into_body();
@@ -166,9 +193,9 @@ async fn read(instance: &Instance, settings: &Settings) -> Result<(), String> {
     let mut lines: u64 = 0;
     loop {
         let frame = match tokio::time::timeout(timeout, body.frame()).await {
-            Err(_) => return Err(format!("nothing received for {timeout:?}")),
+            Err(_) => return Err(format!("nothing received for {timeout:?}").into()),
             Ok(None) => return Ok(()),
-            Ok(Some(Err(err))) => return Err(format!("read failed: {err}")),
+            Ok(Some(Err(err))) => return Err(format!("read failed: {err}").into()),
             Ok(Some(Ok(frame))) => frame,
         };
         let Ok(data) = frame.into_data() else {
@@ -201,7 +228,10 @@ async fn read(instance: &Instance, settings: &Settings) -> Result<(), String> {
         }
         buffer.drain(..start);
         if buffer.len() > MAX_LINE {
-            return Err(format!("a line longer than {MAX_LINE} bytes"));
+            return Err(Failure {
+                why: format!("a line longer than {MAX_LINE} bytes"),
+                fault: true,
+            });
         }
     }
 }
