@@ -265,7 +265,7 @@ pub fn trip(
 pub fn trip_check(phase: &Phase, trip: &Trip) -> Check {
     let last = trip.followers.last().map_or(1, |f| f.instance);
     let name = format!(
-        "{} tripped on instance 1 short-circuited instances 2-{last} within {SYNC_BOUND_MS} ms, \
+        "{}, tripped on instance 1, short-circuited instances 2-{last} within {SYNC_BOUND_MS} ms, \
          without their seeing a failure, during `{}`",
         trip.command, trip.phase
     );
@@ -635,7 +635,7 @@ mod tests {
         );
         assert_eq!(
             check.name,
-            "GetRecommendations tripped on instance 1 short-circuited instances 2-3 within 200 \
+            "GetRecommendations, tripped on instance 1, short-circuited instances 2-3 within 200 \
              ms, without their seeing a failure, during `outage`"
         );
         assert!(check.passed, "{}", check.detail);

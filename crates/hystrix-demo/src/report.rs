@@ -1319,6 +1319,10 @@ fn breaker_checks(
                 seconds(record.at_ms)
             ),
         ),
+        _ if opened.is_none() => (
+            false,
+            "not opened during the phase: no closing to check".to_owned(),
+        ),
         _ => (false, format!("not closed after {}", seconds(end))),
     };
     let closing = Check::new(
@@ -2261,7 +2265,7 @@ mod tests {
                 ),
                 (
                     "GetRecommendations breaker closed after `outage`",
-                    "not closed after 5.50 s"
+                    "not opened during the phase: no closing to check"
                 ),
                 (
                     "GetAvailability breaker opened at once (trip now) during `retry-after-storm`",
@@ -2647,7 +2651,7 @@ mod tests {
             check(&checks, "GetRecommendations breaker closed after `outage`"),
             (
                 true,
-                "not closed after 5.50 s; not judged: the operator's \
+                "not opened during the phase: no closing to check; not judged: the operator's \
                  circuitBreaker.forceOpen=true at 3.90 s, circuitBreaker.forceOpen=false at \
                  6.00 s"
             )

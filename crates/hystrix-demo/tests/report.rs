@@ -587,7 +587,7 @@ fn the_fleet_report_shows_each_instance_and_the_trip_reaching_the_others() {
             );
         }
         let name = format!(
-            "{command} tripped on instance 1 short-circuited instances 2-{INSTANCES} within \
+            "{command}, tripped on instance 1, short-circuited instances 2-{INSTANCES} within \
              {bound} ms, without their seeing a failure, during `{down}`"
         );
         passed(&report, &name);
