@@ -762,10 +762,12 @@
     });
     tile.retries.classList.toggle('zero', v.retry === 0 && v.retryBudgetExhausted === 0);
     tile.hedges.classList.toggle('zero', v.hedge === 0 && v.hedgeCancelled === 0);
+    // Turbine sums the limits, in-flight and queued counts: per host, their mean.
     var adaptive = typeof m.adaptiveLimit === 'number';
-    showLimit(tile, adaptive ? num(m.adaptiveLimit) : null, num(m.adaptiveLimitInFlight),
-      num(m.adaptiveLimitQueued), num(m.rollingCountLimitRejected),
-      ratePerSecond(m.rollingCountLimitRejected, windowMs));
+    var perHostMean = function (value) { return Math.round(num(value) / hosts); };
+    showLimit(tile, adaptive ? perHostMean(m.adaptiveLimit) : null,
+      perHostMean(m.adaptiveLimitInFlight), perHostMean(m.adaptiveLimitQueued),
+      num(m.rollingCountLimitRejected), ratePerSecond(m.rollingCountLimitRejected, windowMs));
     showPriorities(tile, m);
     // Turbine sums the probabilities: per host, their mean.
     showThrottle(tile, typeof m.throttleProbability === 'number' ? m.throttleProbability / hosts : null,
@@ -1037,6 +1039,29 @@
     var node = document.getElementById('connection');
     node.dataset.state = state;
     node.textContent = text;
+    // Tiles are dimmed while the stream is not live: their numbers are the last ones read.
+    document.body.dataset.stream = state === 'live' ? 'live' : 'stale';
+  }
+
+  // Why the stream was refused: EventSource does not say, so ask once more with fetch and
+  // read the server's answer (e.g. 404 "unknown cluster `x`; clusters: demo", or 503
+  // "MaxConcurrentConnections reached: 5"); then try again after RETRY_AFTER_MS.
+  function explainRefusal() {
+    var retry = '; retrying in ' + RETRY_AFTER_MS / 1000 + ' s';
+    var abort = new AbortController();
+    window.fetch(stream.url, { signal: abort.signal, cache: 'no-store' })
+      .then(function (response) {
+        if (response.ok) {
+          abort.abort(); // a stream again: the retry reads it
+          setConnection('closed', 'stream ended' + retry);
+          return;
+        }
+        return response.text().then(function (text) {
+          setConnection('closed', 'stream refused: ' + response.status + ' ' +
+            text.slice(0, 200) + retry);
+        });
+      })
+      .catch(function () { setConnection('closed', 'stream unreachable' + retry); });
   }
 
   function connect() {
@@ -1046,8 +1071,10 @@
     source.addEventListener('message', onMessage);
     source.addEventListener('error', function () {
       if (source.readyState === EventSource.CLOSED) {
-        // Refused (e.g. 503 when the stream has all the clients it takes): try again later.
+        // Refused (e.g. 503 when the stream has all the clients it takes): say why, try
+        // again later.
         setConnection('closed', 'stream refused; retrying in ' + RETRY_AFTER_MS / 1000 + ' s');
+        explainRefusal();
         window.setTimeout(connect, RETRY_AFTER_MS);
       } else {
         setConnection('reconnecting', 'reconnecting');

@@ -48,6 +48,10 @@
 //! / Reset buttons that `POST` to them; with an admin token the page asks for it once (kept in
 //! the tab's `sessionStorage`) and sends it as `Authorization: Bearer`.
 //!
+//! While its stream is not live the page dims the tiles (their numbers are the last read),
+//! and when a stream is refused it shows the server's answer (e.g. `stream refused: 404
+//! unknown cluster `nope`; clusters: demo`) and tries again every 5 s.
+//!
 //! `GET /hystrix/dashboard/?stream=PATH` reads another stream of the page's own origin
 //! instead of `/hystrix.stream`, e.g. `?stream=/turbine.stream%3Fcluster%3Ddemo` for a Turbine
 //! mounted on the same dashboard; a URL of another origin is refused with a visible message (the
@@ -57,8 +61,8 @@
 //! reads it: every tile shows `Hosts: n` (`reportingHosts`; 1 on an instance's own stream)
 //! with the rate per host and for the cluster; counts are the cluster's sums; the error
 //! percentage (rounded to one decimal, as the Hystrix Dashboard), latencies and batch sizes
-//! (floored), the slow-call percentage and the throttling probability are shown per host (sum
-//! / hosts); the circuit reads Open when open on every host, Closed on none, and
+//! (floored), the slow-call percentage, the throttling probability and the adaptive limit
+//! with its in-flight and queued counts are shown per host (sum / hosts); the circuit reads Open when open on every host, Closed on none, and
 //! `Open n Closed m` otherwise (Turbine's `{"true": n, "false": m}`); command and collapser
 //! property values are per host already (not divided), thread-pool ones are sums (the queue
 //! size and the window divided by the hosts, as the Hystrix Dashboard's `hystrixThreadPool.js`);

@@ -1062,7 +1062,21 @@ async function checkFleet(browser, server, url, instances, tabs) {
     await ours.page.evaluate(() => [document.getElementById('stream-name').textContent, document.body.dataset.admin]),
     [TURBINE_PATH, 'off']);
   await ours.page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-fleet.png'), fullPage: true });
-  for (const tab of [theirs, ours]) await tab.page.close();
+
+  // A mistyped cluster: the page says what the server answered (EventSource cannot tell).
+  const mistyped = await openTab(browser, 'our page (unknown cluster)');
+  await mistyped.page.goto(`${url}/hystrix/dashboard/?stream=${encodeURIComponent('/turbine.stream?cluster=nope')}`);
+  const told = await poll(
+    () => mistyped.page.evaluate(() => {
+      const node = document.getElementById('connection');
+      return [node.dataset.state, node.textContent, document.body.dataset.stream];
+    }),
+    (v) => v[1].startsWith('stream refused: '),
+    10000,
+  );
+  check('our page: an unknown cluster is refused with the server\'s reason', told.value,
+    ['closed', 'stream refused: 404 unknown cluster `nope`; clusters: demo; retrying in 5 s', 'stale']);
+  for (const tab of [theirs, ours, mistyped]) await tab.page.close();
 }
 
 // ----------------------------------------------------------------------------------------------
