@@ -539,12 +539,6 @@ pub(crate) struct Run {
     discovery: Mutex<Option<AbortOnDrop>>,
 }
 
-impl std::fmt::Debug for AbortOnDrop {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("AbortOnDrop")
-    }
-}
-
 impl Run {
     fn readers(&self) -> MutexGuard<'_, BTreeMap<InstanceUrl, (Arc<Instance>, AbortOnDrop)>> {
         self.readers.lock().unwrap_or_else(|p| p.into_inner())

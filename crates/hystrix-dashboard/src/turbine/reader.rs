@@ -237,6 +237,7 @@ async fn read(instance: &Instance, settings: &Settings) -> Result<(), Failure> {
 }
 
 /// Aborts a task when dropped.
+#[derive(Debug)]
 pub(crate) struct AbortOnDrop(pub(crate) tokio::task::JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
