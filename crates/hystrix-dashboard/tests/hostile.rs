@@ -367,15 +367,13 @@ fn a_client_that_never_reads_a_big_metrics_answer_is_closed_after_the_write_time
 // Slowloris
 
 /// Sends `prefix`, then `line` every 30 ms (never idle, never done) on `stream`, from a task of
-/// its own, until the server closes it. Returns the read half, the task, and when the first
-/// byte went.
+/// its own, until the server closes it. Returns the read half and the task.
 fn trickle(
     stream: TcpStream,
     prefix: Vec<u8>,
     line: &'static [u8],
-) -> (OwnedReadHalf, JoinHandle<()>, Instant) {
+) -> (OwnedReadHalf, JoinHandle<()>) {
     let (read, mut write) = stream.into_split();
-    let first_byte = Instant::now();
     let trickle = tokio::spawn(async move {
         if write.write_all(&prefix).await.is_err() {
             return;
@@ -387,27 +385,30 @@ fn trickle(
             }
         }
     });
-    (read, trickle, first_byte)
+    (read, trickle)
 }
 
 /// Sends `head` (a request's start) on `stream`, then a whole header line every 30 ms (never
 /// idle, never done), and asserts the server closes it unanswered the request-read timeout
-/// ([`SHORT`]) after the first byte.
-async fn slow_head_closed_at_the_timeout(stream: TcpStream, head: &str) {
+/// ([`SHORT`]) after `start`: the connection's opening for its first request (the server's
+/// clock starts at its accept, which may come before `connect` returns), else the request's
+/// first byte.
+async fn slow_head_closed_at_the_timeout(stream: TcpStream, start: Instant, head: &str) {
     let line = b"X-Slow: a whole line\r\n";
-    let (mut read, trickle, first_byte) = trickle(stream, head.as_bytes().to_vec(), line);
+    let (mut read, trickle) = trickle(stream, head.as_bytes().to_vec(), line);
     assert!(read_answer(&mut read).await.is_none(), "answered");
-    assert_within_bound(first_byte.elapsed(), SHORT);
+    assert_within_bound(start.elapsed(), SHORT);
     trickle.abort();
 }
 
 #[test]
 fn headers_sent_one_whole_line_at_a_time_are_closed_at_the_request_read_timeout() {
     with_admin(SHORT, |_, addr| async move {
+        let opening = Instant::now();
         let stream = TcpStream::connect(addr).await.unwrap();
         // Each header line whole, one every 30 ms (some 10 of them, far from hyper's 100).
-        slow_head_closed_at_the_timeout(stream, "GET /metrics HTTP/1.1\r\nHost: localhost\r\n")
-            .await;
+        let head = "GET /metrics HTTP/1.1\r\nHost: localhost\r\n";
+        slow_head_closed_at_the_timeout(stream, opening, head).await;
         still_serves(addr).await;
     });
 }
@@ -420,7 +421,8 @@ fn a_second_request_trickled_on_a_kept_alive_connection_is_timed_from_its_first_
         // Idle for longer than the request-read timeout (the idle timeout is 60 s), then the
         // next request's head a line at a time: closed the timeout after its first byte.
         tokio::time::sleep(SHORT + SHORT / 2).await;
-        slow_head_closed_at_the_timeout(stream, "GET /metrics HTTP/1.1\r\n").await;
+        let first_byte = Instant::now();
+        slow_head_closed_at_the_timeout(stream, first_byte, "GET /metrics HTTP/1.1\r\n").await;
     });
 }
 
@@ -429,7 +431,7 @@ fn heads_past_hypers_limits_are_answered_431_or_414_and_closed() {
     with_admin(DEFAULT_READ, |_, addr| async move {
         let huge_header = format!(
             "GET /metrics HTTP/1.1\r\nHost: localhost\r\nX-Big: {}\r\n\r\n",
-            "x".repeat(500_000)
+            "x".repeat(1_000_000)
         );
         let many_headers = format!(
             "GET /metrics HTTP/1.1\r\nHost: localhost\r\n{}\r\n",
@@ -442,7 +444,10 @@ fn heads_past_hypers_limits_are_answered_431_or_414_and_closed() {
             "k".repeat(70_000)
         );
         for (request, status) in [
-            // hyper reads a head into at most ~400 KB, and takes at most 100 headers.
+            // hyper reads a head into at most ~400 KB, and takes at most 100 headers. It checks
+            // the size only when a read leaves the head incomplete, and one read takes up to
+            // ~400 KB more: a head of 400 to 800 KB may get through whole (found here: 500 KB
+            // did, now and then); one of 1 MB cannot.
             (huge_header, 431),
             (many_headers, 431),
             // A request target of 64 KB or more.
