@@ -414,6 +414,39 @@ fn headers_sent_one_whole_line_at_a_time_are_closed_at_the_request_read_timeout(
 }
 
 #[test]
+fn a_body_sent_a_byte_at_a_time_is_closed_at_the_request_read_timeout() {
+    with_admin(SHORT, |test, addr| async move {
+        let opening = Instant::now();
+        let stream = TcpStream::connect(addr).await.unwrap();
+        // A value of 1000 digits declared, a digit every 30 ms: never idle, never whole.
+        let head = format!(
+            "PUT /hystrix/admin/config/properties/{SLEEP_WINDOW} HTTP/1.1\r\n\
+             Host: localhost\r\nContent-Length: 1000\r\n\r\n"
+        );
+        let (mut read, trickle) = trickle(stream, head.into_bytes(), b"1");
+        // The handler reading the body is told it could not be read, and says so; then the
+        // connection ends.
+        let answer = read_answer(&mut read).await.expect("an answer");
+        assert_within_bound(opening.elapsed(), SHORT);
+        assert_eq!(answer.status, 400);
+        assert!(
+            answer
+                .error()
+                .starts_with("the request body could not be read: "),
+            "{answer:?}"
+        );
+        let mut buf = [0u8; 64];
+        match within(read.read(&mut buf)).await {
+            Ok(n) => assert_eq!(n, 0),
+            Err(err) => assert!(is_reset(&err), "{err}"),
+        }
+        trickle.abort();
+        assert_eq!(sleep_window(&test), 5000);
+        still_serves(addr).await;
+    });
+}
+
+#[test]
 fn a_second_request_trickled_on_a_kept_alive_connection_is_timed_from_its_first_byte() {
     with_admin(SHORT, |_, addr| async move {
         let (stream, answer) = get_metrics(addr).await;
@@ -675,6 +708,145 @@ fn the_stream_routes_serve_any_host_and_origin_and_allow_no_other_origin() {
 
 // ------------------------------------------------------------------------------------------------
 // Oversized and malformed bodies
+
+/// What the server does with a connection after an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Then {
+    /// Serves the next request on it.
+    KeptAlive,
+    /// Closes it (the rest of the request unread, or not to be trusted).
+    Closed,
+}
+
+#[test]
+fn oversized_and_malformed_bodies_get_their_exact_answer_and_the_next_request_is_served() {
+    with_admin(DEFAULT_READ, |test, addr| async move {
+        let path = sleep_window_path();
+        let put = |headers: &str, body: &[u8]| {
+            let mut request =
+                format!("PUT {path} HTTP/1.1\r\nHost: localhost\r\n{headers}\r\n").into_bytes();
+            request.extend_from_slice(body);
+            request
+        };
+        let too_large = "a property value is at most 1024 bytes";
+        let cases: Vec<(&str, Vec<u8>, u16, &str, Then)> = vec![
+            // A length declared past the limit: refused at once, unread (the body never comes).
+            (
+                "a huge Content-Length",
+                put("Content-Length: 1000000000000000\r\n", b""),
+                413,
+                too_large,
+                Then::Closed,
+            ),
+            (
+                "3 MB",
+                put("Content-Length: 3000000\r\n", &vec![b'1'; 3_000_000]),
+                413,
+                too_large,
+                Then::Closed,
+            ),
+            // Sent with the head (one segment), so hyper has it already: it drains it and
+            // keeps the connection.
+            (
+                "1025 bytes",
+                put("Content-Length: 1025\r\n", &[b'1'; 1025]),
+                413,
+                too_large,
+                Then::KeptAlive,
+            ),
+            // Chunked, past the limit: refused once the limit is passed.
+            (
+                "3 MB chunked",
+                put(
+                    "Transfer-Encoding: chunked\r\n",
+                    &[
+                        b"2DC6C0\r\n".as_slice(),
+                        &vec![b'1'; 3_000_000],
+                        b"\r\n0\r\n\r\n",
+                    ]
+                    .concat(),
+                ),
+                413,
+                too_large,
+                Then::Closed,
+            ),
+            (
+                "chunked garbage",
+                put("Transfer-Encoding: chunked\r\n", b"zz\r\n2500\r\n0\r\n\r\n"),
+                400,
+                "the request body could not be read: ",
+                Then::Closed,
+            ),
+            // The value is text: JSON is an invalid value, whatever the Content-Type says.
+            (
+                "JSON",
+                put(
+                    "Content-Type: application/json\r\nContent-Length: 15\r\n",
+                    b"{\"value\": 2500}",
+                ),
+                400,
+                // (the value escaped in the message)
+                "invalid value `{\\\"value\\\": 2500}` for \
+                 `hystrix.command.GetUser.circuitBreaker.sleepWindowInMilliseconds`: expected a \
+                 whole number",
+                Then::KeptAlive,
+            ),
+            (
+                "invalid UTF-8",
+                put("Content-Length: 4\r\n", b"25\xff\xfe"),
+                400,
+                "the value must be UTF-8 text",
+                Then::KeptAlive,
+            ),
+        ];
+        for (name, request, status, message, then) in cases {
+            let start = Instant::now();
+            let asked = Asked::new(addr, request).await;
+            // At once: not at the request-read timeout (10 s).
+            assert!(
+                start.elapsed() < SLACK,
+                "{name}: after {:?}",
+                start.elapsed()
+            );
+            let answer = asked.answer();
+            assert_eq!(answer.status, status, "{name}: {answer:?}");
+            let error = answer.error();
+            assert!(error.starts_with(message), "{name}: {error}");
+            match then {
+                Then::KeptAlive => asked.kept_alive().await,
+                Then::Closed => asked.closed().await,
+            }
+            still_serves(addr).await;
+        }
+        // Lengths hyper refuses: negative, past u64, two that differ, an unknown coding.
+        for headers in [
+            "Content-Length: -1\r\n",
+            "Content-Length: +4\r\n",
+            "Content-Length: 99999999999999999999999\r\n",
+            "Content-Length: 4\r\nContent-Length: 3\r\n",
+            "Transfer-Encoding: gzip\r\n",
+            "Transfer-Encoding: xchunked\r\n",
+        ] {
+            let asked = Asked::new(addr, put(headers, b"2500")).await;
+            asked.closed_after(400, true, headers).await;
+            still_serves(addr).await;
+        }
+        assert_eq!(sleep_window(&test), 5000, "a refused body changed it");
+
+        // Any Content-Type: the body is the value.
+        let asked = Asked::new(
+            addr,
+            put(
+                "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 4\r\n",
+                b"2500",
+            ),
+        )
+        .await;
+        assert_eq!(asked.answer().status, 200, "{:?}", asked.answer());
+        assert_eq!(sleep_window(&test), 2500);
+        asked.kept_alive().await;
+    });
+}
 
 #[test]
 fn transfer_encoding_with_content_length_smuggles_nothing() {
