@@ -44,10 +44,14 @@
 //! highest first (`overridden`, each `{"value", "layer", "origin", "source"}`).
 //!
 //! A run-time value ranks above the file and the environment within its layer
-//! and survives a reload of the file. A refused change answers 400 (invalid value, or not
-//! UTF-8), 404 (unknown property; unknown command for the circuit routes), 409 (a fixed
-//! property of a key in use) or 413 (a value over 1024 bytes) with
-//! `{"error": "<message naming the property>"}`, and changes nothing.
+//! and survives a reload of the file. A refused change answers 400 (invalid value, not
+//! UTF-8, or a body that could not be read: malformed chunks, the request-read timeout), 404
+//! (unknown property; unknown command for the circuit routes), 409 (a fixed property of a key
+//! in use) or 413 (a value over 1024 bytes) with `{"error": "<message>"}` (naming the property
+//! where there is one), and changes nothing. At most 1024 bytes of a body are read: a
+//! `Content-Length` over it is answered 413 at once, unread (the connection is then closed,
+//! unless the body came whole with the head), and a longer chunked body as soon as its 1025th
+//! byte arrives.
 //!
 //! **Access.** With a bearer token ([`admin_token`](crate::DashboardBuilder::admin_token)),
 //! every admin request needs `Authorization: Bearer <token>` (the scheme in any case, the
@@ -81,11 +85,14 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 use axum::Router;
+use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, Extension, Path, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use http_body::Body as _;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hystrix::config::{
     COLLAPSER_PROPERTIES, COMMAND_PROPERTIES, LayerValue, Origin, PropertyInfo, PropertyReport,
     PropertyValue, THREAD_POOL_PROPERTIES,
@@ -113,7 +120,8 @@ impl fmt::Debug for Access {
     }
 }
 
-/// The largest value a PUT accepts, in bytes (no property needs more).
+/// The largest value a PUT accepts, in bytes (no property needs more), and the most of its body
+/// that is read.
 const MAX_VALUE_BYTES: usize = 1024;
 
 /// A token [`admin_token`](crate::DashboardBuilder::admin_token) refused.
@@ -599,18 +607,42 @@ async fn property(State(admin): State<Arc<Admin>>, Path(name): Path<String>) -> 
     explained(&admin, &name)
 }
 
+/// Reads a PUT's value, at most [`MAX_VALUE_BYTES`]: so refusing a longer one costs no more.
+/// A `Content-Length` past it is refused at once, the body unread (hyper then closes the
+/// connection, unless the body came whole with the head); a longer chunked body once its byte
+/// past the limit arrives. Past the limit: 413; a body that cannot be read (malformed chunks,
+/// the request-read timeout): 400. Both with the JSON error of the other refusals.
+async fn read_value(body: Body) -> Result<Bytes, Response> {
+    let too_large = || {
+        error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("a property value is at most {MAX_VALUE_BYTES} bytes"),
+        )
+    };
+    let limit = u64::try_from(MAX_VALUE_BYTES).unwrap_or(u64::MAX);
+    if body.size_hint().lower() > limit {
+        return Err(too_large());
+    }
+    match Limited::new(body, MAX_VALUE_BYTES).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(err) if err.downcast_ref::<LengthLimitError>().is_some() => Err(too_large()),
+        Err(err) => Err(error(
+            StatusCode::BAD_REQUEST,
+            format!("the request body could not be read: {err}"),
+        )),
+    }
+}
+
 async fn set_property(
     State(admin): State<Arc<Admin>>,
     Extension(Peer(peer)): Extension<Peer>,
     Path(name): Path<String>,
-    body: axum::body::Bytes,
+    body: Body,
 ) -> Response {
-    if body.len() > MAX_VALUE_BYTES {
-        return error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("a property value is at most {MAX_VALUE_BYTES} bytes"),
-        );
-    }
+    let body = match read_value(body).await {
+        Ok(body) => body,
+        Err(refused) => return refused,
+    };
     let Ok(body) = std::str::from_utf8(&body) else {
         return error(StatusCode::BAD_REQUEST, "the value must be UTF-8 text");
     };

@@ -344,7 +344,9 @@ impl DashboardBuilder {
 
     /// How long [`Dashboard::serve`] waits for a request to arrive whole, its head and its body,
     /// from its first byte (from the connection's opening, for the first request), at least
-    /// 1 ms; then it closes the connection without an answer. Default
+    /// 1 ms; then it closes the connection: without an answer while the head is coming; a
+    /// handler reading the body (the admin PUT) is told the body could not be read and answers
+    /// 400 first. Default
     /// [`DEFAULT_REQUEST_READ_TIMEOUT`] (10 s). A kept-alive connection waiting for its next
     /// request is not reading one: [`idle_timeout`](Self::idle_timeout) applies.
     pub fn request_read_timeout(mut self, timeout: Duration) -> Self {

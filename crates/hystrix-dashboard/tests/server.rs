@@ -9,101 +9,15 @@ use std::io::ErrorKind;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::{eventually, runtime, semaphore_command, within};
+use common::{
+    GET_METRICS, connect_small, eventually, exchange, get_metrics, registry_with_big_samples,
+    runtime, serve, until_closed, within,
+};
 use hystrix::testing::TestRegistry;
 use hystrix_dashboard::Dashboard;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 use tokio::time::Instant;
-
-const GET_METRICS: &str = "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n";
-
-/// Serves `dashboard` with `Dashboard::serve_on` on 127.0.0.1:0; returns the address.
-async fn serve(dashboard: Dashboard) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(dashboard.serve_on(listener));
-    addr
-}
-
-/// A registry of 20 commands: a `/hystrix.stream` sample is some 50 KB, so a client that reads
-/// nothing fills its socket's buffers within a few samples.
-fn registry_with_big_samples() -> TestRegistry {
-    let test = TestRegistry::new();
-    for i in 0..20 {
-        semaphore_command(&test, &format!("Command{i:02}"), "Big");
-    }
-    test
-}
-
-/// Connects with a 4 KB receive buffer (so the server's writes block soon when it reads
-/// nothing) and asks for `path`.
-async fn connect_small(addr: SocketAddr, path: &str) -> TcpStream {
-    let socket = TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    let mut stream = socket.connect(addr).await.unwrap();
-    stream
-        .write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    stream
-}
-
-/// Reads (and drops) what `stream` receives until the server closes it, at most 5 s.
-async fn until_closed(stream: &mut TcpStream) {
-    within(async {
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            match stream.read(&mut buf).await {
-                Ok(0) => return,
-                Ok(_) => {}
-                Err(err) if err.kind() == ErrorKind::ConnectionReset => return,
-                Err(err) => panic!("{err}"),
-            }
-        }
-    })
-    .await;
-}
-
-/// Sends `request` on a kept-alive `stream` and reads the answer: its status and body (a
-/// `Content-Length` one); `None` if the server closed the connection instead.
-async fn exchange(stream: &mut TcpStream, request: &str) -> Option<(u16, String)> {
-    if stream.write_all(request.as_bytes()).await.is_err() {
-        return None;
-    }
-    let mut reader = BufReader::new(stream);
-    let mut line = String::new();
-    match reader.read_line(&mut line).await {
-        Ok(0) => return None,
-        Err(err) if err.kind() == ErrorKind::ConnectionReset => return None,
-        read => {
-            read.unwrap();
-        }
-    }
-    let status = line.split(' ').nth(1).unwrap().parse().unwrap();
-    let mut length = 0;
-    loop {
-        line.clear();
-        reader.read_line(&mut line).await.unwrap();
-        match line.trim_end().split_once(':') {
-            Some((name, value)) if name.eq_ignore_ascii_case("content-length") => {
-                length = value.trim().parse().unwrap();
-            }
-            Some(_) => {}
-            None => break,
-        }
-    }
-    let mut body = vec![0u8; length];
-    reader.read_exact(&mut body).await.unwrap();
-    Some((status, String::from_utf8(body).unwrap()))
-}
-
-/// A new connection's first exchange, within 5 s.
-async fn get_metrics(addr: SocketAddr) -> (TcpStream, Option<(u16, String)>) {
-    let mut stream = TcpStream::connect(addr).await.unwrap();
-    let answer = within(exchange(&mut stream, GET_METRICS)).await;
-    (stream, answer)
-}
 
 #[test]
 fn the_write_timeout_defaults_to_its_property_default() {
@@ -150,12 +64,7 @@ fn stream_clients_that_stop_reading_lose_their_slots_after_the_write_timeout() {
         for stream in &mut stalled {
             until_closed(stream).await;
         }
-        let mut reader = within(common::get(addr, "/hystrix.stream")).await;
-        common::assert_sse_headers(&reader);
-        assert_eq!(
-            within(reader.next_frame()).await.as_deref(),
-            Some("ping: \n\n")
-        );
+        let _reader = common::first_ping(addr, "/hystrix.stream").await;
         assert_eq!(dashboard.stream_clients(), 1);
     });
 }
@@ -208,15 +117,7 @@ fn connections_past_the_cap_are_closed_until_one_ends() {
 
         // One ends: a new connection is served (once the server has seen it go).
         drop(first);
-        within(async {
-            loop {
-                if let (_, Some((status, _))) = get_metrics(addr).await {
-                    break assert_eq!(status, 200);
-                }
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        })
-        .await;
+        common::served_again(addr).await;
     });
 }
 

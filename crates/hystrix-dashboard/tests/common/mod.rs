@@ -697,3 +697,123 @@ pub fn set_chaos(test: &TestRegistry, key: &str, name: &str, value: impl Into<Pr
         .set(&format!("hystrix.command.{key}.{name}"), value)
         .unwrap();
 }
+
+// ------------------------------------------------------------------------------------------------
+// Dashboard::serve over real sockets
+
+pub const GET_METRICS: &str = "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n";
+
+/// Serves `dashboard` with `Dashboard::serve_on` on 127.0.0.1:0; returns the address.
+pub async fn serve(dashboard: hystrix_dashboard::Dashboard) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(dashboard.serve_on(listener));
+    addr
+}
+
+/// A registry of 20 commands: a `/hystrix.stream` sample is some 50 KB, so a client that reads
+/// nothing fills its socket's buffers within a few samples.
+pub fn registry_with_big_samples() -> TestRegistry {
+    let test = TestRegistry::new();
+    for i in 0..20 {
+        semaphore_command(&test, &format!("Command{i:02}"), "Big");
+    }
+    test
+}
+
+/// Connects with a 4 KB receive buffer (so the server's writes block soon when it reads
+/// nothing) and asks for `path`.
+pub async fn connect_small(addr: std::net::SocketAddr, path: &str) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stream = socket.connect(addr).await.unwrap();
+    stream
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    stream
+}
+
+/// Reads (and drops) what `stream` receives until the server closes it (an end or a reset), at
+/// most 5 s.
+pub async fn until_closed(stream: &mut TcpStream) {
+    within(async {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(err) if err.kind() == std::io::ErrorKind::ConnectionReset => return,
+                Err(err) => panic!("{err}"),
+            }
+        }
+    })
+    .await;
+}
+
+/// Sends `request` on a kept-alive `stream` and reads the answer: its status and body (a
+/// `Content-Length` one); `None` if the server closed the connection instead.
+pub async fn exchange(stream: &mut TcpStream, request: &str) -> Option<(u16, String)> {
+    if stream.write_all(request.as_bytes()).await.is_err() {
+        return None;
+    }
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    match reader.read_line(&mut line).await {
+        Ok(0) => return None,
+        Err(err) if err.kind() == std::io::ErrorKind::ConnectionReset => return None,
+        read => {
+            read.unwrap();
+        }
+    }
+    let status = line.split(' ').nth(1).unwrap().parse().unwrap();
+    let mut length = 0;
+    loop {
+        line.clear();
+        reader.read_line(&mut line).await.unwrap();
+        match line.trim_end().split_once(':') {
+            Some((name, value)) if name.eq_ignore_ascii_case("content-length") => {
+                length = value.trim().parse().unwrap();
+            }
+            Some(_) => {}
+            None => break,
+        }
+    }
+    let mut body = vec![0u8; length];
+    reader.read_exact(&mut body).await.unwrap();
+    Some((status, String::from_utf8(body).unwrap()))
+}
+
+/// A new connection's first exchange, within 5 s.
+pub async fn get_metrics(addr: std::net::SocketAddr) -> (TcpStream, Option<(u16, String)>) {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let answer = within(exchange(&mut stream, GET_METRICS)).await;
+    (stream, answer)
+}
+
+/// Waits (at most 5 s) until a new connection is served `GET /metrics` (200): past a connection
+/// cap, once the server has seen a connection go.
+pub async fn served_again(addr: std::net::SocketAddr) {
+    within(async {
+        loop {
+            if let (_, Some((status, _))) = get_metrics(addr).await {
+                break assert_eq!(status, 200);
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+}
+
+/// Asks for the stream at `path` on a new connection and asserts it is served: 200 with the SSE
+/// headers, then a ping first. Returns the response, to read on or to drop.
+pub async fn first_ping(addr: std::net::SocketAddr, path: &str) -> Response {
+    let mut response = within(get(addr, path)).await;
+    assert_sse_headers(&response);
+    assert_eq!(
+        within(response.next_frame()).await.as_deref(),
+        Some("ping: \n\n"),
+        "{path}"
+    );
+    response
+}
