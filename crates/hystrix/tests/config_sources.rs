@@ -1768,3 +1768,48 @@ fn values_and_names_in_error_messages_are_escaped() {
     );
     assert!(command_of(properties, "A").fallback_enabled);
 }
+
+/// Found by `mutated_files_never_panic_and_read_as_documented` (a run of `a` inserted into a
+/// key): the did-you-mean search compared each candidate name, key included, with the name
+/// written, in time quadratic in its length: a line of 1,000 bytes took 1.6 s to load in a
+/// debug build, 4,000 bytes 33 s, 20,000 bytes about fourteen minutes. No key is longer than
+/// 200 bytes, so a name with a longer key is suggested nothing, and costs nothing to check.
+#[test]
+fn a_name_with_a_key_too_long_for_a_key_gets_no_suggestion_and_loads_at_once() {
+    let typo = |key: &str| format!("hystrix.command.{key}.fallback.enabeld");
+    let registry = Registry::new();
+    let properties = registry.properties();
+    let suggestion = |text: &str| match &load(properties, text).unwrap().warnings[..] {
+        [LoadWarning::UnknownProperty { suggestion, .. }] => suggestion.clone(),
+        other => panic!("{other:?}"),
+    };
+    // A key of 200 bytes is a key: the typo is suggested away.
+    let longest = "k".repeat(200);
+    assert_eq!(
+        suggestion(&format!("{}=true\n", typo(&longest))),
+        Some(format!("hystrix.command.{longest}.fallback.enabled"))
+    );
+    // One more byte, and no command can have the key: nothing to suggest.
+    assert_eq!(
+        suggestion(&format!("{}=true\n", typo(&"k".repeat(201)))),
+        None
+    );
+    // The same at run time.
+    assert_eq!(
+        properties.set(&typo(&"k".repeat(201)), true).unwrap_err(),
+        ConfigError::UnknownProperty {
+            name: typo(&"k".repeat(201)),
+            suggestion: None,
+        }
+    );
+    // 64 kB in a key, and in dotted segments: at once (seconds before, in release).
+    for key in ["a".repeat(1 << 16), "a.".repeat(1 << 15)] {
+        let start = std::time::Instant::now();
+        assert_eq!(suggestion(&format!("{}=true", typo(&key))), None);
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+}
