@@ -1813,3 +1813,26 @@ fn a_name_with_a_key_too_long_for_a_key_gets_no_suggestion_and_loads_at_once() {
         );
     }
 }
+
+/// Found by `mutated_files_never_panic_and_read_as_documented` (a `.properties` line
+/// `=[…a=…` read as TOML): a syntax error in the value of an empty top-level key named the
+/// property ``, an empty name. No property has it: the error names none.
+#[test]
+fn a_toml_syntax_error_at_an_empty_key_names_no_property() {
+    let registry = Registry::new();
+    for text in ["=[a=1\n", "\"\" = [=]\n", "x = 1\n= THREAD\n"] {
+        let err = registry
+            .properties()
+            .load_text("empty.toml", FileFormat::Toml, text)
+            .unwrap_err();
+        let LoadError::Syntax { property, line, .. } = &err else {
+            panic!("{text:?}: {err:?}");
+        };
+        assert_eq!(*property, None, "{text:?}: {err}");
+        assert!(
+            err.to_string().starts_with(&format!("empty.toml:{line}: ")),
+            "{err}"
+        );
+        assert!(!err.to_string().contains("``"), "{err}");
+    }
+}
