@@ -2207,6 +2207,219 @@ fn a_name_with_a_key_too_long_for_a_key_gets_no_suggestion_and_loads_at_once() {
     }
 }
 
+/// The `.properties` file of the exhaustive tests: non-ASCII text in a comment and a value
+/// (`ü` is two bytes, `€` three); short keys, since each edit in a key costs a did-you-mean
+/// search (about 3 ms in a debug build; 60 ms for the longest names).
+const PROPERTIES_SEED: &str = "# Hystrix: café, 10 €\n\
+    hystrix.command.A.fallback.enabled=false\n\
+    hystrix.command.A.threadPoolKeyOverride: Bücher\n\
+    hystrix.threadpool.P.coreSize 20\n";
+
+/// The TOML file of the exhaustive tests.
+const TOML_SEED: &str = "# Hystrix: café, 10 €\n\
+    [hystrix.command.default]\n\
+    execution.isolation.thread.timeoutInMilliseconds = 500\n\
+    \n\
+    [hystrix.command.GetUser]\n\
+    circuitBreaker.errorThresholdPercentage = 40\n\
+    threadPoolKeyOverride = \"Bücher€\"\n\
+    \n\
+    [hystrix.threadpool.UserService]\n\
+    coreSize = 20\n";
+
+/// Byte sequences that are not UTF-8 wherever they are inserted (an overlong `/`, a UTF-16
+/// surrogate, a truncated `€`, a byte no UTF-8 has); a lone continuation byte is not UTF-8
+/// either, except after the first byte of a character, where it makes another character and
+/// leaves the next byte invalid (on the same line: no line break is inside a character).
+const NOT_UTF8: &[&[u8]] = &[b"\xFF", b"\xC0\xAF", b"\xED\xA0\x80", b"\xE2\x82", b"\x80"];
+
+/// `seed` with `bytes` inserted at `at`.
+fn inserted(seed: &[u8], at: usize, bytes: &[u8]) -> Vec<u8> {
+    [&seed[..at], bytes, &seed[at..]].concat()
+}
+
+/// `seed` with the byte at `at` replaced by `bytes`.
+fn replaced(seed: &[u8], at: usize, bytes: &[u8]) -> Vec<u8> {
+    [&seed[..at], bytes, &seed[at + 1..]].concat()
+}
+
+/// The property a `.properties` error at byte `at` of the (BOM-less) seed must name, when an
+/// edit there leaves the key before it whole: `None` on a comment line edited after its `#`,
+/// the key on a property line edited after the key's end; `Err` where an edit at `at` changes
+/// the key (the error names what it reads, not checked here).
+fn seed_property_at(seed: &[u8], at: usize) -> Result<Option<&str>, ()> {
+    let start = seed[..at]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    let line = seed[start..]
+        .split(|&b| b == b'\n')
+        .next()
+        .unwrap_or_default();
+    let column = at - start;
+    if line.starts_with(b"#") {
+        return if column > 0 { Ok(None) } else { Err(()) };
+    }
+    let key_end = line
+        .iter()
+        .position(|b| b"=: \t".contains(b))
+        .unwrap_or(line.len());
+    if column > key_end && key_end > 0 {
+        Ok(Some(std::str::from_utf8(&line[..key_end]).unwrap()))
+    } else {
+        Err(())
+    }
+}
+
+/// The values a load of the line-prefix `seed[..at]` (cut at a line's end) applies: each
+/// line that sets a value is one applied value.
+fn values_before(seed: &str, at: usize, format: FileFormat) -> usize {
+    seed[..at]
+        .lines()
+        .filter(|line| {
+            let table = format == FileFormat::Toml && line.starts_with('[');
+            !(line.is_empty() || line.starts_with('#') || table)
+        })
+        .count()
+}
+
+/// Every position of a `.properties` file, exhaustively: an invalid UTF-8 sequence inserted
+/// there, the byte there replaced by one, the file cut there.
+///
+/// - Without a byte-order mark, such a file is read as ISO-8859-1: it loads as `load_text`
+///   loads its Latin-1 text (checked by [`check_bytes_outcome`], as everything else it checks).
+///   Each such load costs a did-you-mean search when the edit is in a key, so each position
+///   gets one of the [`NOT_UTF8`] sequences in turn, not all five.
+/// - With a mark, an invalid sequence after the mark (all five at each position) is refused
+///   as a syntax error at the line of the edit, naming the property when the edit leaves its
+///   key whole (after the key), and no property on a comment line.
+/// - Cut at a line's end, a file loads the values of the lines kept.
+#[test]
+fn invalid_utf8_at_every_position_of_a_properties_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("every.properties");
+    let seed = PROPERTIES_SEED.as_bytes();
+    let (mut loads, mut expected_loads) = (0, 0);
+    for bom in [false, true] {
+        let prefix: &[u8] = if bom { BOM } else { b"" };
+        let file = [prefix, seed].concat();
+        // Per position: the inserts, a replacement (but at the end) and a cut.
+        let inserts = if bom { NOT_UTF8.len() } else { 1 };
+        expected_loads += (file.len() + 1) * (inserts + 2) - 1;
+        for at in 0..=file.len() {
+            // The offset in the seed, for edits after the mark.
+            let in_seed = at.checked_sub(prefix.len()).filter(|_| bom);
+            let mut edits: Vec<Vec<u8>> = if bom {
+                NOT_UTF8
+                    .iter()
+                    .map(|bytes| inserted(&file, at, bytes))
+                    .collect()
+            } else {
+                vec![inserted(&file, at, NOT_UTF8[at % NOT_UTF8.len()])]
+            };
+            if at < file.len() {
+                edits.push(replaced(&file, at, b"\xFF"));
+            }
+            for bytes in edits {
+                let outcome = load_and_check(&path, PROPS, &bytes)
+                    .unwrap_or_else(|err| panic!("at {at} (mark: {bom}): {err}"));
+                loads += 1;
+                let Some(in_seed) = in_seed else {
+                    continue;
+                };
+                // After the mark: refused at the edit's line (check_bytes_outcome checked the
+                // message), naming the property whose key the edit left whole.
+                let Err(LoadError::Syntax { line, property, .. }) = &outcome else {
+                    panic!("at {at}: {outcome:?}");
+                };
+                assert_eq!(*line, line_of(seed, in_seed), "at {at}");
+                // A byte replaced keeps the key whole where an insertion does: after the key.
+                if let Ok(expected) = seed_property_at(seed, in_seed) {
+                    assert_eq!(property.as_deref(), expected, "at {at}: {outcome:?}");
+                }
+            }
+            // Cut here: not UTF-8 where a character is cut (read as Latin-1, or refused after
+            // the mark, as any other invalid byte).
+            let outcome = load_and_check(&path, PROPS, &file[..at])
+                .unwrap_or_else(|err| panic!("cut at {at} (mark: {bom}): {err}"));
+            loads += 1;
+            let kept = at.checked_sub(prefix.len());
+            if let Some(kept) = kept.filter(|&i| i == 0 || seed[i - 1] == b'\n') {
+                let report = outcome.unwrap_or_else(|err| panic!("cut at {at}: {err}"));
+                assert_eq!(
+                    report.applied,
+                    values_before(PROPERTIES_SEED, kept, PROPS),
+                    "cut at {at}"
+                );
+            }
+        }
+    }
+    assert_eq!(loads, expected_loads);
+}
+
+/// Every position of a TOML file, exhaustively: an invalid UTF-8 sequence inserted there, the
+/// byte there replaced by one (each refused, before parsing, as a syntax error at the line of
+/// the edit: `<path>:<line>: not valid UTF-8 (TOML files are UTF-8)`, naming no property), and
+/// the file cut there (where a character is cut, refused the same way at the cut's line; else
+/// loaded as `load_text` loads it, and at a line's end with the values of the lines kept).
+#[test]
+fn invalid_utf8_at_every_position_of_a_toml_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("every.toml");
+    let seed = TOML_SEED.as_bytes();
+    let refused = |bytes: &[u8], line: usize, at: usize| {
+        let outcome = load_and_check(&path, FileFormat::Toml, bytes)
+            .unwrap_or_else(|err| panic!("at {at}: {err}"));
+        let err = outcome.unwrap_err();
+        assert_eq!(
+            err,
+            LoadError::Syntax {
+                path: path.clone(),
+                line,
+                property: None,
+                message: "not valid UTF-8 (TOML files are UTF-8)".into(),
+            },
+            "at {at}"
+        );
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{}:{line}: not valid UTF-8 (TOML files are UTF-8)",
+                path.display()
+            )
+        );
+    };
+    let mut loads = 0;
+    for at in 0..=seed.len() {
+        let line = line_of(seed, at);
+        for bytes in NOT_UTF8 {
+            refused(&inserted(seed, at, bytes), line, at);
+            loads += 1;
+        }
+        if at < seed.len() {
+            refused(&replaced(seed, at, b"\xFF"), line, at);
+            loads += 1;
+        }
+        let cut = &seed[..at];
+        loads += 1;
+        if std::str::from_utf8(cut).is_err() {
+            refused(cut, line, at);
+            continue;
+        }
+        let outcome = load_and_check(&path, FileFormat::Toml, cut)
+            .unwrap_or_else(|err| panic!("cut at {at}: {err}"));
+        if at == 0 || seed[at - 1] == b'\n' {
+            let report = outcome.unwrap_or_else(|err| panic!("cut at {at}: {err}"));
+            assert_eq!(
+                report.applied,
+                values_before(TOML_SEED, at, FileFormat::Toml),
+                "cut at {at}"
+            );
+        }
+    }
+    assert_eq!(loads, (seed.len() + 1) * (NOT_UTF8.len() + 2) - 1);
+}
+
 /// Found by `mutated_files_never_panic_and_read_as_documented` (a `.properties` line
 /// `=[…a=…` read as TOML): a syntax error in the value of an empty top-level key named the
 /// property ``, an empty name. No property has it: the error names none.
