@@ -2442,3 +2442,282 @@ fn a_toml_syntax_error_at_an_empty_key_names_no_property() {
         assert!(!err.to_string().contains("``"), "{err}");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The environment, fuzzed: names and values with any characters through `load_env_from`, and
+// bytes that are not UTF-8 through `load_env` in a child process (the test never changes its
+// own environment, which other threads read).
+
+/// A realistic variable name, verbatim or shell-friendly, or random characters.
+fn env_name() -> impl Strategy<Value = String> {
+    prop_oneof![
+        3 => key_strategy()
+            .prop_map(|name| name.replacen("hystrix.", "HYSTRIX__", 1).replace('.', "__")),
+        2 => key_strategy(),
+        1 => any::<String>().prop_map(|rest| format!("HYSTRIX__{rest}")),
+        1 => any::<String>(),
+    ]
+}
+
+/// A realistic name or value, with characters inserted (NUL, `=`, line breaks, a byte-order
+/// mark, any character) or cut.
+fn mutated_string(base: impl Strategy<Value = String>) -> impl Strategy<Value = String> {
+    (
+        base,
+        prop::collection::vec(
+            (
+                any::<prop::sample::Index>(),
+                prop_oneof![
+                    prop::sample::select(
+                        &['\0', '=', '\n', '\r', '\u{feff}', '\u{fffd}', '.', '_'][..]
+                    ),
+                    any::<char>(),
+                ],
+            ),
+            0..3,
+        ),
+        prop::option::weighted(0.2, any::<prop::sample::Index>()),
+    )
+        .prop_map(|(base, inserts, cut)| {
+            let mut chars: Vec<char> = base.chars().collect();
+            for (at, c) in inserts {
+                chars.insert(at.index(chars.len() + 1), c);
+            }
+            if let Some(at) = cut {
+                chars.truncate(at.index(chars.len() + 1));
+            }
+            chars.into_iter().collect()
+        })
+}
+
+/// The checks every load of the environment `vars` must pass: every value applied, every
+/// warning and every error names a variable given (escaped in the message), whose name maps to
+/// the property named; an error stored nothing.
+fn check_env_outcome<S: AsRef<str>>(
+    registry: &Registry,
+    vars: &[(S, S)],
+    outcome: &Result<LoadReport, LoadError>,
+) -> Result<(), TestCaseError> {
+    let given = |variable: &str| vars.iter().any(|(name, _)| name.as_ref() == variable);
+    let ours = |variable: &str, name: &str| {
+        hystrix::config::property_name_of_env_var(variable).as_deref() == Some(name)
+    };
+    let err = match outcome {
+        Ok(report) => {
+            for name in &report.changed {
+                let explained = registry.properties().explain(name).unwrap();
+                let Origin::Environment { variable } = &explained.origin else {
+                    return Err(TestCaseError::fail(format!("{name}: {explained:?}")));
+                };
+                prop_assert!(given(variable) && ours(variable, name), "{}", variable);
+            }
+            for warning in &report.warnings {
+                let (name, origin) = match warning {
+                    LoadWarning::UnknownProperty { name, origin, .. }
+                    | LoadWarning::Unsupported { name, origin, .. }
+                    | LoadWarning::UnusableKey { name, origin, .. } => (name, origin),
+                    other => return Err(TestCaseError::fail(format!("unexpected: {other}"))),
+                };
+                let Origin::Environment { variable } = origin else {
+                    return Err(TestCaseError::fail(format!("not a variable: {warning}")));
+                };
+                prop_assert!(given(variable) && ours(variable, name), "{}", warning);
+                prop_assert!(
+                    warning.to_string().starts_with(&format!(
+                        "environment variable {}: ",
+                        variable.escape_debug()
+                    )),
+                    "{}",
+                    warning
+                );
+            }
+            return Ok(());
+        }
+        Err(err) => err,
+    };
+    let shown = err.to_string();
+    match err {
+        LoadError::Conflict { name, variables } => {
+            prop_assert!(variables[0] != variables[1], "{}", shown);
+            for variable in variables {
+                prop_assert!(given(variable) && ours(variable, name), "{}", shown);
+                prop_assert!(
+                    shown.contains(&variable.escape_debug().to_string()),
+                    "{}",
+                    shown
+                );
+            }
+        }
+        LoadError::Invalid {
+            origin: Origin::Environment { variable },
+            error,
+        } => {
+            let name = match error.as_ref() {
+                ConfigError::InvalidValue { name, .. } => name,
+                other => return Err(TestCaseError::fail(format!("names no property: {other}"))),
+            };
+            prop_assert!(given(variable), "{}", shown);
+            prop_assert!(registry.properties().get(name).is_ok(), "{} is ours", name);
+            prop_assert!(
+                shown.starts_with(&format!(
+                    "environment variable {}: ",
+                    variable.escape_debug()
+                )) && shown.contains(&format!("`{}`", name.escape_debug())),
+                "{}",
+                shown
+            );
+        }
+        other => return Err(TestCaseError::fail(format!("unexpected error: {other}"))),
+    }
+    let emptied = registry
+        .properties()
+        .load_env_from(std::iter::empty::<(&str, &str)>())
+        .unwrap();
+    prop_assert!(emptied.changed.is_empty(), "{:?}", emptied.changed);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(ENV_CASES))]
+
+    /// Names and values with any characters (`load_env_from` takes strings: everything but
+    /// bytes that are not UTF-8, which the next test gives through the process environment).
+    #[test]
+    fn environments_of_any_characters_never_panic_and_errors_name_the_variable(
+        vars in prop::collection::vec(
+            (mutated_string(env_name()), mutated_string(value_strategy())),
+            0..5,
+        ),
+    ) {
+        let registry = Registry::new();
+        let outcome = registry.properties().load_env_from(vars.iter().map(|(n, v)| (n, v)));
+        check_env_outcome(&registry, &vars, &outcome)?;
+    }
+}
+
+/// Cases of [`environments_of_any_characters_never_panic_and_errors_name_the_variable`]: each
+/// misspelt name costs a did-you-mean search (up to 60 ms in a debug build).
+const ENV_CASES: u32 = 32;
+
+/// Set in the child process of [`process_environments_that_are_not_utf8_load_as_documented`].
+#[cfg(unix)]
+const ENV_CHILD: &str = "CONFIG_SOURCES_ENV_CHILD";
+
+/// What the child prints before its outcome.
+#[cfg(unix)]
+const ENV_OUTCOME: &str = "load_env: ";
+
+/// The child process of [`process_environments_that_are_not_utf8_load_as_documented`]: loads
+/// its environment and prints the outcome. Does nothing in the test run itself.
+#[cfg(unix)]
+#[test]
+fn process_environment_child() {
+    if std::env::var_os(ENV_CHILD).is_some() {
+        let registry = Registry::new();
+        println!("{ENV_OUTCOME}{:?}", registry.properties().load_env());
+    }
+}
+
+/// A realistic variable (name, value) as bytes, mutated byte by byte; without the bytes an
+/// environment cannot hold (NUL, and `=` in a name).
+#[cfg(unix)]
+fn env_var_bytes() -> impl Strategy<Value = (Vec<u8>, Vec<u8>)> {
+    let bytes = |base: BoxedStrategy<String>| {
+        (base, prop::collection::vec(mutation(), 0..3))
+            .prop_map(|(base, mutations)| mutate(base.into_bytes(), &mutations))
+    };
+    (bytes(env_name().boxed()), bytes(value_strategy().boxed())).prop_map(
+        |(mut name, mut value)| {
+            name.retain(|&b| b != 0 && b != b'=');
+            value.retain(|&b| b != 0);
+            (name, value)
+        },
+    )
+}
+
+#[cfg(unix)]
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(ENV_PROCESS_CASES))]
+
+    /// `load_env` in a child process whose environment is only these variables, with bytes
+    /// that are not UTF-8 in names and values. As documented: a name that is not UTF-8 is no
+    /// variable of ours (property names are UTF-8), ignored without a warning; a value of ours
+    /// that is not UTF-8 refuses the load (`Invalid`, naming the variable and the property,
+    /// the value shown lossily), after two variables for one property (`Conflict`), the
+    /// variables taken in order of property name, then variable name; with all values UTF-8,
+    /// the outcome is `load_env_from`'s.
+    #[test]
+    fn process_environments_that_are_not_utf8_load_as_documented(
+        vars in prop::collection::vec(env_var_bytes(), 0..6),
+    ) {
+        use std::os::unix::ffi::OsStringExt;
+        // The environment keeps one value per name (the last set), and no empty name.
+        let vars: std::collections::BTreeMap<Vec<u8>, Vec<u8>> =
+            vars.into_iter().filter(|(name, _)| !name.is_empty()).collect();
+        let output = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["process_environment_child", "--exact", "--nocapture", "--test-threads=1"])
+            .env_clear()
+            .env(ENV_CHILD, "1")
+            .envs(vars.iter().map(|(name, value)| {
+                (
+                    std::ffi::OsString::from_vec(name.clone()),
+                    std::ffi::OsString::from_vec(value.clone()),
+                )
+            }))
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        prop_assert!(output.status.success(), "{}", stdout);
+        let got = stdout
+            .lines()
+            .find_map(|line| line.split_once(ENV_OUTCOME).map(|(_, outcome)| outcome))
+            .unwrap_or_else(|| panic!("no outcome: {stdout}"));
+
+        // (property, variable, value) of ours, sorted; names that are not UTF-8 dropped.
+        let mut ours: Vec<(String, String, Result<String, Vec<u8>>)> = vars
+            .iter()
+            .filter_map(|(name, value)| {
+                let variable = String::from_utf8(name.clone()).ok()?;
+                let property = hystrix::config::property_name_of_env_var(&variable)?;
+                let value = String::from_utf8(value.clone()).map_err(|err| err.into_bytes());
+                Some((property, variable, value))
+            })
+            .collect();
+        ours.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+        let conflict = ours.windows(2).find(|pair| pair[0].0 == pair[1].0);
+        let not_utf8 = ours.iter().find(|(_, _, value)| value.is_err());
+        let expected = match (conflict, not_utf8) {
+            (_, None) => {
+                let utf8: Vec<(&str, &str)> = ours
+                    .iter()
+                    .map(|(_, variable, value)| (variable.as_str(), value.as_deref().unwrap()))
+                    .collect();
+                format!("{:?}", Registry::new().properties().load_env_from(utf8))
+            }
+            (Some(pair), Some(_)) => format!(
+                "{:?}",
+                Err::<LoadReport, _>(LoadError::Conflict {
+                    name: pair[0].0.clone(),
+                    variables: [pair[0].1.clone(), pair[1].1.clone()],
+                })
+            ),
+            (None, Some((property, variable, value))) => format!(
+                "{:?}",
+                Err::<LoadReport, _>(LoadError::Invalid {
+                    origin: Origin::Environment { variable: variable.clone() },
+                    error: Box::new(ConfigError::InvalidValue {
+                        name: property.clone(),
+                        value: String::from_utf8_lossy(value.as_ref().unwrap_err()).into_owned(),
+                        reason: "not valid UTF-8".into(),
+                    }),
+                })
+            ),
+        };
+        prop_assert_eq!(got, expected.as_str());
+    }
+}
+
+/// Cases of [`process_environments_that_are_not_utf8_load_as_documented`]: a child process
+/// each, about 50 ms (a debug build of this test binary started anew).
+#[cfg(unix)]
+const ENV_PROCESS_CASES: u32 = 24;
