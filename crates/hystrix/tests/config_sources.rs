@@ -2443,6 +2443,85 @@ fn a_toml_syntax_error_at_an_empty_key_names_no_property() {
     }
 }
 
+/// The extremes the mutations reach only by chance, each exactly: nesting 20,000 deep in TOML
+/// (the parser's recursion limit refuses it: no stack overflow, which no `catch_unwind` could
+/// catch), and 20,000 backslashes, continuations or CRs in a `.properties` file.
+#[test]
+fn deep_nesting_and_long_runs_are_refused_or_loaded_exactly() {
+    let n = 20_000;
+    let toml = FileFormat::Toml;
+    let syntax = |property: Option<&str>, message: &str| {
+        Err(LoadError::Syntax {
+            path: PathBuf::from("deep"),
+            line: 1,
+            property: property.map(String::from),
+            message: message.into(),
+        })
+    };
+    let too_deep = "cannot recurse further; max recursion depth met";
+    let cases = [
+        (
+            toml,
+            format!("a = {}", "[".repeat(n)),
+            syntax(None, too_deep),
+        ),
+        (
+            toml,
+            format!("a = {}{}", "[".repeat(n), "]".repeat(n)),
+            syntax(Some("a"), too_deep),
+        ),
+        (
+            toml,
+            format!("a = {}", "{a=".repeat(n)),
+            syntax(None, too_deep),
+        ),
+        (
+            toml,
+            "a.".repeat(n) + "b = 1",
+            syntax(None, "recursion limit"),
+        ),
+        (
+            toml,
+            format!("[{}b]\nx = 1", "a.".repeat(n)),
+            syntax(None, "recursion limit"),
+        ),
+        // An even run of backslashes is a key of backslashes: not ours, skipped.
+        (PROPS, "\\".repeat(n), Ok((0, 1))),
+        (PROPS, "\r".repeat(n), Ok((0, 0))),
+        // A value continued over 20,000 lines is empty, and refused by name at its first line.
+        (
+            PROPS,
+            format!("hystrix.command.A.fallback.enabled={}", "\\\n".repeat(n)),
+            Err(LoadError::Invalid {
+                origin: Origin::File {
+                    path: PathBuf::from("deep"),
+                    line: 1,
+                },
+                error: Box::new(ConfigError::InvalidValue {
+                    name: "hystrix.command.A.fallback.enabled".into(),
+                    value: String::new(),
+                    reason: "expected true or false (or Archaius' yes/no, on/off, y/n, t/f)".into(),
+                }),
+            }),
+        ),
+    ];
+    for (format, text, expected) in cases {
+        let registry = Registry::new();
+        // (applied, skipped), nothing changed or warned of.
+        let outcome = registry
+            .properties()
+            .load_text("deep", format, &text)
+            .map(|report| {
+                assert!(
+                    report.changed.is_empty() && report.warnings.is_empty(),
+                    "{report:?}"
+                );
+                (report.applied, report.skipped)
+            });
+        assert_eq!(outcome, expected, "{}", &text[..40.min(text.len())]);
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The environment, fuzzed: names and values with any characters through `load_env_from`, and
 // bytes that are not UTF-8 through `load_env` in a child process (the test never changes its
