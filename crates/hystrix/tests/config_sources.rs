@@ -1768,3 +1768,1035 @@ fn values_and_names_in_error_messages_are_escaped() {
     );
     assert!(command_of(properties, "A").fallback_enabled);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Byte-level fuzzing (issue 32): realistic files, mutated byte by byte, through every entry
+// point that reads a file's bytes (`load_file`, `load_file_as`, and `load_text` when the bytes
+// are UTF-8). Never a panic (a caught one, `LoadError::Internal`, fails too); the bytes read
+// as the format documents (`.properties`: UTF-8, else ISO-8859-1, but refused after a UTF-8
+// byte-order mark; TOML: UTF-8 only); every error names the file, a line of it and, where a
+// property is involved, the property.
+
+/// The UTF-8 byte-order mark.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// Lines of a realistic Hystrix `.properties` file, each valid on its own and in any
+/// subsequence (the property `sleepWindowInMilliseconds` is continued on a second line).
+const PROPERTIES_SEED_LINES: &[&str] = &[
+    "# Hystrix settings for the user service: café, naïve, 10 €",
+    "hystrix.command.default.execution.isolation.thread.timeoutInMilliseconds=500",
+    "hystrix.command.GetUser.circuitBreaker.errorThresholdPercentage = 40",
+    "hystrix.command.GetUser.circuitBreaker.requestVolumeThreshold: 30",
+    "hystrix.command.GetUser.execution.isolation.strategy SEMAPHORE",
+    "! Archaius' booleans",
+    "hystrix.command.GetUser.fallback.enabled=no",
+    "hystrix.command.GetUser.threadPoolKeyOverride=Bücher",
+    "",
+    "hystrix.command.GetUser.circuitBreaker.sleepWindowInMilliseconds=\\\n    7000",
+    "hystrix.threadpool.UserService.coreSize\t20",
+    "hystrix.threadpool.UserService.maxQueueSize=\\u0031\\u0030",
+    "hystrix.collapser.Batch.maxRequestsInBatch=100",
+    "ribbon.ReadTimeout=3000",
+];
+
+/// Pieces of a realistic Hystrix TOML file, valid in any subsequence (the top-level key
+/// first, each table once).
+const TOML_SEED_PIECES: &[&str] = &[
+    "\"hystrix.collapser.Batch.maxRequestsInBatch\" = 100\n",
+    "# Hystrix settings for the user service: café, naïve, 10 €\n",
+    "[hystrix.command.default]\nexecution.isolation.thread.timeoutInMilliseconds = 500\n",
+    "[hystrix.command.GetUser]\ncircuitBreaker.errorThresholdPercentage = 40\n\
+     execution.isolation.strategy = \"SEMAPHORE\"\nfallback.enabled = false # no fallback\n\
+     threadPoolKeyOverride = \"Bücher€\"\n",
+    "[hystrix.command.Search.circuitBreaker]\nsleepWindowInMilliseconds = 7_000\n\
+     requestVolumeThreshold = 0x1E\n",
+    "[hystrix.threadpool.UserService]\ncoreSize = 20\nmaxQueueSize = 10\n",
+    "[hystrix.threadpool]\nBatchPool = { coreSize = 4, maximumSize = 8, \
+     allowMaximumSizeToDivergeFromCoreSize = true }\n",
+    "[hystrix.stream.dashboard]\nintervalInMilliseconds = 500\n",
+];
+
+/// A realistic `.properties` file: some seed lines in order, perhaps one random line (the
+/// generator above), LF or CRLF, perhaps a byte-order mark.
+fn properties_seed() -> impl Strategy<Value = Vec<u8>> {
+    (
+        prop::sample::subsequence(PROPERTIES_SEED_LINES, 2..=PROPERTIES_SEED_LINES.len()),
+        prop::option::weighted(0.25, (properties_line(), any::<prop::sample::Index>())),
+        any::<bool>(),
+        prop::bool::weighted(0.2),
+    )
+        .prop_map(|(lines, extra, crlf, bom)| {
+            let mut lines: Vec<String> = lines.into_iter().map(String::from).collect();
+            if let Some((line, at)) = extra {
+                lines.insert(at.index(lines.len() + 1), line);
+            }
+            let mut bytes = if bom { BOM.to_vec() } else { Vec::new() };
+            bytes.extend_from_slice(lines.join(if crlf { "\r\n" } else { "\n" }).as_bytes());
+            bytes
+        })
+}
+
+/// A realistic TOML file: some seed pieces in order, perhaps a byte-order mark.
+fn toml_seed() -> impl Strategy<Value = Vec<u8>> {
+    (
+        prop::sample::subsequence(TOML_SEED_PIECES, 2..=TOML_SEED_PIECES.len()),
+        prop::bool::weighted(0.2),
+    )
+        .prop_map(|(pieces, bom)| {
+            let mut bytes = if bom { BOM.to_vec() } else { Vec::new() };
+            bytes.extend_from_slice(pieces.concat().as_bytes());
+            bytes
+        })
+}
+
+/// Byte strings that parsers and decoders trip on.
+const NASTY: &[&[u8]] = &[
+    b"\x00",
+    b"\xFF",
+    b"\xFE",
+    // A truncated three-byte start, an overlong `/`, a UTF-16 surrogate, a code point
+    // above U+10FFFF, a byte-order mark in the middle.
+    b"\xE2\x82",
+    b"\xC0\xAF",
+    b"\xED\xA0\x80",
+    b"\xF4\x90\x80\x80",
+    BOM,
+    b"\r",
+    b"\n",
+    b"\r\n",
+    b"\\",
+    b"\\u",
+    b"\\u00",
+    b"\\\n",
+    b"=",
+    b":",
+    b"#",
+    b"[",
+    b"]",
+    b"[[",
+    b"{",
+    b"\"",
+    b"'''",
+    b"\"\"\"",
+    b".",
+    b" = ",
+    b"\t",
+    b"\x0c",
+    b"\x85",
+    "\u{2028}".as_bytes(),
+];
+
+/// Bytes to insert: [`NASTY`], lone continuation bytes, random bytes, very long runs.
+fn nasty_bytes() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        6 => prop::sample::select(NASTY).prop_map(<[u8]>::to_vec),
+        // Lone continuation bytes.
+        2 => (0x80u8..=0xBF).prop_map(|b| vec![b]),
+        2 => prop::collection::vec(any::<u8>(), 1..8),
+        // A very long line, key or value (deeply nested for TOML's brackets).
+        1 => (
+            1usize..20_000,
+            prop::sample::select(&[b'a', b'1', b'=', b'\\', b'[', b'{', b'"', b' ', b'.'][..]),
+        )
+            .prop_map(|(n, b)| vec![b; n]),
+    ]
+}
+
+/// One edit of a file's bytes; indices are taken modulo the length at the time.
+#[derive(Debug, Clone)]
+enum Mutation {
+    /// Flips one bit of a byte.
+    Flip(prop::sample::Index, u8),
+    /// Replaces a byte.
+    Replace(prop::sample::Index, u8),
+    /// Inserts bytes before a position.
+    Insert(prop::sample::Index, Vec<u8>),
+    /// Deletes up to `n` bytes from a position.
+    Delete(prop::sample::Index, usize),
+    /// Cuts the file at a position.
+    Truncate(prop::sample::Index),
+    /// Copies up to `n` bytes from a position to another.
+    Duplicate(prop::sample::Index, usize, prop::sample::Index),
+}
+
+fn mutation() -> impl Strategy<Value = Mutation> {
+    use prop::sample::Index;
+    prop_oneof![
+        2 => (any::<Index>(), 0u8..8).prop_map(|(at, bit)| Mutation::Flip(at, bit)),
+        2 => (any::<Index>(), any::<u8>()).prop_map(|(at, b)| Mutation::Replace(at, b)),
+        4 => (any::<Index>(), nasty_bytes()).prop_map(|(at, b)| Mutation::Insert(at, b)),
+        2 => (any::<Index>(), 1usize..64).prop_map(|(at, n)| Mutation::Delete(at, n)),
+        1 => any::<Index>().prop_map(Mutation::Truncate),
+        1 => (any::<Index>(), 1usize..128, any::<Index>())
+            .prop_map(|(from, n, to)| Mutation::Duplicate(from, n, to)),
+    ]
+}
+
+fn mutate(mut bytes: Vec<u8>, mutations: &[Mutation]) -> Vec<u8> {
+    for mutation in mutations {
+        let len = bytes.len();
+        match mutation {
+            Mutation::Flip(at, bit) if len > 0 => bytes[at.index(len)] ^= 1 << (bit % 8),
+            Mutation::Replace(at, byte) if len > 0 => bytes[at.index(len)] = *byte,
+            Mutation::Insert(at, new) => {
+                let at = at.index(len + 1);
+                bytes.splice(at..at, new.iter().copied());
+            }
+            Mutation::Delete(at, n) if len > 0 => {
+                let at = at.index(len);
+                bytes.drain(at..(at + n).min(len));
+            }
+            Mutation::Truncate(at) => bytes.truncate(at.index(len + 1)),
+            Mutation::Duplicate(from, n, to) if len > 0 => {
+                let from = from.index(len);
+                let copy = bytes[from..(from + n).min(len)].to_vec();
+                let to = to.index(len + 1);
+                bytes.splice(to..to, copy);
+            }
+            _ => {}
+        }
+    }
+    bytes
+}
+
+/// The 1-based line of byte `offset`: one more than the line feeds before it.
+fn line_of(bytes: &[u8], offset: usize) -> usize {
+    1 + bytes[..offset].iter().filter(|&&b| b == b'\n').count()
+}
+
+/// How the library must read `bytes` as a file of `format`, as its docs say: the text it
+/// stands for, or the error it is.
+enum Reading {
+    /// The bytes are the text (UTF-8, or for `.properties` ISO-8859-1): the file loads as
+    /// `load_text` loads that text.
+    Text(String),
+    /// Refused before parsing: not UTF-8 where UTF-8 is required; the error is a syntax error
+    /// with this message at the line of the first invalid byte.
+    NotUtf8 { line: usize, message: &'static str },
+}
+
+fn reading(format: FileFormat, bytes: &[u8]) -> Reading {
+    match (std::str::from_utf8(bytes), format) {
+        (Ok(text), _) => Reading::Text(text.to_owned()),
+        (Err(err), FileFormat::Properties) if bytes.starts_with(BOM) => Reading::NotUtf8 {
+            line: line_of(bytes, err.valid_up_to()),
+            message: "not valid UTF-8, though the file begins with a UTF-8 byte-order mark",
+        },
+        // ISO-8859-1: each byte is the character of that number.
+        (Err(_), FileFormat::Properties) => {
+            Reading::Text(bytes.iter().map(|&b| char::from(b)).collect())
+        }
+        (Err(err), _) => Reading::NotUtf8 {
+            line: line_of(bytes, err.valid_up_to()),
+            message: "not valid UTF-8 (TOML files are UTF-8)",
+        },
+    }
+}
+
+/// The checks every load of the file `path` holding `bytes` must pass: the outcome is the one
+/// its [`reading`] gives (the same as `load_text` of its text, or the not-UTF-8 error), and
+///
+/// - `Ok`: every changed value comes from `path`, at a line of it; every warning's origin is
+///   `path` at a line of it;
+/// - `Err(Syntax)`: `path`, a line of the file, shown as `<path>:<line>: ` and, when the error
+///   names a property, shown with it (escaped);
+/// - `Err(Invalid)`: a file origin at `path` and a line of it, and a property of ours named
+///   in the message (escaped);
+/// - any other error (`Internal`, a caught panic, above all) fails; and a refused load
+///   stored nothing.
+fn check_bytes_outcome(
+    registry: &Registry,
+    path: &std::path::Path,
+    format: FileFormat,
+    bytes: &[u8],
+    outcome: &Result<LoadReport, LoadError>,
+) -> Result<(), TestCaseError> {
+    // Lines as the parsers count them: `.properties` also ends a line at a CR alone.
+    let lines = 1 + bytes
+        .iter()
+        .filter(|&&b| b == b'\n' || (format == PROPS && b == b'\r'))
+        .count();
+    let expected_path = PathBuf::from(path);
+    let place = |at: &PathBuf, line: usize| -> Result<(), TestCaseError> {
+        prop_assert_eq!(at, &expected_path);
+        prop_assert!((1..=lines).contains(&line), "line {} of {}", line, lines);
+        Ok(())
+    };
+    match reading(format, bytes) {
+        Reading::Text(text) => {
+            let twin = Registry::new();
+            let expected = twin.properties().load_text(path, format, &text);
+            prop_assert_eq!(outcome, &expected, "as load_text of {:?}", text);
+        }
+        Reading::NotUtf8 { line, message } => {
+            let Err(LoadError::Syntax {
+                path: at,
+                line: got,
+                message: said,
+                ..
+            }) = outcome
+            else {
+                return Err(TestCaseError::fail(format!("not refused: {outcome:?}")));
+            };
+            prop_assert_eq!((at, *got, said.as_str()), (&expected_path, line, message));
+        }
+    }
+    let err = match outcome {
+        Ok(report) => {
+            for name in &report.changed {
+                let explained = registry.properties().explain(name).unwrap();
+                let Origin::File { path: at, line } = &explained.origin else {
+                    return Err(TestCaseError::fail(format!("{name}: {explained:?}")));
+                };
+                place(at, *line)?;
+            }
+            for warning in &report.warnings {
+                let origin = match warning {
+                    LoadWarning::UnknownProperty { origin, .. }
+                    | LoadWarning::Unsupported { origin, .. }
+                    | LoadWarning::UnusableKey { origin, .. }
+                    | LoadWarning::Duplicate { origin, .. } => origin,
+                    other => return Err(TestCaseError::fail(format!("unexpected: {other}"))),
+                };
+                let Origin::File { path: at, line } = origin else {
+                    return Err(TestCaseError::fail(format!("not a file: {warning}")));
+                };
+                place(at, *line)?;
+            }
+            return Ok(());
+        }
+        Err(err) => err,
+    };
+    let shown = err.to_string();
+    match err {
+        LoadError::Syntax {
+            path: at,
+            line,
+            property,
+            message,
+        } => {
+            place(at, *line)?;
+            prop_assert!(!message.is_empty());
+            prop_assert!(
+                shown.starts_with(&format!("{}:{line}: ", path.display())),
+                "{}",
+                shown
+            );
+            if let Some(property) = property {
+                prop_assert!(
+                    !property.is_empty()
+                        && shown.contains(&format!("`{}`", property.escape_debug())),
+                    "{}",
+                    shown
+                );
+            }
+        }
+        LoadError::Invalid {
+            origin: Origin::File { path: at, line },
+            error,
+        } => {
+            place(at, *line)?;
+            let name = match error.as_ref() {
+                ConfigError::InvalidValue { name, .. }
+                | ConfigError::FixedAfterFirstUse { name } => name,
+                other => return Err(TestCaseError::fail(format!("names no property: {other}"))),
+            };
+            prop_assert!(registry.properties().get(name).is_ok(), "{} is ours", name);
+            prop_assert!(
+                shown.starts_with(&format!("{}:{line}: ", path.display()))
+                    && shown.contains(&format!("`{}`", name.escape_debug())),
+                "{}",
+                shown
+            );
+        }
+        other => return Err(TestCaseError::fail(format!("unexpected error: {other}"))),
+    }
+    let emptied = registry.properties().load_text(path, format, "").unwrap();
+    prop_assert!(emptied.changed.is_empty(), "{:?}", emptied.changed);
+    Ok(())
+}
+
+/// Writes `bytes` to `path` and loads it as `format` with `load_file` when the extension names
+/// that format, else with `load_file_as`; then checks the outcome.
+fn load_and_check(
+    path: &std::path::Path,
+    format: FileFormat,
+    bytes: &[u8],
+) -> Result<Result<LoadReport, LoadError>, TestCaseError> {
+    // A new file each time: truncating one with data costs milliseconds on ext4 (it flushes).
+    std::fs::remove_file(path).ok();
+    std::fs::write(path, bytes).unwrap();
+    let registry = Registry::new();
+    let outcome = if FileFormat::from_path(path) == Some(format) {
+        registry.properties().load_file(path)
+    } else {
+        registry.properties().load_file_as(path, format)
+    };
+    check_bytes_outcome(&registry, path, format, bytes, &outcome)?;
+    Ok(outcome)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(MUTATED_FILE_CASES))]
+
+    /// Realistic files, each mutated one to six times, read in both formats (a `.properties`
+    /// file read as TOML too, and the other way round).
+    #[test]
+    fn mutated_files_never_panic_and_read_as_documented(
+        (seed_is_toml, seed) in prop_oneof![
+            properties_seed().prop_map(|seed| (false, seed)),
+            toml_seed().prop_map(|seed| (true, seed)),
+        ],
+        mutations in prop::collection::vec(mutation(), 1..=6),
+    ) {
+        let bytes = mutate(seed, &mutations);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(if seed_is_toml { "fuzz.toml" } else { "fuzz.properties" });
+        for format in [PROPS, FileFormat::Toml] {
+            load_and_check(&path, format, &bytes)?.ok();
+        }
+    }
+}
+
+/// Cases of [`mutated_files_never_panic_and_read_as_documented`]: each loads one file twice
+/// (and its `load_text` twin), about 15 ms in a debug build.
+const MUTATED_FILE_CASES: u32 = 96;
+
+/// Found by `mutated_files_never_panic_and_read_as_documented` (a run of `a` inserted into a
+/// key): the did-you-mean search compared each candidate name, key included, with the name
+/// written, in time quadratic in its length: a line of 1,000 bytes took 1.6 s to load in a
+/// debug build, 4,000 bytes 33 s, 20,000 bytes about fourteen minutes. No key is longer than
+/// 200 bytes, so a name with a longer key is suggested nothing, and costs nothing to check.
+#[test]
+fn a_name_with_a_key_too_long_for_a_key_gets_no_suggestion_and_loads_at_once() {
+    let typo = |key: &str| format!("hystrix.command.{key}.fallback.enabeld");
+    let registry = Registry::new();
+    let properties = registry.properties();
+    let suggestion = |text: &str| match &load(properties, text).unwrap().warnings[..] {
+        [LoadWarning::UnknownProperty { suggestion, .. }] => suggestion.clone(),
+        other => panic!("{other:?}"),
+    };
+    // A key of 200 bytes is a key: the typo is suggested away.
+    let longest = "k".repeat(200);
+    assert_eq!(
+        suggestion(&format!("{}=true\n", typo(&longest))),
+        Some(format!("hystrix.command.{longest}.fallback.enabled"))
+    );
+    // One more byte, and no command can have the key: nothing to suggest.
+    assert_eq!(
+        suggestion(&format!("{}=true\n", typo(&"k".repeat(201)))),
+        None
+    );
+    // The same at run time.
+    assert_eq!(
+        properties.set(&typo(&"k".repeat(201)), true).unwrap_err(),
+        ConfigError::UnknownProperty {
+            name: typo(&"k".repeat(201)),
+            suggestion: None,
+        }
+    );
+    // 64 kB in a key, and in dotted segments: at once (seconds before, in release).
+    for key in ["a".repeat(1 << 16), "a.".repeat(1 << 15)] {
+        let start = std::time::Instant::now();
+        assert_eq!(suggestion(&format!("{}=true", typo(&key))), None);
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+}
+
+/// The `.properties` file of the exhaustive tests: non-ASCII text in a comment and a value
+/// (`ü` is two bytes, `€` three); short keys, since each edit in a key costs a did-you-mean
+/// search (about 3 ms in a debug build; 60 ms for the longest names).
+const PROPERTIES_SEED: &str = "# Hystrix: café, 10 €\n\
+    hystrix.command.A.fallback.enabled=false\n\
+    hystrix.command.A.threadPoolKeyOverride: Bücher\n\
+    hystrix.threadpool.P.coreSize 20\n";
+
+/// The TOML file of the exhaustive tests.
+const TOML_SEED: &str = "# Hystrix: café, 10 €\n\
+    [hystrix.command.default]\n\
+    execution.isolation.thread.timeoutInMilliseconds = 500\n\
+    \n\
+    [hystrix.command.GetUser]\n\
+    circuitBreaker.errorThresholdPercentage = 40\n\
+    threadPoolKeyOverride = \"Bücher€\"\n\
+    \n\
+    [hystrix.threadpool.UserService]\n\
+    coreSize = 20\n";
+
+/// Byte sequences that are not UTF-8 wherever they are inserted (an overlong `/`, a UTF-16
+/// surrogate, a truncated `€`, a byte no UTF-8 has); a lone continuation byte is not UTF-8
+/// either, except after the first byte of a character, where it makes another character and
+/// leaves the next byte invalid (on the same line: no line break is inside a character).
+const NOT_UTF8: &[&[u8]] = &[b"\xFF", b"\xC0\xAF", b"\xED\xA0\x80", b"\xE2\x82", b"\x80"];
+
+/// `seed` with `bytes` inserted at `at`.
+fn inserted(seed: &[u8], at: usize, bytes: &[u8]) -> Vec<u8> {
+    [&seed[..at], bytes, &seed[at..]].concat()
+}
+
+/// `seed` with the byte at `at` replaced by `bytes`.
+fn replaced(seed: &[u8], at: usize, bytes: &[u8]) -> Vec<u8> {
+    [&seed[..at], bytes, &seed[at + 1..]].concat()
+}
+
+/// The property a `.properties` error at byte `at` of the (BOM-less) seed must name, when an
+/// edit there leaves the key before it whole: `None` on a comment line edited after its `#`,
+/// the key on a property line edited after the key's end; `Err` where an edit at `at` changes
+/// the key (the error names what it reads, not checked here).
+fn seed_property_at(seed: &[u8], at: usize) -> Result<Option<&str>, ()> {
+    let start = seed[..at]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    let line = seed[start..]
+        .split(|&b| b == b'\n')
+        .next()
+        .unwrap_or_default();
+    let column = at - start;
+    if line.starts_with(b"#") {
+        return if column > 0 { Ok(None) } else { Err(()) };
+    }
+    let key_end = line
+        .iter()
+        .position(|b| b"=: \t".contains(b))
+        .unwrap_or(line.len());
+    if column > key_end && key_end > 0 {
+        Ok(Some(std::str::from_utf8(&line[..key_end]).unwrap()))
+    } else {
+        Err(())
+    }
+}
+
+/// The values a load of the line-prefix `seed[..at]` (cut at a line's end) applies: each
+/// line that sets a value is one applied value.
+fn values_before(seed: &str, at: usize, format: FileFormat) -> usize {
+    seed[..at]
+        .lines()
+        .filter(|line| {
+            let table = format == FileFormat::Toml && line.starts_with('[');
+            !(line.is_empty() || line.starts_with('#') || table)
+        })
+        .count()
+}
+
+/// Every position of a `.properties` file, exhaustively: an invalid UTF-8 sequence inserted
+/// there, the byte there replaced by one, the file cut there.
+///
+/// - Without a byte-order mark, such a file is read as ISO-8859-1: it loads as `load_text`
+///   loads its Latin-1 text (checked by [`check_bytes_outcome`], as everything else it checks).
+///   Each such load costs a did-you-mean search when the edit is in a key, so each position
+///   gets one of the [`NOT_UTF8`] sequences in turn, not all five.
+/// - With a mark, an invalid sequence after the mark (all five at each position) is refused
+///   as a syntax error at the line of the edit, naming the property when the edit leaves its
+///   key whole (after the key), and no property on a comment line.
+/// - Cut at a line's end, a file loads the values of the lines kept.
+#[test]
+fn invalid_utf8_at_every_position_of_a_properties_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("every.properties");
+    let seed = PROPERTIES_SEED.as_bytes();
+    let (mut loads, mut expected_loads) = (0, 0);
+    for bom in [false, true] {
+        let prefix: &[u8] = if bom { BOM } else { b"" };
+        let file = [prefix, seed].concat();
+        // Per position: the inserts, a replacement (but at the end) and a cut.
+        let inserts = if bom { NOT_UTF8.len() } else { 1 };
+        expected_loads += (file.len() + 1) * (inserts + 2) - 1;
+        for at in 0..=file.len() {
+            // The offset in the seed, for edits after the mark.
+            let in_seed = at.checked_sub(prefix.len()).filter(|_| bom);
+            let mut edits: Vec<Vec<u8>> = if bom {
+                NOT_UTF8
+                    .iter()
+                    .map(|bytes| inserted(&file, at, bytes))
+                    .collect()
+            } else {
+                vec![inserted(&file, at, NOT_UTF8[at % NOT_UTF8.len()])]
+            };
+            if at < file.len() {
+                edits.push(replaced(&file, at, b"\xFF"));
+            }
+            for bytes in edits {
+                let outcome = load_and_check(&path, PROPS, &bytes)
+                    .unwrap_or_else(|err| panic!("at {at} (mark: {bom}): {err}"));
+                loads += 1;
+                let Some(in_seed) = in_seed else {
+                    continue;
+                };
+                // After the mark: refused at the edit's line (check_bytes_outcome checked the
+                // message), naming the property whose key the edit left whole.
+                let Err(LoadError::Syntax { line, property, .. }) = &outcome else {
+                    panic!("at {at}: {outcome:?}");
+                };
+                assert_eq!(*line, line_of(seed, in_seed), "at {at}");
+                // A byte replaced keeps the key whole where an insertion does: after the key.
+                if let Ok(expected) = seed_property_at(seed, in_seed) {
+                    assert_eq!(property.as_deref(), expected, "at {at}: {outcome:?}");
+                }
+            }
+            // Cut here: not UTF-8 where a character is cut (read as Latin-1, or refused after
+            // the mark, as any other invalid byte).
+            let outcome = load_and_check(&path, PROPS, &file[..at])
+                .unwrap_or_else(|err| panic!("cut at {at} (mark: {bom}): {err}"));
+            loads += 1;
+            let kept = at.checked_sub(prefix.len());
+            if let Some(kept) = kept.filter(|&i| i == 0 || seed[i - 1] == b'\n') {
+                let report = outcome.unwrap_or_else(|err| panic!("cut at {at}: {err}"));
+                assert_eq!(
+                    report.applied,
+                    values_before(PROPERTIES_SEED, kept, PROPS),
+                    "cut at {at}"
+                );
+            }
+        }
+    }
+    assert_eq!(loads, expected_loads);
+}
+
+/// Every position of a TOML file, exhaustively: an invalid UTF-8 sequence inserted there, the
+/// byte there replaced by one (each refused, before parsing, as a syntax error at the line of
+/// the edit: `<path>:<line>: not valid UTF-8 (TOML files are UTF-8)`, naming no property), and
+/// the file cut there (where a character is cut, refused the same way at the cut's line; else
+/// loaded as `load_text` loads it, and at a line's end with the values of the lines kept).
+#[test]
+fn invalid_utf8_at_every_position_of_a_toml_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("every.toml");
+    let seed = TOML_SEED.as_bytes();
+    let refused = |bytes: &[u8], line: usize, at: usize| {
+        let outcome = load_and_check(&path, FileFormat::Toml, bytes)
+            .unwrap_or_else(|err| panic!("at {at}: {err}"));
+        let err = outcome.unwrap_err();
+        assert_eq!(
+            err,
+            LoadError::Syntax {
+                path: path.clone(),
+                line,
+                property: None,
+                message: "not valid UTF-8 (TOML files are UTF-8)".into(),
+            },
+            "at {at}"
+        );
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{}:{line}: not valid UTF-8 (TOML files are UTF-8)",
+                path.display()
+            )
+        );
+    };
+    let mut loads = 0;
+    for at in 0..=seed.len() {
+        let line = line_of(seed, at);
+        for bytes in NOT_UTF8 {
+            refused(&inserted(seed, at, bytes), line, at);
+            loads += 1;
+        }
+        if at < seed.len() {
+            refused(&replaced(seed, at, b"\xFF"), line, at);
+            loads += 1;
+        }
+        let cut = &seed[..at];
+        loads += 1;
+        if std::str::from_utf8(cut).is_err() {
+            refused(cut, line, at);
+            continue;
+        }
+        let outcome = load_and_check(&path, FileFormat::Toml, cut)
+            .unwrap_or_else(|err| panic!("cut at {at}: {err}"));
+        if at == 0 || seed[at - 1] == b'\n' {
+            let report = outcome.unwrap_or_else(|err| panic!("cut at {at}: {err}"));
+            assert_eq!(
+                report.applied,
+                values_before(TOML_SEED, at, FileFormat::Toml),
+                "cut at {at}"
+            );
+        }
+    }
+    assert_eq!(loads, (seed.len() + 1) * (NOT_UTF8.len() + 2) - 1);
+}
+
+/// Found by `mutated_files_never_panic_and_read_as_documented` (a `.properties` line
+/// `=[…a=…` read as TOML): a syntax error in the value of an empty top-level key named the
+/// property ``, an empty name. No property has it: the error names none.
+#[test]
+fn a_toml_syntax_error_at_an_empty_key_names_no_property() {
+    let registry = Registry::new();
+    for text in ["=[a=1\n", "\"\" = [=]\n", "x = 1\n= THREAD\n"] {
+        let err = registry
+            .properties()
+            .load_text("empty.toml", FileFormat::Toml, text)
+            .unwrap_err();
+        let LoadError::Syntax { property, line, .. } = &err else {
+            panic!("{text:?}: {err:?}");
+        };
+        assert_eq!(*property, None, "{text:?}: {err}");
+        assert!(
+            err.to_string().starts_with(&format!("empty.toml:{line}: ")),
+            "{err}"
+        );
+        assert!(!err.to_string().contains("``"), "{err}");
+    }
+}
+
+/// The extremes the mutations reach only by chance, each exactly: nesting 20,000 deep in TOML
+/// (the parser's recursion limit refuses it: no stack overflow, which no `catch_unwind` could
+/// catch), and 20,000 backslashes, continuations or CRs in a `.properties` file.
+#[test]
+fn deep_nesting_and_long_runs_are_refused_or_loaded_exactly() {
+    let n = 20_000;
+    let toml = FileFormat::Toml;
+    let syntax = |property: Option<&str>, message: &str| {
+        Err(LoadError::Syntax {
+            path: PathBuf::from("deep"),
+            line: 1,
+            property: property.map(String::from),
+            message: message.into(),
+        })
+    };
+    let too_deep = "cannot recurse further; max recursion depth met";
+    let cases = [
+        (
+            toml,
+            format!("a = {}", "[".repeat(n)),
+            syntax(None, too_deep),
+        ),
+        (
+            toml,
+            format!("a = {}{}", "[".repeat(n), "]".repeat(n)),
+            syntax(Some("a"), too_deep),
+        ),
+        (
+            toml,
+            format!("a = {}", "{a=".repeat(n)),
+            syntax(None, too_deep),
+        ),
+        (
+            toml,
+            "a.".repeat(n) + "b = 1",
+            syntax(None, "recursion limit"),
+        ),
+        (
+            toml,
+            format!("[{}b]\nx = 1", "a.".repeat(n)),
+            syntax(None, "recursion limit"),
+        ),
+        // An even run of backslashes is a key of backslashes: not ours, skipped.
+        (PROPS, "\\".repeat(n), Ok((0, 1))),
+        (PROPS, "\r".repeat(n), Ok((0, 0))),
+        // A value continued over 20,000 lines is empty, and refused by name at its first line.
+        (
+            PROPS,
+            format!("hystrix.command.A.fallback.enabled={}", "\\\n".repeat(n)),
+            Err(LoadError::Invalid {
+                origin: Origin::File {
+                    path: PathBuf::from("deep"),
+                    line: 1,
+                },
+                error: Box::new(ConfigError::InvalidValue {
+                    name: "hystrix.command.A.fallback.enabled".into(),
+                    value: String::new(),
+                    reason: "expected true or false (or Archaius' yes/no, on/off, y/n, t/f)".into(),
+                }),
+            }),
+        ),
+    ];
+    for (format, text, expected) in cases {
+        let registry = Registry::new();
+        // (applied, skipped), nothing changed or warned of.
+        let outcome = registry
+            .properties()
+            .load_text("deep", format, &text)
+            .map(|report| {
+                assert!(
+                    report.changed.is_empty() && report.warnings.is_empty(),
+                    "{report:?}"
+                );
+                (report.applied, report.skipped)
+            });
+        assert_eq!(outcome, expected, "{}", &text[..40.min(text.len())]);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The environment, fuzzed: names and values with any characters through `load_env_from`, and
+// bytes that are not UTF-8 through `load_env` in a child process (the test never changes its
+// own environment, which other threads read).
+
+/// A realistic variable name, verbatim or shell-friendly, or random characters.
+fn env_name() -> impl Strategy<Value = String> {
+    prop_oneof![
+        3 => key_strategy()
+            .prop_map(|name| name.replacen("hystrix.", "HYSTRIX__", 1).replace('.', "__")),
+        2 => key_strategy(),
+        1 => any::<String>().prop_map(|rest| format!("HYSTRIX__{rest}")),
+        1 => any::<String>(),
+    ]
+}
+
+/// A realistic name or value, with characters inserted (NUL, `=`, line breaks, a byte-order
+/// mark, any character) or cut.
+fn mutated_string(base: impl Strategy<Value = String>) -> impl Strategy<Value = String> {
+    (
+        base,
+        prop::collection::vec(
+            (
+                any::<prop::sample::Index>(),
+                prop_oneof![
+                    prop::sample::select(
+                        &['\0', '=', '\n', '\r', '\u{feff}', '\u{fffd}', '.', '_'][..]
+                    ),
+                    any::<char>(),
+                ],
+            ),
+            0..3,
+        ),
+        prop::option::weighted(0.2, any::<prop::sample::Index>()),
+    )
+        .prop_map(|(base, inserts, cut)| {
+            let mut chars: Vec<char> = base.chars().collect();
+            for (at, c) in inserts {
+                chars.insert(at.index(chars.len() + 1), c);
+            }
+            if let Some(at) = cut {
+                chars.truncate(at.index(chars.len() + 1));
+            }
+            chars.into_iter().collect()
+        })
+}
+
+/// The checks every load of the environment `vars` must pass: every value applied, every
+/// warning and every error names a variable given (escaped in the message), whose name maps to
+/// the property named; an error stored nothing.
+fn check_env_outcome<S: AsRef<str>>(
+    registry: &Registry,
+    vars: &[(S, S)],
+    outcome: &Result<LoadReport, LoadError>,
+) -> Result<(), TestCaseError> {
+    let given = |variable: &str| vars.iter().any(|(name, _)| name.as_ref() == variable);
+    let ours = |variable: &str, name: &str| {
+        hystrix::config::property_name_of_env_var(variable).as_deref() == Some(name)
+    };
+    let err = match outcome {
+        Ok(report) => {
+            for name in &report.changed {
+                let explained = registry.properties().explain(name).unwrap();
+                let Origin::Environment { variable } = &explained.origin else {
+                    return Err(TestCaseError::fail(format!("{name}: {explained:?}")));
+                };
+                prop_assert!(given(variable) && ours(variable, name), "{}", variable);
+            }
+            for warning in &report.warnings {
+                let (name, origin) = match warning {
+                    LoadWarning::UnknownProperty { name, origin, .. }
+                    | LoadWarning::Unsupported { name, origin, .. }
+                    | LoadWarning::UnusableKey { name, origin, .. } => (name, origin),
+                    other => return Err(TestCaseError::fail(format!("unexpected: {other}"))),
+                };
+                let Origin::Environment { variable } = origin else {
+                    return Err(TestCaseError::fail(format!("not a variable: {warning}")));
+                };
+                prop_assert!(given(variable) && ours(variable, name), "{}", warning);
+                prop_assert!(
+                    warning.to_string().starts_with(&format!(
+                        "environment variable {}: ",
+                        variable.escape_debug()
+                    )),
+                    "{}",
+                    warning
+                );
+            }
+            return Ok(());
+        }
+        Err(err) => err,
+    };
+    let shown = err.to_string();
+    match err {
+        LoadError::Conflict { name, variables } => {
+            prop_assert!(variables[0] != variables[1], "{}", shown);
+            for variable in variables {
+                prop_assert!(given(variable) && ours(variable, name), "{}", shown);
+                prop_assert!(
+                    shown.contains(&variable.escape_debug().to_string()),
+                    "{}",
+                    shown
+                );
+            }
+        }
+        LoadError::Invalid {
+            origin: Origin::Environment { variable },
+            error,
+        } => {
+            let name = match error.as_ref() {
+                ConfigError::InvalidValue { name, .. } => name,
+                other => return Err(TestCaseError::fail(format!("names no property: {other}"))),
+            };
+            prop_assert!(given(variable), "{}", shown);
+            prop_assert!(registry.properties().get(name).is_ok(), "{} is ours", name);
+            prop_assert!(
+                shown.starts_with(&format!(
+                    "environment variable {}: ",
+                    variable.escape_debug()
+                )) && shown.contains(&format!("`{}`", name.escape_debug())),
+                "{}",
+                shown
+            );
+        }
+        other => return Err(TestCaseError::fail(format!("unexpected error: {other}"))),
+    }
+    let emptied = registry
+        .properties()
+        .load_env_from(std::iter::empty::<(&str, &str)>())
+        .unwrap();
+    prop_assert!(emptied.changed.is_empty(), "{:?}", emptied.changed);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(ENV_CASES))]
+
+    /// Names and values with any characters (`load_env_from` takes strings: everything but
+    /// bytes that are not UTF-8, which the next test gives through the process environment).
+    #[test]
+    fn environments_of_any_characters_never_panic_and_errors_name_the_variable(
+        vars in prop::collection::vec(
+            (mutated_string(env_name()), mutated_string(value_strategy())),
+            0..5,
+        ),
+    ) {
+        let registry = Registry::new();
+        let outcome = registry.properties().load_env_from(vars.iter().map(|(n, v)| (n, v)));
+        check_env_outcome(&registry, &vars, &outcome)?;
+    }
+}
+
+/// Cases of [`environments_of_any_characters_never_panic_and_errors_name_the_variable`]: each
+/// misspelt name costs a did-you-mean search (up to 60 ms in a debug build).
+const ENV_CASES: u32 = 32;
+
+/// Set in the child process of [`process_environments_that_are_not_utf8_load_as_documented`].
+#[cfg(unix)]
+const ENV_CHILD: &str = "CONFIG_SOURCES_ENV_CHILD";
+
+/// What the child prints before its outcome.
+#[cfg(unix)]
+const ENV_OUTCOME: &str = "load_env: ";
+
+/// The child process of [`process_environments_that_are_not_utf8_load_as_documented`]: loads
+/// its environment and prints the outcome. Does nothing in the test run itself.
+#[cfg(unix)]
+#[test]
+fn process_environment_child() {
+    if std::env::var_os(ENV_CHILD).is_some() {
+        let registry = Registry::new();
+        println!("{ENV_OUTCOME}{:?}", registry.properties().load_env());
+    }
+}
+
+/// A realistic variable (name, value) as bytes, mutated byte by byte; without the bytes an
+/// environment cannot hold (NUL, and `=` in a name).
+#[cfg(unix)]
+fn env_var_bytes() -> impl Strategy<Value = (Vec<u8>, Vec<u8>)> {
+    let bytes = |base: BoxedStrategy<String>| {
+        (base, prop::collection::vec(mutation(), 0..3))
+            .prop_map(|(base, mutations)| mutate(base.into_bytes(), &mutations))
+    };
+    (bytes(env_name().boxed()), bytes(value_strategy().boxed())).prop_map(
+        |(mut name, mut value)| {
+            name.retain(|&b| b != 0 && b != b'=');
+            value.retain(|&b| b != 0);
+            (name, value)
+        },
+    )
+}
+
+#[cfg(unix)]
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(ENV_PROCESS_CASES))]
+
+    /// `load_env` in a child process whose environment is only these variables, with bytes
+    /// that are not UTF-8 in names and values. As documented: a name that is not UTF-8 is no
+    /// variable of ours (property names are UTF-8), ignored without a warning; a value of ours
+    /// that is not UTF-8 refuses the load (`Invalid`, naming the variable and the property,
+    /// the value shown lossily), after two variables for one property (`Conflict`), the
+    /// variables taken in order of property name, then variable name; with all values UTF-8,
+    /// the outcome is `load_env_from`'s.
+    #[test]
+    fn process_environments_that_are_not_utf8_load_as_documented(
+        vars in prop::collection::vec(env_var_bytes(), 0..6),
+    ) {
+        use std::os::unix::ffi::OsStringExt;
+        // The environment keeps one value per name (the last set), and no empty name.
+        let vars: std::collections::BTreeMap<Vec<u8>, Vec<u8>> =
+            vars.into_iter().filter(|(name, _)| !name.is_empty()).collect();
+        let output = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["process_environment_child", "--exact", "--nocapture", "--test-threads=1"])
+            .env_clear()
+            .env(ENV_CHILD, "1")
+            .envs(vars.iter().map(|(name, value)| {
+                (
+                    std::ffi::OsString::from_vec(name.clone()),
+                    std::ffi::OsString::from_vec(value.clone()),
+                )
+            }))
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        prop_assert!(output.status.success(), "{}", stdout);
+        let got = stdout
+            .lines()
+            .find_map(|line| line.split_once(ENV_OUTCOME).map(|(_, outcome)| outcome))
+            .unwrap_or_else(|| panic!("no outcome: {stdout}"));
+
+        // (property, variable, value) of ours, sorted; names that are not UTF-8 dropped.
+        let mut ours: Vec<(String, String, Result<String, Vec<u8>>)> = vars
+            .iter()
+            .filter_map(|(name, value)| {
+                let variable = String::from_utf8(name.clone()).ok()?;
+                let property = hystrix::config::property_name_of_env_var(&variable)?;
+                let value = String::from_utf8(value.clone()).map_err(|err| err.into_bytes());
+                Some((property, variable, value))
+            })
+            .collect();
+        ours.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+        let conflict = ours.windows(2).find(|pair| pair[0].0 == pair[1].0);
+        let not_utf8 = ours.iter().find(|(_, _, value)| value.is_err());
+        let expected = match (conflict, not_utf8) {
+            (_, None) => {
+                let utf8: Vec<(&str, &str)> = ours
+                    .iter()
+                    .map(|(_, variable, value)| (variable.as_str(), value.as_deref().unwrap()))
+                    .collect();
+                format!("{:?}", Registry::new().properties().load_env_from(utf8))
+            }
+            (Some(pair), Some(_)) => format!(
+                "{:?}",
+                Err::<LoadReport, _>(LoadError::Conflict {
+                    name: pair[0].0.clone(),
+                    variables: [pair[0].1.clone(), pair[1].1.clone()],
+                })
+            ),
+            (None, Some((property, variable, value))) => format!(
+                "{:?}",
+                Err::<LoadReport, _>(LoadError::Invalid {
+                    origin: Origin::Environment { variable: variable.clone() },
+                    error: Box::new(ConfigError::InvalidValue {
+                        name: property.clone(),
+                        value: String::from_utf8_lossy(value.as_ref().unwrap_err()).into_owned(),
+                        reason: "not valid UTF-8".into(),
+                    }),
+                })
+            ),
+        };
+        prop_assert_eq!(got, expected.as_str());
+    }
+}
+
+/// Cases of [`process_environments_that_are_not_utf8_load_as_documented`]: a child process
+/// each, about 50 ms (a debug build of this test binary started anew).
+#[cfg(unix)]
+const ENV_PROCESS_CASES: u32 = 24;

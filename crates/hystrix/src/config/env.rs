@@ -52,9 +52,16 @@ impl Properties {
     /// it gave before.
     /// Its values rank above files and below run-time values in their layer.
     ///
+    /// A variable whose name is not UTF-8 is never one of ours (property names are UTF-8): it
+    /// is ignored like any other variable that is not ours, without a warning, even under our
+    /// prefixes.
+    ///
     /// # Errors
     /// As [`load_env_from`](Properties::load_env_from); also [`LoadError::Invalid`] for a
-    /// variable of ours whose value is not UTF-8. On error nothing changes.
+    /// variable of ours whose value is not UTF-8 (the value shown with each invalid sequence
+    /// replaced by `U+FFFD`). Two variables for one property are a [`LoadError::Conflict`]
+    /// first; the variables are taken in order of property name, then variable name, so the
+    /// error is the same whatever the environment's order. On error nothing changes.
     pub fn load_env(&self) -> Result<LoadReport, LoadError> {
         let vars = std::env::vars_os().filter_map(|(name, value)| {
             // A name that is not UTF-8 cannot be one of ours.

@@ -359,7 +359,7 @@ fn walk(path: &Path, text: &str, prefix: &str, table: &DeTable<'_>, entries: &mu
 }
 
 /// A TOML syntax error as a [`LoadError::Syntax`]: the line, and for an error in a value the
-/// property's full name, as for a `.properties` file.
+/// property's full name (when it has one), as for a `.properties` file.
 fn toml_error(path: &Path, text: &str, table: &DeTable<'_>, err: &toml::de::Error) -> LoadError {
     let offset = err.span().map_or(0, |span| span.start);
     let value = value_at(table, "", offset);
@@ -380,7 +380,8 @@ fn toml_error(path: &Path, text: &str, table: &DeTable<'_>, err: &toml::de::Erro
     LoadError::Syntax {
         path: path.to_owned(),
         line: line_at(text.as_bytes(), offset),
-        property: value.map(|(name, _)| name),
+        // An empty top-level key (`= 1`, `"" = 1`) has the empty name: no property.
+        property: value.map(|(name, _)| name).filter(|name| !name.is_empty()),
         message,
     }
 }

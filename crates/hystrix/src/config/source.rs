@@ -416,14 +416,24 @@ fn of_another_kind(name: &str) -> Option<String> {
         .flat_map(|(prefix, infos)| infos.iter().map(move |info| (*prefix, info)))
         .find_map(|(prefix, info)| {
             let key = rest.strip_suffix(info.name)?.strip_suffix('.')?;
-            let refused = key.is_empty() || (key == "default" && info.instance_only);
+            let refused = key.is_empty()
+                || key.len() > MAX_KEY_LEN
+                || (key == "default" && info.instance_only);
             (!refused).then(|| format!("{prefix}.{key}.{}", info.name))
         })
 }
 
+/// The longest key, in bytes, that [`CommandKey::new`](crate::CommandKey::new) and the other
+/// keys' `new` accept.
+const MAX_KEY_LEN: usize = 200;
+
 /// The property name closest to `name`, if one is close: within a quarter of the property
 /// name's length in edits (at least 2), comparing without case first (names are case-sensitive,
 /// so `coresize` suggests `coreSize`). The key is kept as written.
+///
+/// A key longer than a key may be (200 bytes) is suggested nothing: no command, pool or
+/// collapser can have it. This also bounds the cost: the edit distance takes time quadratic in
+/// the lengths compared, and a candidate is as long as the name written only when its key is.
 pub(crate) fn suggest(name: &str) -> Option<String> {
     if let Some(moved) = of_another_kind(name) {
         return Some(moved);
@@ -455,7 +465,12 @@ pub(crate) fn suggest(name: &str) -> Option<String> {
                 if segments.len() < 3 + tail {
                     continue;
                 }
-                let key = segments[2..segments.len() - tail].join(".");
+                let key = &segments[2..segments.len() - tail];
+                // The key's length, dots included, without joining it.
+                if key.iter().map(|segment| segment.len() + 1).sum::<usize>() > MAX_KEY_LEN + 1 {
+                    continue;
+                }
+                let key = key.join(".");
                 let key = if key.eq_ignore_ascii_case("default") {
                     if info.instance_only {
                         continue;
@@ -631,6 +646,8 @@ mod tests {
 
     #[test]
     fn suggestions_fix_typos_case_and_keep_the_key() {
+        let too_long = format!("hystrix.command.{}.fallback.enabeld", "k".repeat(201));
+        let moved_too_long = format!("hystrix.command.{}.coreSize", "k".repeat(201));
         let cases = [
             (
                 "hystrix.command.default.execution.isolation.thread.timeoutInMiliseconds",
@@ -670,11 +687,21 @@ mod tests {
                 Some("hystrix.collapser.default.maxRequestsInBatch"),
             ),
             ("hystrix.command.GetUser.somethingElse", None),
+            // A key no command can have, however close the rest.
+            (too_long.as_str(), None),
+            (moved_too_long.as_str(), None),
             ("ribbon.ReadTimeout", None),
             ("eureka.client.serviceUrl.defaultZone", None),
         ];
         for (name, expected) in cases {
             assert_eq!(suggest(name).as_deref(), expected, "{name}");
         }
+    }
+
+    #[test]
+    fn the_longest_key_is_the_longest_a_key_may_be() {
+        assert!(crate::CommandKey::new("k".repeat(MAX_KEY_LEN)).is_ok());
+        assert!(crate::CommandKey::new("k".repeat(MAX_KEY_LEN + 1)).is_err());
+        assert!(crate::ThreadPoolKey::new("k".repeat(MAX_KEY_LEN + 1)).is_err());
     }
 }
