@@ -25,13 +25,11 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use hystrix::{
-    CancellationToken, Command, HystrixError, IsolationStrategy, Outcome, Registry,
-};
+use hystrix::{CancellationToken, Command, HystrixError, IsolationStrategy, Outcome, Registry};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 /// Commands (and servers), the last of which goes latent.
@@ -187,9 +185,7 @@ async fn call_async(addr: SocketAddr, n: u64) -> std::io::Result<u64> {
     let (read, mut write) = stream.into_split();
     write.write_all(format!("{n}\n").as_bytes()).await?;
     let mut line = String::new();
-    tokio::io::BufReader::new(read)
-        .read_line(&mut line)
-        .await?;
+    tokio::io::BufReader::new(read).read_line(&mut line).await?;
     parse_answer(&line)
 }
 
@@ -364,11 +360,19 @@ fn drive_phases(load: &Load, backends: &[Arc<Backend>]) {
 }
 
 fn callers_of(dependency: usize) -> usize {
-    if dependency == LATENT { LATENT_CALLERS } else { 1 }
+    if dependency == LATENT {
+        LATENT_CALLERS
+    } else {
+        1
+    }
 }
 
 fn pace_of(dependency: usize) -> Duration {
-    if dependency == LATENT { LATENT_PACE } else { PACE }
+    if dependency == LATENT {
+        LATENT_PACE
+    } else {
+        PACE
+    }
 }
 
 /// A caller's fixed schedule: the next start after `now`, skipping missed slots.
@@ -403,12 +407,20 @@ fn run_blocking(
     load: &Arc<Load>,
 ) {
     let (done_tx, done_rx) = mpsc::channel::<String>();
-    let next = Arc::new((0..DEPENDENCIES).map(|_| AtomicU64::new(1)).collect::<Vec<_>>());
+    let next = Arc::new(
+        (0..DEPENDENCIES)
+            .map(|_| AtomicU64::new(1))
+            .collect::<Vec<_>>(),
+    );
     let mut callers = 0;
     for (i, command) in commands.iter().enumerate() {
         for c in 0..callers_of(i) {
-            let (command, load, next, done) =
-                (command.clone(), Arc::clone(load), Arc::clone(&next), done_tx.clone());
+            let (command, load, next, done) = (
+                command.clone(),
+                Arc::clone(load),
+                Arc::clone(&next),
+                done_tx.clone(),
+            );
             let addr = backends[i].addr;
             callers += 1;
             std::thread::spawn(move || {
@@ -416,7 +428,8 @@ fn run_blocking(
                 while load.running() {
                     let n = next[i].fetch_add(1, Ordering::SeqCst);
                     let phase = load.submit(i);
-                    let run = command.run_cancellable(move |token| call_blocking(addr, n, Some(&token)));
+                    let run =
+                        command.run_cancellable(move |token| call_blocking(addr, n, Some(&token)));
                     let start = Instant::now();
                     let outcome = if i == LATENT && n % 2 == 1 {
                         run.execute_outcome()
@@ -461,7 +474,9 @@ fn record_control(load: &Load, n: u64, phase: u8, took: Duration, answer: std::i
         Ok(value) => {
             tally.values += 1;
             if value != n {
-                tally.wrong.push(format!("control call {n} answered {value}"));
+                tally
+                    .wrong
+                    .push(format!("control call {n} answered {value}"));
             }
         }
         Err(err) => {
@@ -489,7 +504,11 @@ fn wait_for_callers(done: &mpsc::Receiver<String>, callers: usize, load: &Load) 
                 .enumerate()
                 .map(|(i, t)| {
                     let t = t.lock().expect("tally");
-                    format!("dependency {i}: {} submitted, {} ended", t.submitted, t.ended())
+                    format!(
+                        "dependency {i}: {} submitted, {} ended",
+                        t.submitted,
+                        t.ended()
+                    )
                 })
                 .collect();
             panic!(
@@ -511,12 +530,20 @@ fn run_async(
     load: &Arc<Load>,
 ) {
     let (done_tx, done_rx) = mpsc::channel::<String>();
-    let next = Arc::new((0..DEPENDENCIES).map(|_| AtomicU64::new(1)).collect::<Vec<_>>());
+    let next = Arc::new(
+        (0..DEPENDENCIES)
+            .map(|_| AtomicU64::new(1))
+            .collect::<Vec<_>>(),
+    );
     let mut callers = 0;
     for (i, command) in commands.iter().enumerate() {
         for c in 0..callers_of(i) {
-            let (command, load, next, done) =
-                (command.clone(), Arc::clone(load), Arc::clone(&next), done_tx.clone());
+            let (command, load, next, done) = (
+                command.clone(),
+                Arc::clone(load),
+                Arc::clone(&next),
+                done_tx.clone(),
+            );
             let addr = backends[i].addr;
             callers += 1;
             runtime.spawn(async move {
@@ -593,9 +620,7 @@ fn assert_no_thread_leaked(before: &[String], pool_prefix: &str, pool_threads: u
         .iter()
         .filter(|n| !n.starts_with(pool_prefix) && !n.starts_with("soak-"))
         .collect();
-    println!(
-        "new threads: {pools} of the pools (which report {pool_threads}), others {others:?}"
-    );
+    println!("new threads: {pools} of the pools (which report {pool_threads}), others {others:?}");
     assert_eq!(
         pools, pool_threads as usize,
         "the pools' threads alive differ from what their metrics report"
@@ -603,7 +628,10 @@ fn assert_no_thread_leaked(before: &[String], pool_prefix: &str, pool_threads: u
     let mut once = PROCESS_THREADS.to_vec();
     for name in &others {
         let at = once.iter().position(|p| p == name);
-        assert!(at.is_some(), "a thread leaked: {name} (new threads: {new:?})");
+        assert!(
+            at.is_some(),
+            "a thread leaked: {name} (new threads: {new:?})"
+        );
         if let Some(at) = at {
             once.swap_remove(at);
         }
@@ -700,11 +728,15 @@ fn wait_until(count: &AtomicUsize, target: usize) -> bool {
 /// semaphores, checked with async runs.
 fn assert_full_capacity_blocking(commands: &[Command]) {
     for (i, command) in commands.iter().enumerate() {
-        let (running, falling_back) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (running, falling_back) =
+            (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let calls: Vec<_> = (0..PERMITS)
             .map(|_| {
-                let (command, running, falling_back) =
-                    (command.clone(), Arc::clone(&running), Arc::clone(&falling_back));
+                let (command, running, falling_back) = (
+                    command.clone(),
+                    Arc::clone(&running),
+                    Arc::clone(&falling_back),
+                );
                 std::thread::spawn(move || {
                     command
                         .run(move || {
@@ -745,11 +777,15 @@ fn assert_full_capacity_blocking(commands: &[Command]) {
 
 fn assert_full_capacity_async(runtime: &tokio::runtime::Runtime, commands: &[Command]) {
     for (i, command) in commands.iter().enumerate() {
-        let (running, falling_back) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (running, falling_back) =
+            (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let calls: Vec<_> = (0..PERMITS)
             .map(|_| {
-                let (command, running, falling_back) =
-                    (command.clone(), Arc::clone(&running), Arc::clone(&falling_back));
+                let (command, running, falling_back) = (
+                    command.clone(),
+                    Arc::clone(&running),
+                    Arc::clone(&falling_back),
+                );
                 runtime.spawn(async move {
                     command
                         .run_async(async move {
@@ -846,7 +882,13 @@ fn report_and_check(mode: &str, load: &Load) {
                 tally.ended()
             ));
         }
-        wrong.extend(tally.wrong.iter().take(5).map(|w| format!("dependency {i}: {w}")));
+        wrong.extend(
+            tally
+                .wrong
+                .iter()
+                .take(5)
+                .map(|w| format!("dependency {i}: {w}")),
+        );
         if i != LATENT {
             for (phase, samples) in healthy.iter_mut().enumerate() {
                 samples.extend_from_slice(&tally.latency_us[phase]);
@@ -854,7 +896,8 @@ fn report_and_check(mode: &str, load: &Load) {
         }
     }
     let control = load.control.lock().expect("control tally");
-    let (control_before, control_during) = (p99(&control.latency_us[0]), p99(&control.latency_us[1]));
+    let (control_before, control_during) =
+        (p99(&control.latency_us[0]), p99(&control.latency_us[1]));
     let (healthy_before, healthy_during) = (p99(&healthy[0]), p99(&healthy[1]));
     println!(
         "{:<14} {:>9} {:>8} {:>9} {:>7} {:>9} µs {:>9} µs  {:?}",
@@ -867,7 +910,13 @@ fn report_and_check(mode: &str, load: &Load) {
         control_during,
         control.errors
     );
-    wrong.extend(control.wrong.iter().take(5).map(|w| format!("control: {w}")));
+    wrong.extend(
+        control
+            .wrong
+            .iter()
+            .take(5)
+            .map(|w| format!("control: {w}")),
+    );
     let growth = (healthy_during as f64 / healthy_before as f64)
         / (control_during as f64 / control_before as f64);
     println!(
