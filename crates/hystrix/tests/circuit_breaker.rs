@@ -218,6 +218,52 @@ fn rejections_and_timeouts_count_as_errors_in_health() {
     assert_eq!(cmd.circuit_breaker().health_counts(), health(3, 2, 66));
 }
 
+/// The trip cause names the kind of the last failure counted before the trip.
+#[test]
+fn the_trip_cause_names_a_rejection_or_a_timeout_as_the_last_failure() {
+    let cause = |kind: &str| {
+        format!(
+            "100% of 20 requests failed in the last 10000 ms \
+             (circuitBreaker.errorThresholdPercentage 50%); last failure: {kind}"
+        )
+    };
+
+    let test = TestRegistry::new();
+    let cmd = builder("RejectedTrip")
+        .semaphore_max_concurrent_requests(1)
+        .build_in(test.registry())
+        .unwrap();
+    let held = InFlight::start(&cmd);
+    for _ in 0..20 {
+        let err = cmd.run(ok).execute().unwrap_err();
+        assert_eq!(err.failure_type(), FailureType::RejectedSemaphoreExecution);
+    }
+    advance_to(&test, 500);
+    assert!(cmd.is_circuit_breaker_open());
+    assert_eq!(
+        cmd.circuit_breaker().trip_cause().unwrap().to_string(),
+        cause("SEMAPHORE_REJECTED")
+    );
+    drop(held);
+
+    let test = TestRegistry::new();
+    let cmd = builder("TimedOutTrip")
+        .semaphore_max_concurrent_requests(20)
+        .build_in(test.registry())
+        .unwrap();
+    let mut held: Vec<_> = (0..20).map(|_| InFlight::start(&cmd)).collect();
+    advance_to(&test, 1000);
+    for execution in &mut held {
+        assert!(execution.poll().unwrap_err().is_timeout());
+    }
+    advance_to(&test, 1500);
+    assert!(cmd.is_circuit_breaker_open());
+    assert_eq!(
+        cmd.circuit_breaker().trip_cause().unwrap().to_string(),
+        cause("TIMEOUT")
+    );
+}
+
 #[test]
 fn at_exactly_the_sleep_window_it_is_still_open_and_1_ms_later_one_trial_closes_it() {
     let test = TestRegistry::new();

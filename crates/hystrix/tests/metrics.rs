@@ -271,7 +271,8 @@ fn thread_pool_rolling_counts_executed_rejected_and_max_active() {
 
 /// The bytes of a fresh command key's state, as `Registry::command_state_bytes` counts them
 /// (8208 since issue 27; 8312 since issue 30, whose cumulative latency histogram, 11 bucket
-/// counters, the overflow bucket and a sum, takes 104 bytes).
+/// counters, the overflow bucket and a sum, takes 104 bytes). Exact: a count that leaves out
+/// a part (the breaker's window, say) must fail here.
 const FRESH: usize = 8 * 1024 + 120;
 
 #[test]
@@ -311,7 +312,7 @@ fn memory_per_command_key_stays_small_and_bounded() {
     eprintln!("bytes per command key: fresh {fresh}, typical {typical}, worst {worst}");
     // 24.3 KiB after issue 25 (the SLOW_CALL counters, 256 B, and the breaker window); 7.9
     // KiB since issue 27 (events in 22 slots, not 32; latency tables made as used).
-    assert!(fresh <= FRESH, "fresh {fresh}");
+    assert_eq!(fresh, FRESH, "a fresh key's bytes changed: update FRESH");
     // Execution and total latency are equal here (no queue, no fallback): they are recorded
     // once, in one window. The bucket's table (segment 0, 64 counters of 8 bytes, and a
     // pointer), the pointers to its 49 other segments (values from 64 ms) and one of those.

@@ -1208,3 +1208,25 @@ impl CircuitBreakerHandle {
         self.site().health(self.now())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::FailureKind;
+
+    /// The last failure's kind lives in an atomic byte: every kind reads back as itself.
+    #[test]
+    fn every_failure_kind_reads_back_from_its_byte() {
+        for kind in [
+            FailureKind::None,
+            FailureKind::Failure,
+            FailureKind::Timeout,
+            FailureKind::SemaphoreRejected,
+            FailureKind::ThreadPoolRejected,
+            FailureKind::TripNow,
+        ] {
+            assert_eq!(FailureKind::from_u8(kind as u8), kind);
+        }
+        assert_eq!(FailureKind::from_u8(6), FailureKind::None);
+        assert_eq!(FailureKind::from_u8(u8::MAX), FailureKind::None);
+    }
+}
