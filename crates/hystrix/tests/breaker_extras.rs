@@ -1225,6 +1225,33 @@ fn when_every_keyed_breaker_is_open_a_new_key_goes_through_the_overflow_breaker(
     assert_eq!(keyed_status(&cmd, "b"), Some(Status::Open));
 }
 
+/// A keyed breaker closed by hand before its open period's end gives its place to a new key
+/// at once: the map, which knew both breakers held until 5000 ms, looks at them again.
+#[test]
+fn a_keyed_breaker_closed_by_hand_makes_room_before_its_open_period_ends() {
+    let (registry, clock, _) = registry();
+    let cmd = builder("Closing")
+        .classify(classify_503)
+        .breaker_per_key(NonZeroUsize::new(2).unwrap(), None)
+        .build_in(&registry)
+        .unwrap();
+    let call = |key: &str, answer: Result<u32, HttpError>| {
+        cmd.run(move || answer).breaker_key(key).execute()
+    };
+    call("a", unavailable(None)).unwrap_err();
+    call("b", unavailable(None)).unwrap_err();
+    advance_to(&clock, 10);
+    assert_eq!(call("c", Ok(7)).unwrap(), 7);
+    assert!(
+        cmd.keyed_circuit_breaker("c").is_none(),
+        "c went through the overflow breaker"
+    );
+    cmd.keyed_circuit_breaker("a").unwrap().force_close();
+    assert_eq!(call("d", Ok(8)).unwrap(), 8);
+    assert_eq!(keys_of(&cmd), ["b", "d"]);
+    assert_eq!(keyed_status(&cmd, "d"), Some(Status::Closed));
+}
+
 #[test]
 fn a_breaker_key_on_a_command_without_keyed_breakers_is_a_clear_error() {
     let (registry, _, _) = registry();

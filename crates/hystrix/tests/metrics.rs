@@ -323,6 +323,41 @@ fn memory_per_command_key_stays_small_and_bounded() {
     assert_eq!(worst - fresh, 8 * (table + high + 49 * 64 * 8));
 }
 
+/// A COUNT window's ring (a byte per call it holds) and the in-flight tracker (made at the
+/// first execution that counts slow calls in flight: its interval and slot slice, 24 bytes,
+/// and 64 slots of 8 bytes) count in a key's bytes, exactly.
+#[test]
+fn a_count_window_and_the_in_flight_tracker_count_in_a_keys_bytes() {
+    let test = TestRegistry::new();
+    let count_window = |key: &str, size: u32| {
+        builder(key)
+            .property("circuitBreaker.window.type", "COUNT")
+            .property("circuitBreaker.window.size", size)
+            .build_in(test.registry())
+            .unwrap();
+        test.registry().command_state_bytes(key).unwrap()
+    };
+    assert_eq!(
+        count_window("Count300", 300) - count_window("Count100", 100),
+        200
+    );
+
+    let cmd = builder("InFlight")
+        .property(
+            "circuitBreaker.slowCall.durationThresholdInMilliseconds",
+            100,
+        )
+        .property("circuitBreaker.slowCall.countInFlight", true)
+        .build_in(test.registry())
+        .unwrap();
+    let before = test.registry().command_state_bytes("InFlight").unwrap();
+    cmd.run(ok).execute().unwrap();
+    let after = test.registry().command_state_bytes("InFlight").unwrap();
+    // The execution's latency table (segment 0 of one 10 s bucket) comes with it.
+    let table = 64 * 8 + 16;
+    assert_eq!(after - before, 24 + 64 * 8 + table);
+}
+
 #[test]
 fn rolling_counts_and_health_read_one_ring_whatever_their_bucket_sizes() {
     let test = TestRegistry::new();

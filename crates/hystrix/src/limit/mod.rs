@@ -427,3 +427,30 @@ fn nanos(rtt: Duration) -> f64 {
 fn floor_limit(estimate: f64) -> u32 {
     estimate as u32
 }
+
+#[cfg(test)]
+mod tests {
+    use super::AdaptiveAlgorithm;
+    use crate::config::{PropertyType, PropertyValue};
+
+    /// `execution.isolation.adaptive.algorithm`'s words: what a user writes, what the
+    /// configuration shows back (`to_value`) and what messages print (`Display`).
+    #[test]
+    fn each_algorithm_reads_and_prints_as_its_property_word() {
+        for (algorithm, word) in [
+            (AdaptiveAlgorithm::Aimd, "AIMD"),
+            (AdaptiveAlgorithm::Vegas, "VEGAS"),
+            (AdaptiveAlgorithm::Gradient2, "GRADIENT2"),
+        ] {
+            assert_eq!(algorithm.name(), word);
+            assert_eq!(algorithm.to_string(), word);
+            assert_eq!(algorithm.to_value(), Some(PropertyValue::Str(word.into())));
+            let written = PropertyValue::Str(format!(" {} ", word.to_lowercase()));
+            assert_eq!(AdaptiveAlgorithm::parse(&written), Ok(algorithm));
+        }
+        assert_eq!(
+            AdaptiveAlgorithm::parse(&PropertyValue::Str("CUBIC".into())),
+            Err("expected AIMD, VEGAS or GRADIENT2".into())
+        );
+    }
+}
