@@ -279,6 +279,24 @@ mod tests {
         assert!((g.estimate - 21.6).abs() < 1e-12);
     }
 
+    /// Step 2's bound is exclusive, as the anchor's `longRtt / shortRtt > 2`: a long-term
+    /// average exactly twice the run time is kept, just above it is cut by 5 %.
+    #[test]
+    fn the_long_average_recovers_only_above_twice_the_run_time() {
+        // Factor 2 / (3 + 1) = 0.5 after the 10 warm-up samples of 30 ms (long = 30 ms).
+        let mut g = Gradient2::builder().long_window(3).build().unwrap();
+        for _ in 0..WARMUP_SAMPLES {
+            g.on_sample(Sample::new(ms(30), 20, false));
+        }
+        assert_eq!(g.long_rtt(), ms(30));
+        // long = 0.5 × 30 + 0.5 × 10 = 20 ms, exactly twice 10 ms: kept.
+        g.on_sample(Sample::new(ms(10), 20, false));
+        assert_eq!(g.long_rtt(), ms(20));
+        // long = 0.5 × 20 + 0.5 × 6 = 13 ms, above twice 6 ms: 13 × 0.95 = 12.35 ms.
+        g.on_sample(Sample::new(ms(6), 20, false));
+        assert_eq!(g.long_rtt(), Duration::from_micros(12_350));
+    }
+
     /// Limit 100, smoothing 1, no queue allowance, after one sample of 10 ms (long = 10 ms:
     /// gradient 1; 100 × 1 + 0 = 100).
     fn at_100_after_10ms() -> Gradient2 {

@@ -350,6 +350,22 @@ mod tests {
     }
 
     #[test]
+    fn alpha_and_beta_grow_with_the_limit_and_their_bounds_change_nothing() {
+        let us = Duration::from_micros;
+        let mut v = Vegas::builder().initial_limit(100).build().unwrap();
+        v.on_sample(ok(ms(10), 50));
+        // log(100) = 2, alpha 6, beta 12. queue = ceil(100 × (1 − 10/10.5)) = ceil(4.76…) = 5:
+        // above threshold 2, below alpha 6: + log 2.
+        assert_eq!(v.on_sample(ok(us(10_500), 50)), 102);
+        // queue = ceil(102 × (1 − 10/10.6)) = ceil(5.77…) = 6, alpha itself: unchanged.
+        assert_eq!(v.on_sample(ok(us(10_600), 51)), 102);
+        // queue = ceil(102 × (1 − 10/11.25)) = ceil(11.33…) = 12, beta itself: unchanged.
+        assert_eq!(v.on_sample(ok(us(11_250), 51)), 102);
+        // queue = ceil(102 × (1 − 10/11.5)) = 14, above beta: − 2.
+        assert_eq!(v.on_sample(ok(us(11_500), 51)), 100);
+    }
+
+    #[test]
     fn smoothing_moves_part_of_the_way() {
         let mut v = Vegas::builder().smoothing(0.5).build().unwrap();
         v.on_sample(ok(ms(10), 10));
