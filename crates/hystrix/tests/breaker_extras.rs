@@ -523,6 +523,35 @@ fn a_published_close_closes_only_breakers_past_their_own_open_duration() {
     );
 }
 
+/// The last ms of a breaker's own open duration is still within it: a published close seen
+/// then leaves it open, as its own trials would wait; 1 ms later it sends its own trial.
+#[test]
+fn a_published_close_seen_at_the_last_ms_of_the_own_open_duration_leaves_it_open() {
+    let (a, b, store, clock, events) = two_instances();
+    let (cmd_a, cmd_b) = (shared(&a), shared(&b));
+    trip(&cmd_a, &clock); // A opened at 500 ms, until 5500
+    block_on(a.sync_state_store());
+    advance_to(&clock, 3500);
+    trip(&cmd_b, &clock); // B tripped on its own at 4000 ms, until 9000
+    block_on(b.sync_state_store());
+    advance_to(&clock, 5501);
+    block_on(a.sync_state_store());
+    assert_eq!(cmd_a.run(ok).execute().unwrap(), 1);
+    block_on(a.sync_state_store());
+    assert_eq!(store.view_now("Shared").status, SharedStatus::Closed);
+    events.take();
+    // B's first look at the store since the close: at 9000 ms.
+    advance_to(&clock, 9000);
+    block_on(b.sync_state_store());
+    assert_eq!(cmd_b.circuit_breaker().status(), Status::Open);
+    assert!(short_circuited(&cmd_b));
+    advance_to(&clock, 9001);
+    block_on(b.sync_state_store());
+    assert_eq!(cmd_b.run(ok).execute().unwrap(), 1);
+    assert_eq!(cmd_b.circuit_breaker().status(), Status::Closed);
+    assert_eq!(events.take(), ["Shared half-open", "Shared closed"]);
+}
+
 #[test]
 fn a_published_close_closes_a_breaker_whose_own_window_has_passed() {
     let (a, b, _store, clock, events) = two_instances();
