@@ -237,6 +237,45 @@ fn every_class_has_its_event_and_shows_in_the_metrics() {
 // ------------------------------------------------------------------------------------------------
 // Open-duration backoff
 
+/// With the constant default, an opening lasts the sleep window as it is now: a change of
+/// `circuitBreaker.sleepWindowInMilliseconds` while OPEN applies to the opening under way.
+#[test]
+fn with_the_constant_backoff_a_sleep_window_changed_while_open_applies_at_once() {
+    let (registry, clock, _) = registry();
+    let cmd = builder("Constant").build_in(&registry).unwrap();
+    trip(&cmd, &clock); // opened at 500 ms
+    let breaker = cmd.circuit_breaker();
+    assert_eq!(breaker.open_duration_ms(), Some(5000));
+    registry
+        .properties()
+        .set(
+            "hystrix.command.Constant.circuitBreaker.sleepWindowInMilliseconds",
+            1000,
+        )
+        .unwrap();
+    assert_eq!(breaker.open_duration_ms(), Some(1000));
+    advance_to(&clock, 1500);
+    assert!(
+        short_circuited(&cmd),
+        "still open at the end of the new window"
+    );
+    advance_to(&clock, 1501);
+    assert_eq!(cmd.run(ok).execute().unwrap(), 1);
+    assert_eq!(breaker.status(), Status::Closed);
+}
+
+/// The multiplier must be at least 1: exactly 1 is valid, just below is refused.
+#[test]
+fn an_exponential_backoff_multiplier_of_1_is_valid_and_below_1_is_refused() {
+    assert!(Backoff::exponential(1.0, Duration::from_secs(60)).is_ok());
+    let err = Backoff::exponential(0.99, Duration::from_secs(60)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid value `0.99` for `circuitBreaker.backoff.multiplier`: must be a finite number \
+         of at least 1"
+    );
+}
+
 #[test]
 fn exponential_backoff_grows_with_each_reopen_up_to_its_cap_and_resets_when_closed() {
     let (registry, clock, events) = registry();
@@ -1610,6 +1649,15 @@ fn a_later_definition_may_share_the_extras_but_not_ask_for_others() {
     let text = err.to_string();
     assert!(text.contains("circuit-breaker extras"), "{text}");
     assert!(text.contains("journal"), "{text}");
+    let err = builder("Twice")
+        .open_backoff(Backoff::exponential(2.0, Duration::from_secs(60)).unwrap())
+        .build_in(&registry)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "command `Twice` is already defined with a different circuit-breaker extras: first \
+         `keyed breakers (at most 10)`, now `exponential backoff`"
+    );
     // A breaker key on a command without keyed breakers: a misuse error, no fallback tried.
     let plain = builder("NoKeys").build_in(&registry).unwrap();
     let outcome = plain
