@@ -626,6 +626,63 @@ fn a_property_change_that_raises_the_bound_admits_the_waiters_at_once() {
     assert_eq!(limit(&cmd), snapshot(3, 3, 0));
 }
 
+/// A sample that raises the limit admits waiters into the new places at once, beside the one
+/// the finished execution gives back.
+#[test]
+fn a_limit_raised_by_a_sample_admits_waiters_into_the_new_places() {
+    let test = TestRegistry::new();
+    let counter = std::sync::Arc::new(CountingWaker(std::sync::atomic::AtomicUsize::new(0)));
+    let waker = std::task::Waker::from(std::sync::Arc::clone(&counter));
+    let cmd = aimd("Grows", 1)
+        .property("execution.isolation.adaptive.maxWaitInMilliseconds", 800)
+        .build_in(test.registry())
+        .unwrap();
+    let first = in_flight(&test, &cmd, 10, 1);
+    let mut waiters = [
+        waiting_with(&test, &cmd, &waker),
+        waiting_with(&test, &cmd, &waker),
+    ];
+    let snapshot = |limit, in_flight, queued| AdaptiveLimitSnapshot {
+        limit,
+        in_flight,
+        queued,
+    };
+    assert_eq!(limit(&cmd), snapshot(1, 1, 2));
+    // The first run ends at 10 ms with a success: AIMD's limit 1 + 1 = 2, both wake.
+    assert_eq!(common::drive(&test, first).into_response().unwrap(), 1);
+    assert_eq!(counter.0.load(std::sync::atomic::Ordering::SeqCst), 2);
+    for waiter in &mut waiters {
+        assert!(poll_once(waiter.as_mut()).is_pending(), "admitted: running");
+    }
+    assert_eq!(limit(&cmd), snapshot(2, 2, 0));
+
+    // Gradient2 (queue allowance 6, smoothing 1) from 2 to 2 × 1 + 6 = 8 in one sample: six
+    // new places, so all six waiters wake (the seventh wake, for the place given back, finds
+    // none left).
+    let cmd = builder("Jumps")
+        .property("execution.isolation.adaptive.enabled", true)
+        .property("execution.isolation.adaptive.algorithm", "GRADIENT2")
+        .property("execution.isolation.adaptive.initialLimit", 2)
+        .property("execution.isolation.adaptive.windowSize", 1)
+        .property("execution.isolation.adaptive.gradient2.queueSize", 6)
+        .property("execution.isolation.adaptive.gradient2.smoothing", 1.0)
+        .property("execution.isolation.adaptive.maxQueueSize", 10)
+        .property("execution.isolation.adaptive.maxWaitInMilliseconds", 800)
+        .semaphore_max_concurrent_requests(100)
+        .build_in(test.registry())
+        .unwrap();
+    let first = in_flight(&test, &cmd, 10, 1);
+    let _second = in_flight(&test, &cmd, 500, 1);
+    let mut waiters: Vec<_> = (0..6).map(|_| waiting_with(&test, &cmd, &waker)).collect();
+    assert_eq!(limit(&cmd), snapshot(2, 2, 6));
+    assert_eq!(common::drive(&test, first).into_response().unwrap(), 1);
+    assert_eq!(counter.0.load(std::sync::atomic::Ordering::SeqCst), 2 + 6);
+    for waiter in &mut waiters {
+        assert!(poll_once(waiter.as_mut()).is_pending(), "admitted: running");
+    }
+    assert_eq!(limit(&cmd), snapshot(8, 7, 0));
+}
+
 #[test]
 fn the_queue_gauge_never_reads_above_max_queue_size() {
     // Joiners refused by a full queue once counted themselves in it for an instant (a reader
