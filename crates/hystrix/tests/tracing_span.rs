@@ -460,3 +460,47 @@ fn a_run_that_cannot_be_hedged_warns_once_even_when_it_succeeds() {
         .count();
     assert_eq!(warnings, 1);
 }
+
+/// The adaptive limit's INFO event (target `hystrix::limit`) comes once the limit has moved
+/// by a tenth of the value last logged (at least 1): from 20, not at 21, at 22.
+#[test]
+fn the_adaptive_limit_is_logged_once_it_moved_a_tenth_of_the_last_logged_value() {
+    collector();
+    let test = TestRegistry::new();
+    let cmd = builder("LimitLog")
+        .property("execution.isolation.adaptive.enabled", true)
+        .property("execution.isolation.adaptive.algorithm", "AIMD")
+        .property("execution.isolation.adaptive.initialLimit", 20)
+        .property("execution.isolation.adaptive.windowSize", 1)
+        .semaphore_max_concurrent_requests(100)
+        .build_in(test.registry())
+        .unwrap();
+    let logged = || spans_of_events("adaptive concurrency limit moved").len();
+    // `concurrent` runs of 10 ms started at once: the last starts with `concurrent` in flight,
+    // the only sample with enough in flight (twice it at least the limit) for AIMD to add 1.
+    let round = |concurrent: usize| {
+        let clock = Arc::clone(test.registry().clock());
+        let mut runs: Vec<_> = (0..concurrent)
+            .map(|_| {
+                let clock = Arc::clone(&clock);
+                Box::pin(
+                    cmd.run_async(async move {
+                        hystrix::clock::sleep(&clock, Duration::from_millis(10)).await;
+                        Ok::<u32, DependencyError>(1)
+                    })
+                    .execute_async(),
+                )
+            })
+            .collect();
+        for run in &mut runs {
+            assert!(poll_once(run.as_mut()).is_pending());
+        }
+        test.advance(Duration::from_millis(10));
+        for run in &mut runs {
+            assert!(matches!(poll_once(run.as_mut()), Poll::Ready(Ok(1))));
+        }
+        cmd.metrics().adaptive_limit().unwrap().limit
+    };
+    assert_eq!((round(10), logged()), (21, 0));
+    assert_eq!((round(11), logged()), (22, 1));
+}
