@@ -135,6 +135,7 @@ mod tests {
     #[test]
     fn vegas_takes_the_mean_of_a_window_as_unloaded() {
         let mut v = Windowed::new(Vegas::default(), 4).unwrap();
+        assert_eq!(v.window_size(), 4);
         // Window 1: mean (50 + 150 + 100 + 100) / 4 = 100 ms: the first, rtt_noload.
         for rtt in [50, 150, 100] {
             assert_eq!(v.on_sample(Sample::new(ms(rtt), 10, false)), 20);
