@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use common::{BreakerEvents as Events, DependencyError, builder, names, poll_once};
 use futures::channel::oneshot;
+use hystrix::circuit::Backoff;
 use hystrix::testing::TestRegistry;
 use hystrix::{
     CircuitBreakerEvent, CircuitBreakerListener, Class, Command, FailureType, HealthCounts,
@@ -415,6 +416,48 @@ fn a_hung_trial_is_replaced_after_the_sleep_window_and_its_late_answer_moves_not
         .unwrap_err();
     assert_eq!(err.failure_type(), FailureType::CommandException);
     assert_eq!(cmd.circuit_breaker().status(), Status::Open);
+}
+
+/// A stale trial's late failure leaves the current half-open period as it is, down to the
+/// open duration it reports (with a backoff, a failure of a current trial would double it).
+#[test]
+fn a_hung_trials_late_failure_changes_nothing_of_the_new_half_open_period() {
+    let test = TestRegistry::new();
+    let cmd = builder("StaleFailure")
+        .timeout_enabled(false)
+        .open_backoff(Backoff::exponential(2.0, Duration::from_secs(60)).unwrap())
+        .build_in(test.registry())
+        .unwrap();
+    trip(&test, &cmd);
+    advance_to(&test, 5501);
+    let hung = InFlight::start(&cmd);
+    advance_to(&test, 10_502);
+    let second = InFlight::start(&cmd);
+    let breaker = cmd.circuit_breaker();
+    assert_eq!(
+        (breaker.status(), breaker.open_duration_ms()),
+        (Status::HalfOpen, Some(5000))
+    );
+    let err = hung.finish(Err(DependencyError("late"))).unwrap_err();
+    assert_eq!(err.failure_type(), FailureType::CommandException);
+    assert_eq!(
+        (
+            breaker.status(),
+            breaker.open_duration_ms(),
+            breaker.reopens()
+        ),
+        (Status::HalfOpen, Some(5000), 0)
+    );
+    // The current trial's failure re-opens it, for twice the sleep window.
+    second.finish(Err(DependencyError("down"))).unwrap_err();
+    assert_eq!(
+        (
+            breaker.status(),
+            breaker.open_duration_ms(),
+            breaker.reopens()
+        ),
+        (Status::Open, Some(10_000), 1)
+    );
 }
 
 #[test]
