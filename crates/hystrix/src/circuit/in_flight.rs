@@ -322,6 +322,23 @@ mod tests {
     }
 
     #[test]
+    fn a_forgotten_slot_whose_attempts_ended_is_taken_again() {
+        let in_flight = InFlight::new(100);
+        let Added::Tracked(old, 0) = in_flight.add(50, 100) else {
+            panic!("tracked");
+        };
+        in_flight.forget_started_by(120);
+        assert_eq!(in_flight.remove(old), Mark::Forgotten);
+        // 64 intervals later, the same slot: nothing of its old interval runs, so it is free.
+        let start = 50 + SLOTS as u64 * 100;
+        let Added::Tracked(new, 0) = in_flight.add(start, 100) else {
+            panic!("tracked");
+        };
+        assert_eq!(in_flight.count_slow(start + 1_000, 100), 1);
+        assert_eq!(in_flight.remove(new), Mark::Sampled);
+    }
+
+    #[test]
     fn each_close_in_an_interval_starts_a_new_era() {
         let in_flight = InFlight::new(100);
         let Added::Tracked(first, 0) = in_flight.add(10, 100) else {
