@@ -386,6 +386,69 @@ fn a_healthy_probe_moves_the_breaker_to_half_open_before_the_sleep_window_ends()
     assert_eq!(cmd.circuit_breaker().status(), Status::Closed);
 }
 
+/// Without `instead_of_sleep_window`, the sleep window still half-opens the breaker: a probe
+/// not yet due leaves the trial to the next execution after the window.
+#[test]
+fn with_a_probe_beside_the_sleep_window_a_trial_still_runs_after_the_window() {
+    let (registry, clock, _) = registry();
+    let probe = HealthProbe::blocking(|| false, Duration::from_secs(10)).unwrap();
+    let cmd = builder("Beside")
+        .health_probe(probe)
+        .build_in(&registry)
+        .unwrap();
+    trip(&cmd, &clock); // opened at 500 ms; the first probe is due at 10 500 ms
+    advance_to(&clock, 5500);
+    assert!(short_circuited(&cmd));
+    advance_to(&clock, 5501);
+    assert_eq!(cmd.run(ok).execute().unwrap(), 1);
+    assert_eq!(cmd.circuit_breaker().status(), Status::Closed);
+}
+
+/// At most `max_concurrent` probes at once (1 by default): a blocking probe still stuck past
+/// its timeout keeps its place, so the next due probe is skipped, not started beside it.
+#[test]
+fn a_stuck_blocking_probe_keeps_its_place_and_the_next_one_is_skipped() {
+    let (registry, clock, _) = registry();
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let release = Arc::new(AtomicBool::new(false));
+    let probe = {
+        let (calls, release) = (Arc::clone(&calls), Arc::clone(&release));
+        HealthProbe::blocking(
+            move || {
+                calls.fetch_add(1, Ordering::SeqCst);
+                while !release.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                false
+            },
+            Duration::from_secs(1),
+        )
+        .unwrap()
+        .timeout(Duration::from_millis(200))
+        .unwrap()
+    };
+    let cmd = builder("Stuck")
+        .health_probe(probe)
+        .build_in(&registry)
+        .unwrap();
+    trip(&cmd, &clock); // opened at 500 ms
+    advance_to(&clock, 1500); // the probe starts and sticks
+    wait_for("the probe to start", || calls.load(Ordering::SeqCst) == 1);
+    wait_for("the probe's timeout timer", || {
+        clock.next_timer_deadline_ms() == Some(1700)
+    });
+    advance_to(&clock, 1700); // its timeout: unhealthy, the next probe due at 2700 ms
+    wait_for("the next probe", || {
+        clock.next_timer_deadline_ms() == Some(2700)
+    });
+    advance_to(&clock, 2700); // the first still runs: skipped, due again at 3700 ms
+    wait_for("the probe after", || {
+        clock.next_timer_deadline_ms() == Some(3700)
+    });
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    release.store(true, Ordering::SeqCst);
+}
+
 #[test]
 fn a_probe_that_hangs_past_its_timeout_counts_as_unhealthy_and_only_the_probe_may_half_open() {
     let (registry, clock, _) = registry();
