@@ -333,6 +333,24 @@ mod tests {
     }
 
     #[test]
+    fn a_snapshot_gives_each_class_its_own_counts() {
+        let counts = |n: u32| ClassCounts {
+            in_flight: n,
+            admitted: u64::from(n) * 10,
+            refused: u64::from(n) * 100,
+        };
+        let snapshot = PrioritySnapshot {
+            critical: counts(1),
+            normal: counts(2),
+            sheddable: counts(3),
+            ..PrioritySnapshot::default()
+        };
+        assert_eq!(snapshot.class(Priority::Critical), counts(1));
+        assert_eq!(snapshot.class(Priority::Normal), counts(2));
+        assert_eq!(snapshot.class(Priority::Sheddable), counts(3));
+    }
+
+    #[test]
     fn reserves_round_up_but_leave_the_lower_classes_a_place() {
         assert_eq!(reserve_places(10, (0, 0)), (0, 0));
         assert_eq!(reserve_places(10, (25, 0)), (3, 0));
