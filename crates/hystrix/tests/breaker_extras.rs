@@ -404,6 +404,54 @@ fn with_a_probe_beside_the_sleep_window_a_trial_still_runs_after_the_window() {
     assert_eq!(cmd.circuit_breaker().status(), Status::Closed);
 }
 
+/// Each opening has its own chain of probes; a re-opening ends the chain of the opening before
+/// (its next probe is not run), so the probes keep their pace.
+#[test]
+fn a_reopening_ends_the_probes_of_the_opening_before() {
+    let (registry, clock, _) = registry();
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let probe = {
+        let calls = Arc::clone(&calls);
+        HealthProbe::blocking(
+            move || {
+                calls.fetch_add(1, Ordering::SeqCst);
+                false
+            },
+            Duration::from_secs(1),
+        )
+        .unwrap()
+        // Short: its deadline timer is never taken for the next probe's.
+        .timeout(Duration::from_millis(100))
+        .unwrap()
+    };
+    let cmd = builder("Chains")
+        .health_probe(probe)
+        .build_in(&registry)
+        .unwrap();
+    trip(&cmd, &clock); // opened at 500 ms, until 5500
+    for (due, probes) in [(1500, 1), (2500, 2), (3500, 3), (4500, 4), (5500, 5)] {
+        advance_to(&clock, due);
+        wait_for("the probe and the next one's timer", || {
+            calls.load(Ordering::SeqCst) == probes
+                && clock.next_timer_deadline_ms() == Some(due + 1000)
+        });
+    }
+    // A failed trial at 5501 re-opens it: a new chain, its first probe due at 6501.
+    advance_to(&clock, 5501);
+    cmd.run(boom).execute().unwrap_err();
+    assert_eq!(cmd.circuit_breaker().reopens(), 1);
+    // 6500, the old chain's time: nothing runs. (A probe started wrongly would run on another
+    // thread: 200 ms of real time lets it show; the right code passes whatever the wait.)
+    advance_to(&clock, 6500);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(calls.load(Ordering::SeqCst), 5);
+    assert_eq!(clock.next_timer_deadline_ms(), Some(6501));
+    advance_to(&clock, 6501);
+    wait_for("the new chain's probe and its next timer", || {
+        calls.load(Ordering::SeqCst) == 6 && clock.next_timer_deadline_ms() == Some(7501)
+    });
+}
+
 /// At most `max_concurrent` probes at once (1 by default): a blocking probe still stuck past
 /// its timeout keeps its place, so the next due probe is skipped, not started beside it.
 #[test]
