@@ -321,7 +321,14 @@ fn parse_toml(path: &Path, bytes: &[u8]) -> Result<Vec<Entry>, LoadError> {
         return Err(toml_error(path, text, table.get_ref(), err));
     }
     let mut entries = Vec::new();
-    walk(path, text, "", table.get_ref(), &mut entries);
+    walk(
+        path,
+        text,
+        &LineIndex::new(text),
+        "",
+        table.get_ref(),
+        &mut entries,
+    );
     // Tables are kept in key order; sort by line so the later of two spellings of one name
     // wins, as in a .properties file.
     entries.sort_by_key(|entry| match entry.origin {
@@ -331,14 +338,23 @@ fn parse_toml(path: &Path, bytes: &[u8]) -> Result<Vec<Entry>, LoadError> {
     Ok(entries)
 }
 
-/// Collects the values of `table`, whose keys continue the name `prefix`.
-fn walk(path: &Path, text: &str, prefix: &str, table: &DeTable<'_>, entries: &mut Vec<Entry>) {
+/// Collects the values of `table`, whose keys continue the name `prefix`; `lines` finds each
+/// key's line (an index made once: a scan from the start per key took time quadratic in the
+/// number of keys, 92 s for 100 000).
+fn walk(
+    path: &Path,
+    text: &str,
+    lines: &LineIndex,
+    prefix: &str,
+    table: &DeTable<'_>,
+    entries: &mut Vec<Entry>,
+) {
     for (key, value) in table {
         let name = joined(prefix, key.get_ref());
         let raw = || text.get(value.span()).unwrap_or_default().trim().to_owned();
         let leaf = match value.get_ref() {
             DeValue::Table(inner) => {
-                walk(path, text, &name, inner, entries);
+                walk(path, text, lines, &name, inner, entries);
                 continue;
             }
             DeValue::Integer(int) => i128::from_str_radix(int.as_str(), int.radix())
@@ -352,7 +368,7 @@ fn walk(path: &Path, text: &str, prefix: &str, table: &DeTable<'_>, entries: &mu
         };
         let origin = Origin::File {
             path: path.to_owned(),
-            line: line_at(text.as_bytes(), key.span().start),
+            line: lines.line_at(key.span().start),
         };
         entries.push(Entry::of_leaf(name, leaf, origin));
     }
@@ -399,6 +415,28 @@ fn value_at(table: &DeTable<'_>, prefix: &str, offset: usize) -> Option<(String,
             }
         }
     })
+}
+
+/// Where the lines of a text start: the 1-based line of any byte offset by a binary search.
+struct LineIndex(Vec<usize>);
+
+impl LineIndex {
+    fn new(text: &str) -> Self {
+        LineIndex(newline_offsets(text.as_bytes()))
+    }
+
+    /// The 1-based line of byte `offset`, as [`line_at`] counts it.
+    fn line_at(&self, offset: usize) -> usize {
+        self.0.partition_point(|&newline| newline < offset) + 1
+    }
+}
+
+/// The offsets of the text's newlines, in order.
+fn newline_offsets(text: &[u8]) -> Vec<usize> {
+    text.iter()
+        .enumerate()
+        .filter_map(|(at, &b)| (b == b'\n').then_some(at))
+        .collect()
 }
 
 /// The 1-based line of byte `offset` in `text`.
@@ -476,5 +514,14 @@ mod tests {
         assert_eq!(line_at(b"a\nb\nc", 0), 1);
         assert_eq!(line_at(b"a\nb\nc", 2), 2);
         assert_eq!(line_at(b"a\nb\nc", 99), 3);
+        let text = "a\nbb\n\nc";
+        let index = LineIndex::new(text);
+        for offset in 0..=text.len() + 1 {
+            assert_eq!(
+                index.line_at(offset),
+                line_at(text.as_bytes(), offset),
+                "{offset}"
+            );
+        }
     }
 }
