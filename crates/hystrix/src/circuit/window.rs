@@ -360,6 +360,25 @@ mod tests {
         slow: true,
     };
 
+    /// `circuitBreaker.window.type`'s words: what a user writes, what the configuration shows
+    /// back (`to_value`) and what messages print (`Display`).
+    #[test]
+    fn each_window_type_reads_and_prints_as_its_property_word() {
+        use crate::config::{PropertyType, PropertyValue};
+        for (kind, word) in [
+            (WindowType::Time, "TIME"),
+            (WindowType::Count, "COUNT"),
+            (WindowType::Consecutive, "CONSECUTIVE"),
+        ] {
+            assert_eq!(kind.to_string(), word);
+            assert_eq!(kind.to_value(), Some(PropertyValue::Str(word.into())));
+            assert_eq!(
+                WindowType::parse(&PropertyValue::Str(word.into())),
+                Ok(kind)
+            );
+        }
+    }
+
     #[test]
     fn a_count_window_holds_the_last_calls_only() {
         let window = CountWindow::new(4);
