@@ -255,6 +255,34 @@ mod tests {
     }
 
     #[test]
+    fn a_changed_window_is_made_once_and_then_kept() {
+        let throttle = Throttle::new(7);
+        let before = hot(1_000, 10, 2.0);
+        throttle.ran(&before, 0, true);
+        // Only the length changes, then only the number of buckets: each time the first call
+        // makes the new window, and the next ones count in it.
+        for after in [hot(2_000, 10, 2.0), hot(2_000, 20, 2.0)] {
+            throttle.ran(&after, 0, true);
+            throttle.ran(&after, 0, false);
+            let snapshot = throttle.snapshot(&after, 0);
+            assert_eq!((snapshot.requests, snapshot.accepts), (2, 1));
+        }
+    }
+
+    #[test]
+    fn an_attempt_that_cannot_be_throttled_takes_no_draw() {
+        let hot = hot(1_000, 10, 2.0);
+        let throttle = Throttle::new(7);
+        let seed = throttle.random.load(Ordering::Relaxed);
+        throttle.ran(&hot, 0, false);
+        for _ in 0..5 {
+            assert_eq!(throttle.admit(&hot, 0), Ok(()));
+        }
+        // The seeded sequence moves only when an attempt may be refused.
+        assert_eq!(throttle.random.load(Ordering::Relaxed), seed);
+    }
+
+    #[test]
     fn the_draws_repeat_with_the_seed() {
         let hot = hot(1_000, 10, 2.0);
         let throttled = |seed| {

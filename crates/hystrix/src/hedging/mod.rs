@@ -300,3 +300,54 @@ impl<Running: Interrupt> Drop for Racer<Running> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// hedging.delayPercentile 50 over first attempts in buckets of the health interval
+    /// (500 ms), kept for metrics.rollingStats.timeInMilliseconds (10 000 ms: 20 buckets).
+    fn adaptive() -> CommandProperties {
+        CommandProperties {
+            hedging_delay_in_milliseconds: 100,
+            hedging_delay_percentile: 50.0,
+            ..CommandProperties::default()
+        }
+    }
+
+    #[test]
+    fn the_adaptive_delay_follows_the_completed_buckets_of_its_window() {
+        let (state, props) = (HedgeState::default(), adaptive());
+        // No data yet: the fixed delay.
+        assert_eq!(state.delay_ms(&props, 0), 100);
+        state.record_first(100, 40);
+        state.record_first(200, 40);
+        // Bucket 0 is still filling at 400 ms; complete at 500 ms.
+        assert_eq!(state.delay_ms(&props, 400), 100);
+        assert_eq!(state.delay_ms(&props, 500), 40);
+        for at in [600, 700, 800, 900] {
+            state.record_first(at, 400);
+        }
+        // The next interval reads bucket 1 too: the median is now 400 ms (401 as the latency
+        // histogram reads it back: the top of its bucket).
+        assert_eq!(state.delay_ms(&props, 1000), 401);
+        // Both buckets stay in the window for 10 s ...
+        assert_eq!(state.delay_ms(&props, 3000), 401);
+        assert_eq!(state.delay_ms(&props, 10_999), 401);
+        // ... then bucket 1 leaves it: no data, the fixed delay again.
+        assert_eq!(state.delay_ms(&props, 11_000), 100);
+    }
+
+    #[test]
+    fn a_fixed_delay_keeps_no_latencies() {
+        let state = HedgeState::default();
+        let props = CommandProperties {
+            hedging_delay_in_milliseconds: 70,
+            ..CommandProperties::default()
+        };
+        assert_eq!(state.delay_ms(&props, 0), 70);
+        state.record_first(100, 5);
+        assert!(state.latency.get().is_none());
+        assert_eq!(state.delay_ms(&props, 5000), 70);
+    }
+}

@@ -797,6 +797,9 @@ mod tests {
             });
         pool.submit(Arc::clone(&q3)).unwrap();
         assert_eq!(pool.metrics().current_queue_size, 3);
+        // A job that cannot be given up (the trait's default) stays queued.
+        assert!(!pool.withdraw(&q3));
+        assert_eq!(pool.metrics().current_queue_size, 3);
         // A queued task can be taken back out.
         assert!(pool.remove_queued(&q2));
         assert!(!pool.remove_queued(&q2));
@@ -889,6 +892,143 @@ mod tests {
         drop(slot);
         assert!(pool.admit_async().is_ok());
         release_a.send(()).unwrap();
+        assert_eq!(pool.shutdown(Duration::from_secs(10)).detached, 0);
+    }
+
+    /// Waits until `condition` holds; fails after 10 s of real time (a thread that never
+    /// gets there) rather than hanging.
+    fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+        let give_up = std::time::Instant::now() + Duration::from_secs(10);
+        while !condition() {
+            assert!(std::time::Instant::now() < give_up, "never: {what}");
+            std::thread::yield_now();
+        }
+    }
+
+    /// A bounded queue fills before the pool grows past coreSize, and the pool grows to
+    /// actualMaximumSize before it refuses (as Java's ThreadPoolExecutor under Hystrix); an
+    /// async run holds a place of the same budget. `has_room` answers for a hedge at each step,
+    /// and the gauges add up.
+    #[test]
+    fn a_full_queue_grows_the_pool_to_its_maximum_then_refuses() {
+        let clock = ManualClock::new();
+        let pool = pool(
+            &clock,
+            &[
+                ("coreSize", "1"),
+                ("maximumSize", "3"),
+                ("allowMaximumSizeToDivergeFromCoreSize", "true"),
+                ("maxQueueSize", "1"),
+            ],
+        );
+        // Budget: 3 running + 1 queued, the async slot among them.
+        assert!(pool.has_room(true));
+        let slot = pool.admit_async().unwrap();
+        let (started, names) = mpsc::channel();
+        let (a, release_a) = gate(&started);
+        assert_eq!(pool.submit(a), Ok(Placed::Thread));
+        names.recv().unwrap();
+        // No idle thread to take a blocking hedge at once (it would wait in the queue); an
+        // async one fits the budget.
+        assert!(!pool.has_room(true));
+        assert!(pool.has_room(false));
+        let (b, release_b) = gate(&started);
+        assert_eq!(pool.submit(b), Ok(Placed::Queue));
+        let (c, release_c) = gate(&started);
+        assert_eq!(pool.submit(c), Ok(Placed::Thread));
+        names.recv().unwrap();
+        let (d, _) = gate(&started);
+        assert_eq!(
+            pool.submit(d),
+            Err(Rejection::Full {
+                maximum_size: 3,
+                queue_size: 1
+            })
+        );
+        pool.mark_rejected(clock.now_ms());
+        assert!(!pool.has_room(true));
+        assert!(!pool.has_room(false));
+        let metrics = pool.metrics();
+        assert_eq!(
+            (
+                metrics.current_active_count,
+                metrics.current_queue_size,
+                metrics.current_pool_size,
+                metrics.current_task_count,
+                metrics.cumulative_count_command_rejections
+            ),
+            (3, 1, 2, 4, 1)
+        );
+
+        release_a.send(()).unwrap();
+        assert_eq!(names.recv().unwrap(), "hystrix-P-1");
+        release_b.send(()).unwrap();
+        release_c.send(()).unwrap();
+        drop(slot);
+        // The async run counts as a completed task too.
+        eventually("four tasks done", || {
+            let metrics = pool.metrics();
+            (
+                metrics.current_completed_task_count,
+                metrics.current_active_count,
+            ) == (4, 0)
+        });
+        // Two idle threads: a blocking hedge runs at once.
+        assert!(pool.has_room(true));
+        assert_eq!(pool.metrics().current_task_count, 4);
+        // Active at the start of each task: 1 (the async run), 2 (a), 3 (c), 3 (b, as a ends).
+        clock.advance(Duration::from_millis(1000));
+        let metrics = pool.metrics();
+        assert_eq!(
+            (
+                metrics.rolling_max_active_threads,
+                metrics.rolling_count_command_rejections
+            ),
+            (3, 1)
+        );
+        assert_eq!(pool.shutdown(Duration::from_secs(10)).detached, 0);
+    }
+
+    /// coreSize lowered at run time: the next submit wakes every idle thread, so each one
+    /// above the new coreSize arms its keep-alive at once and all of them end together.
+    #[test]
+    fn lowering_core_size_arms_keep_alive_on_every_idle_thread() {
+        let clock = ManualClock::new();
+        let pool = pool(&clock, &[("coreSize", "3")]);
+        let (started, names) = mpsc::channel();
+        let releases: Vec<_> = (0..3)
+            .map(|_| {
+                let (job, release) = gate(&started);
+                assert_eq!(pool.submit(job), Ok(Placed::Thread));
+                names.recv().unwrap();
+                release
+            })
+            .collect();
+        for release in releases {
+            release.send(()).unwrap();
+        }
+        eventually("three idle threads", || {
+            let metrics = pool.metrics();
+            (
+                metrics.current_completed_task_count,
+                metrics.current_active_count,
+            ) == (3, 0)
+        });
+        assert_eq!(clock.pending_timers(), 0);
+        pool.shared
+            .properties
+            .hot()
+            .publish(&crate::ThreadPoolProperties {
+                core_size: 1,
+                ..crate::ThreadPoolProperties::default()
+            });
+        let (quick, release_quick) = gate(&started);
+        release_quick.send(()).unwrap();
+        assert_eq!(pool.submit(quick), Ok(Placed::Queue));
+        eventually("three keep-alive timers", || clock.pending_timers() == 3);
+        clock.advance(Duration::from_secs(60));
+        eventually("one thread left", || pool.metrics().current_pool_size == 1);
+        assert_eq!(clock.pending_timers(), 0);
         assert_eq!(pool.shutdown(Duration::from_secs(10)).detached, 0);
     }
 }

@@ -526,6 +526,27 @@ mod tests {
     }
 
     #[test]
+    fn a_view_names_its_completed_and_recent_buckets() {
+        // 10 buckets of 1000 ms over fine buckets of 500 ms: 2 fine buckets per bucket.
+        let view = View::new(1000, 500, 10);
+        assert_eq!(view.fine_buckets_kept(), 22);
+        assert_eq!(View::new(500, 500, 20).fine_buckets_kept(), 21);
+        // At 15 500 ms bucket 15 fills; buckets 5 to 14 are the completed ones.
+        let completed: Vec<u64> = (0..20)
+            .filter(|&epoch| view.is_completed(15_500, epoch))
+            .collect();
+        assert_eq!(completed, (5..15).collect::<Vec<u64>>());
+        // Early on, every bucket before the filling one.
+        assert!(view.is_completed(3_000, 0));
+        assert!(!view.is_completed(3_000, 3));
+        // The last buckets but the oldest, with the one filling: buckets 6 to 15.
+        assert_eq!(view.recent(15_500), 12..32);
+        assert_eq!(view.recent(3_000), 0..8);
+        assert_eq!(view.completed(15_500, 0), 10..30);
+        assert_eq!(view.completed(15_500, 8), 16..30);
+    }
+
+    #[test]
     fn a_late_write_for_an_older_lap_counts_in_the_newer_bucket() {
         let counter = EpochCounter::default();
         assert_eq!(counter.add(20, 1), 0);
