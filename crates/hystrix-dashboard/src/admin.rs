@@ -66,7 +66,9 @@
 //! host is exactly `localhost`, `127.x.y.z` or a bracketed IPv6 loopback address such as
 //! `[::1]`, followed by nothing or `:<port>` (`localhost:evil.com`, `[::1]evil.com` and
 //! `user@localhost` are not); an origin is `http://` or `https://` and such a host, nothing
-//! after; a second `Host` or `Origin` header is refused. So a router merged into an app that
+//! after; a second `Host` or `Origin` header is refused. An HTTP/1.1 request with neither a
+//! `Host` header nor an absolute target is malformed and answers 400 (RFC 9112 3.2); an
+//! HTTP/1.0 client may leave the host out. So a router merged into an app that
 //! listens on every interface is not reachable from the network: the peer address comes from
 //! axum's `ConnectInfo<SocketAddr>`, which [`Dashboard::serve`](crate::Dashboard::serve)
 //! provides; an app that serves the router itself must use
@@ -87,7 +89,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, Extension, Path, Request, State};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Version, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -296,6 +298,17 @@ fn is_proxy_header(name: &HeaderName) -> bool {
     name == "forwarded" || name == "x-real-ip" || name.starts_with("x-forwarded-")
 }
 
+/// An HTTP/1.1 request must name its host: a `Host` header, or an absolute request target
+/// (RFC 9112 3.2: a server answers 400 to one with neither). HTTP/1.0 clients may omit it;
+/// HTTP/2 names it in `:authority`, which becomes the target's authority. Checked where the
+/// host decides access (no token); with a token, the token does.
+fn missing_host(request: &Request) -> Option<&'static str> {
+    (request.version() == Version::HTTP_11
+        && request.uri().authority().is_none()
+        && !request.headers().contains_key(header::HOST))
+    .then_some("an HTTP/1.1 request must carry a `Host` header (RFC 9112 3.2)")
+}
+
 /// Without a token, a loopback peer is trusted only if the request is local all the way: a
 /// proxy on the host (it adds `Forwarded` / `X-Forwarded-*` / `X-Real-IP`) would make every
 /// network client loopback, and a web page in a browser on the host could post to loopback
@@ -315,8 +328,8 @@ fn not_local(request: &Request) -> Option<String> {
         Ok(host) => host.map(text),
     };
     // An absolute request target names the host too (RFC 9112 3.2.2: a server goes by it
-    // rather than by `Host`): both must be loopback. No `Host` at all is an HTTP/1.0 client,
-    // not a browser (browsers always send it).
+    // rather than by `Host`): both must be loopback. No `Host` at all is an HTTP/1.0 client
+    // (`missing_host` refused HTTP/1.1 ones), not a browser (browsers always send it).
     let target = request
         .uri()
         .authority()
@@ -462,6 +475,9 @@ async fn check_access(
         }
         Access::Loopback => match peer {
             Some(peer) if peer.ip().to_canonical().is_loopback() => {
+                if let Some(refusal) = missing_host(&request) {
+                    return error(StatusCode::BAD_REQUEST, refusal);
+                }
                 if let Some(refusal) = not_local(&request) {
                     return error(StatusCode::FORBIDDEN, refusal);
                 }

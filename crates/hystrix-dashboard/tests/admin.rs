@@ -39,7 +39,8 @@ fn send(
     send_with(router, method, path, peer, &headers, body.as_bytes())
 }
 
-/// [`send`] with any headers and a raw body.
+/// [`send`] with any headers and a raw body, as HTTP/1.1 (with `Host: localhost` unless
+/// `headers` name a host, as a client sends it).
 fn send_with(
     router: &axum::Router,
     method: Method,
@@ -49,6 +50,23 @@ fn send_with(
     body: &[u8],
 ) -> (StatusCode, Value) {
     let mut request = Request::builder().method(method).uri(path);
+    if !headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("host"))
+    {
+        request = request.header("host", "localhost");
+    }
+    send_request(router, request, peer, headers, body)
+}
+
+/// `request` (method, target, version) with `headers` and `body`, from `peer`.
+fn send_request(
+    router: &axum::Router,
+    mut request: axum::http::request::Builder,
+    peer: Option<&str>,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (StatusCode, Value) {
     for (name, value) in headers {
         request = request.header(*name, *value);
     }
@@ -706,9 +724,29 @@ fn loopback_hosts_and_origins_pass_with_or_without_a_port() {
             assert_eq!(status, StatusCode::OK, "{headers:?}: {error}");
         }
     }
-    // No Host at all (an HTTP/1.0 client), and an absolute target naming a loopback host.
-    let (status, _) = force_open_from_loopback(&test, &router, FORCE_OPEN, &[]);
-    assert_eq!(status, StatusCode::OK);
+    // No Host at all: an HTTP/1.0 client may omit it; an HTTP/1.1 request is malformed
+    // (RFC 9112 3.2) and changes nothing.
+    for (version, expected) in [
+        (axum::http::Version::HTTP_10, StatusCode::OK),
+        (axum::http::Version::HTTP_11, StatusCode::BAD_REQUEST),
+    ] {
+        let request = Request::builder()
+            .method(Method::POST)
+            .uri(FORCE_OPEN)
+            .version(version);
+        let (status, body) = send_request(&router, request, Some(LOOPBACK), &[], b"");
+        assert_eq!(status, expected, "{version:?}: {body}");
+        let breaker = test.registry().circuit_breaker("GetUser").unwrap();
+        assert_eq!(breaker.is_open(), expected == StatusCode::OK, "{version:?}");
+        breaker.reset();
+        if expected == StatusCode::BAD_REQUEST {
+            assert_eq!(
+                body["error"],
+                "an HTTP/1.1 request must carry a `Host` header (RFC 9112 3.2)"
+            );
+        }
+    }
+    // An absolute target naming a loopback host.
     let (status, _) = force_open_from_loopback(
         &test,
         &router,

@@ -656,6 +656,15 @@ fn forged_proxy_host_and_origin_headers_are_refused_on_the_wire_and_change_nothi
             assert!(error.contains(message), "{target} {headers:?}: {error}");
             asked.kept_alive().await;
         }
+        // HTTP/1.1 with no Host and an origin-form target: malformed (RFC 9112 3.2).
+        let asked = Asked::new(addr, put_sleep_window(&path, "", "2500")).await;
+        let answer = asked.answer();
+        assert_eq!(answer.status, 400, "{answer:?}");
+        assert_eq!(
+            answer.error(),
+            "an HTTP/1.1 request must carry a `Host` header (RFC 9112 3.2)"
+        );
+        asked.kept_alive().await;
         // Headers hyper refuses before any route sees them: a folded (obs-fold) Host, a NUL in
         // a header: 400 and closed.
         for headers in ["Host: localhost\r\n evil.com\r\n", "Host: local\0host\r\n"] {

@@ -27,7 +27,11 @@ struct Answer {
 }
 
 fn send(router: &axum::Router, method: Method, path: &str, token: Option<&str>) -> Answer {
-    let mut request = Request::builder().method(method).uri(path);
+    // As a client sends it: HTTP/1.1 names its host.
+    let mut request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header(header::HOST, "localhost");
     if let Some(token) = token {
         request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
     }
