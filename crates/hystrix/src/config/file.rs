@@ -289,7 +289,12 @@ fn parse_properties(path: &Path, bytes: &[u8]) -> Result<Vec<Entry>, LoadError> 
 /// `None` on a comment line.
 fn raw_key(text: &str, line: usize) -> Option<String> {
     let text = text.strip_prefix(BOM).unwrap_or(text);
-    let physical = text.lines().nth(line.checked_sub(1)?)?.trim_start();
+    // Lines end in `\n`, `\r\n` or a lone `\r`, as Java's (and the parser's) line numbers go.
+    let text = text.replace("\r\n", "\n");
+    let physical = text
+        .split(['\n', '\r'])
+        .nth(line.checked_sub(1)?)?
+        .trim_start();
     if physical.starts_with(['#', '!']) {
         return None;
     }
@@ -458,6 +463,21 @@ mod tests {
         assert_eq!(raw_key(text, 9), None);
         assert_eq!(raw_key("a=1\n  # b=2\n!c=3", 2), None);
         assert_eq!(raw_key("a=1\n  # b=2\n!c=3", 3), None);
+        // Old Mac line ends, and Windows ones.
+        assert_eq!(raw_key("a=1\rb:2\rc 3", 3).as_deref(), Some("c"));
+        assert_eq!(raw_key("a=1\r\nb:2\r\nc 3", 2).as_deref(), Some("b"));
+    }
+
+    #[test]
+    fn a_syntax_error_after_lone_cr_line_ends_names_its_line_and_property() {
+        let err =
+            parse_properties(Path::new("x.properties"), b"a=1\rb=2\rbad\\u00zz=3\r").unwrap_err();
+        match err {
+            LoadError::Syntax { line, property, .. } => {
+                assert_eq!((line, property.as_deref()), (3, Some("bad\\u00zz")));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
