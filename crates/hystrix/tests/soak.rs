@@ -419,12 +419,54 @@ impl Schedule {
     }
 }
 
-/// THREAD isolation, blocking runs called with `execute` from plain threads.
-fn run_blocking(
+/// One caller of a dependency: the `c`-th of dependency `i`, with its command and backend,
+/// the counter its call numbers come from, the load it reports to and where it says it ended.
+struct Caller {
+    i: usize,
+    c: usize,
+    command: Command,
+    addr: SocketAddr,
+    next: Arc<Vec<AtomicU64>>,
+    load: Arc<Load>,
+    done: mpsc::Sender<String>,
+}
+
+impl Caller {
+    /// Its dependency's pace, its slot spread among the dependency's callers.
+    fn schedule(&self) -> Schedule {
+        let pace = pace_of(self.i);
+        Schedule::new(pace, pace * self.c as u32 / callers_of(self.i) as u32)
+    }
+
+    /// The next call's number, and the phase it is submitted in.
+    fn next_call(&self) -> (u64, u8) {
+        let n = self.next[self.i].fetch_add(1, Ordering::SeqCst);
+        (n, self.load.submit(self.i))
+    }
+
+    /// Whether call `n` goes without a fallback: every other call of the latent dependency, so
+    /// its timeouts reach the caller as typed errors.
+    fn without_fallback(&self, n: u64) -> bool {
+        self.i == LATENT && n % 2 == 1
+    }
+
+    fn finished(self) {
+        let _ = self
+            .done
+            .send(format!("dependency {} caller {}", self.i, self.c));
+    }
+}
+
+/// Starts the callers (`callers_of(i)` of each dependency, through `start`, and the control
+/// caller, through `start_control`, each on a thread or as a task), drives the phases and
+/// waits for every caller to end.
+fn run_load(
     commands: &[Command],
     backends: &[Arc<Backend>],
     control: &Arc<Backend>,
     load: &Arc<Load>,
+    mut start: impl FnMut(Caller),
+    start_control: impl FnOnce(SocketAddr, Arc<Load>, mpsc::Sender<String>),
 ) {
     let (done_tx, done_rx) = mpsc::channel::<String>();
     let next = Arc::new(
@@ -435,40 +477,56 @@ fn run_blocking(
     let mut callers = 0;
     for (i, command) in commands.iter().enumerate() {
         for c in 0..callers_of(i) {
-            let (command, load, next, done) = (
-                command.clone(),
-                Arc::clone(load),
-                Arc::clone(&next),
-                done_tx.clone(),
-            );
-            let addr = backends[i].addr;
             callers += 1;
-            std::thread::spawn(move || {
-                let mut schedule =
-                    Schedule::new(pace_of(i), pace_of(i) * c as u32 / callers_of(i) as u32);
-                while load.running() {
-                    let n = next[i].fetch_add(1, Ordering::SeqCst);
-                    let phase = load.submit(i);
-                    let run =
-                        command.run_cancellable(move |token| call_blocking(addr, n, Some(&token)));
-                    let start = Instant::now();
-                    let outcome = if i == LATENT && n % 2 == 1 {
-                        run.execute_outcome()
-                    } else {
-                        run.fallback(move |_| Ok::<_, std::io::Error>(fallback_value(n)))
-                            .execute_outcome()
-                    };
-                    load.record(i, n, phase, start.elapsed(), outcome);
-                    std::thread::sleep(schedule.wait());
-                }
-                let _ = done.send(format!("dependency {i} caller {c}"));
+            start(Caller {
+                i,
+                c,
+                command: command.clone(),
+                addr: backends[i].addr,
+                next: Arc::clone(&next),
+                load: Arc::clone(load),
+                done: done_tx.clone(),
             });
         }
     }
-    {
-        let (load, done) = (Arc::clone(load), done_tx.clone());
-        let addr = control.addr;
-        callers += 1;
+    callers += 1;
+    start_control(control.addr, Arc::clone(load), done_tx);
+    drive_phases(load, backends);
+    wait_for_callers(&done_rx, callers, load);
+}
+
+/// THREAD isolation, blocking runs called with `execute` from plain threads.
+fn run_blocking(
+    commands: &[Command],
+    backends: &[Arc<Backend>],
+    control: &Arc<Backend>,
+    load: &Arc<Load>,
+) {
+    let caller = |caller: Caller| {
+        std::thread::spawn(move || {
+            let mut schedule = caller.schedule();
+            while caller.load.running() {
+                let (n, phase) = caller.next_call();
+                let addr = caller.addr;
+                let run = caller
+                    .command
+                    .run_cancellable(move |token| call_blocking(addr, n, Some(&token)));
+                let start = Instant::now();
+                let outcome = if caller.without_fallback(n) {
+                    run.execute_outcome()
+                } else {
+                    run.fallback(move |_| Ok::<_, std::io::Error>(fallback_value(n)))
+                        .execute_outcome()
+                };
+                caller
+                    .load
+                    .record(caller.i, n, phase, start.elapsed(), outcome);
+                std::thread::sleep(schedule.wait());
+            }
+            caller.finished();
+        });
+    };
+    let control_caller = |addr, load: Arc<Load>, done: mpsc::Sender<String>| {
         std::thread::spawn(move || {
             let mut schedule = Schedule::new(PACE, Duration::ZERO);
             let mut n = 1;
@@ -482,10 +540,8 @@ fn run_blocking(
             }
             let _ = done.send("control".to_owned());
         });
-    }
-    drop(done_tx);
-    drive_phases(load, backends);
-    wait_for_callers(&done_rx, callers, load);
+    };
+    run_load(commands, backends, control, load, caller, control_caller);
 }
 
 fn record_control(load: &Load, n: u64, phase: u8, took: Duration, answer: std::io::Result<u64>) {
@@ -550,49 +606,29 @@ fn run_async(
     control: &Arc<Backend>,
     load: &Arc<Load>,
 ) {
-    let (done_tx, done_rx) = mpsc::channel::<String>();
-    let next = Arc::new(
-        (0..DEPENDENCIES)
-            .map(|_| AtomicU64::new(1))
-            .collect::<Vec<_>>(),
-    );
-    let mut callers = 0;
-    for (i, command) in commands.iter().enumerate() {
-        for c in 0..callers_of(i) {
-            let (command, load, next, done) = (
-                command.clone(),
-                Arc::clone(load),
-                Arc::clone(&next),
-                done_tx.clone(),
-            );
-            let addr = backends[i].addr;
-            callers += 1;
-            runtime.spawn(async move {
-                let mut schedule =
-                    Schedule::new(pace_of(i), pace_of(i) * c as u32 / callers_of(i) as u32);
-                while load.running() {
-                    let n = next[i].fetch_add(1, Ordering::SeqCst);
-                    let phase = load.submit(i);
-                    let run = command.run_async(call_async(addr, n));
-                    let start = Instant::now();
-                    let outcome = if i == LATENT && n % 2 == 1 {
-                        run.execute_async_outcome().await
-                    } else {
-                        run.fallback(move |_| Ok::<_, std::io::Error>(fallback_value(n)))
-                            .execute_async_outcome()
-                            .await
-                    };
-                    load.record(i, n, phase, start.elapsed(), outcome);
-                    tokio::time::sleep(schedule.wait()).await;
-                }
-                let _ = done.send(format!("dependency {i} caller {c}"));
-            });
-        }
-    }
-    {
-        let (load, done) = (Arc::clone(load), done_tx.clone());
-        let addr = control.addr;
-        callers += 1;
+    let caller = |caller: Caller| {
+        runtime.spawn(async move {
+            let mut schedule = caller.schedule();
+            while caller.load.running() {
+                let (n, phase) = caller.next_call();
+                let run = caller.command.run_async(call_async(caller.addr, n));
+                let start = Instant::now();
+                let outcome = if caller.without_fallback(n) {
+                    run.execute_async_outcome().await
+                } else {
+                    run.fallback(move |_| Ok::<_, std::io::Error>(fallback_value(n)))
+                        .execute_async_outcome()
+                        .await
+                };
+                caller
+                    .load
+                    .record(caller.i, n, phase, start.elapsed(), outcome);
+                tokio::time::sleep(schedule.wait()).await;
+            }
+            caller.finished();
+        });
+    };
+    let control_caller = |addr, load: Arc<Load>, done: mpsc::Sender<String>| {
         runtime.spawn(async move {
             let mut schedule = Schedule::new(PACE, Duration::ZERO);
             let mut n = 1;
@@ -606,10 +642,8 @@ fn run_async(
             }
             let _ = done.send("control".to_owned());
         });
-    }
-    drop(done_tx);
-    drive_phases(load, backends);
-    wait_for_callers(&done_rx, callers, load);
+    };
+    run_load(commands, backends, control, load, caller, control_caller);
 }
 
 // ---------------------------------------------------------------------------------------------
