@@ -990,13 +990,14 @@ mod tests {
     }
 
     /// coreSize lowered at run time: the next submit wakes every idle thread, so each one
-    /// above the new coreSize arms its keep-alive at once and all of them end together.
+    /// above the new coreSize arms its keep-alive at once and all of them end together; the
+    /// busy ones stay (7 threads, 3 of them busy, coreSize 7 -> 3: 4 end).
     #[test]
     fn lowering_core_size_arms_keep_alive_on_every_idle_thread() {
         let clock = ManualClock::new();
-        let pool = pool(&clock, &[("coreSize", "3")]);
+        let pool = pool(&clock, &[("coreSize", "7")]);
         let (started, names) = mpsc::channel();
-        let releases: Vec<_> = (0..3)
+        let mut releases: Vec<_> = (0..7)
             .map(|_| {
                 let (job, release) = gate(&started);
                 assert_eq!(pool.submit(job), Ok(Placed::Thread));
@@ -1004,31 +1005,39 @@ mod tests {
                 release
             })
             .collect();
+        let busy = releases.split_off(4);
         for release in releases {
             release.send(()).unwrap();
         }
-        eventually("three idle threads", || {
+        eventually("four idle threads", || {
             let metrics = pool.metrics();
             (
                 metrics.current_completed_task_count,
                 metrics.current_active_count,
-            ) == (3, 0)
+            ) == (4, 3)
         });
         assert_eq!(clock.pending_timers(), 0);
         pool.shared
             .properties
             .hot()
             .publish(&crate::ThreadPoolProperties {
-                core_size: 1,
+                core_size: 3,
+                maximum_size: 7,
+                allow_maximum_size_to_diverge_from_core_size: true,
                 ..crate::ThreadPoolProperties::default()
             });
         let (quick, release_quick) = gate(&started);
         release_quick.send(()).unwrap();
         assert_eq!(pool.submit(quick), Ok(Placed::Queue));
-        eventually("three keep-alive timers", || clock.pending_timers() == 3);
+        eventually("four keep-alive timers", || clock.pending_timers() == 4);
         clock.advance(Duration::from_secs(60));
-        eventually("one thread left", || pool.metrics().current_pool_size == 1);
+        eventually("only the three busy threads left", || {
+            pool.metrics().current_pool_size == 3
+        });
         assert_eq!(clock.pending_timers(), 0);
+        for release in busy {
+            release.send(()).unwrap();
+        }
         assert_eq!(pool.shutdown(Duration::from_secs(10)).detached, 0);
     }
 }
