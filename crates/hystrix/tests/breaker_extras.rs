@@ -1666,6 +1666,63 @@ fn concurrent_retry_afters_keep_the_breaker_open_for_the_longest() {
     assert_eq!(opened.len(), 1, "{opened:?}");
 }
 
+/// A Retry-After that ends exactly where the opening already ends (by the sleep window) is
+/// still a minimum: a sleep window shortened later does not cut it (found by a fresh user's
+/// trial of the `stay_open_until` mutant TESTING.md had called equivalent).
+#[test]
+fn a_retry_after_ending_with_the_sleep_window_outlasts_a_shorter_sleep_window() {
+    let (registry, clock, _) = registry();
+    let cmd = builder("Even")
+        .classify(classify_http)
+        .timeout_enabled(false)
+        .build_in(&registry)
+        .unwrap();
+    let start = || {
+        let (answer, rx) = futures::channel::oneshot::channel::<Result<u32, HttpError>>();
+        let mut call = Box::pin(
+            cmd.run_async(async move { rx.await.unwrap() })
+                .execute_async(),
+        );
+        assert!(common::poll_once(call.as_mut()).is_pending());
+        (answer, call)
+    };
+    let (first, mut first_call) = start();
+    let (second, mut second_call) = start();
+    let unavailable = |retry_after| {
+        Err(HttpError {
+            status: 503,
+            retry_after: Some(retry_after),
+        })
+    };
+    // Opened at 0 for the 5000 ms sleep window (no minimum of its own) ...
+    first.send(unavailable("0")).unwrap();
+    assert!(common::poll_once(first_call.as_mut()).is_ready());
+    let breaker = cmd.circuit_breaker();
+    assert_eq!(breaker.open_duration_ms(), Some(5000));
+    // ... then asked at 1000 ms to stay open 4 s more: until 5000 ms, where it ends anyway.
+    advance_to(&clock, 1000);
+    second.send(unavailable("4")).unwrap();
+    assert!(common::poll_once(second_call.as_mut()).is_ready());
+    registry
+        .properties()
+        .set(
+            "hystrix.command.Even.circuitBreaker.sleepWindowInMilliseconds",
+            1000,
+        )
+        .unwrap();
+    assert_eq!(breaker.open_duration_ms(), Some(5000));
+    advance_to(&clock, 5000);
+    assert_eq!(
+        cmd.run(|| Ok::<u32, HttpError>(1))
+            .execute()
+            .unwrap_err()
+            .failure_type(),
+        FailureType::ShortCircuit
+    );
+    advance_to(&clock, 5001);
+    assert_eq!(cmd.run(|| Ok::<u32, HttpError>(1)).execute().unwrap(), 1);
+}
+
 #[test]
 fn a_metrics_snapshot_brings_the_breaker_up_to_date() {
     let (registry, clock, _) = registry();

@@ -885,24 +885,22 @@ impl CircuitBreaker {
             "the error asked to trip now".into()
         });
         if !self.open(site, from, OpenTrigger::TripNow, cause, min_open_ms, now_ms) {
-            self.stay_open_until(site, now_ms.saturating_add(min_open_ms));
+            self.stay_open_until(now_ms.saturating_add(min_open_ms));
         }
     }
 
     /// A trip-now minimum that arrives while OPEN (concurrent 503s with Retry-After) makes the
-    /// opening last at least until `until_ms`: the longest wait asked for wins. Not a transition:
-    /// no event.
-    fn stay_open_until(&self, site: Site<'_>, until_ms: u64) {
+    /// opening last at least until `until_ms`: the longest wait asked for wins. Kept as a
+    /// minimum even when the opening ends then anyway, so a sleep window shortened later does
+    /// not cut it. Not a transition: no event.
+    fn stay_open_until(&self, until_ms: u64) {
         let _one_at_a_time = self.opening.lock();
         if self.state.load().status != Status::Open {
             return;
         }
-        let sleep_window_ms = site.command.properties.hot().sleep_window_ms();
-        if until_ms > self.open_until_ms(sleep_window_ms) {
-            let opened = self.opened_at_ms.load(Ordering::Acquire);
-            self.min_open_ms
-                .store(until_ms.saturating_sub(opened), Ordering::Release);
-        }
+        let opened = self.opened_at_ms.load(Ordering::Acquire);
+        self.min_open_ms
+            .fetch_max(until_ms.saturating_sub(opened), Ordering::AcqRel);
     }
 
     /// Opens a CLOSED breaker because the shared state store reports the dependency open, for
