@@ -29,11 +29,13 @@ pub enum ConfigError {
         /// Why it was refused.
         reason: &'static str,
     },
-    /// A value that does not parse, is out of range, or breaks a rule between properties.
+    /// A value that does not parse, is out of range, or breaks a rule between properties. The
+    /// message shows the value and the name escaped and cut to 256 characters (then `...`);
+    /// the fields keep them whole.
     #[error(
         "invalid value `{}` for `{}`: {reason}",
-        .value.escape_debug(),
-        .name.escape_debug()
+        shown(.value, SHOWN_CHARS),
+        shown(.name, SHOWN_CHARS)
     )]
     InvalidValue {
         /// The full property name, e.g. `hystrix.command.GetUser.circuitBreaker.errorThresholdPercentage`.
@@ -51,8 +53,9 @@ pub enum ConfigError {
     )]
     GlobalRegistryInUse,
     /// A name that is not a known property. The message suggests the closest property name
-    /// when one is close (a typo, or the wrong case), else says what names look like.
-    #[error("unknown property `{}`{}", .name.escape_debug(), unknown_property_hint(.suggestion.as_deref()))]
+    /// when one is close (a typo, or the wrong case), else says what names look like; it shows
+    /// the name escaped and cut to 256 characters (then `...`).
+    #[error("unknown property `{}`{}", shown(.name, SHOWN_CHARS), unknown_property_hint(.suggestion.as_deref()))]
     UnknownProperty {
         /// The name given.
         name: String,
@@ -674,6 +677,24 @@ impl<E: fmt::Debug> fmt::Debug for HystrixError<E> {
 impl<E: fmt::Debug + fmt::Display> StdError for HystrixError<E> {}
 
 /// The end of [`ConfigError::UnknownProperty`]'s message: the suggestion, or the name's shape.
+/// The most characters of a caller's value or name an error message shows.
+const SHOWN_CHARS: usize = 256;
+
+/// Text from a caller as an error message shows it: control characters escaped, at most `max`
+/// characters, then `...` (a value of megabytes would otherwise make a log line as long).
+pub(crate) fn shown(text: &str, max: usize) -> String {
+    let mut shown = text
+        .chars()
+        .take(max)
+        .collect::<String>()
+        .escape_debug()
+        .to_string();
+    if text.chars().nth(max).is_some() {
+        shown.push_str("...");
+    }
+    shown
+}
+
 fn unknown_property_hint(suggestion: Option<&str>) -> String {
     match suggestion {
         Some(suggestion) => format!("; did you mean `{}`?", suggestion.escape_debug()),

@@ -7,24 +7,10 @@ use std::borrow::Borrow;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::error::ConfigError;
+use crate::error::{ConfigError, shown};
 
 /// The longest key name, in bytes: keys appear in property names, metric labels and logs.
 const MAX_KEY_LEN: usize = 200;
-
-/// A refused name as an error shows it: control characters escaped, at most 64 characters.
-fn shown(name: &str) -> String {
-    let mut shown: String = name
-        .chars()
-        .take(64)
-        .collect::<String>()
-        .escape_debug()
-        .to_string();
-    if name.chars().count() > 64 {
-        shown.push_str("...");
-    }
-    shown
-}
 
 macro_rules! key_type {
     ($(#[$doc:meta])* $name:ident, $what:literal) => {
@@ -58,7 +44,7 @@ macro_rules! key_type {
                 match reason {
                     Some(reason) => Err(ConfigError::InvalidKey {
                         kind: $what,
-                        key: shown(name),
+                        key: shown(name, 64),
                         reason,
                     }),
                     None => Ok(Self(Arc::from(name))),

@@ -2443,6 +2443,34 @@ fn a_toml_syntax_error_at_an_empty_key_names_no_property() {
     }
 }
 
+/// A refused value of a megabyte keeps it whole in the error's field, but the message (a log
+/// line) shows its first 256 characters then `...` (a fresh user's 20 MB value made a 20 MB
+/// message).
+#[test]
+fn an_error_message_shows_a_huge_value_cut() {
+    let value = "9".repeat(1 << 20);
+    let text =
+        format!("hystrix.command.Big.execution.isolation.thread.timeoutInMilliseconds={value}\n");
+    let registry = Registry::new();
+    let err = registry
+        .properties()
+        .load_text("big", FileFormat::Properties, &text)
+        .unwrap_err();
+    let LoadError::Invalid { error, .. } = &err else {
+        panic!("{err:?}");
+    };
+    assert!(matches!(&**error, ConfigError::InvalidValue { value: whole, .. } if *whole == value));
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "big:1: invalid value `{}...` for \
+             `hystrix.command.Big.execution.isolation.thread.timeoutInMilliseconds`: out of \
+             range (at most 18446744073709551615)",
+            "9".repeat(256)
+        )
+    );
+}
+
 /// The extremes the mutations reach only by chance, each exactly: nesting 20,000 deep in TOML
 /// (the parser's recursion limit refuses it: no stack overflow, which no `catch_unwind` could
 /// catch), and 20,000 backslashes, continuations or CRs in a `.properties` file.

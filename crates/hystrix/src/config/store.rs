@@ -1435,8 +1435,8 @@ pub(crate) fn name_the_value(
             value: value.to_owned(),
             reason: format!(
                 "conflicts with `{}` = {}, which {reason}{hint}",
-                name.escape_debug(),
-                other_value.escape_debug()
+                crate::error::shown(&name, 256),
+                crate::error::shown(&other_value, 256)
             ),
         },
         other => other,

@@ -120,13 +120,18 @@ impl PropertyType for bool {
     }
 }
 
+/// A whole number; one beyond i128 saturates, so the type's range check says "out of range"
+/// rather than "expected a whole number".
 fn parse_int(value: &PropertyValue) -> Result<i128, String> {
+    use std::num::IntErrorKind;
     match value {
         PropertyValue::Int(i) => Ok(i128::from(*i)),
-        PropertyValue::Str(s) => s
-            .trim()
-            .parse::<i128>()
-            .map_err(|_| "expected a whole number".to_owned()),
+        PropertyValue::Str(s) => match s.trim().parse::<i128>() {
+            Ok(i) => Ok(i),
+            Err(err) if *err.kind() == IntErrorKind::PosOverflow => Ok(i128::MAX),
+            Err(err) if *err.kind() == IntErrorKind::NegOverflow => Ok(i128::MIN),
+            Err(_) => Err("expected a whole number".to_owned()),
+        },
         PropertyValue::Bool(_) => Err("expected a whole number".into()),
     }
 }
