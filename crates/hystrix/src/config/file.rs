@@ -396,6 +396,16 @@ fn toml_error(path: &Path, text: &str, table: &DeTable<'_>, err: &toml::de::Erro
         Some(_) if whole && raw.chars().all(bare) => {
             format!("`{raw}` is not a TOML value; a string is written in quotes: \"{raw}\"")
         }
+        // The parser names no key: name the one it points at (a key's last part, or a table).
+        _ if err.message() == "duplicate key" => match err.span().and_then(|span| text.get(span)) {
+            Some(key) if !key.is_empty() => {
+                format!(
+                    "duplicate key `{}`: a key or table is defined once",
+                    key.escape_debug()
+                )
+            }
+            _ => err.message().to_owned(),
+        },
         _ => err.message().to_owned(),
     };
     LoadError::Syntax {
@@ -472,12 +482,35 @@ mod tests {
     fn a_syntax_error_after_lone_cr_line_ends_names_its_line_and_property() {
         let err =
             parse_properties(Path::new("x.properties"), b"a=1\rb=2\rbad\\u00zz=3\r").unwrap_err();
+        // Shown as written in the file: the backslash once.
+        assert!(
+            err.to_string()
+                .starts_with("x.properties:3: `bad\\u00zz`: "),
+            "{err}"
+        );
         match err {
             LoadError::Syntax { line, property, .. } => {
                 assert_eq!((line, property.as_deref()), (3, Some("bad\\u00zz")));
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_duplicate_toml_key_or_table_is_named() {
+        let message = |text: &str| {
+            parse_toml(Path::new("d.toml"), text.as_bytes())
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            message("[hystrix.command.A]\nfallback.enabled = true\nfallback.enabled = false\n"),
+            "d.toml:3: duplicate key `enabled`: a key or table is defined once"
+        );
+        assert_eq!(
+            message("[hystrix.command.A]\n[hystrix.command.A]\n"),
+            "d.toml:2: duplicate key `A`: a key or table is defined once"
+        );
     }
 
     #[test]

@@ -253,7 +253,16 @@ impl fmt::Display for LoadError {
                 f,
                 "{}:{line}: `{}`: {message}",
                 path.display(),
-                property.escape_debug()
+                // As written in the file (`\u00zz`, not `\\u00zz`): only control characters
+                // escaped.
+                property
+                    .chars()
+                    .map(|c| if c.is_control() {
+                        c.escape_debug().to_string()
+                    } else {
+                        c.to_string()
+                    })
+                    .collect::<String>()
             ),
             LoadError::Syntax {
                 path,
