@@ -253,16 +253,9 @@ impl fmt::Display for LoadError {
                 f,
                 "{}:{line}: `{}`: {message}",
                 path.display(),
-                // As written in the file (`\u00zz`, not `\\u00zz`): only control characters
-                // escaped.
-                property
-                    .chars()
-                    .map(|c| if c.is_control() {
-                        c.escape_debug().to_string()
-                    } else {
-                        c.to_string()
-                    })
-                    .collect::<String>()
+                // As written in the file (`\u00zz`, not `\\u00zz`): escaped as `escape_debug`
+                // does, but a backslash once.
+                property.escape_debug().to_string().replace(r"\\", r"\")
             ),
             LoadError::Syntax {
                 path,
