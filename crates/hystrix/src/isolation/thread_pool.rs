@@ -1040,4 +1040,49 @@ mod tests {
         }
         assert_eq!(pool.shutdown(Duration::from_secs(10)).detached, 0);
     }
+
+    /// A job that shuts its own pool down from the pool's thread and reports what it did.
+    struct ShutsDown {
+        pool: Mutex<Option<ThreadPool>>,
+        report: Mutex<Option<mpsc::Sender<ShutdownReport>>>,
+    }
+
+    impl Job for ShutsDown {
+        fn run(&self) {
+            if let (Some(pool), Some(report)) = (self.pool.lock().take(), self.report.lock().take())
+            {
+                let _ = report.send(pool.shutdown(Duration::from_secs(10)));
+            }
+        }
+    }
+
+    /// Shut down from one of its own threads (its last user dropped there), a pool joins its
+    /// other threads and neither waits for nor counts the calling one.
+    #[test]
+    fn a_shutdown_on_a_pool_thread_joins_the_others_and_leaves_itself_out() {
+        let clock = ManualClock::new();
+        let pool = pool(&clock, &[("coreSize", "2")]);
+        let (started, names) = mpsc::channel();
+        let (idle, release) = gate(&started);
+        pool.submit(idle).unwrap();
+        names.recv().unwrap();
+        release.send(()).unwrap();
+        eventually("one idle thread", || {
+            pool.metrics().current_active_count == 0
+        });
+        let (report_tx, report) = mpsc::channel();
+        let job = Arc::new(ShutsDown {
+            pool: Mutex::new(Some(pool.clone())),
+            report: Mutex::new(Some(report_tx)),
+        });
+        assert_eq!(pool.submit(job), Ok(Placed::Thread));
+        assert_eq!(
+            report.recv_timeout(Duration::from_secs(10)).unwrap(),
+            ShutdownReport {
+                joined: 1,
+                detached: 0
+            }
+        );
+        eventually("no thread left", || pool.metrics().current_pool_size == 0);
+    }
 }
