@@ -1085,4 +1085,42 @@ mod tests {
         );
         eventually("no thread left", || pool.metrics().current_pool_size == 0);
     }
+
+    /// A shutdown whose bound passes with a thread still in its task joins the threads that
+    /// ended (one above coreSize that ended after its keep-alive) and leaves the stuck one.
+    #[test]
+    fn a_shutdown_past_its_bound_still_joins_the_threads_that_ended() {
+        let clock = ManualClock::new();
+        let pool = pool(
+            &clock,
+            &[
+                ("coreSize", "1"),
+                ("maximumSize", "2"),
+                ("allowMaximumSizeToDivergeFromCoreSize", "true"),
+            ],
+        );
+        let (started, names) = mpsc::channel();
+        let (stuck, release_stuck) = gate(&started);
+        let (brief, release_brief) = gate(&started);
+        pool.submit(stuck).unwrap();
+        pool.submit(brief).unwrap();
+        names.recv().unwrap();
+        names.recv().unwrap();
+        release_brief.send(()).unwrap();
+        eventually("a keep-alive timer", || clock.pending_timers() == 1);
+        clock.advance(Duration::from_secs(60));
+        eventually("the thread above coreSize ended", || {
+            let handles = pool.shared.handles.lock();
+            handles.iter().filter(|handle| handle.is_finished()).count() == 1
+        });
+        assert_eq!(
+            pool.shutdown(Duration::from_millis(20)),
+            ShutdownReport {
+                joined: 1,
+                detached: 1
+            }
+        );
+        release_stuck.send(()).unwrap();
+        eventually("no thread left", || pool.metrics().current_pool_size == 0);
+    }
 }
