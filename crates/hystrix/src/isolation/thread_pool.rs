@@ -813,11 +813,11 @@ mod tests {
         assert_eq!(pool.metrics().current_completed_task_count, 2);
     }
 
-    #[test]
-    fn threads_above_core_size_end_after_keep_alive_on_the_clock() {
-        let clock = ManualClock::new();
+    /// A pool of coreSize 1 growing to 2 (keep-alive 1 minute), both threads in a gated task:
+    /// the pool and the tasks' releases.
+    fn two_running_above_core_size(clock: &ManualClock) -> (ThreadPool, [mpsc::Sender<()>; 2]) {
         let pool = pool(
-            &clock,
+            clock,
             &[
                 ("coreSize", "1"),
                 ("maximumSize", "2"),
@@ -832,6 +832,13 @@ mod tests {
         pool.submit(b).unwrap();
         names.recv().unwrap();
         names.recv().unwrap();
+        (pool, [release_a, release_b])
+    }
+
+    #[test]
+    fn threads_above_core_size_end_after_keep_alive_on_the_clock() {
+        let clock = ManualClock::new();
+        let (pool, [release_a, release_b]) = two_running_above_core_size(&clock);
         assert_eq!(pool.metrics().current_pool_size, 2);
         release_a.send(()).unwrap();
         release_b.send(()).unwrap();
@@ -1091,21 +1098,7 @@ mod tests {
     #[test]
     fn a_shutdown_past_its_bound_still_joins_the_threads_that_ended() {
         let clock = ManualClock::new();
-        let pool = pool(
-            &clock,
-            &[
-                ("coreSize", "1"),
-                ("maximumSize", "2"),
-                ("allowMaximumSizeToDivergeFromCoreSize", "true"),
-            ],
-        );
-        let (started, names) = mpsc::channel();
-        let (stuck, release_stuck) = gate(&started);
-        let (brief, release_brief) = gate(&started);
-        pool.submit(stuck).unwrap();
-        pool.submit(brief).unwrap();
-        names.recv().unwrap();
-        names.recv().unwrap();
+        let (pool, [release_stuck, release_brief]) = two_running_above_core_size(&clock);
         release_brief.send(()).unwrap();
         eventually("a keep-alive timer", || clock.pending_timers() == 1);
         clock.advance(Duration::from_secs(60));
