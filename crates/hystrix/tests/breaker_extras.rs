@@ -1612,6 +1612,22 @@ fn a_listener_may_call_back_into_the_breaker_it_hears() {
     );
 }
 
+/// A call admitted now (the breaker CLOSED) whose dependency answers when the sender says.
+fn pending_call(
+    cmd: &Command<hystrix::Classifier<HttpError>>,
+) -> (
+    futures::channel::oneshot::Sender<Result<u32, HttpError>>,
+    std::pin::Pin<Box<impl std::future::Future + '_>>,
+) {
+    let (answer, rx) = futures::channel::oneshot::channel::<Result<u32, HttpError>>();
+    let mut call = Box::pin(
+        cmd.run_async(async move { rx.await.unwrap() })
+            .execute_async(),
+    );
+    assert!(common::poll_once(call.as_mut()).is_pending());
+    (answer, call)
+}
+
 #[test]
 fn concurrent_retry_afters_keep_the_breaker_open_for_the_longest() {
     let (registry, clock, events) = registry();
@@ -1620,24 +1636,9 @@ fn concurrent_retry_afters_keep_the_breaker_open_for_the_longest() {
         .build_in(&registry)
         .unwrap();
     // Two calls admitted while CLOSED, each waiting for its answer.
-    let start = || {
-        let (answer, rx) = futures::channel::oneshot::channel::<Result<u32, HttpError>>();
-        let mut call = Box::pin(
-            cmd.run_async(async move { rx.await.unwrap() })
-                .execute_async(),
-        );
-        assert!(common::poll_once(call.as_mut()).is_pending());
-        (answer, call)
-    };
-    let (first, mut first_call) = start();
-    let (second, mut second_call) = start();
-    let unavailable = |retry_after| {
-        Err(HttpError {
-            status: 503,
-            retry_after: Some(retry_after),
-        })
-    };
-    first.send(unavailable("10")).unwrap();
+    let (first, mut first_call) = pending_call(&cmd);
+    let (second, mut second_call) = pending_call(&cmd);
+    first.send(unavailable(Some("10"))).unwrap();
     assert!(common::poll_once(first_call.as_mut()).is_ready());
     let breaker = cmd.circuit_breaker();
     assert_eq!(breaker.open_duration_ms(), Some(10_000));
@@ -1645,7 +1646,7 @@ fn concurrent_retry_afters_keep_the_breaker_open_for_the_longest() {
     // opening lasts until then (60.5 s after it began); the longest wait wins, with no new
     // event or generation.
     clock.advance_ms(500);
-    second.send(unavailable("60")).unwrap();
+    second.send(unavailable(Some("60"))).unwrap();
     assert!(common::poll_once(second_call.as_mut()).is_ready());
     assert_eq!(breaker.open_duration_ms(), Some(60_500));
     advance_to(&clock, 60_500);
@@ -1677,31 +1678,16 @@ fn a_retry_after_ending_with_the_sleep_window_outlasts_a_shorter_sleep_window() 
         .timeout_enabled(false)
         .build_in(&registry)
         .unwrap();
-    let start = || {
-        let (answer, rx) = futures::channel::oneshot::channel::<Result<u32, HttpError>>();
-        let mut call = Box::pin(
-            cmd.run_async(async move { rx.await.unwrap() })
-                .execute_async(),
-        );
-        assert!(common::poll_once(call.as_mut()).is_pending());
-        (answer, call)
-    };
-    let (first, mut first_call) = start();
-    let (second, mut second_call) = start();
-    let unavailable = |retry_after| {
-        Err(HttpError {
-            status: 503,
-            retry_after: Some(retry_after),
-        })
-    };
+    let (first, mut first_call) = pending_call(&cmd);
+    let (second, mut second_call) = pending_call(&cmd);
     // Opened at 0 for the 5000 ms sleep window (no minimum of its own) ...
-    first.send(unavailable("0")).unwrap();
+    first.send(unavailable(Some("0"))).unwrap();
     assert!(common::poll_once(first_call.as_mut()).is_ready());
     let breaker = cmd.circuit_breaker();
     assert_eq!(breaker.open_duration_ms(), Some(5000));
     // ... then asked at 1000 ms to stay open 4 s more: until 5000 ms, where it ends anyway.
     advance_to(&clock, 1000);
-    second.send(unavailable("4")).unwrap();
+    second.send(unavailable(Some("4"))).unwrap();
     assert!(common::poll_once(second_call.as_mut()).is_ready());
     registry
         .properties()
